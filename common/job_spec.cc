@@ -1,0 +1,134 @@
+#include "job_spec.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/names.h"
+
+namespace hetbench {
+
+const std::vector<std::string>& KnownModels() {
+  static const std::vector<std::string> kModels = {"mlp"};
+  return kModels;
+}
+
+const std::vector<std::string>& KnownDatasets() {
+  static const std::vector<std::string> kDatasets = {"fashion-mnist"};
+  return kDatasets;
+}
+
+v1::JobSpec WithDefaults(v1::JobSpec spec) {
+  if (spec.model().empty()) spec.set_model("mlp");
+  if (spec.name().empty()) spec.set_name(spec.model());
+  if (spec.batch_sizes().empty()) spec.add_batch_sizes(128);
+  if (spec.targets().empty()) spec.add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
+  if (spec.dataset().empty()) spec.set_dataset("fashion-mnist");
+  if (!spec.has_seed()) spec.set_seed(42);
+  v1::TrainSpec* t = spec.mutable_train();
+  if (!t->has_warmup_steps()) t->set_warmup_steps(10);
+  if (!t->has_min_duration_seconds()) t->set_min_duration_seconds(1.0);
+  if (t->max_steps() == 0) t->set_max_steps(1'000'000);
+  if (t->epochs() == 0) t->set_epochs(1.0);
+  if (t->learning_rate() == 0) t->set_learning_rate(1e-3);
+  v1::InferenceSpec* inf = spec.mutable_inference();
+  if (!inf->has_warmup_batches()) inf->set_warmup_batches(2);
+  return spec;
+}
+
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  std::vector<std::string> errors;
+  auto bad = [&](auto&&... parts) { errors.push_back(absl::StrCat(parts...)); };
+
+  if (spec.name().size() > SpecLimits::kMaxNameLength) {
+    bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
+  }
+  if (!Contains(KnownModels(), spec.model())) {
+    bad("model = \"", spec.model(), "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
+  }
+  if (!Contains(KnownDatasets(), spec.dataset())) {
+    bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ",
+        absl::StrJoin(KnownDatasets(), ", "));
+  }
+  if (spec.batch_sizes_size() == 0) bad("batch_sizes: empty: give at least one batch size, e.g. [128]");
+  if (spec.batch_sizes_size() > SpecLimits::kMaxBatchSizes) {
+    bad("batch_sizes: ", spec.batch_sizes_size(), " entries: at most ", SpecLimits::kMaxBatchSizes, " allowed");
+  }
+  for (int i = 0; i < spec.batch_sizes_size(); ++i) {
+    const int b = spec.batch_sizes(i);
+    if (b < 1) bad("batch_sizes[", i, "] = ", b, ": must be >= 1");
+    if (b > SpecLimits::kMaxBatchSize) bad("batch_sizes[", i, "] = ", b, ": must be <= ", SpecLimits::kMaxBatchSize);
+    for (int j = 0; j < i; ++j) {
+      if (spec.batch_sizes(j) == b) {
+        bad("batch_sizes[", i, "] = ", b, ": repeats batch_sizes[", j, "]; list each batch size once");
+        break;
+      }
+    }
+  }
+  if (spec.targets_size() == 0) bad("targets: empty: give at least one, e.g. [{device_kind: cpu}]");
+  if (spec.targets_size() > SpecLimits::kMaxTargets) {
+    bad("targets: ", spec.targets_size(), " entries: at most ", SpecLimits::kMaxTargets, " allowed");
+  }
+  for (int i = 0; i < spec.targets_size(); ++i) {
+    const v1::TargetSelector& t = spec.targets(i);
+    if (!v1::DeviceKind_IsValid(t.device_kind())) {
+      bad("targets[", i, "].device_kind = ", static_cast<int>(t.device_kind()),
+          ": unknown kind; use cpu, gpu, tpu, dpu or qpu-sim");
+    }
+    if (t.agent_id().size() > 256) bad("targets[", i, "].agent_id: longer than 256 characters");
+  }
+  const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size();
+  if (tasks > SpecLimits::kMaxTasks) {
+    bad("batch_sizes x targets = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
+  }
+  const v1::TrainSpec& t = spec.train();
+  if (t.warmup_steps() < 0 || t.warmup_steps() > SpecLimits::kMaxWarmupSteps) {
+    bad("train.warmup_steps = ", t.warmup_steps(), ": must be in [0, ", SpecLimits::kMaxWarmupSteps, "]");
+  }
+  if (t.max_steps() < 1 || t.max_steps() > SpecLimits::kMaxMeasuredSteps) {
+    bad("train.max_steps = ", t.max_steps(), ": must be in [1, ", SpecLimits::kMaxMeasuredSteps, "]");
+  }
+  if (t.min_steps() < 0) {
+    bad("train.min_steps = ", t.min_steps(), ": must be >= 0 (0 means one pass of train.epochs)");
+  } else if (t.min_steps() > t.max_steps()) {
+    bad("train.min_steps = ", t.min_steps(), ": must be <= train.max_steps = ", t.max_steps());
+  }
+  if (!(t.min_duration_seconds() >= 0.0) || t.min_duration_seconds() > SpecLimits::kMaxDurationSeconds) {
+    bad("train.min_duration_seconds = ", t.min_duration_seconds(), ": must be in [0, ",
+        SpecLimits::kMaxDurationSeconds, "]");
+  }
+  if (!(t.epochs() > 0.0) || t.epochs() > SpecLimits::kMaxEpochs) {
+    bad("train.epochs = ", t.epochs(), ": must be in (0, ", SpecLimits::kMaxEpochs, "]");
+  }
+  if (!(t.learning_rate() > 0.0) || t.learning_rate() > 10.0) {
+    bad("train.learning_rate = ", t.learning_rate(), ": must be in (0, 10]");
+  }
+  const v1::InferenceSpec& inf = spec.inference();
+  if (inf.warmup_batches() < 0 || inf.warmup_batches() > 10000) {
+    bad("inference.warmup_batches = ", inf.warmup_batches(), ": must be in [0, 10000]");
+  }
+  if (inf.max_batches() < 0) bad("inference.max_batches = ", inf.max_batches(), ": must be >= 0 (0 = whole test set)");
+  if (spec.threads() < 0 || spec.threads() > SpecLimits::kMaxThreads) {
+    bad("threads = ", spec.threads(), ": must be in [0, ", SpecLimits::kMaxThreads, "] (0 = all cores)");
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(errors, "; ")));
+}
+
+int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t dataset_size) {
+  if (spec.train().min_steps() > 0) return spec.train().min_steps();
+  const double steps = std::ceil(spec.train().epochs() * static_cast<double>(dataset_size) /
+                                 static_cast<double>(std::max(batch_size, 1)));
+  return std::max<int64_t>(1, static_cast<int64_t>(steps) - spec.train().warmup_steps());
+}
+
+}  // namespace hetbench

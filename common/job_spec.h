@@ -1,0 +1,45 @@
+#pragma once
+/// Job spec defaults, limits and validation. The coordinator is the authority;
+/// the CLI uses the same code to fail fast.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench {
+
+/// Limits that keep one job from exhausting the coordinator or a node.
+struct SpecLimits {
+  static constexpr int kMaxBatchSize = 65536;
+  static constexpr int kMaxBatchSizes = 64;
+  static constexpr int kMaxTargets = 64;
+  static constexpr int kMaxTasks = 1024;
+  static constexpr int kMaxWarmupSteps = 100000;
+  static constexpr int64_t kMaxMeasuredSteps = 10'000'000;
+  static constexpr double kMaxDurationSeconds = 86400.0;
+  static constexpr double kMaxEpochs = 1000.0;
+  static constexpr int kMaxThreads = 4096;
+  static constexpr size_t kMaxNameLength = 128;
+};
+
+/// Models every agent of this version can run.
+const std::vector<std::string>& KnownModels();
+/// Datasets every agent of this version can load.
+const std::vector<std::string>& KnownDatasets();
+
+/// Fills every unset field with its default; returns the effective spec.
+v1::JobSpec WithDefaults(v1::JobSpec spec);
+
+/// Checks an effective spec (after WithDefaults). On failure returns
+/// INVALID_ARGUMENT listing every bad field with its value and the fix,
+/// e.g. "batch_sizes[2] = 0: must be >= 1".
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+/// Measured training steps for a task: min_steps, or when it is 0, the steps
+/// of `epochs` passes over `dataset_size` minus the warm-up steps (>= 1).
+int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t dataset_size);
+
+}  // namespace hetbench

@@ -1,0 +1,36 @@
+#include "log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+namespace hetbench {
+
+namespace {
+std::atomic<int> g_min_level{0};
+}
+
+void SetMinLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
+
+void LogLine(LogLevel level, std::string_view component, std::string_view message) {
+  if (static_cast<int>(level) < g_min_level.load()) return;
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  const char* tag = level == LogLevel::kError ? "E" : level == LogLevel::kWarning ? "W" : "I";
+  char millis[8];
+  std::snprintf(millis, sizeof(millis), ".%03d", static_cast<int>(ms));
+  std::string line;
+  line.reserve(48 + component.size() + message.size());
+  line.append(stamp).append(millis).append("Z ").append(tag).append(" ");
+  line.append(component).append(": ").append(message).append("\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace hetbench

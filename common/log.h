@@ -1,0 +1,30 @@
+#pragma once
+/// Minimal line logger to stderr (Debian's Abseil 20220623 has no absl/log).
+/// Thread-safe: each line is written with one call.
+
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+
+namespace hetbench {
+
+enum class LogLevel { kInfo, kWarning, kError };
+
+/// Lines below this level are dropped (default kInfo). Thread-safe.
+void SetMinLogLevel(LogLevel level);
+void LogLine(LogLevel level, std::string_view component, std::string_view message);
+
+template <typename... Args>
+void LogInfo(std::string_view component, const Args&... args) {
+  LogLine(LogLevel::kInfo, component, absl::StrCat(args...));
+}
+template <typename... Args>
+void LogWarning(std::string_view component, const Args&... args) {
+  LogLine(LogLevel::kWarning, component, absl::StrCat(args...));
+}
+template <typename... Args>
+void LogError(std::string_view component, const Args&... args) {
+  LogLine(LogLevel::kError, component, absl::StrCat(args...));
+}
+
+}  // namespace hetbench

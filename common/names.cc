@@ -1,0 +1,66 @@
+#include "names.h"
+
+#include "common/version.h"
+
+namespace hetbench {
+
+std::string DeviceKindName(v1::DeviceKind kind) {
+  switch (kind) {
+    case v1::DEVICE_KIND_CPU: return "cpu";
+    case v1::DEVICE_KIND_GPU: return "gpu";
+    case v1::DEVICE_KIND_TPU: return "tpu";
+    case v1::DEVICE_KIND_DPU: return "dpu";
+    case v1::DEVICE_KIND_QPU_SIM: return "qpu-sim";
+    default: return "any";
+  }
+}
+
+std::optional<v1::DeviceKind> ParseDeviceKind(std::string_view name) {
+  for (int k = v1::DeviceKind_MIN; k <= v1::DeviceKind_MAX; ++k) {
+    const auto kind = static_cast<v1::DeviceKind>(k);
+    if (v1::DeviceKind_IsValid(k) && DeviceKindName(kind) == name) return kind;
+  }
+  return std::nullopt;
+}
+
+std::string PhaseName(v1::Phase phase) {
+  switch (phase) {
+    case v1::PHASE_TRAIN: return "train";
+    case v1::PHASE_INFER: return "infer";
+    default: return "unspecified";
+  }
+}
+
+std::string JobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_QUEUED: return "queued";
+    case v1::JOB_STATE_RUNNING: return "running";
+    case v1::JOB_STATE_SUCCEEDED: return "succeeded";
+    case v1::JOB_STATE_FAILED: return "failed";
+    case v1::JOB_STATE_CANCELLED: return "cancelled";
+    default: return "unspecified";
+  }
+}
+
+std::string TaskStateName(v1::TaskState state) {
+  switch (state) {
+    case v1::TASK_STATE_QUEUED: return "queued";
+    case v1::TASK_STATE_RUNNING: return "running";
+    case v1::TASK_STATE_SUCCEEDED: return "succeeded";
+    case v1::TASK_STATE_FAILED: return "failed";
+    case v1::TASK_STATE_CANCELLED: return "cancelled";
+    default: return "unspecified";
+  }
+}
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
+}
+
+bool IsTerminal(v1::TaskState s) {
+  return s == v1::TASK_STATE_SUCCEEDED || s == v1::TASK_STATE_FAILED || s == v1::TASK_STATE_CANCELLED;
+}
+
+std::string HetbenchVersion() { return HETBENCH_VERSION_STRING; }
+
+}  // namespace hetbench

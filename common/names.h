@@ -1,0 +1,23 @@
+#pragma once
+/// Short, stable names for enums, as used in the CLI, YAML specs and metric labels.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench {
+
+std::string DeviceKindName(v1::DeviceKind kind);  // "cpu", "gpu", ..., "any"
+std::optional<v1::DeviceKind> ParseDeviceKind(std::string_view name);
+std::string PhaseName(v1::Phase phase);            // "train", "infer"
+std::string JobStateName(v1::JobState state);      // "queued", "running", ...
+std::string TaskStateName(v1::TaskState state);
+bool IsTerminal(v1::JobState state);
+bool IsTerminal(v1::TaskState state);
+
+/// The version of this build, e.g. "0.1.0".
+std::string HetbenchVersion();
+
+}  // namespace hetbench

@@ -1,0 +1,194 @@
+#include "spec_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/names.h"
+
+namespace hetbench {
+namespace {
+
+std::string Where(const YAML::Node& n, const std::string& path) {
+  return absl::StrCat(path, " (line ", n.Mark().line + 1, ")");
+}
+
+// Converts a scalar, turning yaml-cpp's exception into a message that names the field.
+template <typename T>
+absl::StatusOr<T> As(const YAML::Node& n, const std::string& path, const char* type_name) {
+  if (!n.IsScalar()) return absl::InvalidArgumentError(absl::StrCat(Where(n, path), ": expected ", type_name));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(n, path), ": '", n.Scalar(), "' is not ", type_name));
+  }
+}
+
+absl::Status CheckKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& known) {
+  if (!map.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Where(map, path), ": expected a mapping"));
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (known.count(key) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? key : path + "." + key),
+                                                     ": unknown field; known fields: ", absl::StrJoin(known, ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+#define HB_ASSIGN(lhs, expr)         \
+  do {                               \
+    auto _v = (expr);                \
+    if (!_v.ok()) return _v.status(); \
+    lhs(*_v);                        \
+  } while (0)
+
+absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::TargetSelector* t) {
+  if (n.IsScalar()) {  // shorthand: targets: [cpu, gpu]
+    auto kind = ParseDeviceKind(n.Scalar());
+    if (!kind) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(n, path), ": unknown device kind '", n.Scalar(), "'; use cpu, gpu, tpu, dpu or qpu-sim"));
+    }
+    t->set_device_kind(*kind);
+    return absl::OkStatus();
+  }
+  if (auto s = CheckKeys(n, path, {"device_kind", "agent_id", "labels"}); !s.ok()) return s;
+  if (n["device_kind"]) {
+    auto name = As<std::string>(n["device_kind"], path + ".device_kind", "a string");
+    if (!name.ok()) return name.status();
+    auto kind = ParseDeviceKind(*name);
+    if (!kind) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(n["device_kind"], path + ".device_kind"),
+                                                     ": unknown device kind '", *name,
+                                                     "'; use cpu, gpu, tpu, dpu or qpu-sim"));
+    }
+    t->set_device_kind(*kind);
+  }
+  if (n["agent_id"]) HB_ASSIGN(t->set_agent_id, As<std::string>(n["agent_id"], path + ".agent_id", "a string"));
+  if (n["labels"]) {
+    const YAML::Node labels = n["labels"];
+    if (!labels.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Where(labels, path + ".labels"), ": expected a mapping"));
+    for (const auto& kv : labels) {
+      auto v = As<std::string>(kv.second, path + ".labels." + kv.first.as<std::string>(), "a string");
+      if (!v.ok()) return v.status();
+      (*t->mutable_labels())[kv.first.as<std::string>()] = *v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
+  v1::JobSpec spec;
+  if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
+  if (auto s = CheckKeys(root, "", {"name", "model", "batch_sizes", "targets", "train", "inference", "seed",
+                                    "threads", "dataset"});
+      !s.ok()) {
+    return s;
+  }
+  if (root["name"]) HB_ASSIGN(spec.set_name, As<std::string>(root["name"], "name", "a string"));
+  if (root["model"]) HB_ASSIGN(spec.set_model, As<std::string>(root["model"], "model", "a string"));
+  if (root["dataset"]) HB_ASSIGN(spec.set_dataset, As<std::string>(root["dataset"], "dataset", "a string"));
+  if (root["seed"]) HB_ASSIGN(spec.set_seed, As<uint64_t>(root["seed"], "seed", "a non-negative integer"));
+  if (root["threads"]) HB_ASSIGN(spec.set_threads, As<int32_t>(root["threads"], "threads", "an integer"));
+  if (const YAML::Node b = root["batch_sizes"]) {
+    if (b.IsScalar()) {
+      HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b, "batch_sizes", "an integer"));
+    } else if (b.IsSequence()) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b[i], absl::StrCat("batch_sizes[", i, "]"), "an integer"));
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(Where(b, "batch_sizes"), ": expected a list of integers"));
+    }
+  }
+  if (const YAML::Node t = root["targets"]) {
+    if (!t.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(Where(t, "targets"), ": expected a list"));
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (auto s = ParseTarget(t[i], absl::StrCat("targets[", i, "]"), spec.add_targets()); !s.ok()) return s;
+    }
+  }
+  if (const YAML::Node tr = root["train"]) {
+    if (auto s = CheckKeys(tr, "train", {"warmup_steps", "min_steps", "min_duration_seconds", "max_steps", "epochs",
+                                         "learning_rate"});
+        !s.ok()) {
+      return s;
+    }
+    v1::TrainSpec* t = spec.mutable_train();
+    if (tr["warmup_steps"]) HB_ASSIGN(t->set_warmup_steps, As<int32_t>(tr["warmup_steps"], "train.warmup_steps", "an integer"));
+    if (tr["min_steps"]) HB_ASSIGN(t->set_min_steps, As<int64_t>(tr["min_steps"], "train.min_steps", "an integer"));
+    if (tr["max_steps"]) HB_ASSIGN(t->set_max_steps, As<int64_t>(tr["max_steps"], "train.max_steps", "an integer"));
+    if (tr["min_duration_seconds"]) {
+      HB_ASSIGN(t->set_min_duration_seconds, As<double>(tr["min_duration_seconds"], "train.min_duration_seconds", "a number"));
+    }
+    if (tr["epochs"]) HB_ASSIGN(t->set_epochs, As<double>(tr["epochs"], "train.epochs", "a number"));
+    if (tr["learning_rate"]) HB_ASSIGN(t->set_learning_rate, As<double>(tr["learning_rate"], "train.learning_rate", "a number"));
+  }
+  if (const YAML::Node inf = root["inference"]) {
+    if (auto s = CheckKeys(inf, "inference", {"warmup_batches", "max_batches"}); !s.ok()) return s;
+    v1::InferenceSpec* i = spec.mutable_inference();
+    if (inf["warmup_batches"]) HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
+    if (inf["max_batches"]) HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
+  }
+  return spec;
+}
+
+#undef HB_ASSIGN
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(const std::string& yaml_text) {
+  try {
+    return ParseRoot(YAML::Load(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: not valid YAML: ", e.what()));
+  }
+}
+
+std::string JobSpecToYaml(const v1::JobSpec& spec) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << spec.name();
+  out << YAML::Key << "model" << YAML::Value << spec.model();
+  out << YAML::Key << "dataset" << YAML::Value << spec.dataset();
+  out << YAML::Key << "batch_sizes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int b : spec.batch_sizes()) out << b;
+  out << YAML::EndSeq;
+  out << YAML::Key << "targets" << YAML::Value << YAML::BeginSeq;
+  for (const auto& t : spec.targets()) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "device_kind" << YAML::Value << DeviceKindName(t.device_kind());
+    if (!t.agent_id().empty()) out << YAML::Key << "agent_id" << YAML::Value << t.agent_id();
+    if (!t.labels().empty()) {
+      out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+      std::map<std::string, std::string> sorted(t.labels().begin(), t.labels().end());
+      for (const auto& [k, v] : sorted) out << YAML::Key << k << YAML::Value << v;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  const auto& t = spec.train();
+  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "warmup_steps" << YAML::Value << t.warmup_steps();
+  out << YAML::Key << "min_steps" << YAML::Value << t.min_steps();
+  out << YAML::Key << "min_duration_seconds" << YAML::Value << t.min_duration_seconds();
+  out << YAML::Key << "max_steps" << YAML::Value << t.max_steps();
+  out << YAML::Key << "epochs" << YAML::Value << t.epochs();
+  out << YAML::Key << "learning_rate" << YAML::Value << t.learning_rate();
+  out << YAML::EndMap;
+  out << YAML::Key << "inference" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "warmup_batches" << YAML::Value << spec.inference().warmup_batches();
+  out << YAML::Key << "max_batches" << YAML::Value << spec.inference().max_batches();
+  out << YAML::EndMap;
+  out << YAML::Key << "seed" << YAML::Value << spec.seed();
+  out << YAML::Key << "threads" << YAML::Value << spec.threads();
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace hetbench

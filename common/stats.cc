@@ -1,0 +1,59 @@
+#include "stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hetbench {
+
+double PercentileOfSorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  if (q <= 0.0) return sorted.front();
+  if (q >= 1.0) return sorted.back();
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+v1::TimingStats ComputeTimingStats(const std::vector<StepSample>& steps) {
+  v1::TimingStats out;
+  if (steps.empty()) return out;
+  std::vector<double> d;
+  d.reserve(steps.size());
+  int64_t items = 0;
+  int64_t first_start = steps.front().start_ns;
+  int64_t last_end = steps.front().start_ns + steps.front().duration_ns;
+  double sum = 0.0;
+  for (const StepSample& s : steps) {
+    d.push_back(static_cast<double>(s.duration_ns));
+    items += s.items;
+    sum += static_cast<double>(s.duration_ns);
+    first_start = std::min(first_start, s.start_ns);
+    last_end = std::max(last_end, s.start_ns + s.duration_ns);
+  }
+  const double n = static_cast<double>(d.size());
+  const double mean = sum / n;
+  double sq = 0.0;
+  for (double v : d) sq += (v - mean) * (v - mean);
+  std::sort(d.begin(), d.end());
+
+  out.set_count(static_cast<int64_t>(d.size()));
+  out.set_items(items);
+  out.set_mean_ns(mean);
+  out.set_stddev_ns(d.size() > 1 ? std::sqrt(sq / (n - 1.0)) : 0.0);
+  out.set_min_ns(d.front());
+  out.set_max_ns(d.back());
+  out.set_p25_ns(PercentileOfSorted(d, 0.25));
+  out.set_p50_ns(PercentileOfSorted(d, 0.50));
+  out.set_p75_ns(PercentileOfSorted(d, 0.75));
+  out.set_p90_ns(PercentileOfSorted(d, 0.90));
+  out.set_p99_ns(PercentileOfSorted(d, 0.99));
+  out.set_iqr_ns(out.p75_ns() - out.p25_ns());
+  out.set_total_ns(sum);
+  out.set_samples_per_second(sum > 0 ? static_cast<double>(items) / (sum * 1e-9) : 0.0);
+  out.set_window_seconds(static_cast<double>(last_end - first_start) * 1e-9);
+  return out;
+}
+
+}  // namespace hetbench

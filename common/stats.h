@@ -1,0 +1,28 @@
+#pragma once
+/// Order statistics over per-step durations.
+
+#include <cstdint>
+#include <vector>
+
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench {
+
+/// Linear-interpolation percentile (numpy's default, "type 7") of sorted
+/// values; q in [0, 1]. Returns 0 for an empty input.
+double PercentileOfSorted(const std::vector<double>& sorted, double q);
+
+/// One measured step: when it started (relative to the task start), how long
+/// it took and how many samples it processed.
+struct StepSample {
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+  int32_t items = 0;
+};
+
+/// Aggregates steps into count, mean, stddev (sample, n-1), min/max,
+/// p25/p50/p75/p90/p99, IQR, samples/s (items over total step time) and the
+/// wall window from the first start to the last end.
+v1::TimingStats ComputeTimingStats(const std::vector<StepSample>& steps);
+
+}  // namespace hetbench

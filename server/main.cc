@@ -1,0 +1,53 @@
+// hetbench-server: parses flags, builds a ServerConfig, runs until SIGTERM/SIGINT.
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "common/names.h"
+#include "server/server.h"
+
+int main(int argc, char** argv) {
+  hetbench::server::ServerConfig config;
+  std::string port_file;
+  CLI::App app{"hetbench-server: the hetbench coordinator"};
+  app.set_version_flag("--version", hetbench::HetbenchVersion());
+  app.add_option("--listen", config.listen_address, "gRPC address (host:port; port 0 picks one)")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", config.metrics_address, "Prometheus /metrics address; empty disables")
+      ->capture_default_str();
+  app.add_option("--db", config.db_path, "SQLite job store path")->capture_default_str();
+  app.add_option("--heartbeat-seconds", config.coordinator.heartbeat_seconds, "heartbeat period to agents")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--lease-seconds", config.coordinator.lease_seconds, "an agent silent this long is lost")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--port-file", port_file, "write 'grpc=<port> metrics=<port>' here once listening");
+  CLI11_PARSE(app, argc, argv);
+
+  // Signals are taken by a normal thread via sigwait, never in a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  hetbench::server::HetbenchServer server(config);
+  if (auto s = server.Start(); !s.ok()) {
+    std::cerr << "hetbench-server: " << s.message() << "\n";
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::ofstream(port_file + ".tmp") << "grpc=" << server.grpc_port() << " metrics=" << server.metrics_port() << "\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  hetbench::LogInfo("server", "signal ", sig, ": shutting down");
+  server.Shutdown(5.0);
+  return 0;
+}

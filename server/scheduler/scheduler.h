@@ -1,0 +1,45 @@
+#pragma once
+/// Matching tasks to devices, and the exclusive device leases that make sure
+/// no device ever runs two tasks at once.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hetbench/v1/agent.pb.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::server {
+
+/// True when `device` of the agent that said `hello` satisfies `target`.
+bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1::Device& device);
+
+/// Exclusive leases: (agent, device) -> task. Not thread-safe (event loop only).
+class DeviceLeases {
+ public:
+  /// Takes the device for `task_id`; false if it is already leased.
+  bool Acquire(const std::string& agent_id, const std::string& device_id, const std::string& task_id);
+  void Release(const std::string& agent_id, const std::string& device_id);
+  bool IsLeased(const std::string& agent_id, const std::string& device_id) const;
+  /// Drops every lease of an agent; returns the task ids they held.
+  std::vector<std::string> ReleaseAgent(const std::string& agent_id);
+  /// Device ids leased on one agent.
+  std::vector<std::string> LeasedDevices(const std::string& agent_id) const;
+  size_t size() const { return leases_.size(); }
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::string> leases_;
+};
+
+/// The first (agent, device) in the order given that matches `target` and is
+/// not leased, or nothing.
+struct Placement {
+  std::string agent_id;
+  v1::Device device;
+};
+std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
+                                    const DeviceLeases& leases);
+
+}  // namespace hetbench::server

@@ -1,0 +1,63 @@
+#pragma once
+/// hetbench-server assembled: job store, coordinator, gRPC services (plus
+/// grpc.health.v1) and the Prometheus exposer. main() and the integration
+/// tests both use it.
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/metrics/metrics.h"
+#include "server/service/coordinator.h"
+#include "server/service/grpc_services.h"
+#include "server/store/sqlite_job_store.h"
+
+namespace hetbench::server {
+
+struct ServerConfig {
+  /// gRPC address for both services. The embedded default is loopback only.
+  std::string listen_address = "127.0.0.1:50051";
+  /// Prometheus /metrics address; empty disables the exposer.
+  std::string metrics_address = "127.0.0.1:9464";
+  /// SQLite job store path.
+  std::string db_path = "hetbench.db";
+  CoordinatorOptions coordinator;
+  int max_message_bytes = 16 << 20;
+};
+
+class HetbenchServer {
+ public:
+  explicit HetbenchServer(ServerConfig config);
+  ~HetbenchServer();
+
+  /// Opens the store, binds both ports and starts serving.
+  absl::Status Start();
+  /// Orderly stop: close streams with UNAVAILABLE, gRPC Shutdown with a grace
+  /// period, Wait, then stop the coordinator. Idempotent.
+  void Shutdown(double grace_seconds = 5.0);
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  Coordinator& coordinator() { return *coordinator_; }
+  SqliteJobStore& store() { return *store_; }
+
+ private:
+  ServerConfig config_;
+  RealClock clock_;
+  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<CoordinatorService> coordinator_service_;
+  std::unique_ptr<AgentGatewayService> gateway_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace hetbench::server

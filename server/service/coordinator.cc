@@ -1,0 +1,715 @@
+#include "server/service/coordinator.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "common/job_spec.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "common/stats.h"
+
+namespace hetbench::server {
+
+namespace {
+constexpr char kLog[] = "coordinator";
+constexpr size_t kMaxAgentIdLength = 256;
+constexpr int kMaxDevicesPerAgent = 1024;
+}  // namespace
+
+Coordinator::Coordinator(JobStore* store, Metrics* metrics, const Clock* clock, CoordinatorOptions options)
+    : store_(store), metrics_(metrics), clock_(clock), options_(options) {}
+
+Coordinator::~Coordinator() { Stop(); }
+
+absl::Status Coordinator::Start() {
+  if (auto s = LoadFromStore(); !s.ok()) return s;
+  {
+    absl::MutexLock l(&mu_);
+    started_ = true;
+  }
+  loop_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::LoadFromStore() {
+  auto jobs = store_->LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  jobs_.clear();
+  job_order_.clear();
+  task_index_.clear();
+  if (auto s = store_->Begin(); !s.ok()) return s;
+  int requeued = 0;
+  for (v1::Job& job : *jobs) {
+    // A task that was running when the previous coordinator stopped has no
+    // agent now: its attempt is over. Its samples stay under that attempt.
+    bool changed = false;
+    for (v1::Task& task : *job.mutable_tasks()) {
+      if (task.state() != v1::TASK_STATE_RUNNING) continue;
+      changed = true;
+      ++requeued;
+      const std::string why = absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart");
+      if (job.state() == v1::JOB_STATE_CANCELLED) {
+        task.set_state(v1::TASK_STATE_CANCELLED);
+      } else if (task.attempt() >= options_.max_attempts) {
+        task.set_state(v1::TASK_STATE_FAILED);
+      } else {
+        task.set_state(v1::TASK_STATE_QUEUED);
+      }
+      task.set_error(why);
+      task.clear_agent_id();
+      task.clear_device_id();
+    }
+    if (changed) {
+      RecomputeJobState(job);
+      if (auto s = store_->PutJob(job); !s.ok()) {
+        (void)store_->Rollback();
+        return s;
+      }
+    }
+    int64_t number = 0;
+    if (sscanf(job.id().c_str(), "job-%ld", &number) == 1) next_job_number_ = std::max(next_job_number_, number + 1);
+    for (int i = 0; i < job.tasks_size(); ++i) task_index_[job.tasks(i).id()] = {job.id(), i};
+    job_order_.push_back(job.id());
+    jobs_[job.id()] = std::move(job);
+  }
+  if (auto s = store_->Commit(); !s.ok()) return s;
+  LogInfo(kLog, "loaded ", jobs_.size(), " jobs from the store; re-queued ", requeued, " interrupted tasks");
+  gauges_dirty_ = true;
+  return absl::OkStatus();
+}
+
+void Coordinator::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (!started_ || stop_) return;
+    stop_ = true;
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+void Coordinator::CloseStreams() {
+  RunSync([this] {
+    closing_streams_ = true;
+    for (auto& [id, session] : sessions_) {
+      session.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
+    }
+    for (auto& [id, sink] : watchers_) {
+      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
+    }
+    watchers_.clear();
+  });
+}
+
+void Coordinator::Post(std::function<void()> fn) {
+  absl::MutexLock l(&mu_);
+  if (stop_) return;  // shutting down: the caller's stream is being closed anyway
+  queue_.push_back(std::move(fn));
+}
+
+void Coordinator::RunSync(std::function<void()> fn) {
+  auto done = std::make_shared<absl::Notification>();
+  Post([fn = std::move(fn), done] {
+    fn();
+    done->Notify();
+  });
+  done->WaitForNotificationWithTimeout(absl::Seconds(30));
+}
+
+void Coordinator::Loop() {
+  for (;;) {
+    std::vector<std::function<void()>> batch;
+    bool stopping;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stop_; };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(250));
+      batch.swap(queue_);
+      stopping = stop_;
+    }
+    absl::Status txn = store_->Begin();
+    for (auto& fn : batch) fn();
+    Tick();
+    for (const std::string& id : dirty_jobs_) {
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) continue;
+      if (auto s = store_->PutJob(it->second); !s.ok() && txn.ok()) txn = s;
+    }
+    dirty_jobs_.clear();
+    if (txn.ok()) {
+      txn = store_->Commit();
+    }
+    if (!txn.ok()) {
+      LogError(kLog, "commit failed, reloading state from the store: ", txn.ToString());
+      (void)store_->Rollback();
+      if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
+    }
+    std::vector<Deferred> deferred;
+    deferred.swap(deferred_);
+    for (auto& d : deferred) d(txn);
+    UpdateGauges();
+    if (stopping) break;
+  }
+}
+
+uint64_t Coordinator::NewSessionId() { return next_session_.fetch_add(1); }
+
+// ---------------------------------------------------------------- client API
+
+void Coordinator::SubmitJob(v1::JobSpec spec, JobCallback done) {
+  Post([this, spec = std::move(spec), done = std::move(done)]() mutable {
+    v1::JobSpec effective = WithDefaults(std::move(spec));
+    if (absl::Status s = ValidateJobSpec(effective); !s.ok()) {
+      done(s);
+      return;
+    }
+    v1::Job job;
+    job.set_id(absl::StrFormat("job-%06d", next_job_number_++));
+    *job.mutable_spec() = effective;
+    job.set_state(v1::JOB_STATE_QUEUED);
+    job.set_created_unix_seconds(clock_->SystemNowSeconds());
+    int index = 0;
+    for (const v1::TargetSelector& target : effective.targets()) {
+      for (int batch_size : effective.batch_sizes()) {
+        v1::Task* task = job.add_tasks();
+        task->set_id(absl::StrCat(job.id(), "-t", index));
+        task->set_job_id(job.id());
+        task->set_index(index);
+        task->set_batch_size(batch_size);
+        *task->mutable_target() = target;
+        task->set_state(v1::TASK_STATE_QUEUED);
+        task_index_[task->id()] = {job.id(), index};
+        ++index;
+      }
+    }
+    const std::string id = job.id();
+    job_order_.push_back(id);
+    jobs_[id] = std::move(job);
+    Persist(jobs_[id]);
+    gauges_dirty_ = true;
+    LogInfo(kLog, "accepted ", id, " (", effective.model(), ", ", index, " tasks)");
+    Schedule();
+    Defer([this, id, done = std::move(done)](const absl::Status& commit) {
+      if (!commit.ok()) {
+        done(absl::UnavailableError(absl::StrCat("job not stored: ", commit.message(), "; submit again")));
+        return;
+      }
+      v1::Job* job = FindJob(id);
+      if (job == nullptr) {
+        done(absl::InternalError("job vanished after commit"));
+        return;
+      }
+      done(*job);
+    });
+  });
+}
+
+v1::Job* Coordinator::FindJob(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+namespace {
+absl::Status JobNotFound(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("job '", id, "' not found; list jobs with `hetbench get jobs`"));
+}
+}  // namespace
+
+void Coordinator::GetJob(std::string job_id, JobCallback done) {
+  Post([this, job_id = std::move(job_id), done = std::move(done)] {
+    v1::Job* job = FindJob(job_id);
+    if (job == nullptr) {
+      done(JobNotFound(job_id));
+    } else {
+      done(*job);
+    }
+  });
+}
+
+void Coordinator::CancelJob(std::string job_id, JobCallback done) {
+  Post([this, job_id = std::move(job_id), done = std::move(done)] {
+    v1::Job* job = FindJob(job_id);
+    if (job == nullptr) {
+      done(JobNotFound(job_id));
+      return;
+    }
+    if (IsTerminal(job->state())) {
+      done(absl::FailedPreconditionError(
+          absl::StrCat("job '", job_id, "' already ended as ", JobStateName(job->state()), "; nothing to cancel")));
+      return;
+    }
+    job->set_state(v1::JOB_STATE_CANCELLED);
+    job->set_finished_unix_seconds(clock_->SystemNowSeconds());
+    job->set_error("cancelled by user");
+    for (v1::Task& task : *job->mutable_tasks()) {
+      if (task.state() == v1::TASK_STATE_QUEUED) {
+        task.set_state(v1::TASK_STATE_CANCELLED);
+      } else if (task.state() == v1::TASK_STATE_RUNNING) {
+        // The device stays leased until the agent confirms the work stopped.
+        auto it = agent_sessions_.find(task.agent_id());
+        if (it != agent_sessions_.end()) {
+          v1::CoordinatorMessage msg;
+          msg.mutable_cancel()->set_task_id(task.id());
+          msg.mutable_cancel()->set_attempt(task.attempt());
+          msg.mutable_cancel()->set_reason("job cancelled by user");
+          auto sink = sessions_[it->second].sink;
+          Defer([sink, msg](const absl::Status&) { sink->Send(msg); });
+        }
+      }
+    }
+    Persist(*job);
+    gauges_dirty_ = true;
+    Notify(*job, "job cancelled");
+    Defer([this, job_id, done = std::move(done)](const absl::Status& commit) {
+      if (!commit.ok()) {
+        done(absl::UnavailableError(absl::StrCat("cancel not stored: ", commit.message(), "; try again")));
+        return;
+      }
+      done(*FindJob(job_id));
+    });
+  });
+}
+
+void Coordinator::ListJobs(int limit, std::function<void(std::vector<v1::Job>)> done) {
+  Post([this, limit, done = std::move(done)] {
+    std::vector<v1::Job> out;
+    const int n = static_cast<int>(job_order_.size());
+    const int first = limit > 0 ? std::max(0, n - limit) : 0;
+    for (int i = first; i < n; ++i) {
+      v1::Job job = jobs_[job_order_[i]];
+      // A listing carries states, not results.
+      for (v1::Task& t : *job.mutable_tasks()) t.clear_result();
+      out.push_back(std::move(job));
+    }
+    done(std::move(out));
+  });
+}
+
+void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
+  Post([this, done = std::move(done)] {
+    std::vector<v1::AgentInfo> out;
+    for (const auto& [agent_id, session_id] : agent_sessions_) {
+      const Session& s = sessions_[session_id];
+      v1::AgentInfo info;
+      info.set_agent_id(agent_id);
+      info.set_hostname(s.hello.hostname());
+      info.set_version(s.hello.version());
+      *info.mutable_devices() = s.hello.devices();
+      *info.mutable_labels() = s.hello.labels();
+      for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+      info.set_connected_unix_seconds(s.connected_unix);
+      info.set_last_seen_unix_seconds(s.last_seen_unix);
+      out.push_back(std::move(info));
+    }
+    done(std::move(out));
+  });
+}
+
+void Coordinator::WatchJob(std::string job_id, std::shared_ptr<WatchSink> sink) {
+  Post([this, job_id = std::move(job_id), sink = std::move(sink)] {
+    if (closing_streams_) {
+      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
+      return;
+    }
+    v1::Job* job = FindJob(job_id);
+    if (job == nullptr) {
+      sink->Close(grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(JobNotFound(job_id).message())));
+      return;
+    }
+    v1::JobEvent event;
+    *event.mutable_job() = *job;
+    event.set_message("snapshot");
+    sink->Send(std::move(event));
+    if (IsTerminal(job->state())) {
+      sink->Close(grpc::Status::OK);
+      return;
+    }
+    watchers_.emplace(job_id, sink);
+  });
+}
+
+// ---------------------------------------------------------------- agents
+
+void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg) {
+  auto shared = std::make_shared<v1::AgentMessage>(std::move(msg));
+  Post([this, session_id, sink = std::move(sink), shared] {
+    if (closing_streams_) {
+      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
+      return;
+    }
+    auto [it, inserted] = sessions_.try_emplace(session_id);
+    Session& session = it->second;
+    if (inserted) {
+      session.sink = sink;
+      session.connected_unix = clock_->SystemNowSeconds();
+    }
+    session.last_seen_ns = clock_->MonotonicNowNs();
+    session.last_seen_unix = clock_->SystemNowSeconds();
+    const v1::AgentMessage& m = *shared;
+    if (m.kind_case() == v1::AgentMessage::kHello) {
+      HandleHello(session_id, session, m.hello());
+      return;
+    }
+    if (!session.has_hello) {
+      metrics_->AddRejectedMessage("no_hello");
+      sink->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "send Hello first"));
+      sessions_.erase(session_id);
+      return;
+    }
+    switch (m.kind_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        break;
+      case v1::AgentMessage::kProgress:
+        HandleProgress(session, m.progress());
+        break;
+      case v1::AgentMessage::kSamples:
+        HandleSamples(session, m.samples());
+        break;
+      case v1::AgentMessage::kDone:
+        HandleDone(session, m.done());
+        break;
+      default:
+        metrics_->AddRejectedMessage("unknown_kind");
+        break;
+    }
+  });
+}
+
+void Coordinator::OnAgentGone(uint64_t session_id, std::string reason) {
+  Post([this, session_id, reason = std::move(reason)] { DropSession(session_id, reason); });
+}
+
+void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::Hello& hello) {
+  std::string problem;
+  if (session.has_hello) problem = "Hello sent twice on one stream";
+  if (hello.agent_id().empty() || hello.agent_id().size() > kMaxAgentIdLength) {
+    problem = "hello.agent_id: must be 1 to 256 characters";
+  }
+  if (hello.devices_size() > kMaxDevicesPerAgent) problem = "hello.devices: more than 1024 devices";
+  std::set<std::string> ids;
+  for (const v1::Device& d : hello.devices()) {
+    if (d.id().empty() || !ids.insert(d.id()).second) problem = "hello.devices: device ids must be unique and non-empty";
+  }
+  if (!problem.empty()) {
+    metrics_->AddRejectedMessage("bad_hello");
+    session.sink->Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, problem));
+    DropSession(session_id, problem);
+    return;
+  }
+  if (auto old = agent_sessions_.find(hello.agent_id()); old != agent_sessions_.end() && old->second != session_id) {
+    const uint64_t old_session = old->second;
+    sessions_[old_session].sink->Close(
+        grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer connection of the same agent"));
+    DropSession(old_session, "replaced by a newer connection");
+  }
+  session.has_hello = true;
+  session.hello = hello;
+  agent_sessions_[hello.agent_id()] = session_id;
+  gauges_dirty_ = true;
+  LogInfo(kLog, "agent ", hello.agent_id(), " connected from ", hello.hostname(), " with ", hello.devices_size(),
+          " devices");
+  v1::CoordinatorMessage welcome;
+  welcome.mutable_welcome()->set_heartbeat_seconds(options_.heartbeat_seconds);
+  welcome.mutable_welcome()->set_lease_seconds(options_.lease_seconds);
+  session.sink->Send(welcome);
+  Schedule();
+}
+
+v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, v1::Job** job) {
+  auto it = task_index_.find(task_id);
+  if (it == task_index_.end()) return nullptr;
+  v1::Job* j = FindJob(it->second.first);
+  if (j == nullptr || it->second.second >= j->tasks_size()) return nullptr;
+  v1::Task* task = j->mutable_tasks(it->second.second);
+  if (task->state() != v1::TASK_STATE_RUNNING || task->agent_id() != agent_id || task->attempt() != attempt) {
+    return nullptr;
+  }
+  *job = j;
+  return task;
+}
+
+void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
+  v1::Job* job = nullptr;
+  v1::Task* task = OwnedTask(session.hello.agent_id(), p.task_id(), p.attempt(), &job);
+  if (task == nullptr) return;  // late progress of an ended attempt: harmless
+  task->set_phase(p.phase());
+  task->set_step(p.step());
+  task->set_total_steps(p.total_steps());
+  Notify(*job, "progress");
+}
+
+void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
+  v1::Job* job = nullptr;
+  v1::Task* task = OwnedTask(session.hello.agent_id(), b.task_id(), b.attempt(), &job);
+  if (task == nullptr) {
+    // Fencing: an attempt that is no longer assigned to this agent is refused
+    // and told to stop.
+    metrics_->AddRejectedMessage("stale_attempt");
+    v1::CoordinatorMessage cancel;
+    cancel.mutable_cancel()->set_task_id(b.task_id());
+    cancel.mutable_cancel()->set_attempt(b.attempt());
+    cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
+    session.sink->Send(cancel);
+    return;
+  }
+  const int n = b.duration_ns_size();
+  if (b.start_ns_size() != n || b.items_size() != n || n > options_.max_samples_per_batch ||
+      (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER)) {
+    metrics_->AddRejectedMessage("malformed_batch");
+    LogWarning(kLog, "malformed sample batch from ", session.hello.agent_id(), " for ", b.task_id(), " seq ", b.seq());
+    return;  // not acked; the task's final count check will fail it
+  }
+  auto stored = store_->PutSampleBatch(b);
+  if (!stored.ok()) {
+    LogError(kLog, "storing samples of ", b.task_id(), ": ", stored.status().ToString());
+    return;  // not acked
+  }
+  const bool is_new = *stored;
+  const v1::DeviceKind kind = task->device_kind();
+  v1::CoordinatorMessage ack;
+  ack.mutable_ack()->set_task_id(b.task_id());
+  ack.mutable_ack()->set_attempt(b.attempt());
+  ack.mutable_ack()->set_seq(b.seq());
+  auto sink = session.sink;
+  const v1::Phase phase = b.phase();
+  Defer([this, sink, ack, is_new, phase, kind, n](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    if (is_new) {
+      metrics_->AddSamplesIngested(phase, kind, n);
+    } else {
+      metrics_->AddDuplicateBatch();
+    }
+    sink->Send(ack);
+  });
+}
+
+void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
+  v1::Job* job = nullptr;
+  v1::Task* task = OwnedTask(session.hello.agent_id(), d.task_id(), d.attempt(), &job);
+  if (task == nullptr) {
+    metrics_->AddRejectedMessage("stale_attempt");
+    return;
+  }
+  leases_.Release(task->agent_id(), task->device_id());
+  *task->mutable_result() = d.result();
+  task->mutable_result()->clear_phases();
+
+  auto batches = store_->LoadSampleBatches(task->id(), task->attempt());
+  v1::TaskState state = d.state();
+  std::string error = d.error();
+  if (!batches.ok()) {
+    state = v1::TASK_STATE_FAILED;
+    error = absl::StrCat("reading stored samples: ", batches.status().message());
+  } else {
+    std::map<v1::Phase, std::vector<StepSample>> by_phase;
+    int64_t stored_samples = 0;
+    for (const v1::SampleBatch& b : *batches) {
+      auto& steps = by_phase[b.phase()];
+      for (int i = 0; i < b.duration_ns_size(); ++i) {
+        steps.push_back(StepSample{b.start_ns(i), b.duration_ns(i), b.items(i)});
+      }
+      stored_samples += b.duration_ns_size();
+    }
+    task->mutable_result()->set_samples_stored(stored_samples);
+    for (auto& [phase, steps] : by_phase) {
+      v1::PhaseResult* pr = task->mutable_result()->add_phases();
+      pr->set_phase(phase);
+      *pr->mutable_stats() = ComputeTimingStats(steps);
+    }
+    if (state == v1::TASK_STATE_SUCCEEDED &&
+        (batches->size() != d.batches_sent() || stored_samples != d.samples_sent())) {
+      state = v1::TASK_STATE_FAILED;
+      error = absl::StrCat("incomplete samples: stored ", batches->size(), " of ", d.batches_sent(), " batches and ",
+                           stored_samples, " of ", d.samples_sent(), " samples");
+    }
+  }
+  FinishTask(*job, *task, state, error);
+  Schedule();
+}
+
+void Coordinator::FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, const std::string& error) {
+  task.set_state(state);
+  task.set_error(error);
+  const double now = clock_->SystemNowSeconds();
+  task.set_finished_unix_seconds(now);
+  const double duration = now - task.started_unix_seconds();
+  const std::string model = job.spec().model();
+  const v1::DeviceKind kind = task.device_kind();
+  Defer([this, model, kind, state, duration](const absl::Status& commit) {
+    if (commit.ok()) metrics_->ObserveTaskFinished(model, kind, state, duration);
+  });
+  LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state),
+          error.empty() ? "" : ": ", error);
+  RecomputeJobState(job);
+  Persist(job);
+  Notify(job, absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
+}
+
+void Coordinator::RecomputeJobState(v1::Job& job) {
+  bool all_done = true, any_running = false, any_failed = false;
+  std::string first_error;
+  for (const v1::Task& t : job.tasks()) {
+    all_done = all_done && IsTerminal(t.state());
+    any_running = any_running || t.state() == v1::TASK_STATE_RUNNING;
+    if (t.state() == v1::TASK_STATE_FAILED) {
+      if (!any_failed) first_error = absl::StrCat(t.id(), ": ", t.error());
+      any_failed = true;
+    }
+  }
+  const v1::JobState before = job.state();
+  if (job.state() == v1::JOB_STATE_CANCELLED) return;
+  if (all_done) {
+    job.set_state(any_failed ? v1::JOB_STATE_FAILED : v1::JOB_STATE_SUCCEEDED);
+    job.set_error(first_error);
+    job.set_finished_unix_seconds(clock_->SystemNowSeconds());
+  } else {
+    job.set_state(any_running ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_QUEUED);
+  }
+  if (job.state() != before) gauges_dirty_ = true;
+}
+
+void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  Session session = std::move(it->second);
+  sessions_.erase(it);
+  if (!session.has_hello) return;
+  const std::string& agent_id = session.hello.agent_id();
+  auto a = agent_sessions_.find(agent_id);
+  if (a == agent_sessions_.end() || a->second != session_id) return;  // already replaced
+  agent_sessions_.erase(a);
+  gauges_dirty_ = true;
+  LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
+  for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
+    auto ti = task_index_.find(task_id);
+    if (ti == task_index_.end()) continue;
+    v1::Job* job = FindJob(ti->second.first);
+    if (job == nullptr) continue;
+    v1::Task& task = *job->mutable_tasks(ti->second.second);
+    if (task.state() != v1::TASK_STATE_RUNNING) continue;
+    const std::string why = absl::StrCat("attempt ", task.attempt(), " lost: agent ", agent_id, " ", reason);
+    if (job->state() == v1::JOB_STATE_CANCELLED) {
+      FinishTask(*job, task, v1::TASK_STATE_CANCELLED, why);
+    } else if (task.attempt() >= options_.max_attempts) {
+      FinishTask(*job, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
+    } else {
+      task.set_state(v1::TASK_STATE_QUEUED);
+      task.set_error(why);
+      task.clear_agent_id();
+      task.clear_device_id();
+      RecomputeJobState(*job);
+      Persist(*job);
+      Notify(*job, absl::StrCat("task ", task.id(), " re-queued: ", why));
+    }
+  }
+  Schedule();
+}
+
+void Coordinator::Schedule() {
+  std::vector<const v1::Hello*> agents;
+  for (const auto& [agent_id, session_id] : agent_sessions_) agents.push_back(&sessions_[session_id].hello);
+  if (agents.empty()) return;
+  for (const std::string& job_id : job_order_) {
+    v1::Job& job = jobs_[job_id];
+    if (IsTerminal(job.state())) continue;
+    bool changed = false;
+    for (v1::Task& task : *job.mutable_tasks()) {
+      if (task.state() != v1::TASK_STATE_QUEUED) continue;
+      auto placement = PickDevice(task.target(), agents, leases_);
+      if (!placement) continue;
+      leases_.Acquire(placement->agent_id, placement->device.id(), task.id());
+      task.set_state(v1::TASK_STATE_RUNNING);
+      task.set_attempt(task.attempt() + 1);
+      task.set_agent_id(placement->agent_id);
+      task.set_device_id(placement->device.id());
+      task.set_device_kind(placement->device.kind());
+      task.set_started_unix_seconds(clock_->SystemNowSeconds());
+      task.set_phase(v1::PHASE_UNSPECIFIED);
+      task.set_step(0);
+      task.set_total_steps(0);
+      task.clear_result();
+      changed = true;
+      v1::CoordinatorMessage msg;
+      v1::Assign* assign = msg.mutable_assign();
+      assign->set_task_id(task.id());
+      assign->set_attempt(task.attempt());
+      assign->set_device_id(placement->device.id());
+      assign->set_batch_size(task.batch_size());
+      *assign->mutable_spec() = job.spec();
+      auto sink = sessions_[agent_sessions_[placement->agent_id]].sink;
+      Defer([sink, msg](const absl::Status& commit) {
+        if (commit.ok()) sink->Send(msg);
+      });
+      LogInfo(kLog, "assigned ", task.id(), " attempt ", task.attempt(), " to ", placement->agent_id, "/",
+              placement->device.id());
+    }
+    if (changed) {
+      RecomputeJobState(job);
+      Persist(job);
+      Notify(job, "tasks assigned");
+    }
+  }
+}
+
+void Coordinator::Tick() {
+  const int64_t now = clock_->MonotonicNowNs();
+  const auto heartbeat_ns = static_cast<int64_t>(options_.heartbeat_seconds * 1e9);
+  const auto lease_ns = static_cast<int64_t>(options_.lease_seconds * 1e9);
+  if (now - last_heartbeat_ns_ >= heartbeat_ns) {
+    last_heartbeat_ns_ = now;
+    v1::CoordinatorMessage hb;
+    hb.mutable_heartbeat()->set_unix_seconds(clock_->SystemNowSeconds());
+    for (auto& [id, session] : sessions_) session.sink->Send(hb);
+  }
+  std::vector<uint64_t> expired;
+  for (const auto& [id, session] : sessions_) {
+    if (now - session.last_seen_ns > lease_ns) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    sessions_[id].sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "lease expired: no message from agent"));
+    DropSession(id, absl::StrCat("lease expired after ", options_.lease_seconds, " s of silence"));
+  }
+}
+
+void Coordinator::Persist(const v1::Job& job) {
+  if (std::find(dirty_jobs_.begin(), dirty_jobs_.end(), job.id()) == dirty_jobs_.end()) {
+    dirty_jobs_.push_back(job.id());
+  }
+}
+
+void Coordinator::Notify(const v1::Job& job, const std::string& message) {
+  auto range = watchers_.equal_range(job.id());
+  if (range.first == range.second) return;
+  std::vector<std::shared_ptr<WatchSink>> sinks;
+  for (auto it = range.first; it != range.second; ++it) sinks.push_back(it->second);
+  const bool terminal = IsTerminal(job.state());
+  if (terminal) watchers_.erase(job.id());
+  v1::JobEvent event;
+  *event.mutable_job() = job;
+  event.set_message(message);
+  Defer([sinks = std::move(sinks), event = std::move(event), terminal](const absl::Status&) {
+    for (const auto& sink : sinks) {
+      sink->Send(event);
+      if (terminal) sink->Close(grpc::Status::OK);
+    }
+  });
+}
+
+void Coordinator::UpdateGauges() {
+  if (!gauges_dirty_) return;
+  gauges_dirty_ = false;
+  std::map<v1::JobState, int64_t> jobs;
+  for (const auto& [id, job] : jobs_) ++jobs[job.state()];
+  metrics_->SetJobsByState(jobs);
+  std::map<std::string, int64_t> agents;
+  for (const auto& [agent_id, session_id] : agent_sessions_) {
+    std::set<std::string> kinds;
+    for (const v1::Device& d : sessions_[session_id].hello.devices()) kinds.insert(DeviceKindName(d.kind()));
+    for (const std::string& k : kinds) ++agents[k];
+  }
+  metrics_->SetAgentsByKind(agents);
+}
+
+}  // namespace hetbench::server

@@ -1,0 +1,197 @@
+#include "server/service/grpc_services.h"
+
+#include <deque>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_util.h"
+
+namespace hetbench::server {
+
+namespace {
+
+/// The outbound half of a server stream: a queue with one write in flight.
+/// Owned jointly by the reactor and the coordinator (shared_ptr); once the
+/// reactor is done, Send and Close do nothing. Thread-safe.
+template <typename Reactor, typename W>
+class ReactorSink final : public MessageSink<W> {
+ public:
+  explicit ReactorSink(Reactor* reactor) : reactor_(reactor) {}
+
+  void Send(W msg) override {
+    absl::MutexLock l(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    queue_.push_back(std::move(msg));
+    if (queue_.size() == 1) reactor_->StartWrite(&queue_.front());
+  }
+
+  void Close(const grpc::Status& status) override {
+    absl::MutexLock l(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    closing_ = true;
+    status_ = status;
+    if (queue_.empty()) FinishLocked();
+  }
+
+  /// Called by the reactor's OnWriteDone.
+  void WriteDone(bool ok) {
+    absl::MutexLock l(&mu_);
+    if (reactor_ == nullptr) return;
+    if (!queue_.empty()) queue_.pop_front();
+    if (!ok) {  // the peer is gone: nothing more can be written
+      queue_.clear();
+      closing_ = true;
+      if (status_.ok()) status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+    }
+    if (!queue_.empty()) {
+      reactor_->StartWrite(&queue_.front());
+    } else if (closing_) {
+      FinishLocked();
+    }
+  }
+
+  /// Called by the reactor's OnDone: the reactor is about to be deleted.
+  void Detach() {
+    absl::MutexLock l(&mu_);
+    reactor_ = nullptr;
+    queue_.clear();
+  }
+
+ private:
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    reactor_->Finish(status_);
+  }
+
+  absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  std::deque<W> queue_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
+ public:
+  AgentStream(Coordinator* coordinator, grpc::CallbackServerContext* ctx)
+      : coordinator_(coordinator),
+        session_(coordinator->NewSessionId()),
+        peer_(ctx->peer()),
+        sink_(std::make_shared<ReactorSink<AgentStream, v1::CoordinatorMessage>>(this)) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent half-closed or the stream broke
+      coordinator_->OnAgentGone(session_, "stream closed by " + peer_);
+      sink_->Close(grpc::Status::OK);
+      return;
+    }
+    coordinator_->OnAgentMessage(session_, sink_, std::move(in_));
+    in_.Clear();
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
+
+  void OnDone() override {
+    sink_->Detach();
+    coordinator_->OnAgentGone(session_, "stream ended");
+    delete this;
+  }
+
+ private:
+  Coordinator* const coordinator_;
+  const uint64_t session_;
+  const std::string peer_;
+  std::shared_ptr<ReactorSink<AgentStream, v1::CoordinatorMessage>> sink_;
+  v1::AgentMessage in_;
+};
+
+class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  WatchStream(Coordinator* coordinator, const std::string& job_id)
+      : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this)) {
+    coordinator->WatchJob(job_id, sink_);
+  }
+  void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
+  void OnCancel() override { sink_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled")); }
+  void OnDone() override {
+    sink_->Detach();
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<ReactorSink<WatchStream, v1::JobEvent>> sink_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerContext* ctx,
+                                                        const v1::SubmitJobRequest* request,
+                                                        v1::SubmitJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  coordinator_->SubmitJob(request->spec(), [reactor, response](absl::StatusOr<v1::Job> job) {
+    if (job.ok()) {
+      response->set_job_id(job->id());
+      *response->mutable_job() = *std::move(job);
+    }
+    reactor->Finish(ToGrpcStatus(job.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* request,
+                                                     v1::Job* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  coordinator_->GetJob(request->job_id(), [reactor, response](absl::StatusOr<v1::Job> job) {
+    if (job.ok()) *response = *std::move(job);
+    reactor->Finish(ToGrpcStatus(job.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* ctx,
+                                                       const v1::ListJobsRequest* request,
+                                                       v1::ListJobsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  coordinator_->ListJobs(request->limit(), [reactor, response](std::vector<v1::Job> jobs) {
+    for (v1::Job& j : jobs) *response->add_jobs() = std::move(j);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* ctx,
+                                                        const v1::CancelJobRequest* request, v1::Job* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  coordinator_->CancelJob(request->job_id(), [reactor, response](absl::StatusOr<v1::Job> job) {
+    if (job.ok()) *response = *std::move(job);
+    reactor->Finish(ToGrpcStatus(job.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::CallbackServerContext* /*ctx*/,
+                                                                     const v1::WatchJobRequest* request) {
+  return new WatchStream(coordinator_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListAgentsRequest* /*request*/,
+                                                         v1::ListAgentsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  coordinator_->ListAgents([reactor, response](std::vector<v1::AgentInfo> agents) {
+    for (v1::AgentInfo& a : agents) *response->add_agents() = std::move(a);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(
+    grpc::CallbackServerContext* ctx) {
+  return new AgentStream(coordinator_, ctx);
+}
+
+}  // namespace hetbench::server

@@ -1,0 +1,43 @@
+#pragma once
+/// gRPC callback services. Reactions copy the message, hand it to the
+/// Coordinator's event loop and return; no thread per stream.
+
+#include "hetbench/v1/agent.grpc.pb.h"
+#include "hetbench/v1/coordinator.grpc.pb.h"
+#include "server/service/coordinator.h"
+
+namespace hetbench::server {
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  explicit CoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* request,
+                                      v1::SubmitJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* request,
+                                   v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx, const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx, const v1::CancelJobRequest* request,
+                                      v1::Job* response) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                   const v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx, const v1::ListAgentsRequest* request,
+                                       v1::ListAgentsResponse* response) override;
+
+ private:
+  Coordinator* const coordinator_;
+};
+
+class AgentGatewayService final : public v1::AgentGateway::CallbackService {
+ public:
+  explicit AgentGatewayService(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  Coordinator* const coordinator_;
+};
+
+}  // namespace hetbench::server
