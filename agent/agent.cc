@@ -1,0 +1,314 @@
+#include "agent/agent.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/names.h"
+
+namespace hetbench::agent {
+
+namespace {
+
+constexpr char kLog[] = "agent";
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Agent::Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor)
+    : config_(std::move(config)),
+      devices_(std::move(devices)),
+      executor_(std::move(executor)),
+      rng_(std::random_device{}()) {}
+
+Agent::~Agent() {
+  Shutdown();
+  absl::MutexLock l(&mu_);
+  for (auto& [id, task] : tasks_) {
+    if (task->thread.joinable()) task->thread.join();
+  }
+}
+
+void Agent::Shutdown() {
+  absl::MutexLock l(&mu_);
+  stop_ = true;
+  for (auto& [id, task] : tasks_) task->control->cancel = true;
+  if (ctx_ != nullptr) ctx_->TryCancel();
+}
+
+void Agent::Run() {
+  int failures = 0;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+    }
+    const bool welcomed = RunConnection();
+    failures = welcomed ? 0 : failures + 1;
+    // Jittered exponential backoff: base * 2^failures, capped, times U(0.5, 1).
+    const double base = std::min(config_.max_backoff_seconds,
+                                 config_.initial_backoff_seconds * std::pow(2.0, std::min(failures, 20)));
+    const double delay = base * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+    absl::MutexLock l(&mu_);
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(delay))) return;
+  }
+}
+
+bool Agent::RunConnection() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  auto channel = grpc::CreateCustomChannel(config_.server_address, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::AgentGateway::NewStub(channel);
+  grpc::ClientContext ctx;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return false;
+    ctx_ = &ctx;
+  }
+  auto stream = stub->Connect(&ctx);
+  {
+    absl::MutexLock l(&write_mu_);
+    stream_ = stream.get();
+  }
+  v1::AgentMessage hello_msg;
+  v1::Hello* hello = hello_msg.mutable_hello();
+  hello->set_agent_id(config_.agent_id);
+  hello->set_hostname(config_.hostname);
+  hello->set_version(HetbenchVersion());
+  for (const v1::Device& d : devices_) *hello->add_devices() = d;
+  for (const auto& [k, v] : config_.labels) (*hello->mutable_labels())[k] = v;
+
+  bool welcomed = false;
+  connected_ = Write(hello_msg);
+  last_heard_ns_ = NowNs();
+  std::thread pump;
+  if (connected_) pump = std::thread([this, &ctx] { Pump(&ctx); });
+
+  v1::CoordinatorMessage msg;
+  while (connected_ && stream->Read(&msg)) {
+    last_heard_ns_ = NowNs();
+    switch (msg.kind_case()) {
+      case v1::CoordinatorMessage::kWelcome:
+        welcomed = true;
+        ++connections_;
+        if (msg.welcome().heartbeat_seconds() > 0) heartbeat_seconds_ = msg.welcome().heartbeat_seconds();
+        if (msg.welcome().lease_seconds() > 0) lease_seconds_ = msg.welcome().lease_seconds();
+        LogInfo(kLog, "connected to ", config_.server_address, " as ", config_.agent_id);
+        break;
+      case v1::CoordinatorMessage::kAssign:
+        HandleAssign(msg.assign());
+        break;
+      case v1::CoordinatorMessage::kCancel:
+        HandleCancel(msg.cancel());
+        break;
+      default:  // heartbeats and acks only prove the coordinator is alive
+        break;
+    }
+  }
+  connected_ = false;
+  // Without a stream a task's samples cannot be delivered: stop them all.
+  CancelAllTasks();
+  if (pump.joinable()) pump.join();
+  JoinFinishedTasks(/*all=*/true);
+  {
+    absl::MutexLock l(&write_mu_);
+    stream_ = nullptr;
+  }
+  grpc::Status status = stream->Finish();
+  {
+    absl::MutexLock l(&mu_);
+    ctx_ = nullptr;
+  }
+  if (welcomed || status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    LogInfo(kLog, "stream to ", config_.server_address, " ended: ",
+            status.ok() ? std::string("OK") : status.error_message());
+  }
+  return welcomed;
+}
+
+bool Agent::Write(const v1::AgentMessage& msg) {
+  absl::MutexLock l(&write_mu_);
+  if (stream_ == nullptr) return false;
+  return stream_->Write(msg);
+}
+
+void Agent::HandleAssign(const v1::Assign& assign) {
+  const v1::Device* device = nullptr;
+  for (const v1::Device& d : devices_) {
+    if (d.id() == assign.device_id()) device = &d;
+  }
+  std::string refusal;
+  {
+    absl::MutexLock l(&mu_);
+    if (device == nullptr) {
+      refusal = absl::StrCat("agent ", config_.agent_id, " has no device ", assign.device_id());
+    } else if (tasks_.count(assign.device_id())) {
+      refusal = absl::StrCat("device ", assign.device_id(), " is busy with ",
+                             tasks_[assign.device_id()]->assign.task_id());
+    } else {
+      auto task = std::make_unique<RunningTask>();
+      task->assign = assign;
+      task->device = *device;
+      task->control = std::make_unique<TaskControl>(SampleCapacity(assign));
+      RunningTask* t = task.get();
+      tasks_[assign.device_id()] = std::move(task);
+      LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.spec().model(),
+              ", batch ", assign.batch_size(), ") on ", assign.device_id());
+      t->thread = std::thread([this, t] {
+        t->result = executor_->Run(t->assign, t->device, t->control.get());
+        t->finished = true;
+      });
+    }
+  }
+  if (!refusal.empty()) {
+    v1::AgentMessage done;
+    done.mutable_done()->set_task_id(assign.task_id());
+    done.mutable_done()->set_attempt(assign.attempt());
+    done.mutable_done()->set_state(v1::TASK_STATE_FAILED);
+    done.mutable_done()->set_error(refusal);
+    Write(done);
+  }
+}
+
+void Agent::HandleCancel(const v1::Cancel& cancel) {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, task] : tasks_) {
+    if (task->assign.task_id() == cancel.task_id() && task->assign.attempt() == cancel.attempt()) {
+      LogInfo(kLog, "cancelling ", cancel.task_id(), ": ", cancel.reason());
+      task->control->cancel = true;
+    }
+  }
+}
+
+void Agent::CancelAllTasks() {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, task] : tasks_) task->control->cancel = true;
+}
+
+void Agent::JoinFinishedTasks(bool all) {
+  std::vector<std::unique_ptr<RunningTask>> done;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (all || it->second->done_sent) {
+        done.push_back(std::move(it->second));
+        it = tasks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& t : done) {
+    if (t->thread.joinable()) t->thread.join();
+  }
+}
+
+bool Agent::DrainSamples(RunningTask& task) {
+  const size_t published = task.control->samples.published();
+  while (task.sent < published) {
+    v1::AgentMessage msg;
+    v1::SampleBatch* b = msg.mutable_samples();
+    b->set_task_id(task.assign.task_id());
+    b->set_attempt(task.assign.attempt());
+    b->set_seq(task.next_seq);
+    const int32_t phase = task.control->samples.at(task.sent).phase;
+    b->set_phase(static_cast<v1::Phase>(phase));
+    while (task.sent < published && b->duration_ns_size() < config_.max_samples_per_batch) {
+      const SampleRecord& r = task.control->samples.at(task.sent);
+      if (r.phase != phase) break;  // one phase per batch
+      b->add_start_ns(r.start_ns);
+      b->add_duration_ns(r.duration_ns);
+      b->add_items(r.items);
+      ++task.sent;
+    }
+    if (!Write(msg)) return false;
+    if (observer_) observer_(*b);
+    ++task.next_seq;
+    task.samples_sent += b->duration_ns_size();
+    samples_sent_ += b->duration_ns_size();
+  }
+  return true;
+}
+
+void Agent::Pump(grpc::ClientContext* ctx) {
+  int64_t last_heartbeat_ns = NowNs();
+  const auto interval = absl::Seconds(config_.pump_interval_seconds);
+  while (connected_) {
+    absl::SleepFor(interval);
+    const int64_t now = NowNs();
+    bool ok = true;
+    if (now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
+      v1::AgentMessage hb;
+      hb.mutable_heartbeat()->set_unix_seconds(UnixNow());
+      ok = Write(hb);
+      last_heartbeat_ns = now;
+    }
+    if (now - last_heard_ns_.load() > static_cast<int64_t>(lease_seconds_.load() * 1e9)) {
+      LogWarning(kLog, "coordinator silent for ", lease_seconds_.load(), " s; reconnecting");
+      ok = false;
+    }
+    std::vector<RunningTask*> tasks;
+    {
+      absl::MutexLock l(&mu_);
+      for (auto& [id, t] : tasks_) tasks.push_back(t.get());
+    }
+    for (RunningTask* t : tasks) {
+      if (!ok) break;
+      const bool finished = t->finished.load();  // read before draining: all records are published by then
+      ok = DrainSamples(*t);
+      if (ok && !finished && now - t->last_progress_ns >= static_cast<int64_t>(config_.progress_interval_seconds * 1e9)) {
+        v1::AgentMessage p;
+        p.mutable_progress()->set_task_id(t->assign.task_id());
+        p.mutable_progress()->set_attempt(t->assign.attempt());
+        p.mutable_progress()->set_phase(static_cast<v1::Phase>(t->control->phase.load()));
+        p.mutable_progress()->set_step(t->control->step.load());
+        p.mutable_progress()->set_total_steps(t->control->total_steps.load());
+        ok = Write(p);
+        t->last_progress_ns = now;
+      }
+      if (ok && finished) {
+        v1::AgentMessage msg;
+        v1::TaskDone* d = msg.mutable_done();
+        d->set_task_id(t->assign.task_id());
+        d->set_attempt(t->assign.attempt());
+        d->set_batches_sent(t->next_seq);
+        d->set_samples_sent(t->samples_sent);
+        if (!t->result.ok()) {
+          d->set_state(v1::TASK_STATE_FAILED);
+          d->set_error(std::string(t->result.status().message()));
+        } else {
+          d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
+          *d->mutable_result() = *t->result;
+        }
+        ok = Write(msg);
+        if (ok) {
+          t->done_sent = true;
+          ++tasks_finished_;
+          LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (",
+                  t->samples_sent, " samples in ", t->next_seq, " batches)");
+        }
+      }
+    }
+    if (ok) {
+      JoinFinishedTasks(/*all=*/false);
+    } else {
+      connected_ = false;
+      ctx->TryCancel();  // wakes the reader
+    }
+  }
+}
+
+}  // namespace hetbench::agent

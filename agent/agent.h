@@ -1,0 +1,107 @@
+#pragma once
+/// hetbench-agent: dials out to the coordinator, holds one Connect stream,
+/// runs assigned tasks (one per device at a time) and streams their samples.
+///
+/// Threads per connection: the reader (Run's thread) handles Assign/Cancel;
+/// a pump thread sends heartbeats, sample batches, progress and results; one
+/// task thread per running task runs the executor, which only records into
+/// its lock-free buffer.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/client_context.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/executors/executor.h"
+#include "hetbench/v1/agent.grpc.pb.h"
+
+namespace hetbench::agent {
+
+struct AgentConfig {
+  std::string server_address = "127.0.0.1:50051";
+  std::string agent_id;  // default: hostname
+  std::string hostname;
+  std::map<std::string, std::string> labels;
+  double initial_backoff_seconds = 0.25;
+  double max_backoff_seconds = 15.0;
+  double pump_interval_seconds = 0.05;   // how often samples and progress are sent
+  double progress_interval_seconds = 0.25;
+  int max_samples_per_batch = 1000;
+};
+
+class Agent {
+ public:
+  Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor);
+  ~Agent();
+
+  /// Connects, serves and reconnects with jittered exponential backoff until Shutdown().
+  void Run();
+  /// Thread-safe; Run() returns soon after. Running tasks are cancelled.
+  void Shutdown();
+
+  /// Counters for tests and logs. Thread-safe.
+  int64_t connections() const { return connections_.load(); }
+  int64_t samples_sent() const { return samples_sent_.load(); }
+  int64_t tasks_finished() const { return tasks_finished_.load(); }
+  /// Called on the pump thread with every batch written (tests use it to
+  /// compare what was sent with what was stored).
+  void set_batch_observer(std::function<void(const v1::SampleBatch&)> observer) { observer_ = std::move(observer); }
+
+ private:
+  struct RunningTask {
+    v1::Assign assign;
+    v1::Device device;
+    std::unique_ptr<TaskControl> control;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+    absl::StatusOr<v1::TaskResult> result;  // written by the task thread before `finished`
+    size_t sent = 0;                        // records already sent
+    uint64_t next_seq = 0;
+    int64_t samples_sent = 0;
+    int64_t last_progress_ns = 0;
+    bool done_sent = false;  // pump thread only
+  };
+
+  /// One connection's life; returns true if the coordinator welcomed us.
+  bool RunConnection();
+  void Pump(grpc::ClientContext* ctx);
+  void HandleAssign(const v1::Assign& assign);
+  void HandleCancel(const v1::Cancel& cancel);
+  /// Sends what the task recorded since the last call; true if all writes succeeded.
+  bool DrainSamples(RunningTask& task);
+  bool Write(const v1::AgentMessage& msg);
+  void CancelAllTasks();
+  void JoinFinishedTasks(bool all);
+
+  const AgentConfig config_;
+  const std::vector<v1::Device> devices_;
+  std::unique_ptr<Executor> executor_;
+  std::function<void(const v1::SampleBatch&)> observer_;
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::map<std::string, std::unique_ptr<RunningTask>> tasks_ ABSL_GUARDED_BY(mu_);  // by device id
+
+  absl::Mutex write_mu_;
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
+
+  std::atomic<bool> connected_{false};
+  std::atomic<int64_t> last_heard_ns_{0};
+  std::atomic<double> heartbeat_seconds_{5.0};
+  std::atomic<double> lease_seconds_{15.0};
+  std::atomic<int64_t> connections_{0};
+  std::atomic<int64_t> samples_sent_{0};
+  std::atomic<int64_t> tasks_finished_{0};
+  std::mt19937_64 rng_;
+};
+
+}  // namespace hetbench::agent

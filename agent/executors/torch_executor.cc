@@ -1,0 +1,186 @@
+#include "agent/executors/torch_executor.h"
+
+#include <dlfcn.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/models/models.h"
+#include "common/job_spec.h"
+#include "common/names.h"
+
+namespace hetbench::agent {
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+size_t SampleCapacity(const v1::Assign& task) {
+  const v1::JobSpec& spec = task.spec();
+  const int64_t bs = std::max(task.batch_size(), 1);
+  const int64_t test_batches = (10000 + bs - 1) / bs;  // Fashion-MNIST test split
+  return static_cast<size_t>(spec.train().max_steps() + test_batches + 16);
+}
+
+std::string OpenBlasCoreName() {
+  using Fn = char* (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return fn ? std::string(fn()) : std::string();
+}
+
+std::string DescribeBlas() {
+  using Fn = char* (*)();
+  auto config = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  if (config == nullptr) return "not OpenBLAS (reference BLAS or MKL; install libopenblas0-openmp)";
+  return absl::StrCat(config(), " (kernels: ", OpenBlasCoreName(), ")");
+}
+
+absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds) {
+  *load_seconds = 0;
+  if (!dataset_) {
+    auto ds = LoadFashionMnist(config_.data_dir);
+    if (!ds.ok()) return ds.status();
+    dataset_ = std::make_unique<ImageDataset>(*std::move(ds));
+    *load_seconds = dataset_->load_seconds;
+  }
+  return dataset_.get();
+}
+
+absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const v1::Device& device,
+                                                  TaskControl* control) {
+  const v1::JobSpec& spec = task.spec();
+  const int64_t task_start_ns = NowNs();
+  v1::TaskResult result;
+
+  const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
+  torch::set_num_threads(std::max(threads, 1));
+
+  double load_seconds = 0;
+  auto dataset = Dataset(&load_seconds);
+  if (!dataset.ok()) return dataset.status();
+  const ImageDataset& ds = **dataset;
+  result.set_data_load_seconds(load_seconds);
+
+  absl::StatusOr<BuiltModel> built;
+  try {
+    built = BuildModel(spec.model(), spec.seed());
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("building model ", spec.model(), ": ", e.what()));
+  }
+  if (!built.ok()) return built.status();
+  torch::nn::Sequential net = built->net;
+
+  v1::RunEnvironment* env = result.mutable_environment();
+  env->set_torch_version(TORCH_VERSION);
+  env->set_blas(DescribeBlas());
+  env->set_threads(torch::get_num_threads());
+  env->set_seed(spec.seed());
+  env->set_device_model(device.model());
+  env->set_hostname(config_.hostname);
+  env->set_agent_version(HetbenchVersion());
+  env->set_parameter_count(built->parameter_count);
+  env->set_model_fingerprint(absl::StrFormat("%s/params=%d/init=%016x/data=%016x", spec.model(),
+                                             built->parameter_count, built->initial_weights_hash, ds.content_hash));
+
+  const int64_t bs = task.batch_size();
+  const int64_t n_train = ds.train.size();
+  if (bs > n_train) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, " exceeds the training set (", n_train, ")"));
+  }
+  const int64_t warmup = spec.train().warmup_steps();
+  const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
+  const int64_t max_steps = spec.train().max_steps();
+  const auto min_duration_ns = static_cast<int64_t>(spec.train().min_duration_seconds() * 1e9);
+  control->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps)) + (10000 / bs) + 2);
+
+  try {
+    // ---- training: warm-up, then measured steps until min steps and min duration
+    torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(spec.train().learning_rate()));
+    net->train();
+    torch::Tensor perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
+    int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
+    int64_t measure_start_ns = 0;
+    torch::Tensor loss;
+    control->phase = v1::PHASE_TRAIN;
+    control->total_steps = min_steps;
+    for (;;) {
+      if (control->cancel.load(std::memory_order_relaxed)) break;
+      const bool measuring = steps_total >= warmup;
+      if (measuring) {
+        if (measured == 0) measure_start_ns = NowNs();
+        const bool enough = measured >= min_steps && NowNs() - measure_start_ns >= min_duration_ns;
+        if (enough || measured >= max_steps) break;
+      }
+      if (pos + bs > n_train) {  // next epoch: reshuffle, keep every batch full
+        perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
+        pos = 0;
+      }
+      torch::Tensor idx = perm.slice(0, pos, pos + bs);
+      torch::Tensor x = ds.train.images.index_select(0, idx);
+      torch::Tensor y = ds.train.labels.index_select(0, idx);
+      pos += bs;
+
+      const int64_t t0 = NowNs();
+      optimizer.zero_grad();
+      loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+      loss.backward();
+      optimizer.step();
+      const int64_t t1 = NowNs();  // CPU work is synchronous: the clock read is the end of the step
+
+      ++steps_total;
+      samples_seen += bs;
+      if (measuring) {
+        control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(bs), v1::PHASE_TRAIN});
+        ++measured;
+        control->step = measured;
+      }
+    }
+    result.set_train_steps_total(steps_total);
+    result.set_epochs_seen(static_cast<double>(samples_seen) / static_cast<double>(n_train));
+    if (loss.defined()) result.set_final_train_loss(loss.item<double>());
+    if (control->cancel.load()) return result;
+
+    // ---- inference over the test set
+    net->eval();
+    torch::NoGradGuard no_grad;
+    const int64_t n_test = ds.test.size();
+    const int64_t batches_all = (n_test + bs - 1) / bs;
+    const int64_t max_batches = spec.inference().max_batches();
+    const int64_t batches = max_batches > 0 ? std::min(max_batches, batches_all) : batches_all;
+    control->phase = v1::PHASE_INFER;
+    control->step = 0;
+    control->total_steps = batches;
+    for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
+      const int64_t lo = (i % batches_all) * bs;
+      (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
+    }
+    int64_t correct = 0, seen = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      if (control->cancel.load(std::memory_order_relaxed)) break;
+      const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
+      torch::Tensor x = ds.test.images.slice(0, lo, hi);
+      const int64_t t0 = NowNs();
+      torch::Tensor out = net->forward(x);
+      const int64_t t1 = NowNs();
+      control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(hi - lo), v1::PHASE_INFER});
+      correct += out.argmax(1).eq(ds.test.labels.slice(0, lo, hi)).sum().item<int64_t>();
+      seen += hi - lo;
+      control->step = b + 1;
+    }
+    result.set_test_accuracy(seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("LibTorch: ", e.what()));
+  }
+  return result;
+}
+
+}  // namespace hetbench::agent

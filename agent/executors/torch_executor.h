@@ -1,0 +1,39 @@
+#pragma once
+/// Runs a model of the zoo with LibTorch on the CPU: warm-up, measured
+/// training steps, measured inference over the test set, test accuracy.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/data/fashion_mnist.h"
+#include "agent/executors/executor.h"
+
+namespace hetbench::agent {
+
+struct TorchExecutorConfig {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int threads = 0;  // 0 = all cores of the device; a job's `threads` overrides
+  std::string hostname;
+};
+
+class TorchExecutor final : public Executor {
+ public:
+  explicit TorchExecutor(TorchExecutorConfig config) : config_(std::move(config)) {}
+  absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device,
+                                     TaskControl* control) override;
+
+ private:
+  /// Loads the dataset once per executor; later tasks reuse it (load time 0).
+  absl::StatusOr<const ImageDataset*> Dataset(double* load_seconds);
+
+  TorchExecutorConfig config_;
+  std::unique_ptr<ImageDataset> dataset_;  // touched only from the task thread
+};
+
+/// "OpenBLAS 0.3.21 ... (core: SkylakeX)" when OpenBLAS is loaded, else what is known.
+std::string DescribeBlas();
+/// OpenBLAS's kernel family name, or "" when OpenBLAS is not loaded.
+std::string OpenBlasCoreName();
+
+}  // namespace hetbench::agent

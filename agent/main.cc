@@ -1,0 +1,111 @@
+// hetbench-agent: parses flags, discovers devices, runs the Agent until SIGTERM/SIGINT.
+#include <unistd.h>
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_split.h"
+#include "agent/agent.h"
+#include "agent/devices/cpu_discovery.h"
+#include "agent/executors/torch_executor.h"
+#include "common/log.h"
+#include "common/names.h"
+
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// OpenBLAS 0.3.21 does not recognise some current CPUs and falls back to its
+// generic 'Prescott' kernels (~5x slower SGEMM). The kernel family can only
+// be chosen before the library loads, so when that fallback is detected and
+// the CPU has AVX-512 or AVX2, the agent re-executes itself with
+// OPENBLAS_CORETYPE set. The choice is recorded in every result's `blas`.
+void MaybeFixOpenBlasCore(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
+  if (mode != "auto" || getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  std::string core = hetbench::agent::OpenBlasCoreName();
+  for (char& c : core) c = static_cast<char>(tolower(c));
+  if (core != "prescott") return;
+  auto has = [&](const char* f) {
+    for (const auto& x : cpu.isa_flags()) if (x == f) return true;
+    return false;
+  };
+  const char* target = has("avx512f") && has("avx512bw") && has("avx512vl") ? "SkylakeX"
+                       : has("avx2") && has("fma")                         ? "Haswell"
+                                                                           : nullptr;
+  if (target == nullptr) return;
+  hetbench::LogInfo("agent", "OpenBLAS chose generic Prescott kernels on a CPU with ",
+                    target == std::string("SkylakeX") ? "AVX-512" : "AVX2", "; restarting with OPENBLAS_CORETYPE=",
+                    target, " (disable with --blas-coretype=keep)");
+  setenv("OPENBLAS_CORETYPE", target, 1);
+  execv("/proc/self/exe", argv);
+  hetbench::LogWarning("agent", "re-exec failed; continuing with Prescott kernels");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hetbench::agent::AgentConfig config;
+  hetbench::agent::TorchExecutorConfig exec_config;
+  std::vector<std::string> labels;
+  std::string blas_mode = "auto";
+  config.hostname = Hostname();
+  CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};
+  app.set_version_flag("--version", hetbench::HetbenchVersion());
+  app.add_option("--server", config.server_address, "coordinator address (host:port)")
+      ->envname("HETBENCH_SERVER")
+      ->capture_default_str();
+  app.add_option("--agent-id", config.agent_id, "unique id of this agent (default: hostname)");
+  app.add_option("--label", labels, "label key=value a job's targets can select on (repeatable)");
+  app.add_option("--threads", exec_config.threads, "LibTorch threads (0 = all usable cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--data-dir", exec_config.data_dir, "Fashion-MNIST directory (dataset-fashion-mnist)")
+      ->capture_default_str();
+  app.add_option("--blas-coretype", blas_mode, "auto: fix OpenBLAS's generic-kernel fallback; keep: leave it")
+      ->check(CLI::IsMember({"auto", "keep"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (config.agent_id.empty()) config.agent_id = config.hostname;
+  for (const std::string& l : labels) {
+    std::vector<std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty()) {
+      std::cerr << "hetbench-agent: --label " << l << ": expected key=value\n";
+      return 2;
+    }
+    config.labels[kv[0]] = kv[1];
+  }
+  exec_config.hostname = config.hostname;
+
+  auto cpu = hetbench::agent::DiscoverCpu("/proc", hetbench::agent::AffinityCores());
+  if (!cpu.ok()) {
+    std::cerr << "hetbench-agent: CPU discovery failed: " << cpu.status().message() << "\n";
+    return 1;
+  }
+  MaybeFixOpenBlasCore(blas_mode, *cpu, argv);
+  hetbench::LogInfo("agent", "cpu0: ", cpu->model(), ", ", cpu->cores(), " cores, ", cpu->memory_bytes() >> 20,
+                    " MiB; BLAS: ", hetbench::agent::DescribeBlas());
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  hetbench::agent::Agent agent(config, {*cpu}, std::make_unique<hetbench::agent::TorchExecutor>(exec_config));
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    hetbench::LogInfo("agent", "signal ", sig, ": shutting down");
+    agent.Shutdown();
+  });
+  agent.Run();
+  signal_thread.detach();  // Run returned: either a signal arrived or we are exiting anyway
+  return 0;
+}
