@@ -1,6 +1,7 @@
 // hetbench-agent: parses flags, discovers devices, runs the Agent until SIGTERM/SIGINT.
 #include <unistd.h>
 
+#include <cctype>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -22,30 +23,36 @@ std::string Hostname() {
   return buf;
 }
 
-// OpenBLAS 0.3.21 does not recognise some current CPUs and falls back to its
-// generic 'Prescott' kernels (~5x slower SGEMM). The kernel family can only
-// be chosen before the library loads, so when that fallback is detected and
-// the CPU has AVX-512 or AVX2, the agent re-executes itself with
-// OPENBLAS_CORETYPE set. The choice is recorded in every result's `blas`.
+// OpenBLAS 0.3.21 does not recognise some current CPUs and falls back to a
+// lesser kernel family (its generic 'Prescott' kernels were measured ~5x
+// slower for SGEMM on this project's VM; on another it picked Haswell kernels
+// on an AVX-512 CPU, ~1.3x slower inference for mlp). The family can only be
+// chosen before the library loads, so when the loaded family is below what
+// the CPU's flags support, the agent re-executes itself with
+// OPENBLAS_CORETYPE set. The family in use is recorded in every result.
 void MaybeFixOpenBlasCore(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
   if (mode != "auto" || getenv("OPENBLAS_CORETYPE") != nullptr) return;
   std::string core = hetbench::agent::OpenBlasCoreName();
   for (char& c : core) c = static_cast<char>(tolower(c));
-  if (core != "prescott") return;
+  if (core.empty()) return;  // not OpenBLAS
   auto has = [&](const char* f) {
-    for (const auto& x : cpu.isa_flags()) if (x == f) return true;
+    for (const auto& x : cpu.isa_flags()) {
+      if (x == f) return true;
+    }
     return false;
   };
-  const char* target = has("avx512f") && has("avx512bw") && has("avx512vl") ? "SkylakeX"
-                       : has("avx2") && has("fma")                         ? "Haswell"
-                                                                           : nullptr;
-  if (target == nullptr) return;
-  hetbench::LogInfo("agent", "OpenBLAS chose generic Prescott kernels on a CPU with ",
-                    target == std::string("SkylakeX") ? "AVX-512" : "AVX2", "; restarting with OPENBLAS_CORETYPE=",
-                    target, " (disable with --blas-coretype=keep)");
-  setenv("OPENBLAS_CORETYPE", target, 1);
+  std::string target;
+  if (has("avx512f") && has("avx512bw") && has("avx512vl")) {
+    if (core != "skylakex" && core != "cooperlake" && core != "sapphirerapids") target = "SkylakeX";
+  } else if (has("avx2") && has("fma")) {
+    if (core == "prescott" || core == "nehalem" || core == "core2" || core == "sandybridge") target = "Haswell";
+  }
+  if (target.empty()) return;
+  hetbench::LogInfo("agent", "OpenBLAS loaded its ", core, " kernels on a CPU that supports ", target,
+                    "; restarting with OPENBLAS_CORETYPE=", target, " (keep them with --blas-coretype=keep)");
+  setenv("OPENBLAS_CORETYPE", target.c_str(), 1);
   execv("/proc/self/exe", argv);
-  hetbench::LogWarning("agent", "re-exec failed; continuing with Prescott kernels");
+  hetbench::LogWarning("agent", "re-exec failed; continuing with ", core, " kernels");
 }
 
 }  // namespace

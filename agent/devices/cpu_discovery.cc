@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -66,7 +67,21 @@ absl::StatusOr<v1::Device> DiscoverCpu(const std::string& proc_root, int usable_
     }
   }
   if (processors == 0) return absl::DataLossError(absl::StrCat(proc_root, "/cpuinfo: lists no processor"));
-  if (dev.model().empty()) dev.set_model("unknown CPU");
+  if (dev.model().empty()) {
+    // arm64 kernels print no model name; name the core from implementer/part.
+    static const std::map<std::string, std::string> kArmParts = {
+        {"0x41/0xd08", "ARM Cortex-A72"},  {"0x41/0xd0c", "ARM Neoverse-N1"}, {"0x41/0xd40", "ARM Neoverse-V1"},
+        {"0x41/0xd42", "ARM Cortex-A78AE"}, {"0x41/0xd49", "ARM Neoverse-N2"}, {"0x41/0xd4f", "ARM Neoverse-V2"}};
+    const auto& attrs = dev.attributes();
+    auto impl = attrs.find("cpu_implementer");
+    auto part = attrs.find("cpu_part");
+    std::string model = "unknown CPU";
+    if (impl != attrs.end() && part != attrs.end()) {
+      auto it = kArmParts.find(impl->second + "/" + part->second);
+      model = it != kArmParts.end() ? it->second : absl::StrCat("Arm CPU implementer ", impl->second, " part ", part->second);
+    }
+    dev.set_model(model);
+  }
   dev.set_cores(usable_cores > 0 ? std::min(usable_cores, processors) : processors);
   for (const std::string& f : flags) dev.add_isa_flags(f);
 

@@ -110,10 +110,12 @@ void Coordinator::Post(std::function<void()> fn) {
 }
 
 void Coordinator::RunSync(std::function<void()> fn) {
+  // Notified after the commit of the batch that ran `fn` (and its Tick), so
+  // the caller sees everything that batch did, sends included.
   auto done = std::make_shared<absl::Notification>();
-  Post([fn = std::move(fn), done] {
+  Post([this, fn = std::move(fn), done] {
     fn();
-    done->Notify();
+    Defer([done](const absl::Status&) { done->Notify(); });
   });
   done->WaitForNotificationWithTimeout(absl::Seconds(30));
 }
@@ -218,13 +220,17 @@ absl::Status JobNotFound(const std::string& id) {
 }  // namespace
 
 void Coordinator::GetJob(std::string job_id, JobCallback done) {
+  // Reads answer after the commit of their batch, so they never show a state
+  // that could still be rolled back.
   Post([this, job_id = std::move(job_id), done = std::move(done)] {
-    v1::Job* job = FindJob(job_id);
-    if (job == nullptr) {
-      done(JobNotFound(job_id));
-    } else {
-      done(*job);
-    }
+    Defer([this, job_id, done](const absl::Status&) {
+      v1::Job* job = FindJob(job_id);
+      if (job == nullptr) {
+        done(JobNotFound(job_id));
+      } else {
+        done(*job);
+      }
+    });
   });
 }
 
@@ -274,36 +280,40 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
 
 void Coordinator::ListJobs(int limit, std::function<void(std::vector<v1::Job>)> done) {
   Post([this, limit, done = std::move(done)] {
-    std::vector<v1::Job> out;
-    const int n = static_cast<int>(job_order_.size());
-    const int first = limit > 0 ? std::max(0, n - limit) : 0;
-    for (int i = first; i < n; ++i) {
-      v1::Job job = jobs_[job_order_[i]];
-      // A listing carries states, not results.
-      for (v1::Task& t : *job.mutable_tasks()) t.clear_result();
-      out.push_back(std::move(job));
-    }
-    done(std::move(out));
+    Defer([this, limit, done](const absl::Status&) {
+      std::vector<v1::Job> out;
+      const int n = static_cast<int>(job_order_.size());
+      const int first = limit > 0 ? std::max(0, n - limit) : 0;
+      for (int i = first; i < n; ++i) {
+        v1::Job job = jobs_[job_order_[i]];
+        // A listing carries states, not results.
+        for (v1::Task& t : *job.mutable_tasks()) t.clear_result();
+        out.push_back(std::move(job));
+      }
+      done(std::move(out));
+    });
   });
 }
 
 void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
   Post([this, done = std::move(done)] {
-    std::vector<v1::AgentInfo> out;
-    for (const auto& [agent_id, session_id] : agent_sessions_) {
-      const Session& s = sessions_[session_id];
-      v1::AgentInfo info;
-      info.set_agent_id(agent_id);
-      info.set_hostname(s.hello.hostname());
-      info.set_version(s.hello.version());
-      *info.mutable_devices() = s.hello.devices();
-      *info.mutable_labels() = s.hello.labels();
-      for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
-      info.set_connected_unix_seconds(s.connected_unix);
-      info.set_last_seen_unix_seconds(s.last_seen_unix);
-      out.push_back(std::move(info));
-    }
-    done(std::move(out));
+    Defer([this, done](const absl::Status&) {
+      std::vector<v1::AgentInfo> out;
+      for (const auto& [agent_id, session_id] : agent_sessions_) {
+        const Session& s = sessions_[session_id];
+        v1::AgentInfo info;
+        info.set_agent_id(agent_id);
+        info.set_hostname(s.hello.hostname());
+        info.set_version(s.hello.version());
+        *info.mutable_devices() = s.hello.devices();
+        *info.mutable_labels() = s.hello.labels();
+        for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+        info.set_connected_unix_seconds(s.connected_unix);
+        info.set_last_seen_unix_seconds(s.last_seen_unix);
+        out.push_back(std::move(info));
+      }
+      done(std::move(out));
+    });
   });
 }
 
@@ -390,7 +400,8 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   if (hello.devices_size() > kMaxDevicesPerAgent) problem = "hello.devices: more than 1024 devices";
   std::set<std::string> ids;
   for (const v1::Device& d : hello.devices()) {
-    if (d.id().empty() || !ids.insert(d.id()).second) problem = "hello.devices: device ids must be unique and non-empty";
+    if (d.id().empty() || !ids.insert(d.id()).second)
+      problem = "hello.devices: device ids must be unique and non-empty";
   }
   if (!problem.empty()) {
     metrics_->AddRejectedMessage("bad_hello");
@@ -540,8 +551,8 @@ void Coordinator::FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, 
   Defer([this, model, kind, state, duration](const absl::Status& commit) {
     if (commit.ok()) metrics_->ObserveTaskFinished(model, kind, state, duration);
   });
-  LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state),
-          error.empty() ? "" : ": ", error);
+  LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state), error.empty() ? "" : ": ",
+          error);
   RecomputeJobState(job);
   Persist(job);
   Notify(job, absl::StrCat("task ", task.id(), " ", TaskStateName(state)));

@@ -82,7 +82,8 @@ class Coordinator {
   void OnAgentMessage(uint64_t session, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg);
   void OnAgentGone(uint64_t session, std::string reason);
 
-  /// Runs `fn` on the loop and returns when it has run (tests, admin).
+  /// Runs `fn` on the loop; returns once its batch is committed and its
+  /// messages are sent (tests, admin).
   void RunSync(std::function<void()> fn);
 
  private:

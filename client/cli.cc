@@ -1,0 +1,324 @@
+#include "client/cli.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "client/render.h"
+#include "common/names.h"
+#include "common/spec_yaml.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "hetbench/v1/coordinator.grpc.pb.h"
+
+namespace hetbench::client {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Common {
+  std::string server = "127.0.0.1:50051";
+  double timeout_seconds = 10.0;
+  std::string output = "table";
+};
+
+void SetDeadline(grpc::ClientContext* ctx, double seconds) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
+int RpcError(std::ostream& err, const std::string& what, const grpc::Status& s, const std::string& server) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    err << "hetbench: " << what << ": cannot reach the coordinator at " << server << " (" << s.error_message()
+        << "); start hetbench-server or set --server / HETBENCH_SERVER\n";
+  } else {
+    err << "hetbench: " << what << ": " << s.error_message() << "\n";
+  }
+  return kExitFailed;
+}
+
+int ExitFor(const v1::Job& job) { return job.state() == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailed; }
+
+/// Streams WatchJob until the job ends; draws progress bars when `draw`.
+/// Returns the last job seen.
+absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds,
+                              bool draw, std::ostream& err) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout_seconds);
+  v1::WatchJobRequest req;
+  req.set_job_id(job_id);
+  auto reader = stub.WatchJob(&ctx, req);
+  v1::JobEvent event;
+  v1::Job last;
+  const bool tty = isatty(STDERR_FILENO);
+  size_t drawn = 0;
+  std::vector<std::string> last_lines;
+  while (reader->Read(&event)) {
+    last = event.job();
+    if (!draw) continue;
+    std::vector<std::string> lines = ProgressLines(last, 30);
+    lines.insert(lines.begin(), absl::StrCat(last.id(), " ", JobStateName(last.state())));
+    if (tty) {
+      if (drawn > 0) err << "\x1b[" << drawn << "F";  // back to the first line we drew
+      for (const auto& l : lines) err << "\x1b[2K" << l << "\n";
+      drawn = lines.size();
+    } else {
+      // Not a terminal: print only lines whose state or decile changed.
+      for (size_t i = 0; i < lines.size(); ++i) {
+        if (i >= last_lines.size() || lines[i].substr(0, 60) != last_lines[i].substr(0, 60)) err << lines[i] << "\n";
+      }
+    }
+    err.flush();
+    last_lines = lines;
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return last;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  Common common;
+  if (const char* env = std::getenv("HETBENCH_SERVER"); env != nullptr && *env) common.server = env;
+  CLI::App app{"hetbench: benchmark one model across CPUs, GPUs, TPUs, DPUs and QPU simulators"};
+  app.set_version_flag("--version", HetbenchVersion());
+  app.require_subcommand(1);
+  app.add_option("--server", common.server, "coordinator address (or HETBENCH_SERVER)")->capture_default_str();
+  app.add_option("--timeout", common.timeout_seconds, "deadline of each request, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  // submit
+  auto* submit = app.add_subcommand("submit", "submit a benchmark job (flags, or -f job.yaml)");
+  std::string spec_file, model, name, dataset;
+  std::vector<int> batch_sizes;
+  std::vector<std::string> targets;
+  int64_t min_steps = -1, max_steps = -1, infer_max_batches = -1;
+  int warmup_steps = -1, threads = -1;
+  double min_duration = -1, epochs = -1, lr = -1, wait_timeout = 24 * 3600;
+  int64_t seed = -1;
+  bool wait = false, follow = false;
+  std::string submit_output = "table";
+  submit->add_option("-f,--file", spec_file, "job spec YAML")->check(CLI::ExistingFile);
+  submit->add_option("--model", model, "model of the zoo (mlp)");
+  submit->add_option("--name", name, "job name");
+  submit->add_option("--dataset", dataset, "dataset (fashion-mnist)");
+  submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")->delimiter(',');
+  submit->add_option("-t,--target", targets, "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim); repeatable")
+      ->delimiter(',');
+  submit->add_option("--warmup-steps", warmup_steps, "training steps before measuring");
+  submit->add_option("--min-steps", min_steps, "measured training steps (0 = one pass of --epochs)");
+  submit->add_option("--max-steps", max_steps, "cap on measured training steps");
+  submit->add_option("--min-duration", min_duration, "minimum measured training seconds");
+  submit->add_option("--epochs", epochs, "training budget in epochs when --min-steps is 0");
+  submit->add_option("--lr", lr, "Adam learning rate");
+  submit->add_option("--infer-max-batches", infer_max_batches, "measured inference batches (0 = whole test set)");
+  submit->add_option("--seed", seed, "random seed");
+  submit->add_option("--threads", threads, "threads per task (0 = all cores)");
+  submit->add_flag("--wait", wait, "wait for the job to end; print its report");
+  submit->add_flag("--follow", follow, "like --wait, with live progress bars");
+  submit->add_option("--wait-timeout", wait_timeout, "seconds to wait for the job")->capture_default_str();
+  submit->add_option("-o,--output", submit_output, "report format with --wait: table, json, csv")->capture_default_str();
+
+  // get
+  auto* get = app.add_subcommand("get", "list jobs or agents, or show one job");
+  get->require_subcommand(1);
+  auto* get_jobs = get->add_subcommand("jobs", "list jobs");
+  int limit = 50;
+  get_jobs->add_option("--limit", limit, "newest N jobs (0 = all)")->capture_default_str();
+  auto* get_job = get->add_subcommand("job", "show one job");
+  std::string job_id;
+  get_job->add_option("id", job_id, "job id")->required();
+  auto* get_agents = get->add_subcommand("agents", "list connected agents and their devices");
+  for (auto* sub : {get_jobs, get_job, get_agents}) {
+    sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+  }
+
+  auto* cancel = app.add_subcommand("cancel", "cancel a job");
+  cancel->add_option("id", job_id, "job id")->required();
+
+  auto* report = app.add_subcommand("report", "compare the results of a job");
+  report->add_option("id", job_id, "job id")->required();
+  report->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+
+  auto* watch = app.add_subcommand("watch", "show live progress of a job until it ends");
+  watch->add_option("id", job_id, "job id")->required();
+  watch->add_option("--wait-timeout", wait_timeout, "seconds to watch")->capture_default_str();
+
+  auto* health = app.add_subcommand("health", "check the coordinator's grpc.health.v1 status");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream o, e2;
+    const int code = app.exit(e, o, e2);
+    out << o.str();
+    err << e2.str();
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (submit->parsed()) common.output = submit_output;
+  auto format = ParseOutputFormat(common.output);
+  if (!format.ok()) {
+    err << "hetbench: " << format.status().message() << "\n";
+    return kExitUsage;
+  }
+
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(common.server, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Coordinator::NewStub(channel);
+
+  if (health->parsed()) {
+    auto hstub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, common.timeout_seconds);
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status s = hstub->Check(&ctx, req, &resp);
+    if (!s.ok()) return RpcError(err, "health", s, common.server);
+    const bool serving = resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    out << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+    return serving ? kExitOk : kExitFailed;
+  }
+
+  if (submit->parsed()) {
+    v1::JobSpec spec;
+    if (!spec_file.empty()) {
+      std::ifstream in(spec_file);
+      std::stringstream text;
+      text << in.rdbuf();
+      auto parsed = ParseJobSpecYaml(text.str());
+      if (!parsed.ok()) {
+        err << "hetbench: " << spec_file << ": " << parsed.status().message() << "\n";
+        return kExitFailed;
+      }
+      spec = *parsed;
+    }
+    // Flags given on the command line override the file.
+    if (!model.empty()) spec.set_model(model);
+    if (!name.empty()) spec.set_name(name);
+    if (!dataset.empty()) spec.set_dataset(dataset);
+    if (!batch_sizes.empty()) {
+      spec.clear_batch_sizes();
+      for (int b : batch_sizes) spec.add_batch_sizes(b);
+    }
+    if (!targets.empty()) {
+      spec.clear_targets();
+      for (const std::string& t : targets) {
+        auto kind = ParseDeviceKind(t);
+        if (!kind) {
+          err << "hetbench: --target " << t << ": unknown device kind; use cpu, gpu, tpu, dpu or qpu-sim\n";
+          return kExitUsage;
+        }
+        spec.add_targets()->set_device_kind(*kind);
+      }
+    }
+    if (warmup_steps >= 0 || submit->count("--warmup-steps")) spec.mutable_train()->set_warmup_steps(warmup_steps);
+    if (submit->count("--min-steps")) spec.mutable_train()->set_min_steps(min_steps);
+    if (submit->count("--max-steps")) spec.mutable_train()->set_max_steps(max_steps);
+    if (submit->count("--min-duration")) spec.mutable_train()->set_min_duration_seconds(min_duration);
+    if (submit->count("--epochs")) spec.mutable_train()->set_epochs(epochs);
+    if (submit->count("--lr")) spec.mutable_train()->set_learning_rate(lr);
+    if (submit->count("--infer-max-batches")) spec.mutable_inference()->set_max_batches(infer_max_batches);
+    if (submit->count("--seed")) spec.set_seed(static_cast<uint64_t>(seed));
+    if (submit->count("--threads")) spec.set_threads(threads);
+
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, common.timeout_seconds);
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    v1::SubmitJobResponse resp;
+    grpc::Status s = stub->SubmitJob(&ctx, req, &resp);
+    if (!s.ok()) return RpcError(err, "submit refused", s, common.server);
+    if (!wait && !follow) {
+      out << resp.job_id() << "\n";
+      return kExitOk;
+    }
+    err << "submitted " << resp.job_id() << "\n";
+    auto final_job = Watch(*stub, resp.job_id(), wait_timeout, follow, err);
+    if (!final_job.ok()) {
+      err << "hetbench: watching " << resp.job_id() << ": " << final_job.status().message() << "\n";
+      return kExitFailed;
+    }
+    // The watch stream carries live state; the report reads the stored job.
+    grpc::ClientContext ctx2;
+    SetDeadline(&ctx2, common.timeout_seconds);
+    v1::GetJobRequest get_req;
+    get_req.set_job_id(resp.job_id());
+    v1::Job job;
+    s = stub->GetJob(&ctx2, get_req, &job);
+    if (!s.ok()) return RpcError(err, "get job", s, common.server);
+    out << RenderReport(job, *format);
+    return ExitFor(job);
+  }
+
+  if (watch->parsed()) {
+    auto final_job = Watch(*stub, job_id, wait_timeout, true, err);
+    if (!final_job.ok()) {
+      err << "hetbench: watching " << job_id << ": " << final_job.status().message() << "\n";
+      return kExitFailed;
+    }
+    return ExitFor(*final_job);
+  }
+
+  if (get_jobs->parsed()) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, common.timeout_seconds);
+    v1::ListJobsRequest req;
+    req.set_limit(limit);
+    v1::ListJobsResponse resp;
+    grpc::Status s = stub->ListJobs(&ctx, req, &resp);
+    if (!s.ok()) return RpcError(err, "list jobs", s, common.server);
+    out << RenderJobList({resp.jobs().begin(), resp.jobs().end()}, *format);
+    return kExitOk;
+  }
+
+  if (get_agents->parsed()) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, common.timeout_seconds);
+    v1::ListAgentsResponse resp;
+    grpc::Status s = stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
+    if (!s.ok()) return RpcError(err, "list agents", s, common.server);
+    out << RenderAgents({resp.agents().begin(), resp.agents().end()}, *format);
+    return kExitOk;
+  }
+
+  if (get_job->parsed() || report->parsed() || cancel->parsed()) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, common.timeout_seconds);
+    v1::Job job;
+    grpc::Status s;
+    if (cancel->parsed()) {
+      v1::CancelJobRequest req;
+      req.set_job_id(job_id);
+      s = stub->CancelJob(&ctx, req, &job);
+      if (!s.ok()) return RpcError(err, "cancel", s, common.server);
+      out << job.id() << " " << JobStateName(job.state()) << "\n";
+      return kExitOk;
+    }
+    v1::GetJobRequest req;
+    req.set_job_id(job_id);
+    s = stub->GetJob(&ctx, req, &job);
+    if (!s.ok()) return RpcError(err, "get job", s, common.server);
+    if (report->parsed()) {
+      out << RenderReport(job, *format);
+      return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
+    }
+    out << RenderJob(job, *format);
+    return kExitOk;
+  }
+  err << app.help();
+  return kExitUsage;
+}
+
+}  // namespace hetbench::client

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End to end with the three real binaries as processes on loopback:
+#  1. server + agent start; a short mlp job runs; the report has real timings
+#     and an accuracy; /metrics shows non-zero sample counts;
+#  2. a bad spec is refused (exit 1, field named) and nothing is stored;
+#  3. the coordinator is killed (-9) and restarted on the same port and store:
+#     the agent reconnects by itself and the next job runs;
+#  4. SIGTERM stops both cleanly.
+set -euo pipefail
+SERVER=$1 AGENT=$2 CLI=$3 FIXTURES=$4
+WORK=$(mktemp -d /tmp/hetbench-e2e.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [[ "${KEEP:-0}" == 0 && $ok == 1 ]]; then rm -rf "$WORK"; else echo "e2e: logs kept in $WORK"; fi
+}
+ok=0
+trap cleanup EXIT
+fail() { echo "e2e FAILED: $*"; echo "--- server log"; cat "$WORK"/server*.log; echo "--- agent log"; cat "$WORK"/agent.log; exit 1; }
+
+wait_for() {  # wait_for <seconds> <command...>: poll until the command succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+start_server() {  # start_server <listen> <log>
+  "$SERVER" --listen "$1" --metrics-listen 127.0.0.1:0 --db "$WORK/jobs.db" --port-file "$WORK/ports" \
+    --heartbeat-seconds 1 --lease-seconds 5 >"$2" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  wait_for 20 test -s "$WORK/ports" || fail "server did not start"
+  GRPC_PORT=$(sed -E 's/.*grpc=([0-9]+).*/\1/' "$WORK/ports")
+  METRICS_PORT=$(sed -E 's/.*metrics=([0-9]+).*/\1/' "$WORK/ports")
+}
+
+start_server 127.0.0.1:0 "$WORK/server1.log"
+export HETBENCH_SERVER=127.0.0.1:$GRPC_PORT
+"$AGENT" --agent-id e2e-agent --threads 2 >"$WORK/agent.log" 2>&1 &
+AGENT_PID=$!
+PIDS+=("$AGENT_PID")
+wait_for 30 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did not connect"
+"$CLI" health | grep -q SERVING || fail "health check"
+
+# 1. a short job, end to end
+"$CLI" submit --wait -b 128 --warmup-steps 3 --min-steps 60 --min-duration 0 >"$WORK/report.txt" 2>"$WORK/submit.err" \
+  || fail "job failed: $(cat "$WORK/submit.err" "$WORK/report.txt")"
+cat "$WORK/report.txt"
+grep -q "succeeded" "$WORK/report.txt" || fail "report lacks the job state"
+grep -Eq "job-000001-t0 +e2e-agent/cpu0 \(cpu\) +128 +train +60 +[0-9]+\.[0-9]{3}" "$WORK/report.txt" \
+  || fail "report lacks 60 measured train steps with timings"
+grep -Eq "test accuracy 0\.[5-9][0-9]{3}" "$WORK/report.txt" || fail "report lacks a plausible test accuracy"
+"$CLI" report job-000001 -o csv | grep -q "^job-000001,job-000001-t0,e2e-agent,cpu0,cpu,128,succeeded,train,60," \
+  || fail "csv report"
+"$CLI" report job-000001 -o json | grep -q '"test_accuracy"' || fail "json report"
+
+curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics.txt" || fail "/metrics unreachable"
+grep -Eq '^hetbench_samples_ingested_total\{device_kind="cpu",phase="train"\} 60$' "$WORK/metrics.txt" \
+  || fail "samples_ingested_total: $(grep samples_ingested "$WORK/metrics.txt")"
+grep -Eq '^hetbench_jobs\{state="succeeded"\} 1$' "$WORK/metrics.txt" || fail "jobs gauge"
+grep -Eq '^hetbench_agents_connected\{device_kind="cpu"\} 1$' "$WORK/metrics.txt" || fail "agents gauge"
+grep -Eq '^hetbench_task_duration_seconds_count\{device_kind="cpu",model="mlp"\} 1$' "$WORK/metrics.txt" \
+  || fail "task duration histogram"
+
+# 2. bad input: refused, field named, nothing stored
+set +e
+"$CLI" submit -f "$FIXTURES/specs/bad-batch.yaml" 2>"$WORK/bad.err"; code=$?
+set -e
+[[ $code == 1 ]] || fail "bad spec exit code $code"
+grep -q "batch_sizes\[1\] = 0: must be >= 1" "$WORK/bad.err" || fail "bad spec message: $(cat "$WORK/bad.err")"
+set +e
+"$CLI" submit --model resnet999 2>"$WORK/bad2.err"; code=$?
+set -e
+[[ $code == 1 ]] && grep -q 'model = "resnet999": unknown model' "$WORK/bad2.err" || fail "unknown model"
+[[ $("$CLI" get jobs -o csv | wc -l) == 2 ]] || fail "a refused job was stored"
+
+# 3. kill -9 the coordinator; restart it on the same port and store
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+rm -f "$WORK/ports"
+start_server "127.0.0.1:$GRPC_PORT" "$WORK/server2.log"
+wait_for 60 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did not reconnect"
+"$CLI" get job job-000001 | grep -q "state: succeeded" || fail "job-000001 lost across the restart"
+"$CLI" submit --wait -b 256 --warmup-steps 1 --min-steps 20 --min-duration 0 --infer-max-batches 4 \
+  >"$WORK/report2.txt" 2>&1 || fail "job after restart: $(cat "$WORK/report2.txt")"
+grep -q "job-000002" "$WORK/report2.txt" || fail "second job id"
+
+# 4. clean shutdown on SIGTERM
+kill -TERM "$AGENT_PID" "$SERVER_PID"
+wait_for 15 sh -c "! kill -0 $AGENT_PID 2>/dev/null && ! kill -0 $SERVER_PID 2>/dev/null" || fail "no clean SIGTERM shutdown"
+grep -q "stopped" "$WORK/server2.log" || fail "server did not log its orderly stop"
+ok=1
+echo "e2e: all checks passed"

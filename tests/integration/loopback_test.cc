@@ -1,0 +1,173 @@
+// An in-process coordinator and a real agent (LibTorch, real Fashion-MNIST)
+// on 127.0.0.1:0, driven through the real CLI code.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "agent/agent.h"
+#include "agent/devices/cpu_discovery.h"
+#include "agent/executors/torch_executor.h"
+#include "client/cli.h"
+#include "server/server.h"
+
+namespace hetbench {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+CliResult Cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "hetbench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  int code = client::RunCli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+class LoopbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-loop-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+    StartServer("127.0.0.1:0");
+    agent::AgentConfig config;
+    config.server_address = address_;
+    config.agent_id = "loopback-agent";
+    config.hostname = "localhost";
+    config.initial_backoff_seconds = 0.05;
+    config.max_backoff_seconds = 0.2;
+    config.max_samples_per_batch = 16;  // many batches, to exercise sequencing
+    agent::TorchExecutorConfig exec;
+    exec.data_dir = HETBENCH_DATA_DIR;
+    exec.threads = 2;
+    auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
+    ASSERT_TRUE(cpu.ok());
+    agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu},
+                                            std::make_unique<agent::TorchExecutor>(exec));
+    agent_->set_batch_observer([this](const v1::SampleBatch& b) {
+      absl::MutexLock l(&mu_);
+      sent_.push_back(b);
+    });
+    agent_thread_ = std::thread([this] { agent_->Run(); });
+  }
+
+  void TearDown() override {
+    agent_->Shutdown();
+    agent_thread_.join();
+    server_->Shutdown(1.0);
+    std::filesystem::remove_all(dir_);
+  }
+
+  void StartServer(const std::string& listen) {
+    server::ServerConfig config;
+    config.listen_address = listen;
+    // /metrics stays off here: civetweb's mg_start fails ("null context when
+    // constructing CivetServer", after a successful bind and listen) inside a
+    // process that has also loaded Debian's libtorch. hetbench-server never
+    // loads libtorch; server_metrics_test and the e2e test scrape /metrics.
+    config.metrics_address = "";
+    config.db_path = dir_ + "/jobs.db";
+    server_ = std::make_unique<server::HetbenchServer>(config);
+    absl::Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    address_ = "127.0.0.1:" + std::to_string(server_->grpc_port());
+  }
+
+  std::vector<std::string> ShortJob() {
+    return {"--server", address_, "submit", "--wait", "-b", "64", "--warmup-steps", "2", "--min-steps", "40",
+            "--min-duration", "0", "--infer-max-batches", "5", "-o", "json"};
+  }
+
+  bool WaitForConnections(int64_t n) {
+    for (int i = 0; i < 400 && agent_->connections() < n; ++i) absl::SleepFor(absl::Milliseconds(25));
+    return agent_->connections() >= n;
+  }
+
+  std::string dir_, address_;
+  std::unique_ptr<server::HetbenchServer> server_;
+  std::unique_ptr<agent::Agent> agent_;
+  std::thread agent_thread_;
+  absl::Mutex mu_;
+  std::vector<v1::SampleBatch> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult r = Cli(ShortJob());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"state\": \"JOB_STATE_SUCCEEDED\""));
+
+  auto stored = server_->store().LoadSampleBatches("job-000001-t0", 1);
+  ASSERT_TRUE(stored.ok());
+  std::vector<v1::SampleBatch> sent;
+  {
+    absl::MutexLock l(&mu_);
+    sent = sent_;
+  }
+  ASSERT_EQ(stored->size(), sent.size());
+  int64_t train = 0, infer = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ((*stored)[i].SerializeAsString(), sent[i].SerializeAsString()) << "batch " << i;
+    (sent[i].phase() == v1::PHASE_TRAIN ? train : infer) += sent[i].duration_ns_size();
+  }
+  EXPECT_EQ(train, 40);  // --min-steps 40 with --min-duration 0
+  EXPECT_EQ(infer, 5);   // --infer-max-batches 5
+  EXPECT_GT(sent.size(), 3u);
+
+  CliResult report = Cli({"--server", address_, "report", "job-000001"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("train  40"));
+  EXPECT_THAT(report.out, HasSubstr("infer  5"));
+  EXPECT_THAT(report.out, HasSubstr("45 samples stored"));
+}
+
+TEST_F(LoopbackTest, BadSpecsAreRefusedWithTheFieldNamedAndNothingStored) {
+  CliResult zero = Cli({"--server", address_, "submit", "-b", "0"});
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_THAT(zero.err, HasSubstr("batch_sizes[0] = 0: must be >= 1"));
+  CliResult model = Cli({"--server", address_, "submit", "--model", "resnet999"});
+  EXPECT_EQ(model.code, 1);
+  EXPECT_THAT(model.err, HasSubstr("model = \"resnet999\": unknown model"));
+  CliResult file = Cli({"--server", address_, "submit", "-f", std::string(HETBENCH_FIXTURES) + "/specs/bad-batch.yaml"});
+  EXPECT_EQ(file.code, 1);
+  EXPECT_THAT(file.err, HasSubstr("batch_sizes[1] = 0"));
+  CliResult usage = Cli({"--server", address_, "submit", "--no-such-flag"});
+  EXPECT_EQ(usage.code, 2);
+  CliResult list = Cli({"--server", address_, "get", "jobs", "-o", "csv"});
+  EXPECT_EQ(list.code, 0);
+  EXPECT_EQ(list.out, "id,name,model,state,tasks,created\n");  // nothing stored
+  CliResult missing = Cli({"--server", address_, "report", "job-424242"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("not found"));
+}
+
+TEST_F(LoopbackTest, AgentReconnectsAfterTheCoordinatorRestartsAndTheNextJobRuns) {
+  ASSERT_TRUE(WaitForConnections(1));
+  const std::string listen = address_;
+  server_->Shutdown(1.0);
+  server_.reset();
+  StartServer(listen);  // same port, same store
+  ASSERT_TRUE(WaitForConnections(2));
+  CliResult agents = Cli({"--server", address_, "get", "agents"});
+  EXPECT_THAT(agents.out, HasSubstr("loopback-agent"));
+  CliResult r = Cli(ShortJob());
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(LoopbackTest, HealthServiceAnswersServing) {
+  CliResult r = Cli({"--server", address_, "health"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+}
+
+}  // namespace
+}  // namespace hetbench

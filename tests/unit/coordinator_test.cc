@@ -1,0 +1,417 @@
+// The coordinator driven directly: fake agent streams, a simulated clock and
+// a real SQLite store. No sleeps: every wait is on a condition with a deadline.
+#include "server/service/coordinator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "server/store/sqlite_job_store.h"
+
+namespace hetbench::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename T>
+class FakeSink final : public MessageSink<T> {
+ public:
+  void Send(T msg) override {
+    absl::MutexLock l(&mu_);
+    if (!closed_) messages_.push_back(std::move(msg));
+  }
+  void Close(const grpc::Status& status) override {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    status_ = status;
+  }
+  /// Waits until `pred(messages)` holds; false after 10 s.
+  bool WaitFor(std::function<bool(const std::vector<T>&)> pred) {
+    absl::MutexLock l(&mu_);
+    auto cond = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pred(messages_); };
+    return mu_.AwaitWithTimeout(absl::Condition(&cond), absl::Seconds(10));
+  }
+  std::vector<T> messages() {
+    absl::MutexLock l(&mu_);
+    return messages_;
+  }
+  bool closed() {
+    absl::MutexLock l(&mu_);
+    return closed_;
+  }
+  grpc::Status status() {
+    absl::MutexLock l(&mu_);
+    return status_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<T> messages_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+using FakeAgentSink = FakeSink<v1::CoordinatorMessage>;
+
+int CountAssigns(const std::vector<v1::CoordinatorMessage>& m) {
+  int n = 0;
+  for (const auto& x : m) n += x.has_assign() ? 1 : 0;
+  return n;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-coord-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+    Open();
+  }
+  void TearDown() override {
+    Close();
+    std::filesystem::remove_all(dir_);
+  }
+  void Open() {
+    store_ = *SqliteJobStore::Open(dir_ + "/jobs.db");
+    coordinator_ = std::make_unique<Coordinator>(store_.get(), &metrics_, &clock_, options_);
+    ASSERT_TRUE(coordinator_->Start().ok());
+  }
+  void Close() {
+    if (coordinator_) coordinator_->Stop();
+    coordinator_.reset();
+    store_.reset();
+  }
+
+  absl::StatusOr<v1::Job> Submit(v1::JobSpec spec) {
+    absl::Notification done;
+    absl::StatusOr<v1::Job> result;
+    coordinator_->SubmitJob(std::move(spec), [&](absl::StatusOr<v1::Job> j) {
+      result = std::move(j);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return result;
+  }
+  v1::Job Get(const std::string& id) {
+    absl::Notification done;
+    v1::Job job;
+    coordinator_->GetJob(id, [&](absl::StatusOr<v1::Job> j) {
+      job = *j;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return job;
+  }
+  std::vector<v1::Job> List() {
+    absl::Notification done;
+    std::vector<v1::Job> jobs;
+    coordinator_->ListJobs(0, [&](std::vector<v1::Job> j) {
+      jobs = std::move(j);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return jobs;
+  }
+
+  /// Connects a fake agent with `devices` CPU devices; returns its session id.
+  uint64_t Connect(const std::string& agent_id, std::shared_ptr<FakeAgentSink> sink, int devices = 1) {
+    uint64_t session = coordinator_->NewSessionId();
+    v1::AgentMessage m;
+    m.mutable_hello()->set_agent_id(agent_id);
+    for (int i = 0; i < devices; ++i) {
+      v1::Device* d = m.mutable_hello()->add_devices();
+      d->set_id("cpu" + std::to_string(i));
+      d->set_kind(v1::DEVICE_KIND_CPU);
+    }
+    coordinator_->OnAgentMessage(session, sink, m);
+    EXPECT_TRUE(sink->WaitFor([](auto& v) { return !v.empty() && v[0].has_welcome(); }));
+    return session;
+  }
+
+  void SendSamples(uint64_t session, std::shared_ptr<FakeAgentSink> sink, const v1::Assign& a, uint64_t seq,
+                   v1::Phase phase, std::vector<int64_t> durations) {
+    v1::AgentMessage m;
+    v1::SampleBatch* b = m.mutable_samples();
+    b->set_task_id(a.task_id());
+    b->set_attempt(a.attempt());
+    b->set_seq(seq);
+    b->set_phase(phase);
+    int64_t t = 0;
+    for (int64_t d : durations) {
+      b->add_start_ns(t);
+      b->add_duration_ns(d);
+      b->add_items(a.batch_size());
+      t += d;
+    }
+    coordinator_->OnAgentMessage(session, sink, m);
+  }
+
+  void SendDone(uint64_t session, std::shared_ptr<FakeAgentSink> sink, const v1::Assign& a, uint64_t batches,
+                int64_t samples, v1::TaskState state = v1::TASK_STATE_SUCCEEDED) {
+    v1::AgentMessage m;
+    v1::TaskDone* d = m.mutable_done();
+    d->set_task_id(a.task_id());
+    d->set_attempt(a.attempt());
+    d->set_state(state);
+    d->set_batches_sent(batches);
+    d->set_samples_sent(samples);
+    d->mutable_result()->set_test_accuracy(0.85);
+    coordinator_->OnAgentMessage(session, sink, m);
+  }
+
+  v1::Job WaitForJobState(const std::string& id, v1::JobState state) {
+    for (int i = 0; i < 1000; ++i) {
+      v1::Job j = Get(id);
+      if (j.state() == state) return j;
+      coordinator_->RunSync([] {});
+    }
+    return Get(id);
+  }
+
+  std::string dir_;
+  SimulatedClock clock_;
+  Metrics metrics_;
+  CoordinatorOptions options_;
+  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, InvalidSpecIsRefusedAndNothingIsStored) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(0);
+  auto r = Submit(spec);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("batch_sizes[0] = 0"));
+  spec.clear_batch_sizes();
+  spec.set_model("nope");
+  EXPECT_EQ(Submit(spec).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(List().empty());
+  Close();
+  Open();
+  EXPECT_TRUE(List().empty());
+}
+
+TEST_F(CoordinatorTest, JobRunsOnAConnectedAgentAndAggregatesStoredSamples) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(32);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_QUEUED);  // no agent yet
+
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  v1::Assign a;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) a = m.assign();
+  }
+  EXPECT_EQ(a.batch_size(), 32);
+  EXPECT_EQ(a.attempt(), 1);
+  EXPECT_EQ(a.spec().model(), "mlp");
+
+  SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20, 30, 40});
+  SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20, 30, 40});  // a retry: must not be stored twice
+  SendSamples(s, sink, a, 1, v1::PHASE_INFER, {5, 5});
+  SendDone(s, sink, a, 2, 6);
+  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.DebugString();
+  const v1::TaskResult& r = done.tasks(0).result();
+  EXPECT_EQ(r.samples_stored(), 6);
+  ASSERT_EQ(r.phases_size(), 2);
+  EXPECT_EQ(r.phases(0).phase(), v1::PHASE_TRAIN);
+  EXPECT_EQ(r.phases(0).stats().count(), 4);
+  EXPECT_DOUBLE_EQ(r.phases(0).stats().p50_ns(), 25);
+  EXPECT_EQ(r.phases(1).stats().count(), 2);
+  EXPECT_DOUBLE_EQ(r.test_accuracy(), 0.85);
+
+  int acks = 0;
+  for (auto& m : sink->messages()) acks += m.has_ack() ? 1 : 0;
+  EXPECT_EQ(acks, 3);  // the duplicate is acknowledged too, so the agent stops resending
+}
+
+TEST_F(CoordinatorTest, MissingSamplesFailTheTaskWithTheCounts) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(Submit(spec).ok());
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  v1::Assign a;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) a = m.assign();
+  }
+  SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(s, sink, a, 2, 5);  // claims more than it sent
+  v1::Job j = WaitForJobState(a.task_id().substr(0, 10), v1::JOB_STATE_FAILED);
+  ASSERT_EQ(j.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("stored 1 of 2 batches and 2 of 5 samples"));
+}
+
+TEST_F(CoordinatorTest, NeverTwoTasksOnOneDevice) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(16);
+  spec.add_batch_sizes(32);
+  spec.add_batch_sizes(64);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink, /*devices=*/2);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(CountAssigns(sink->messages()), 2);  // the third waits for a free device
+  std::vector<v1::Assign> assigns;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) assigns.push_back(m.assign());
+  }
+  EXPECT_NE(assigns[0].device_id(), assigns[1].device_id());
+  SendDone(s, sink, assigns[0], 0, 0);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 3; }));
+  std::vector<v1::Assign> now;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) now.push_back(m.assign());
+  }
+  EXPECT_EQ(now[2].device_id(), assigns[0].device_id());  // the freed device, not the busy one
+}
+
+TEST_F(CoordinatorTest, LostAgentsTaskIsRequeuedAndItsLateSamplesAreFenced) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  v1::Assign first;
+  for (auto& m : sink1->messages()) {
+    if (m.has_assign()) first = m.assign();
+  }
+  // The agent goes silent: after the lease it is lost and its task re-queued.
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));
+  coordinator_->RunSync([] {});
+  EXPECT_TRUE(sink1->closed());
+  v1::Job j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("attempt 1 lost"));
+
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  uint64_t s2 = Connect("a2", sink2);
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  v1::Assign second;
+  for (auto& m : sink2->messages()) {
+    if (m.has_assign()) second = m.assign();
+  }
+  EXPECT_EQ(second.attempt(), 2);
+
+  // The old agent's samples for attempt 1 are refused, not mixed in.
+  auto late = std::make_shared<FakeAgentSink>();
+  uint64_t s3 = Connect("a1", late);
+  SendSamples(s3, late, first, 0, v1::PHASE_TRAIN, {999, 999});
+  ASSERT_TRUE(late->WaitFor([](auto& v) {
+    for (auto& m : v) {
+      if (m.has_cancel()) return true;
+    }
+    return false;
+  }));
+  SendSamples(s2, sink2, second, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(s2, sink2, second, 1, 2);
+  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.tasks(0).result().samples_stored(), 2);
+  EXPECT_DOUBLE_EQ(done.tasks(0).result().phases(0).stats().max_ns(), 20);
+  (void)s1;
+}
+
+TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink = std::make_shared<FakeAgentSink>();
+  Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  Close();  // the coordinator stops while the task runs
+  Open();
+  v1::Job j = Get(job->id());
+  EXPECT_EQ(j.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_EQ(j.tasks(0).attempt(), 1);
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("coordinator restart"));
+  auto again = Submit(spec);  // ids continue after the stored ones
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), "job-000002");
+  EXPECT_TRUE(store_->CheckIntegrity().ok());
+}
+
+TEST_F(CoordinatorTest, CancelStopsQueuedTasksAndTellsTheAgent) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(16);
+  spec.add_batch_sizes(32);
+  auto job = Submit(spec);
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  absl::Notification done;
+  coordinator_->CancelJob(job->id(), [&](absl::StatusOr<v1::Job> j) {
+    EXPECT_TRUE(j.ok());
+    EXPECT_EQ(j->state(), v1::JOB_STATE_CANCELLED);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return !v.empty() && v.back().has_cancel(); }));
+  v1::Assign a;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) a = m.assign();
+  }
+  SendDone(s, sink, a, 0, 0, v1::TASK_STATE_CANCELLED);
+  coordinator_->RunSync([] {});
+  v1::Job j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_CANCELLED);
+  EXPECT_EQ(j.tasks(1).state(), v1::TASK_STATE_CANCELLED);
+}
+
+TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  auto watch = std::make_shared<FakeSink<v1::JobEvent>>();
+  coordinator_->WatchJob(job->id(), watch);
+  ASSERT_TRUE(watch->WaitFor([](auto& v) { return !v.empty(); }));
+  EXPECT_EQ(watch->messages()[0].message(), "snapshot");
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  v1::Assign a;
+  for (auto& m : sink->messages()) {
+    if (m.has_assign()) a = m.assign();
+  }
+  SendDone(s, sink, a, 0, 0);
+  ASSERT_TRUE(watch->WaitFor([](auto& v) { return v.back().job().state() == v1::JOB_STATE_SUCCEEDED; }));
+  coordinator_->RunSync([] {});
+  EXPECT_TRUE(watch->closed());
+  EXPECT_TRUE(watch->status().ok());
+
+  auto missing = std::make_shared<FakeSink<v1::JobEvent>>();
+  coordinator_->WatchJob("job-999999", missing);
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(missing->status().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(CoordinatorTest, MessagesBeforeHelloAndBadHellosAreRefused) {
+  auto sink = std::make_shared<FakeAgentSink>();
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  coordinator_->OnAgentMessage(coordinator_->NewSessionId(), sink, hb);
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(sink->status().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_agent_id("dup");
+  hello.mutable_hello()->add_devices()->set_id("cpu0");
+  hello.mutable_hello()->add_devices()->set_id("cpu0");
+  coordinator_->OnAgentMessage(coordinator_->NewSessionId(), sink2, hello);
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(sink2->status().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace hetbench::server

@@ -1,0 +1,75 @@
+#include "client/render.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hetbench::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Job TwoTaskJob() {
+  v1::Job job;
+  job.set_id("job-000007");
+  job.mutable_spec()->set_name("sweep");
+  job.mutable_spec()->set_model("mlp");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  for (int i = 0; i < 2; ++i) {
+    v1::Task* t = job.add_tasks();
+    t->set_id("job-000007-t" + std::to_string(i));
+    t->set_state(v1::TASK_STATE_SUCCEEDED);
+    t->set_agent_id("n1");
+    t->set_device_id("cpu0");
+    t->set_device_kind(v1::DEVICE_KIND_CPU);
+    t->set_batch_size(64 << i);
+    v1::PhaseResult* p = t->mutable_result()->add_phases();
+    p->set_phase(v1::PHASE_TRAIN);
+    p->mutable_stats()->set_count(100);
+    p->mutable_stats()->set_p50_ns(2e6 * (i + 1));
+    p->mutable_stats()->set_samples_per_second(1000.0 * (i + 1) * 1.5);
+    t->mutable_result()->set_test_accuracy(0.84);
+  }
+  return job;
+}
+
+TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
+  const std::string table = RenderReport(TwoTaskJob(), OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("P50_MS"));
+  EXPECT_THAT(table, HasSubstr("4.000"));   // 4e6 ns
+  EXPECT_THAT(table, HasSubstr("2.00x"));   // 3000 / 1500 samples/s
+  EXPECT_THAT(table, HasSubstr("relative to job-000007-t0"));
+}
+
+TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
+  const std::string csv = RenderReport(TwoTaskJob(), OutputFormat::kCsv);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_EQ(csv.rfind("job_id,task_id,agent_id", 0), 0u);
+  EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,n1,cpu0,cpu,128,succeeded,train,100,"));
+}
+
+TEST(RenderTest, JsonIsTheFullJob) {
+  const std::string json = RenderReport(TwoTaskJob(), OutputFormat::kJson);
+  EXPECT_THAT(json, HasSubstr("\"samples_per_second\": 3000"));
+  EXPECT_THAT(json, HasSubstr("\"state\": \"JOB_STATE_SUCCEEDED\""));
+}
+
+TEST(RenderTest, ProgressBarFillsWithSteps) {
+  v1::Job job;
+  v1::Task* t = job.add_tasks();
+  t->set_id("j-t0");
+  t->set_state(v1::TASK_STATE_RUNNING);
+  t->set_phase(v1::PHASE_TRAIN);
+  t->set_step(50);
+  t->set_total_steps(100);
+  auto lines = ProgressLines(job, 10);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("[#####.....]  50% train 50/100"));
+}
+
+TEST(RenderTest, UnknownFormatIsAUsageError) {
+  EXPECT_FALSE(ParseOutputFormat("xml").ok());
+  EXPECT_TRUE(ParseOutputFormat("csv").ok());
+}
+
+}  // namespace
+}  // namespace hetbench::client

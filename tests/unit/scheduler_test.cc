@@ -1,0 +1,58 @@
+#include "server/scheduler/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hetbench::server {
+namespace {
+
+v1::Hello Agent(const std::string& id, std::vector<std::pair<std::string, v1::DeviceKind>> devices,
+                std::map<std::string, std::string> labels = {}) {
+  v1::Hello h;
+  h.set_agent_id(id);
+  for (auto& [dev, kind] : devices) {
+    v1::Device* d = h.add_devices();
+    d->set_id(dev);
+    d->set_kind(kind);
+  }
+  for (auto& [k, v] : labels) (*h.mutable_labels())[k] = v;
+  return h;
+}
+
+TEST(SchedulerTest, SelectorMatchesKindAgentAndLabels) {
+  v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"gpu0", v1::DEVICE_KIND_GPU}}, {{"rack", "r1"}});
+  v1::TargetSelector any;
+  v1::TargetSelector gpu;
+  gpu.set_device_kind(v1::DEVICE_KIND_GPU);
+  v1::TargetSelector other_agent;
+  other_agent.set_agent_id("b");
+  v1::TargetSelector rack2;
+  (*rack2.mutable_labels())["rack"] = "r2";
+  EXPECT_TRUE(Matches(any, a, a.devices(0)));
+  EXPECT_FALSE(Matches(gpu, a, a.devices(0)));
+  EXPECT_TRUE(Matches(gpu, a, a.devices(1)));
+  EXPECT_FALSE(Matches(other_agent, a, a.devices(0)));
+  EXPECT_FALSE(Matches(rack2, a, a.devices(0)));
+}
+
+TEST(SchedulerTest, ALeasedDeviceIsNeverPickedAgain) {
+  v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  v1::Hello b = Agent("b", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  DeviceLeases leases;
+  v1::TargetSelector cpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  auto p1 = PickDevice(cpu, {&a, &b}, leases);
+  ASSERT_TRUE(p1);
+  ASSERT_TRUE(leases.Acquire(p1->agent_id, p1->device.id(), "t1"));
+  EXPECT_FALSE(leases.Acquire(p1->agent_id, p1->device.id(), "t2"));  // exclusive
+  auto p2 = PickDevice(cpu, {&a, &b}, leases);
+  ASSERT_TRUE(p2);
+  EXPECT_NE(p2->agent_id, p1->agent_id);
+  ASSERT_TRUE(leases.Acquire(p2->agent_id, p2->device.id(), "t2"));
+  EXPECT_FALSE(PickDevice(cpu, {&a, &b}, leases));  // all busy
+  EXPECT_EQ(leases.ReleaseAgent("a"), std::vector<std::string>{"t1"});
+  EXPECT_TRUE(PickDevice(cpu, {&a, &b}, leases));
+}
+
+}  // namespace
+}  // namespace hetbench::server

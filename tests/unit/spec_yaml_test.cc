@@ -1,0 +1,66 @@
+#include "common/spec_yaml.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/job_spec.h"
+
+namespace hetbench {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFixture(const std::string& name) {
+  std::ifstream in(std::string(HETBENCH_FIXTURES) + "/specs/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(SpecYamlTest, ParsesTheSweepFixture) {
+  auto spec = ParseJobSpecYaml(ReadFixture("sweep.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "mlp-sweep");
+  ASSERT_EQ(spec->batch_sizes_size(), 3);
+  EXPECT_EQ(spec->batch_sizes(2), 256);
+  EXPECT_EQ(spec->targets(0).device_kind(), v1::DEVICE_KIND_CPU);
+  EXPECT_EQ(spec->train().warmup_steps(), 5);
+  EXPECT_EQ(spec->seed(), 7u);
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(*spec)).ok());
+}
+
+TEST(SpecYamlTest, UnknownKeyIsNamedWithItsLine) {
+  auto spec = ParseJobSpecYaml("model: mlp\nbatchsize: 64\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("batchsize (line 2): unknown field"));
+}
+
+TEST(SpecYamlTest, WrongTypeIsNamed) {
+  auto spec = ParseJobSpecYaml("batch_sizes: [64, abc]\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("batch_sizes[1] (line 1): 'abc' is not an integer"));
+  spec = ParseJobSpecYaml("train: {epochs: many}\n");
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("train.epochs"));
+  spec = ParseJobSpecYaml("targets: [{device_kind: fpga}]\n");
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("unknown device kind 'fpga'"));
+}
+
+TEST(SpecYamlTest, BrokenYamlAndEmptyDocument) {
+  EXPECT_THAT(std::string(ParseJobSpecYaml("model: [unclosed\n").status().message()), HasSubstr("not valid YAML"));
+  EXPECT_THAT(std::string(ParseJobSpecYaml("").status().message()), HasSubstr("empty"));
+}
+
+TEST(SpecYamlTest, RoundTripsTheEffectiveSpec) {
+  v1::JobSpec spec = WithDefaults(*ParseJobSpecYaml(ReadFixture("sweep.yaml")));
+  spec.mutable_targets(0)->set_agent_id("node-7");
+  (*spec.mutable_targets(0)->mutable_labels())["rack"] = "r1";
+  auto again = ParseJobSpecYaml(JobSpecToYaml(spec));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(spec);
+  EXPECT_EQ(again->SerializeAsString(), spec.SerializeAsString()) << JobSpecToYaml(spec);
+}
+
+}  // namespace
+}  // namespace hetbench

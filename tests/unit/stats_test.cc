@@ -1,0 +1,60 @@
+#include "common/stats.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hetbench {
+namespace {
+
+TEST(PercentileTest, MatchesNumpyLinearInterpolation) {
+  const std::vector<double> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  // numpy.percentile(range(1, 11), [25, 50, 90, 99]) = 3.25, 5.5, 9.1, 9.91
+  EXPECT_DOUBLE_EQ(PercentileOfSorted(v, 0.25), 3.25);
+  EXPECT_DOUBLE_EQ(PercentileOfSorted(v, 0.50), 5.5);
+  EXPECT_NEAR(PercentileOfSorted(v, 0.90), 9.1, 1e-12);
+  EXPECT_NEAR(PercentileOfSorted(v, 0.99), 9.91, 1e-12);
+  EXPECT_DOUBLE_EQ(PercentileOfSorted(v, 0.0), 1);
+  EXPECT_DOUBLE_EQ(PercentileOfSorted(v, 1.0), 10);
+}
+
+TEST(PercentileTest, EmptyAndSingle) {
+  EXPECT_EQ(PercentileOfSorted({}, 0.5), 0.0);
+  EXPECT_EQ(PercentileOfSorted({42}, 0.99), 42.0);
+}
+
+TEST(TimingStatsTest, AggregatesDurationsThroughputAndWindow) {
+  // Four steps of 10, 20, 30, 40 ms, 32 samples each, back to back from t=1 s.
+  std::vector<StepSample> steps;
+  int64_t t = 1'000'000'000;
+  for (int ms : {40, 10, 30, 20}) {  // unsorted on purpose
+    steps.push_back({t, ms * 1'000'000LL, 32});
+    t += ms * 1'000'000LL;
+  }
+  v1::TimingStats s = ComputeTimingStats(steps);
+  EXPECT_EQ(s.count(), 4);
+  EXPECT_EQ(s.items(), 128);
+  EXPECT_DOUBLE_EQ(s.mean_ns(), 25e6);
+  EXPECT_NEAR(s.stddev_ns(), 12.909944487e6, 1e3);  // sample stddev of 10,20,30,40
+  EXPECT_DOUBLE_EQ(s.min_ns(), 10e6);
+  EXPECT_DOUBLE_EQ(s.max_ns(), 40e6);
+  EXPECT_DOUBLE_EQ(s.p50_ns(), 25e6);
+  EXPECT_DOUBLE_EQ(s.p25_ns(), 17.5e6);
+  EXPECT_DOUBLE_EQ(s.p75_ns(), 32.5e6);
+  EXPECT_DOUBLE_EQ(s.iqr_ns(), 15e6);
+  EXPECT_DOUBLE_EQ(s.total_ns(), 100e6);
+  EXPECT_NEAR(s.samples_per_second(), 1280.0, 1e-9);  // 128 samples in 0.1 s of steps
+  EXPECT_NEAR(s.window_seconds(), 0.1, 1e-12);
+}
+
+TEST(TimingStatsTest, WindowIncludesGapsBetweenSteps) {
+  std::vector<StepSample> steps = {{0, 1'000'000, 1}, {9'000'000, 1'000'000, 1}};
+  v1::TimingStats s = ComputeTimingStats(steps);
+  EXPECT_NEAR(s.window_seconds(), 0.010, 1e-12);
+  EXPECT_NEAR(s.samples_per_second(), 1000.0, 1e-9);  // busy time only: 2 samples in 2 ms
+  EXPECT_EQ(s.stddev_ns(), 0.0);
+}
+
+TEST(TimingStatsTest, EmptyInputGivesZeroCount) { EXPECT_EQ(ComputeTimingStats({}).count(), 0); }
+
+}  // namespace
+}  // namespace hetbench
