@@ -61,24 +61,30 @@ absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& jo
   v1::Job last;
   const bool tty = isatty(STDERR_FILENO);
   size_t drawn = 0;
-  std::vector<std::string> last_lines;
+  std::vector<std::string> last_keys;
   while (reader->Read(&event)) {
     last = event.job();
     if (!draw) continue;
     std::vector<std::string> lines = ProgressLines(last, 30);
     lines.insert(lines.begin(), absl::StrCat(last.id(), " ", JobStateName(last.state())));
     if (tty) {
-      if (drawn > 0) err << "\x1b[" << drawn << "F";  // back to the first line we drew
+      if (drawn > 0) err << "\x1b[" << drawn << "F";  // back to the first line drawn
       for (const auto& l : lines) err << "\x1b[2K" << l << "\n";
       drawn = lines.size();
     } else {
-      // Not a terminal: print only lines whose state or decile changed.
-      for (size_t i = 0; i < lines.size(); ++i) {
-        if (i >= last_lines.size() || lines[i].substr(0, 60) != last_lines[i].substr(0, 60)) err << lines[i] << "\n";
+      // Not a terminal (a log, CI): one line per task when its state, phase
+      // or progress decile changes.
+      std::vector<std::string> keys = {JobStateName(last.state())};
+      for (const v1::Task& t : last.tasks()) {
+        const int decile = t.total_steps() > 0 ? static_cast<int>(10 * t.step() / t.total_steps()) : 0;
+        keys.push_back(absl::StrCat(t.state(), "/", t.phase(), "/", decile));
       }
+      for (size_t i = 0; i < lines.size(); ++i) {
+        if (i >= last_keys.size() || keys[i] != last_keys[i]) err << lines[i] << "\n";
+      }
+      last_keys = keys;
     }
     err.flush();
-    last_lines = lines;
   }
   grpc::Status s = reader->Finish();
   if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
