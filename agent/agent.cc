@@ -21,9 +21,7 @@ int64_t NowNs() {
       .count();
 }
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -58,9 +56,13 @@ void Agent::Run() {
     const bool welcomed = RunConnection();
     failures = welcomed ? 0 : failures + 1;
     // Jittered exponential backoff: base * 2^failures, capped, times U(0.5, 1).
-    const double base = std::min(config_.max_backoff_seconds,
-                                 config_.initial_backoff_seconds * std::pow(2.0, std::min(failures, 20)));
+    const double base =
+        std::min(config_.max_backoff_seconds, config_.initial_backoff_seconds * std::pow(2.0, std::min(failures, 20)));
     const double delay = base * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+    if (failures == 1 || failures % 20 == 0) {
+      LogWarning(kLog, "cannot reach the coordinator at ", config_.server_address, " (attempt ", failures,
+                 "); retrying with backoff up to ", config_.max_backoff_seconds, " s");
+    }
     absl::MutexLock l(&mu_);
     auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
     if (mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(delay))) return;
@@ -133,8 +135,8 @@ bool Agent::RunConnection() {
     ctx_ = nullptr;
   }
   if (welcomed || status.error_code() != grpc::StatusCode::UNAVAILABLE) {
-    LogInfo(kLog, "stream to ", config_.server_address, " ended: ",
-            status.ok() ? std::string("OK") : status.error_message());
+    LogInfo(kLog, "stream to ", config_.server_address,
+            " ended: ", status.ok() ? std::string("OK") : status.error_message());
   }
   return welcomed;
 }
@@ -156,8 +158,8 @@ void Agent::HandleAssign(const v1::Assign& assign) {
     if (device == nullptr) {
       refusal = absl::StrCat("agent ", config_.agent_id, " has no device ", assign.device_id());
     } else if (tasks_.count(assign.device_id())) {
-      refusal = absl::StrCat("device ", assign.device_id(), " is busy with ",
-                             tasks_[assign.device_id()]->assign.task_id());
+      refusal =
+          absl::StrCat("device ", assign.device_id(), " is busy with ", tasks_[assign.device_id()]->assign.task_id());
     } else {
       auto task = std::make_unique<RunningTask>();
       task->assign = assign;
@@ -269,7 +271,8 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       if (!ok) break;
       const bool finished = t->finished.load();  // read before draining: all records are published by then
       ok = DrainSamples(*t);
-      if (ok && !finished && now - t->last_progress_ns >= static_cast<int64_t>(config_.progress_interval_seconds * 1e9)) {
+      if (ok && !finished &&
+          now - t->last_progress_ns >= static_cast<int64_t>(config_.progress_interval_seconds * 1e9)) {
         v1::AgentMessage p;
         p.mutable_progress()->set_task_id(t->assign.task_id());
         p.mutable_progress()->set_attempt(t->assign.attempt());
@@ -297,8 +300,8 @@ void Agent::Pump(grpc::ClientContext* ctx) {
         if (ok) {
           t->done_sent = true;
           ++tasks_finished_;
-          LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (",
-                  t->samples_sent, " samples in ", t->next_seq, " batches)");
+          LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (", t->samples_sent,
+                  " samples in ", t->next_seq, " batches)");
         }
       }
     }

@@ -7,6 +7,8 @@
 /// task thread per running task runs the executor, which only records into
 /// its lock-free buffer.
 
+#include <grpcpp/client_context.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
@@ -15,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/client_context.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -32,7 +32,7 @@ struct AgentConfig {
   std::map<std::string, std::string> labels;
   double initial_backoff_seconds = 0.25;
   double max_backoff_seconds = 15.0;
-  double pump_interval_seconds = 0.05;   // how often samples and progress are sent
+  double pump_interval_seconds = 0.05;  // how often samples and progress are sent
   double progress_interval_seconds = 0.25;
   int max_samples_per_batch = 1000;
 };

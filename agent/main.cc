@@ -1,12 +1,11 @@
 // hetbench-agent: parses flags, discovers devices, runs the Agent until SIGTERM/SIGINT.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
 #include <iostream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"

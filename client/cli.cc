@@ -4,12 +4,11 @@
 #include <grpcpp/security/credentials.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
@@ -50,8 +49,8 @@ int ExitFor(const v1::Job& job) { return job.state() == v1::JOB_STATE_SUCCEEDED 
 
 /// Streams WatchJob until the job ends; draws progress bars when `draw`.
 /// Returns the last job seen.
-absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds,
-                              bool draw, std::ostream& err) {
+absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds, bool draw,
+                              std::ostream& err) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout_seconds);
   v1::WatchJobRequest req;
@@ -119,7 +118,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_option("--model", model, "model of the zoo (mlp)");
   submit->add_option("--name", name, "job name");
   submit->add_option("--dataset", dataset, "dataset (fashion-mnist)");
-  submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")->delimiter(',');
+  submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")
+      ->delimiter(',');
   submit->add_option("-t,--target", targets, "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim); repeatable")
       ->delimiter(',');
   submit->add_option("--warmup-steps", warmup_steps, "training steps before measuring");
@@ -134,7 +134,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_flag("--wait", wait, "wait for the job to end; print its report");
   submit->add_flag("--follow", follow, "like --wait, with live progress bars");
   submit->add_option("--wait-timeout", wait_timeout, "seconds to wait for the job")->capture_default_str();
-  submit->add_option("-o,--output", submit_output, "report format with --wait: table, json, csv")->capture_default_str();
+  submit->add_option("-o,--output", submit_output, "report format with --wait: table, json, csv")
+      ->capture_default_str();
 
   // get
   auto* get = app.add_subcommand("get", "list jobs or agents, or show one job");

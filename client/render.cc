@@ -38,6 +38,14 @@ std::string CsvEscape(const std::string& s) {
   return out + "\"";
 }
 
+std::string CsvLines(const std::string& header, const std::vector<std::vector<std::string>>& rows) {
+  std::string out = header + "\n";
+  for (const auto& r : rows) {
+    out += absl::StrJoin(r, ",", [](std::string* o, const std::string& s) { o->append(CsvEscape(s)); }) + "\n";
+  }
+  return out;
+}
+
 std::string TimeString(double unix_seconds) {
   if (unix_seconds <= 0) return "-";
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -108,13 +116,14 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
     if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
     return absl::StrFormat("%.2fx", mine->stats().samples_per_second() / theirs->stats().samples_per_second());
   };
-  const std::vector<std::string> header = {"TASK", "DEVICE", "BATCH", "PHASE", "STEPS", "P50_MS", "P90_MS", "P99_MS",
-                                           "MEAN_MS", "STDDEV_MS", "IQR_MS", "SAMPLES_PER_S", "SPEEDUP", "ACCURACY"};
+  const std::vector<std::string> header = {"TASK",   "DEVICE",        "BATCH",   "PHASE",   "STEPS",
+                                           "P50_MS", "P90_MS",        "P99_MS",  "MEAN_MS", "STDDEV_MS",
+                                           "IQR_MS", "SAMPLES_PER_S", "SPEEDUP", "ACCURACY"};
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     if (t.result().phases().empty()) {
-      rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-", "-", "-", "-",
-                      "-", "-", TaskStateName(t.state())});
+      rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                      "-", TaskStateName(t.state())});
       continue;
     }
     for (const v1::PhaseResult& p : t.result().phases()) {
@@ -127,30 +136,50 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
     }
   }
   if (format == OutputFormat::kCsv) {
-    std::vector<std::string> csv_header = {"job_id", "task_id", "agent_id", "device_id", "device_kind", "batch_size",
-                                           "state", "phase", "steps", "items", "p25_ns", "p50_ns", "p75_ns", "p90_ns",
-                                           "p99_ns", "mean_ns", "stddev_ns", "iqr_ns", "min_ns", "max_ns",
-                                           "samples_per_second", "speedup", "test_accuracy", "model_fingerprint"};
+    std::vector<std::string> csv_header = {"job_id",    "task_id",       "agent_id",
+                                           "device_id", "device_kind",   "batch_size",
+                                           "state",     "phase",         "steps",
+                                           "items",     "p25_ns",        "p50_ns",
+                                           "p75_ns",    "p90_ns",        "p99_ns",
+                                           "mean_ns",   "stddev_ns",     "iqr_ns",
+                                           "min_ns",    "max_ns",        "samples_per_second",
+                                           "speedup",   "test_accuracy", "model_fingerprint"};
     std::string out = absl::StrJoin(csv_header, ",") + "\n";
     for (const v1::Task& t : job.tasks()) {
       for (const v1::PhaseResult& p : t.result().phases()) {
         const v1::TimingStats& s = p.stats();
-        std::vector<std::string> cells = {
-            job.id(), t.id(), CsvEscape(t.agent_id()), CsvEscape(t.device_id()), DeviceKindName(t.device_kind()),
-            absl::StrCat(t.batch_size()), TaskStateName(t.state()), PhaseName(p.phase()), absl::StrCat(s.count()),
-            absl::StrCat(s.items()), absl::StrCat(s.p25_ns()), absl::StrCat(s.p50_ns()), absl::StrCat(s.p75_ns()),
-            absl::StrCat(s.p90_ns()), absl::StrCat(s.p99_ns()), absl::StrCat(s.mean_ns()),
-            absl::StrCat(s.stddev_ns()), absl::StrCat(s.iqr_ns()), absl::StrCat(s.min_ns()), absl::StrCat(s.max_ns()),
-            absl::StrCat(s.samples_per_second()), speedup(t, p.phase()),
-            absl::StrCat(t.result().test_accuracy()), CsvEscape(t.result().environment().model_fingerprint())};
+        std::vector<std::string> cells = {job.id(),
+                                          t.id(),
+                                          CsvEscape(t.agent_id()),
+                                          CsvEscape(t.device_id()),
+                                          DeviceKindName(t.device_kind()),
+                                          absl::StrCat(t.batch_size()),
+                                          TaskStateName(t.state()),
+                                          PhaseName(p.phase()),
+                                          absl::StrCat(s.count()),
+                                          absl::StrCat(s.items()),
+                                          absl::StrCat(s.p25_ns()),
+                                          absl::StrCat(s.p50_ns()),
+                                          absl::StrCat(s.p75_ns()),
+                                          absl::StrCat(s.p90_ns()),
+                                          absl::StrCat(s.p99_ns()),
+                                          absl::StrCat(s.mean_ns()),
+                                          absl::StrCat(s.stddev_ns()),
+                                          absl::StrCat(s.iqr_ns()),
+                                          absl::StrCat(s.min_ns()),
+                                          absl::StrCat(s.max_ns()),
+                                          absl::StrCat(s.samples_per_second()),
+                                          speedup(t, p.phase()),
+                                          absl::StrCat(t.result().test_accuracy()),
+                                          CsvEscape(t.result().environment().model_fingerprint())};
         out += absl::StrJoin(cells, ",") + "\n";
       }
     }
     return out;
   }
-  std::string out = absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": model ", job.spec().model(), " on ",
-                                 job.spec().dataset(), ", seed ", job.spec().seed(), " -- ",
-                                 JobStateName(job.state()), "\n");
+  std::string out =
+      absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": model ", job.spec().model(), " on ",
+                   job.spec().dataset(), ", seed ", job.spec().seed(), " -- ", JobStateName(job.state()), "\n");
   if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
   absl::StrAppend(&out, "\n", FormatTable(header, rows), "\n");
   if (base) absl::StrAppend(&out, "SPEEDUP is samples/s relative to ", base->id(), ".\n");
@@ -187,11 +216,7 @@ std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format)
                     absl::StrCat(done, "/", j.tasks_size()), TimeString(j.created_unix_seconds())});
   }
   const std::vector<std::string> header = {"ID", "NAME", "MODEL", "STATE", "TASKS", "CREATED"};
-  if (format == OutputFormat::kCsv) {
-    std::string out = "id,name,model,state,tasks,created\n";
-    for (const auto& r : rows) out += absl::StrJoin(r, ",", [](std::string* o, const std::string& s) { o->append(CsvEscape(s)); }) + "\n";
-    return out;
-  }
+  if (format == OutputFormat::kCsv) return CsvLines("id,name,model,state,tasks,created", rows);
   return FormatTable(header, rows);
 }
 
@@ -223,20 +248,16 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
   std::vector<std::vector<std::string>> rows;
   for (const v1::AgentInfo& a : agents) {
     for (const v1::Device& d : a.devices()) {
-      const bool busy = std::find(a.busy_device_ids().begin(), a.busy_device_ids().end(), d.id()) !=
-                        a.busy_device_ids().end();
+      const bool busy =
+          std::find(a.busy_device_ids().begin(), a.busy_device_ids().end(), d.id()) != a.busy_device_ids().end();
       rows.push_back({a.agent_id(), d.id(), DeviceKindName(d.kind()), d.model(), absl::StrCat(d.cores()),
                       absl::StrFormat("%.1f", static_cast<double>(d.memory_bytes()) / (1 << 30)),
                       absl::StrJoin(d.isa_flags(), " "), busy ? "busy" : "idle", a.version()});
     }
   }
-  const std::vector<std::string> header = {"AGENT", "DEVICE", "KIND", "MODEL", "CORES", "MEM_GIB", "ISA", "STATE",
-                                           "VERSION"};
-  if (format == OutputFormat::kCsv) {
-    std::string out = "agent,device,kind,model,cores,mem_gib,isa,state,version\n";
-    for (const auto& r : rows) out += absl::StrJoin(r, ",", [](std::string* o, const std::string& s) { o->append(CsvEscape(s)); }) + "\n";
-    return out;
-  }
+  const std::vector<std::string> header = {"AGENT",   "DEVICE", "KIND",  "MODEL",  "CORES",
+                                           "MEM_GIB", "ISA",    "STATE", "VERSION"};
+  if (format == OutputFormat::kCsv) return CsvLines("agent,device,kind,model,cores,mem_gib,isa,state,version", rows);
   return FormatTable(header, rows);
 }
 

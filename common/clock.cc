@@ -9,8 +9,7 @@ double RealClock::SystemNowSeconds() const {
 }
 
 int64_t RealClock::MonotonicNowNs() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 

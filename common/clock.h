@@ -27,7 +27,8 @@ class RealClock final : public Clock {
 /// A clock that moves only when told to. Thread-safe.
 class SimulatedClock final : public Clock {
  public:
-  explicit SimulatedClock(double start_unix_seconds = 1.7e9) : unix_ns_(static_cast<int64_t>(start_unix_seconds * 1e9)) {}
+  explicit SimulatedClock(double start_unix_seconds = 1.7e9)
+      : unix_ns_(static_cast<int64_t>(start_unix_seconds * 1e9)) {}
   double SystemNowSeconds() const override { return static_cast<double>(unix_ns_.load()) * 1e-9; }
   int64_t MonotonicNowNs() const override { return mono_ns_.load(); }
   void AdvanceNs(int64_t ns) {

@@ -56,8 +56,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("model = \"", spec.model(), "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
   }
   if (!Contains(KnownDatasets(), spec.dataset())) {
-    bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ",
-        absl::StrJoin(KnownDatasets(), ", "));
+    bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ", absl::StrJoin(KnownDatasets(), ", "));
   }
   if (spec.batch_sizes_size() == 0) bad("batch_sizes: empty: give at least one batch size, e.g. [128]");
   if (spec.batch_sizes_size() > SpecLimits::kMaxBatchSizes) {
@@ -103,8 +102,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("train.min_steps = ", t.min_steps(), ": must be <= train.max_steps = ", t.max_steps());
   }
   if (!(t.min_duration_seconds() >= 0.0) || t.min_duration_seconds() > SpecLimits::kMaxDurationSeconds) {
-    bad("train.min_duration_seconds = ", t.min_duration_seconds(), ": must be in [0, ",
-        SpecLimits::kMaxDurationSeconds, "]");
+    bad("train.min_duration_seconds = ", t.min_duration_seconds(), ": must be in [0, ", SpecLimits::kMaxDurationSeconds,
+        "]");
   }
   if (!(t.epochs() > 0.0) || t.epochs() > SpecLimits::kMaxEpochs) {
     bad("train.epochs = ", t.epochs(), ": must be in (0, ", SpecLimits::kMaxEpochs, "]");

@@ -6,12 +6,18 @@ namespace hetbench {
 
 std::string DeviceKindName(v1::DeviceKind kind) {
   switch (kind) {
-    case v1::DEVICE_KIND_CPU: return "cpu";
-    case v1::DEVICE_KIND_GPU: return "gpu";
-    case v1::DEVICE_KIND_TPU: return "tpu";
-    case v1::DEVICE_KIND_DPU: return "dpu";
-    case v1::DEVICE_KIND_QPU_SIM: return "qpu-sim";
-    default: return "any";
+    case v1::DEVICE_KIND_CPU:
+      return "cpu";
+    case v1::DEVICE_KIND_GPU:
+      return "gpu";
+    case v1::DEVICE_KIND_TPU:
+      return "tpu";
+    case v1::DEVICE_KIND_DPU:
+      return "dpu";
+    case v1::DEVICE_KIND_QPU_SIM:
+      return "qpu-sim";
+    default:
+      return "any";
   }
 }
 
@@ -25,31 +31,46 @@ std::optional<v1::DeviceKind> ParseDeviceKind(std::string_view name) {
 
 std::string PhaseName(v1::Phase phase) {
   switch (phase) {
-    case v1::PHASE_TRAIN: return "train";
-    case v1::PHASE_INFER: return "infer";
-    default: return "unspecified";
+    case v1::PHASE_TRAIN:
+      return "train";
+    case v1::PHASE_INFER:
+      return "infer";
+    default:
+      return "unspecified";
   }
 }
 
 std::string JobStateName(v1::JobState state) {
   switch (state) {
-    case v1::JOB_STATE_QUEUED: return "queued";
-    case v1::JOB_STATE_RUNNING: return "running";
-    case v1::JOB_STATE_SUCCEEDED: return "succeeded";
-    case v1::JOB_STATE_FAILED: return "failed";
-    case v1::JOB_STATE_CANCELLED: return "cancelled";
-    default: return "unspecified";
+    case v1::JOB_STATE_QUEUED:
+      return "queued";
+    case v1::JOB_STATE_RUNNING:
+      return "running";
+    case v1::JOB_STATE_SUCCEEDED:
+      return "succeeded";
+    case v1::JOB_STATE_FAILED:
+      return "failed";
+    case v1::JOB_STATE_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
   }
 }
 
 std::string TaskStateName(v1::TaskState state) {
   switch (state) {
-    case v1::TASK_STATE_QUEUED: return "queued";
-    case v1::TASK_STATE_RUNNING: return "running";
-    case v1::TASK_STATE_SUCCEEDED: return "succeeded";
-    case v1::TASK_STATE_FAILED: return "failed";
-    case v1::TASK_STATE_CANCELLED: return "cancelled";
-    default: return "unspecified";
+    case v1::TASK_STATE_QUEUED:
+      return "queued";
+    case v1::TASK_STATE_RUNNING:
+      return "running";
+    case v1::TASK_STATE_SUCCEEDED:
+      return "succeeded";
+    case v1::TASK_STATE_FAILED:
+      return "failed";
+    case v1::TASK_STATE_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
   }
 }
 

@@ -24,8 +24,7 @@ absl::StatusOr<T> As(const YAML::Node& n, const std::string& path, const char* t
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(n, path), ": '", n.Scalar(), "' is not ", type_name));
+    return absl::InvalidArgumentError(absl::StrCat(Where(n, path), ": '", n.Scalar(), "' is not ", type_name));
   }
 }
 
@@ -41,11 +40,11 @@ absl::Status CheckKeys(const YAML::Node& map, const std::string& path, const std
   return absl::OkStatus();
 }
 
-#define HB_ASSIGN(lhs, expr)         \
-  do {                               \
-    auto _v = (expr);                \
+#define HB_ASSIGN(lhs, expr)          \
+  do {                                \
+    auto _v = (expr);                 \
     if (!_v.ok()) return _v.status(); \
-    lhs(*_v);                        \
+    lhs(*_v);                         \
   } while (0)
 
 absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::TargetSelector* t) {
@@ -73,7 +72,8 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
   if (n["agent_id"]) HB_ASSIGN(t->set_agent_id, As<std::string>(n["agent_id"], path + ".agent_id", "a string"));
   if (n["labels"]) {
     const YAML::Node labels = n["labels"];
-    if (!labels.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Where(labels, path + ".labels"), ": expected a mapping"));
+    if (!labels.IsMap())
+      return absl::InvalidArgumentError(absl::StrCat(Where(labels, path + ".labels"), ": expected a mapping"));
     for (const auto& kv : labels) {
       auto v = As<std::string>(kv.second, path + ".labels." + kv.first.as<std::string>(), "a string");
       if (!v.ok()) return v.status();
@@ -86,8 +86,8 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
 absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   v1::JobSpec spec;
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
-  if (auto s = CheckKeys(root, "", {"name", "model", "batch_sizes", "targets", "train", "inference", "seed",
-                                    "threads", "dataset"});
+  if (auto s = CheckKeys(
+          root, "", {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset"});
       !s.ok()) {
     return s;
   }
@@ -114,26 +114,31 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     }
   }
   if (const YAML::Node tr = root["train"]) {
-    if (auto s = CheckKeys(tr, "train", {"warmup_steps", "min_steps", "min_duration_seconds", "max_steps", "epochs",
-                                         "learning_rate"});
+    if (auto s = CheckKeys(
+            tr, "train", {"warmup_steps", "min_steps", "min_duration_seconds", "max_steps", "epochs", "learning_rate"});
         !s.ok()) {
       return s;
     }
     v1::TrainSpec* t = spec.mutable_train();
-    if (tr["warmup_steps"]) HB_ASSIGN(t->set_warmup_steps, As<int32_t>(tr["warmup_steps"], "train.warmup_steps", "an integer"));
+    if (tr["warmup_steps"])
+      HB_ASSIGN(t->set_warmup_steps, As<int32_t>(tr["warmup_steps"], "train.warmup_steps", "an integer"));
     if (tr["min_steps"]) HB_ASSIGN(t->set_min_steps, As<int64_t>(tr["min_steps"], "train.min_steps", "an integer"));
     if (tr["max_steps"]) HB_ASSIGN(t->set_max_steps, As<int64_t>(tr["max_steps"], "train.max_steps", "an integer"));
     if (tr["min_duration_seconds"]) {
-      HB_ASSIGN(t->set_min_duration_seconds, As<double>(tr["min_duration_seconds"], "train.min_duration_seconds", "a number"));
+      HB_ASSIGN(t->set_min_duration_seconds,
+                As<double>(tr["min_duration_seconds"], "train.min_duration_seconds", "a number"));
     }
     if (tr["epochs"]) HB_ASSIGN(t->set_epochs, As<double>(tr["epochs"], "train.epochs", "a number"));
-    if (tr["learning_rate"]) HB_ASSIGN(t->set_learning_rate, As<double>(tr["learning_rate"], "train.learning_rate", "a number"));
+    if (tr["learning_rate"])
+      HB_ASSIGN(t->set_learning_rate, As<double>(tr["learning_rate"], "train.learning_rate", "a number"));
   }
   if (const YAML::Node inf = root["inference"]) {
     if (auto s = CheckKeys(inf, "inference", {"warmup_batches", "max_batches"}); !s.ok()) return s;
     v1::InferenceSpec* i = spec.mutable_inference();
-    if (inf["warmup_batches"]) HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
-    if (inf["max_batches"]) HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
+    if (inf["warmup_batches"])
+      HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
+    if (inf["max_batches"])
+      HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
   }
   return spec;
 }

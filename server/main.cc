@@ -1,10 +1,9 @@
 // hetbench-server: parses flags, builds a ServerConfig, runs until SIGTERM/SIGINT.
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
 
 #include "common/log.h"
 #include "common/names.h"

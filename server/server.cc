@@ -1,10 +1,10 @@
 #include "server/server.h"
 
-#include <chrono>
-
 #include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/server_builder.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -60,8 +60,8 @@ void HetbenchServer::Shutdown(double grace_seconds) {
   shut_down_ = true;
   if (server_ != nullptr) {
     coordinator_->CloseStreams();
-    auto deadline = std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
+    auto deadline =
+        std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
     server_->Shutdown(deadline);
     server_->Wait();
   }

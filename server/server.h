@@ -3,11 +3,11 @@
 /// grpc.health.v1) and the Prometheus exposer. main() and the integration
 /// tests both use it.
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/server.h>
 #include <prometheus/exposer.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"

@@ -56,8 +56,8 @@ absl::StatusOr<IdxArray> ReadIdxGz(const std::string& path) {
   }
   const size_t header = 4u + 4u * ndims;
   if (bytes.size() - header != static_cast<size_t>(count)) {
-    return absl::DataLossError(absl::StrCat(path, ": header promises ", count, " bytes of data, file has ",
-                                            bytes.size() - header));
+    return absl::DataLossError(
+        absl::StrCat(path, ": header promises ", count, " bytes of data, file has ", bytes.size() - header));
   }
   out.data.assign(bytes.begin() + header, bytes.end());
   return out;

@@ -8,11 +8,11 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace hetbench::agent {
 
@@ -21,8 +21,8 @@ namespace {
 // ISA extensions that decide which math kernels run.
 const std::set<std::string>& InterestingFlags() {
   static const std::set<std::string> flags = {
-      "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-      "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2", "neon"};
+      "sse4_2",      "avx",      "avx2",     "fma",      "f16c",  "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+      "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve",     "sve2",     "neon"};
   return flags;
 }
 
@@ -70,7 +70,7 @@ absl::StatusOr<v1::Device> DiscoverCpu(const std::string& proc_root, int usable_
   if (dev.model().empty()) {
     // arm64 kernels print no model name; name the core from implementer/part.
     static const std::map<std::string, std::string> kArmParts = {
-        {"0x41/0xd08", "ARM Cortex-A72"},  {"0x41/0xd0c", "ARM Neoverse-N1"}, {"0x41/0xd40", "ARM Neoverse-V1"},
+        {"0x41/0xd08", "ARM Cortex-A72"},   {"0x41/0xd0c", "ARM Neoverse-N1"}, {"0x41/0xd40", "ARM Neoverse-V1"},
         {"0x41/0xd42", "ARM Cortex-A78AE"}, {"0x41/0xd49", "ARM Neoverse-N2"}, {"0x41/0xd4f", "ARM Neoverse-V2"}};
     const auto& attrs = dev.attributes();
     auto impl = attrs.find("cpu_implementer");
@@ -78,7 +78,8 @@ absl::StatusOr<v1::Device> DiscoverCpu(const std::string& proc_root, int usable_
     std::string model = "unknown CPU";
     if (impl != attrs.end() && part != attrs.end()) {
       auto it = kArmParts.find(impl->second + "/" + part->second);
-      model = it != kArmParts.end() ? it->second : absl::StrCat("Arm CPU implementer ", impl->second, " part ", part->second);
+      model = it != kArmParts.end() ? it->second
+                                    : absl::StrCat("Arm CPU implementer ", impl->second, " part ", part->second);
     }
     dev.set_model(model);
   }

@@ -13,10 +13,10 @@
 namespace hetbench::agent {
 
 struct SampleRecord {
-  int64_t start_ns = 0;     // steady clock, relative to the task start
+  int64_t start_ns = 0;  // steady clock, relative to the task start
   int64_t duration_ns = 0;
-  int32_t items = 0;        // samples the step processed
-  int32_t phase = 0;        // v1::Phase
+  int32_t items = 0;  // samples the step processed
+  int32_t phase = 0;  // v1::Phase
 };
 
 class SampleBuffer {
@@ -24,8 +24,7 @@ class SampleBuffer {
   static constexpr size_t kChunk = 8192;
 
   /// Holds at most `capacity` records over its life.
-  explicit SampleBuffer(size_t capacity)
-      : capacity_(capacity), chunks_((capacity + kChunk - 1) / kChunk) {}
+  explicit SampleBuffer(size_t capacity) : capacity_(capacity), chunks_((capacity + kChunk - 1) / kChunk) {}
 
   /// Producer only: allocates chunks up front so the next `n` pushes do not.
   void Reserve(size_t n) {

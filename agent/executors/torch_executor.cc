@@ -88,8 +88,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   env->set_hostname(config_.hostname);
   env->set_agent_version(HetbenchVersion());
   env->set_parameter_count(built->parameter_count);
-  env->set_model_fingerprint(absl::StrFormat("%s/params=%d/init=%016x/data=%016x", spec.model(),
-                                             built->parameter_count, built->initial_weights_hash, ds.content_hash));
+  env->set_model_fingerprint(absl::StrFormat("%s/params=%d/init=%016x/data=%016x", spec.model(), built->parameter_count,
+                                             built->initial_weights_hash, ds.content_hash));
 
   const int64_t bs = task.batch_size();
   const int64_t n_train = ds.train.size();

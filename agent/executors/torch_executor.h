@@ -20,8 +20,7 @@ struct TorchExecutorConfig {
 class TorchExecutor final : public Executor {
  public:
   explicit TorchExecutor(TorchExecutorConfig config) : config_(std::move(config)) {}
-  absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device,
-                                     TaskControl* control) override;
+  absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device, TaskControl* control) override;
 
  private:
   /// Loads the dataset once per executor; later tasks reuse it (load time 0).

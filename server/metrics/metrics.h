@@ -31,8 +31,7 @@ class Metrics {
   void AddSamplesIngested(v1::Phase phase, v1::DeviceKind kind, int64_t n);
   void AddDuplicateBatch();
   void AddRejectedMessage(const std::string& reason);
-  void ObserveTaskFinished(const std::string& model, v1::DeviceKind kind, v1::TaskState state,
-                           double duration_seconds);
+  void ObserveTaskFinished(const std::string& model, v1::DeviceKind kind, v1::TaskState state, double duration_seconds);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

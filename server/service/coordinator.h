@@ -8,6 +8,8 @@
 /// they produced (acks, assignments, replies): nothing is acknowledged before
 /// it is durable.
 
+#include <grpcpp/support/status.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -16,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/support/status.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

@@ -33,8 +33,7 @@ class AgentGatewayService final : public v1::AgentGateway::CallbackService {
  public:
   explicit AgentGatewayService(Coordinator* coordinator) : coordinator_(coordinator) {}
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
-      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext* ctx) override;
 
  private:
   Coordinator* const coordinator_;

@@ -32,8 +32,7 @@ class JobStore {
   /// stores nothing, when that key is already stored.
   virtual absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) = 0;
   /// The batches of one task attempt, in seq order.
-  virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id,
-                                                                         int attempt) = 0;
+  virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) = 0;
 };
 
 }  // namespace hetbench::server

@@ -83,8 +83,22 @@ class LoopbackTest : public ::testing::Test {
   }
 
   std::vector<std::string> ShortJob() {
-    return {"--server", address_, "submit", "--wait", "-b", "64", "--warmup-steps", "2", "--min-steps", "40",
-            "--min-duration", "0", "--infer-max-batches", "5", "-o", "json"};
+    return {"--server",
+            address_,
+            "submit",
+            "--wait",
+            "-b",
+            "64",
+            "--warmup-steps",
+            "2",
+            "--min-steps",
+            "40",
+            "--min-duration",
+            "0",
+            "--infer-max-batches",
+            "5",
+            "-o",
+            "json"};
   }
 
   bool WaitForConnections(int64_t n) {
@@ -137,7 +151,8 @@ TEST_F(LoopbackTest, BadSpecsAreRefusedWithTheFieldNamedAndNothingStored) {
   CliResult model = Cli({"--server", address_, "submit", "--model", "resnet999"});
   EXPECT_EQ(model.code, 1);
   EXPECT_THAT(model.err, HasSubstr("model = \"resnet999\": unknown model"));
-  CliResult file = Cli({"--server", address_, "submit", "-f", std::string(HETBENCH_FIXTURES) + "/specs/bad-batch.yaml"});
+  CliResult file =
+      Cli({"--server", address_, "submit", "-f", std::string(HETBENCH_FIXTURES) + "/specs/bad-batch.yaml"});
   EXPECT_EQ(file.code, 1);
   EXPECT_THAT(file.err, HasSubstr("batch_sizes[1] = 0"));
   CliResult usage = Cli({"--server", address_, "submit", "--no-such-flag"});

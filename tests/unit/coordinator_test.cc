@@ -57,6 +57,15 @@ class FakeSink final : public MessageSink<T> {
 
 using FakeAgentSink = FakeSink<v1::CoordinatorMessage>;
 
+/// Every Assign the sink received, in order.
+std::vector<v1::Assign> Assigns(FakeAgentSink& sink) {
+  std::vector<v1::Assign> out;
+  for (const auto& m : sink.messages()) {
+    if (m.has_assign()) out.push_back(m.assign());
+  }
+  return out;
+}
+
 int CountAssigns(const std::vector<v1::CoordinatorMessage>& m) {
   int n = 0;
   for (const auto& x : m) n += x.has_assign() ? 1 : 0;
@@ -204,10 +213,7 @@ TEST_F(CoordinatorTest, JobRunsOnAConnectedAgentAndAggregatesStoredSamples) {
   auto sink = std::make_shared<FakeAgentSink>();
   uint64_t s = Connect("a1", sink);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  v1::Assign a;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) a = m.assign();
-  }
+  const v1::Assign a = Assigns(*sink).back();
   EXPECT_EQ(a.batch_size(), 32);
   EXPECT_EQ(a.attempt(), 1);
   EXPECT_EQ(a.spec().model(), "mlp");
@@ -238,10 +244,7 @@ TEST_F(CoordinatorTest, MissingSamplesFailTheTaskWithTheCounts) {
   auto sink = std::make_shared<FakeAgentSink>();
   uint64_t s = Connect("a1", sink);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  v1::Assign a;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) a = m.assign();
-  }
+  const v1::Assign a = Assigns(*sink).back();
   SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20});
   SendDone(s, sink, a, 2, 5);  // claims more than it sent
   v1::Job j = WaitForJobState(a.task_id().substr(0, 10), v1::JOB_STATE_FAILED);
@@ -261,17 +264,11 @@ TEST_F(CoordinatorTest, NeverTwoTasksOnOneDevice) {
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
   coordinator_->RunSync([] {});
   EXPECT_EQ(CountAssigns(sink->messages()), 2);  // the third waits for a free device
-  std::vector<v1::Assign> assigns;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) assigns.push_back(m.assign());
-  }
+  const std::vector<v1::Assign> assigns = Assigns(*sink);
   EXPECT_NE(assigns[0].device_id(), assigns[1].device_id());
   SendDone(s, sink, assigns[0], 0, 0);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 3; }));
-  std::vector<v1::Assign> now;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) now.push_back(m.assign());
-  }
+  const std::vector<v1::Assign> now = Assigns(*sink);
   EXPECT_EQ(now[2].device_id(), assigns[0].device_id());  // the freed device, not the busy one
 }
 
@@ -282,10 +279,7 @@ TEST_F(CoordinatorTest, LostAgentsTaskIsRequeuedAndItsLateSamplesAreFenced) {
   auto sink1 = std::make_shared<FakeAgentSink>();
   uint64_t s1 = Connect("a1", sink1);
   ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  v1::Assign first;
-  for (auto& m : sink1->messages()) {
-    if (m.has_assign()) first = m.assign();
-  }
+  const v1::Assign first = Assigns(*sink1).back();
   // The agent goes silent: after the lease it is lost and its task re-queued.
   clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));
   coordinator_->RunSync([] {});
@@ -297,10 +291,7 @@ TEST_F(CoordinatorTest, LostAgentsTaskIsRequeuedAndItsLateSamplesAreFenced) {
   auto sink2 = std::make_shared<FakeAgentSink>();
   uint64_t s2 = Connect("a2", sink2);
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  v1::Assign second;
-  for (auto& m : sink2->messages()) {
-    if (m.has_assign()) second = m.assign();
-  }
+  const v1::Assign second = Assigns(*sink2).back();
   EXPECT_EQ(second.attempt(), 2);
 
   // The old agent's samples for attempt 1 are refused, not mixed in.
@@ -358,10 +349,7 @@ TEST_F(CoordinatorTest, CancelStopsQueuedTasksAndTellsTheAgent) {
   });
   done.WaitForNotification();
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return !v.empty() && v.back().has_cancel(); }));
-  v1::Assign a;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) a = m.assign();
-  }
+  const v1::Assign a = Assigns(*sink).back();
   SendDone(s, sink, a, 0, 0, v1::TASK_STATE_CANCELLED);
   coordinator_->RunSync([] {});
   v1::Job j = Get(job->id());
@@ -379,10 +367,7 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   auto sink = std::make_shared<FakeAgentSink>();
   uint64_t s = Connect("a1", sink);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  v1::Assign a;
-  for (auto& m : sink->messages()) {
-    if (m.has_assign()) a = m.assign();
-  }
+  const v1::Assign a = Assigns(*sink).back();
   SendDone(s, sink, a, 0, 0);
   ASSERT_TRUE(watch->WaitFor([](auto& v) { return v.back().job().state() == v1::JOB_STATE_SUCCEEDED; }));
   coordinator_->RunSync([] {});

@@ -35,8 +35,8 @@ v1::Job TwoTaskJob() {
 TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
   const std::string table = RenderReport(TwoTaskJob(), OutputFormat::kTable);
   EXPECT_THAT(table, HasSubstr("P50_MS"));
-  EXPECT_THAT(table, HasSubstr("4.000"));   // 4e6 ns
-  EXPECT_THAT(table, HasSubstr("2.00x"));   // 3000 / 1500 samples/s
+  EXPECT_THAT(table, HasSubstr("4.000"));  // 4e6 ns
+  EXPECT_THAT(table, HasSubstr("2.00x"));  // 3000 / 1500 samples/s
   EXPECT_THAT(table, HasSubstr("relative to job-000007-t0"));
 }
 

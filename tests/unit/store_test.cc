@@ -1,10 +1,10 @@
-#include "server/store/sqlite_job_store.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+
+#include "server/store/sqlite_job_store.h"
 
 namespace hetbench::server {
 namespace {
