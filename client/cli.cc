@@ -230,7 +230,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
         spec.add_targets()->set_device_kind(*kind);
       }
     }
-    if (warmup_steps >= 0 || submit->count("--warmup-steps")) spec.mutable_train()->set_warmup_steps(warmup_steps);
+    if (submit->count("--warmup-steps")) spec.mutable_train()->set_warmup_steps(warmup_steps);
     if (submit->count("--min-steps")) spec.mutable_train()->set_min_steps(min_steps);
     if (submit->count("--max-steps")) spec.mutable_train()->set_max_steps(max_steps);
     if (submit->count("--min-duration")) spec.mutable_train()->set_min_duration_seconds(min_duration);

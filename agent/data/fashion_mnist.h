@@ -19,6 +19,9 @@ struct ImageSplit {
   int64_t size() const { return labels.size(0); }
 };
 
+/// Size of the Fashion-MNIST test split (used to size buffers before loading).
+inline constexpr int64_t kFashionMnistTestSize = 10000;
+
 struct ImageDataset {
   ImageSplit train;
   ImageSplit test;

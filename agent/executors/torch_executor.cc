@@ -27,7 +27,7 @@ int64_t NowNs() {
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
   const int64_t bs = std::max(task.batch_size(), 1);
-  const int64_t test_batches = (10000 + bs - 1) / bs;  // Fashion-MNIST test split
+  const int64_t test_batches = (kFashionMnistTestSize + bs - 1) / bs;
   return static_cast<size_t>(spec.train().max_steps() + test_batches + 16);
 }
 
@@ -100,7 +100,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
   const int64_t max_steps = spec.train().max_steps();
   const auto min_duration_ns = static_cast<int64_t>(spec.train().min_duration_seconds() * 1e9);
-  control->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps)) + (10000 / bs) + 2);
+  control->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps) + (ds.test.size() + bs - 1) / bs));
 
   try {
     // ---- training: warm-up, then measured steps until min steps and min duration
@@ -139,7 +139,10 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       ++steps_total;
       samples_seen += bs;
       if (measuring) {
-        control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(bs), v1::PHASE_TRAIN});
+        if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(bs), v1::PHASE_TRAIN})) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
+        }
         ++measured;
         control->step = measured;
       }
@@ -171,7 +174,10 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       const int64_t t0 = NowNs();
       torch::Tensor out = net->forward(x);
       const int64_t t1 = NowNs();
-      control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(hi - lo), v1::PHASE_INFER});
+      if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(hi - lo), v1::PHASE_INFER})) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
+      }
       correct += out.argmax(1).eq(ds.test.labels.slice(0, lo, hi)).sum().item<int64_t>();
       seen += hi - lo;
       control->step = b + 1;

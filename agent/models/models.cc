@@ -25,7 +25,7 @@ absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed) {
   if (name == "mlp") {
     out.net = Mlp();
   } else {
-    return absl::UnimplementedError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "model \"", name, "\" is not in this agent's zoo; available: ", absl::StrJoin(KnownModels(), ", ")));
   }
   std::ostringstream arch;

@@ -17,7 +17,7 @@ struct BuiltModel {
 };
 
 /// Builds `name` with weights drawn after torch::manual_seed(seed).
-/// UNIMPLEMENTED names the models that exist.
+/// INVALID_ARGUMENT for a name outside the zoo, naming the models that exist.
 absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed);
 
 }  // namespace hetbench::agent
