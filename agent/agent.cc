@@ -25,10 +25,12 @@ double UnixNow() { return std::chrono::duration<double>(std::chrono::system_cloc
 
 }  // namespace
 
-Agent::Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor)
+Agent::Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor,
+             PowerSampler* sampler)
     : config_(std::move(config)),
       devices_(std::move(devices)),
       executor_(std::move(executor)),
+      sampler_(sampler),
       rng_(std::random_device{}()) {}
 
 Agent::~Agent() {
@@ -92,6 +94,7 @@ bool Agent::RunConnection() {
   hello->set_version(HetbenchVersion());
   for (const v1::Device& d : devices_) *hello->add_devices() = d;
   for (const auto& [k, v] : config_.labels) (*hello->mutable_labels())[k] = v;
+  for (const v1::SensorInfo& s : config_.sensors_tried) *hello->add_sensors() = s;
 
   bool welcomed = false;
   connected_ = Write(hello_msg);
@@ -164,15 +167,13 @@ void Agent::HandleAssign(const v1::Assign& assign) {
       auto task = std::make_unique<RunningTask>();
       task->assign = assign;
       task->device = *device;
-      task->control = std::make_unique<TaskControl>(SampleCapacity(assign));
+      task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
+      if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
       RunningTask* t = task.get();
       tasks_[assign.device_id()] = std::move(task);
       LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.spec().model(),
               ", batch ", assign.batch_size(), ") on ", assign.device_id());
-      t->thread = std::thread([this, t] {
-        t->result = executor_->Run(t->assign, t->device, t->control.get());
-        t->finished = true;
-      });
+      t->thread = std::thread([this, t] { RunTask(t); });
     }
   }
   if (!refusal.empty()) {
@@ -183,6 +184,61 @@ void Agent::HandleAssign(const v1::Assign& assign) {
     done.mutable_done()->set_error(refusal);
     Write(done);
   }
+}
+
+void Agent::RunTask(RunningTask* t) {
+  TaskControl& control = *t->control;
+  v1::PhaseWindow idle;
+  if (sampler_ != nullptr) sampler_->ReadNow();  // a counter reading at the very start
+  const double baseline = t->assign.spec().power().idle_baseline_seconds();
+  if (baseline > 0) {
+    // Idle power of the device before the work, for net energy.
+    control.phase = v1::PHASE_IDLE;
+    idle.set_phase(v1::PHASE_IDLE);
+    idle.set_start_ns(SteadyNowNs() - control.task_start_ns);
+    const int64_t end = SteadyNowNs() + static_cast<int64_t>(baseline * 1e9);
+    while (SteadyNowNs() < end && !control.cancel.load()) absl::SleepFor(absl::Milliseconds(20));
+    if (sampler_ != nullptr) sampler_->ReadNow();
+    idle.set_end_ns(SteadyNowNs() - control.task_start_ns);
+  }
+  t->result = executor_->Run(t->assign, t->device, &control);
+  if (sampler_ != nullptr) sampler_->ReadNow();  // and at the very end
+  if (t->result.ok() && baseline > 0) *t->result->add_windows() = idle;
+  t->finished = true;
+}
+
+bool Agent::DrainPower(RunningTask& task) {
+  if (task.tap == nullptr) return true;
+  const auto& sensors = sampler_->sensors();
+  for (size_t i = 0; i < sensors.size(); ++i) {
+    int errors = 0;
+    std::vector<TimedReading> readings = task.tap->Take(i, &errors);
+    const v1::SensorInfo& info = sensors[i]->info();
+    // A task gets its own device's sensors and the node-level ones.
+    if (!info.device_id().empty() && info.device_id() != task.device.id()) continue;
+    if (readings.empty() && errors == 0) continue;
+    size_t first = 0;
+    do {  // at least one batch, so an errors-only interval is reported too
+      v1::AgentMessage msg;
+      v1::PowerBatch* b = msg.mutable_power();
+      b->set_task_id(task.assign.task_id());
+      b->set_attempt(task.assign.attempt());
+      b->set_seq(task.next_power_seq);
+      *b->mutable_sensor() = info;
+      b->set_assumptions(sensors[i]->assumptions());
+      b->set_read_errors(first == 0 ? errors : 0);
+      const size_t last = std::min(readings.size(), first + static_cast<size_t>(config_.max_samples_per_batch));
+      for (size_t k = first; k < last; ++k) {
+        b->add_t_ns(readings[k].t_ns - task.control->task_start_ns);
+        b->add_watts(readings[k].watts);
+        b->add_joules(readings[k].joules);
+      }
+      if (!Write(msg)) return false;
+      ++task.next_power_seq;
+      first = last;
+    } while (first < readings.size());
+  }
+  return true;
 }
 
 void Agent::HandleCancel(const v1::Cancel& cancel) {
@@ -215,6 +271,7 @@ void Agent::JoinFinishedTasks(bool all) {
   }
   for (auto& t : done) {
     if (t->thread.joinable()) t->thread.join();
+    if (t->tap != nullptr) sampler_->Unsubscribe(t->tap);
   }
 }
 
@@ -271,6 +328,11 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       if (!ok) break;
       const bool finished = t->finished.load();  // read before draining: all records are published by then
       ok = DrainSamples(*t);
+      if (ok && (finished ||
+                 now - t->last_power_send_ns >= static_cast<int64_t>(config_.power_send_interval_seconds * 1e9))) {
+        ok = DrainPower(*t);
+        t->last_power_send_ns = now;
+      }
       if (ok && !finished &&
           now - t->last_progress_ns >= static_cast<int64_t>(config_.progress_interval_seconds * 1e9)) {
         v1::AgentMessage p;
@@ -289,6 +351,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
         d->set_attempt(t->assign.attempt());
         d->set_batches_sent(t->next_seq);
         d->set_samples_sent(t->samples_sent);
+        d->set_power_batches_sent(t->next_power_seq);
         if (!t->result.ok()) {
           d->set_state(v1::TASK_STATE_FAILED);
           d->set_error(std::string(t->result.status().message()));

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/executors/executor.h"
+#include "agent/power/power_sampler.h"
 #include "hetbench/v1/agent.grpc.pb.h"
 
 namespace hetbench::agent {
@@ -35,11 +36,16 @@ struct AgentConfig {
   double pump_interval_seconds = 0.05;  // how often samples and progress are sent
   double progress_interval_seconds = 0.25;
   int max_samples_per_batch = 1000;
+  double power_send_interval_seconds = 1.0;
+  /// Every power sensor tried at startup, available or not (sent in Hello).
+  std::vector<v1::SensorInfo> sensors_tried;
 };
 
 class Agent {
  public:
-  Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor);
+  /// `sampler` may be null (no power readings); it must outlive the agent.
+  Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_ptr<Executor> executor,
+        PowerSampler* sampler = nullptr);
   ~Agent();
 
   /// Connects, serves and reconnects with jittered exponential backoff until Shutdown().
@@ -67,7 +73,10 @@ class Agent {
     uint64_t next_seq = 0;
     int64_t samples_sent = 0;
     int64_t last_progress_ns = 0;
-    bool done_sent = false;  // pump thread only
+    bool done_sent = false;         // pump thread only
+    std::shared_ptr<PowerTap> tap;  // null without a sampler
+    uint64_t next_power_seq = 0;
+    int64_t last_power_send_ns = 0;
   };
 
   /// One connection's life; returns true if the coordinator welcomed us.
@@ -77,6 +86,10 @@ class Agent {
   void HandleCancel(const v1::Cancel& cancel);
   /// Sends what the task recorded since the last call; true if all writes succeeded.
   bool DrainSamples(RunningTask& task);
+  /// Sends the power readings the task's tap collected; true if all writes succeeded.
+  bool DrainPower(RunningTask& task);
+  /// The task thread: idle baseline, executor, power reads at the boundaries.
+  void RunTask(RunningTask* task);
   bool Write(const v1::AgentMessage& msg);
   void CancelAllTasks();
   void JoinFinishedTasks(bool all);
@@ -84,6 +97,7 @@ class Agent {
   const AgentConfig config_;
   const std::vector<v1::Device> devices_;
   std::unique_ptr<Executor> executor_;
+  PowerSampler* const sampler_;
   std::function<void(const v1::SampleBatch&)> observer_;
 
   absl::Mutex mu_;

@@ -5,12 +5,17 @@
 #include <cctype>
 #include <csignal>
 #include <iostream>
+#include <set>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
+#include "agent/power/power_sampler.h"
+#include "agent/power/sensors.h"
 #include "common/log.h"
 #include "common/names.h"
 
@@ -61,6 +66,9 @@ int main(int argc, char** argv) {
   hetbench::agent::TorchExecutorConfig exec_config;
   std::vector<std::string> labels;
   std::string blas_mode = "auto";
+  double sample_hz = 10.0, cost_usd_per_hour = 0;
+  std::string sysfs_root, nvml_library = "libnvidia-ml.so.1", ipmi_command;
+  std::vector<std::string> nominal;
   config.hostname = Hostname();
   CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};
   app.set_version_flag("--version", hetbench::HetbenchVersion());
@@ -77,6 +85,17 @@ int main(int argc, char** argv) {
   app.add_option("--blas-coretype", blas_mode, "auto: fix OpenBLAS's generic-kernel fallback; keep: leave it")
       ->check(CLI::IsMember({"auto", "keep"}))
       ->capture_default_str();
+  app.add_option("--power-sample-hz", sample_hz, "power sampler rate")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 1000.0));
+  app.add_option("--nominal-watts", nominal,
+                 "kind=W for the modeled power of a device kind without a sensor (repeatable), e.g. cpu=205");
+  app.add_option("--cost-usd-per-hour", cost_usd_per_hour, "what this node's devices cost per hour")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--ipmi-command", ipmi_command,
+                 "command printing a DCMI power reading, e.g. 'ipmitool dcmi power reading'");
+  app.add_option("--nvml-library", nvml_library, "NVML library to load at run time")->capture_default_str();
+  app.add_option("--sysfs-root", sysfs_root, "prefix for /sys and /proc paths (tests)");
   CLI11_PARSE(app, argc, argv);
   if (config.agent_id.empty()) config.agent_id = config.hostname;
   for (const std::string& l : labels) {
@@ -98,13 +117,54 @@ int main(int argc, char** argv) {
   hetbench::LogInfo("agent", "cpu0: ", cpu->model(), ", ", cpu->cores(), " cores, ", cpu->memory_bytes() >> 20,
                     " MiB; BLAS: ", hetbench::agent::DescribeBlas());
 
+  if (cost_usd_per_hour > 0) (*cpu->mutable_attributes())["cost_usd_per_hour"] = absl::StrCat(cost_usd_per_hour);
+  std::vector<hetbench::v1::Device> devices = {*cpu};
+
+  // Power: every sensor source is tried; each device without a measured
+  // sensor of its own gets a labelled modeled one.
+  auto nominal_watts = hetbench::agent::DefaultNominalWatts();
+  std::set<hetbench::v1::DeviceKind> configured;
+  for (const std::string& kv : nominal) {
+    std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    auto kind = parts.size() == 2 ? hetbench::ParseDeviceKind(parts[0]) : std::nullopt;
+    double watts = 0;
+    if (!kind || !absl::SimpleAtod(parts[1], &watts) || watts < 0) {
+      std::cerr << "hetbench-agent: --nominal-watts " << kv << ": expected kind=watts, e.g. cpu=205\n";
+      return 2;
+    }
+    nominal_watts[*kind] = watts;
+    configured.insert(*kind);
+  }
+  auto sys = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root);
+  auto proc = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root + "/proc");
+  hetbench::agent::SensorDiscovery power;
+  power.Merge(hetbench::agent::DiscoverNvml(nvml_library));
+  power.Merge(hetbench::agent::DiscoverRapl(sys, cpu->id()));
+  power.Merge(hetbench::agent::DiscoverHwmon(sys));
+  power.Merge(hetbench::agent::DiscoverIpmi(ipmi_command));
+  for (const auto& d : devices) {
+    bool measured = false;
+    for (const auto& s : power.sensors) measured = measured || s->info().device_id() == d.id();
+    if (!measured) {
+      power.Add(hetbench::agent::MakeModeledSensor(d, nominal_watts[d.kind()], configured.count(d.kind()) == 0, proc));
+    }
+  }
+  for (const auto& t : power.tried) {
+    hetbench::LogInfo("agent", "power sensor ", t.name(), ": ",
+                      t.available() ? "available: " : "unavailable: ", t.detail());
+  }
+  config.sensors_tried = power.tried;
+  hetbench::agent::PowerSampler sampler(std::move(power.sensors), sample_hz);
+  sampler.Start();
+
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  hetbench::agent::Agent agent(config, {*cpu}, std::make_unique<hetbench::agent::TorchExecutor>(exec_config));
+  hetbench::agent::Agent agent(config, devices, std::make_unique<hetbench::agent::TorchExecutor>(exec_config),
+                               &sampler);
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);

@@ -32,6 +32,8 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   if (t->max_steps() == 0) t->set_max_steps(1'000'000);
   if (t->epochs() == 0) t->set_epochs(1.0);
   if (t->learning_rate() == 0) t->set_learning_rate(1e-3);
+  spec.mutable_power();  // present even when empty, so the effective spec has one shape
+  spec.mutable_cost();
   v1::InferenceSpec* inf = spec.mutable_inference();
   if (!inf->has_warmup_batches()) inf->set_warmup_batches(2);
   return spec;
@@ -119,6 +121,21 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.threads() < 0 || spec.threads() > SpecLimits::kMaxThreads) {
     bad("threads = ", spec.threads(), ": must be in [0, ", SpecLimits::kMaxThreads, "] (0 = all cores)");
   }
+  if (!(spec.power().idle_baseline_seconds() >= 0) || spec.power().idle_baseline_seconds() > 600) {
+    bad("power.idle_baseline_seconds = ", spec.power().idle_baseline_seconds(), ": must be in [0, 600]");
+  }
+  for (const auto& [key, rate] : spec.cost().usd_per_hour()) {
+    const bool label = key.rfind("label:", 0) == 0 && key.find('=') != std::string::npos && key.size() > 8;
+    if (!label && !ParseDeviceKind(key)) {
+      bad("cost.usd_per_hour[\"", key,
+          "\"]: unknown key; use a device kind (cpu, gpu, tpu, dpu, qpu-sim) or "
+          "label:<key>=<value>");
+    }
+    if (!(rate >= 0) || rate > 1e6) bad("cost.usd_per_hour[\"", key, "\"] = ", rate, ": must be in [0, 1000000]");
+  }
+  if (spec.cost().usd_per_hour_size() > 256) bad("cost.usd_per_hour: more than 256 entries");
+  const double price = spec.cost().electricity_usd_per_kwh();
+  if (!(price >= 0) || price > 100) bad("cost.electricity_usd_per_kwh = ", price, ": must be in [0, 100]");
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(errors, "; ")));
 }

@@ -86,8 +86,9 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
 absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   v1::JobSpec spec;
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
-  if (auto s = CheckKeys(
-          root, "", {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset"});
+  if (auto s = CheckKeys(root, "",
+                         {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
+                          "power", "cost"});
       !s.ok()) {
     return s;
   }
@@ -140,6 +141,32 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (inf["max_batches"])
       HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
   }
+  if (const YAML::Node pw = root["power"]) {
+    if (auto s = CheckKeys(pw, "power", {"idle_baseline_seconds"}); !s.ok()) return s;
+    if (pw["idle_baseline_seconds"]) {
+      HB_ASSIGN(spec.mutable_power()->set_idle_baseline_seconds,
+                As<double>(pw["idle_baseline_seconds"], "power.idle_baseline_seconds", "a number"));
+    }
+  }
+  if (const YAML::Node c = root["cost"]) {
+    if (auto s = CheckKeys(c, "cost", {"usd_per_hour", "electricity_usd_per_kwh"}); !s.ok()) return s;
+    if (const YAML::Node rates = c["usd_per_hour"]) {
+      if (!rates.IsMap()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(rates, "cost.usd_per_hour"), ": expected a mapping like {cpu: 0.10, gpu: 2.50}"));
+      }
+      for (const auto& kv : rates) {
+        const std::string key = kv.first.as<std::string>();
+        auto v = As<double>(kv.second, "cost.usd_per_hour." + key, "a number");
+        if (!v.ok()) return v.status();
+        (*spec.mutable_cost()->mutable_usd_per_hour())[key] = *v;
+      }
+    }
+    if (c["electricity_usd_per_kwh"]) {
+      HB_ASSIGN(spec.mutable_cost()->set_electricity_usd_per_kwh,
+                As<double>(c["electricity_usd_per_kwh"], "cost.electricity_usd_per_kwh", "a number"));
+    }
+  }
   return spec;
 }
 
@@ -189,6 +216,16 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "inference" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "warmup_batches" << YAML::Value << spec.inference().warmup_batches();
   out << YAML::Key << "max_batches" << YAML::Value << spec.inference().max_batches();
+  out << YAML::EndMap;
+  out << YAML::Key << "power" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "idle_baseline_seconds" << YAML::Value << spec.power().idle_baseline_seconds();
+  out << YAML::EndMap;
+  out << YAML::Key << "cost" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "usd_per_hour" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  std::map<std::string, double> rates(spec.cost().usd_per_hour().begin(), spec.cost().usd_per_hour().end());
+  for (const auto& [k, v] : rates) out << YAML::Key << k << YAML::Value << v;
+  out << YAML::EndMap;
+  out << YAML::Key << "electricity_usd_per_kwh" << YAML::Value << spec.cost().electricity_usd_per_kwh();
   out << YAML::EndMap;
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();

@@ -15,8 +15,10 @@ namespace hetbench::agent {
 /// Shared between the executor (writer) and the agent's sender thread
 /// (reader). Everything here is lock-free; the executor never blocks on I/O.
 struct TaskControl {
-  explicit TaskControl(size_t sample_capacity) : samples(sample_capacity) {}
+  explicit TaskControl(size_t sample_capacity, int64_t start_ns) : samples(sample_capacity), task_start_ns(start_ns) {}
   SampleBuffer samples;
+  /// Steady-clock origin of every timestamp of the task (samples, windows, power).
+  const int64_t task_start_ns;
   std::atomic<int> phase{0};            // v1::Phase being run
   std::atomic<int64_t> step{0};         // steps done in the current phase
   std::atomic<int64_t> total_steps{0};  // expected steps in the current phase (estimate)
@@ -29,12 +31,16 @@ class Executor {
  public:
   virtual ~Executor() = default;
   /// Returns the result (phases left empty: the coordinator aggregates them
-  /// from the samples). CANCELLED when stopped by control->cancel.
+  /// from the samples) with the wall window of each phase it ran, relative to
+  /// control->task_start_ns. CANCELLED when stopped by control->cancel.
   virtual absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device,
                                              TaskControl* control) = 0;
 };
 
 /// Capacity a task's sample buffer needs: measured training steps plus test-set batches.
 size_t SampleCapacity(const v1::Assign& task);
+
+/// Steady clock in nanoseconds: the one time base of samples and power readings.
+int64_t SteadyNowNs();
 
 }  // namespace hetbench::agent

@@ -17,12 +17,21 @@ namespace hetbench::agent {
 
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+int64_t NowNs() { return SteadyNowNs(); }
+
+void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_t end_ns) {
+  v1::PhaseWindow* w = result->add_windows();
+  w->set_phase(phase);
+  w->set_start_ns(start_ns);
+  w->set_end_ns(end_ns);
 }
 
 }  // namespace
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
@@ -58,7 +67,7 @@ absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds)
 absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                   TaskControl* control) {
   const v1::JobSpec& spec = task.spec();
-  const int64_t task_start_ns = NowNs();
+  const int64_t task_start_ns = control->task_start_ns;
   v1::TaskResult result;
 
   const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
@@ -69,6 +78,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (!dataset.ok()) return dataset.status();
   const ImageDataset& ds = **dataset;
   result.set_data_load_seconds(load_seconds);
+  result.set_dataset_train_size(ds.train.size());
 
   absl::StatusOr<BuiltModel> built;
   try {
@@ -147,6 +157,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         control->step = measured;
       }
     }
+    if (measured > 0) AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, NowNs() - task_start_ns);
     result.set_train_steps_total(steps_total);
     result.set_epochs_seen(static_cast<double>(samples_seen) / static_cast<double>(n_train));
     if (loss.defined()) result.set_final_train_loss(loss.item<double>());
@@ -167,6 +178,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
     }
     int64_t correct = 0, seen = 0;
+    const int64_t infer_start_ns = NowNs();
     for (int64_t b = 0; b < batches; ++b) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
@@ -182,6 +194,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       seen += hi - lo;
       control->step = b + 1;
     }
+    if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, NowNs() - task_start_ns);
     result.set_test_accuracy(seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("LibTorch: ", e.what()));

@@ -43,6 +43,26 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Name("hetbench_task_duration_seconds")
                         .Help("Wall time of a task from assignment to result, by model and device kind.")
                         .Register(*registry_);
+  power_ = &prometheus::BuildGauge()
+                .Name("hetbench_device_power_watts")
+                .Help(
+                    "Last power reading per agent, device kind (or node) and source (rapl, nvml, hwmon, ipmi, "
+                    "modeled; modeled is an estimate).")
+                .Register(*registry_);
+  energy_ = &prometheus::BuildCounter()
+                 .Name("hetbench_device_energy_joules_total")
+                 .Help("Energy reported by power sensors during tasks, per agent, device kind and source.")
+                 .Register(*registry_);
+  sensor_up_ = &prometheus::BuildGauge()
+                    .Name("hetbench_power_sensor_up")
+                    .Help(
+                        "1 when an agent's power sensor of this source works, 0 when it was tried and is "
+                        "unavailable.")
+                    .Register(*registry_);
+  read_errors_ = &prometheus::BuildCounter()
+                      .Name("hetbench_power_read_errors_total")
+                      .Help("Failed power sensor reads reported by agents.")
+                      .Register(*registry_);
   // Export zeros up front so dashboards and rules see the series before the first event.
   for (int s = v1::JOB_STATE_QUEUED; s <= v1::JOB_STATE_CANCELLED; ++s) {
     jobs_->Add({{"state", JobStateName(static_cast<v1::JobState>(s))}});
@@ -80,6 +100,70 @@ void Metrics::ObserveTaskFinished(const std::string& model, v1::DeviceKind kind,
       .Increment();
   static const prometheus::Histogram::BucketBoundaries kBuckets = {0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
   task_duration_->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}}, kBuckets).Observe(duration_seconds);
+}
+
+namespace {
+std::string SourceLabel(v1::PowerSource source) {
+  switch (source) {
+    case v1::POWER_SOURCE_RAPL:
+      return "rapl";
+    case v1::POWER_SOURCE_NVML:
+      return "nvml";
+    case v1::POWER_SOURCE_HWMON:
+      return "hwmon";
+    case v1::POWER_SOURCE_IPMI:
+      return "ipmi";
+    case v1::POWER_SOURCE_MODELED:
+      return "modeled";
+    default:
+      return "unknown";
+  }
+}
+}  // namespace
+
+void Metrics::SetPower(const std::string& agent, const std::string& device_kind, v1::PowerSource source, double watts) {
+  auto& g = power_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", SourceLabel(source)}});
+  g.Set(watts);
+  absl::MutexLock l(&mu_);
+  for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
+    if (it->second.second == &g) return;
+  }
+  agent_gauges_.emplace(agent, std::make_pair(power_, &g));
+}
+
+void Metrics::AddEnergy(const std::string& agent, const std::string& device_kind, v1::PowerSource source,
+                        double joules) {
+  if (joules > 0) {
+    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", SourceLabel(source)}}).Increment(joules);
+  }
+}
+
+void Metrics::AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n) {
+  if (n > 0) read_errors_->Add({{"agent", agent}, {"source", SourceLabel(source)}}).Increment(n);
+}
+
+void Metrics::SetSensorsUp(const std::string& agent,
+                           const std::vector<std::pair<std::string, v1::SensorInfo>>& sensors) {
+  // One series per (device kind, source): up if any sensor of it works.
+  std::map<std::pair<std::string, std::string>, bool> up;
+  for (const auto& [device_kind, info] : sensors) {
+    bool& u = up[{device_kind, SourceLabel(info.source())}];
+    u = u || info.available();
+  }
+  absl::MutexLock l(&mu_);
+  for (const auto& [key, value] : up) {
+    auto& g = sensor_up_->Add({{"agent", agent}, {"device_kind", key.first}, {"source", key.second}});
+    g.Set(value ? 1 : 0);
+    agent_gauges_.emplace(agent, std::make_pair(sensor_up_, &g));
+  }
+}
+
+void Metrics::ForgetAgent(const std::string& agent) {
+  absl::MutexLock l(&mu_);
+  for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
+    it->second.first->Remove(it->second.second);
+  }
+  agent_gauges_.erase(agent);
 }
 
 }  // namespace hetbench::server

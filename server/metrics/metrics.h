@@ -11,7 +11,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "hetbench/v1/common.pb.h"
 
 namespace hetbench::server {
@@ -33,6 +37,15 @@ class Metrics {
   void AddRejectedMessage(const std::string& reason);
   void ObserveTaskFinished(const std::string& model, v1::DeviceKind kind, v1::TaskState state, double duration_seconds);
 
+  /// Power of one sensor (labels: agent, device_kind or "node", source).
+  void SetPower(const std::string& agent, const std::string& device_kind, v1::PowerSource source, double watts);
+  void AddEnergy(const std::string& agent, const std::string& device_kind, v1::PowerSource source, double joules);
+  void AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n);
+  /// Sensors an agent announced: up=1 when available, 0 when tried and unavailable.
+  void SetSensorsUp(const std::string& agent, const std::vector<std::pair<std::string, v1::SensorInfo>>& sensors);
+  /// Drops an agent's gauges when it disconnects (its counters stay).
+  void ForgetAgent(const std::string& agent);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* jobs_;
@@ -42,6 +55,13 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* tasks_finished_;
   prometheus::Family<prometheus::Histogram>* task_duration_;
+  prometheus::Family<prometheus::Gauge>* power_;
+  prometheus::Family<prometheus::Counter>* energy_;
+  prometheus::Family<prometheus::Gauge>* sensor_up_;
+  prometheus::Family<prometheus::Counter>* read_errors_;
+  absl::Mutex mu_;
+  std::multimap<std::string, std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>> agent_gauges_
+      ABSL_GUARDED_BY(mu_);  // for ForgetAgent
 };
 
 }  // namespace hetbench::server

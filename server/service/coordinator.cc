@@ -1,6 +1,7 @@
 #include "server/service/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "common/stats.h"
+#include "server/ingest/energy_cost.h"
 
 namespace hetbench::server {
 
@@ -380,6 +382,9 @@ void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink>
       case v1::AgentMessage::kDone:
         HandleDone(session, m.done());
         break;
+      case v1::AgentMessage::kPower:
+        HandlePower(session, m.power());
+        break;
       default:
         metrics_->AddRejectedMessage("unknown_kind");
         break;
@@ -419,6 +424,9 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   session.hello = hello;
   agent_sessions_[hello.agent_id()] = session_id;
   gauges_dirty_ = true;
+  std::vector<std::pair<std::string, v1::SensorInfo>> sensors;
+  for (const v1::SensorInfo& s : hello.sensors()) sensors.emplace_back(SensorDeviceKind(hello, s.device_id()), s);
+  metrics_->SetSensorsUp(hello.agent_id(), sensors);
   LogInfo(kLog, "agent ", hello.agent_id(), " connected from ", hello.hostname(), " with ", hello.devices_size(),
           " devices");
   v1::CoordinatorMessage welcome;
@@ -496,6 +504,78 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   });
 }
 
+std::string Coordinator::SensorDeviceKind(const v1::Hello& hello, const std::string& device_id) {
+  if (device_id.empty()) return "node";
+  for (const v1::Device& d : hello.devices()) {
+    if (d.id() == device_id) return DeviceKindName(d.kind());
+  }
+  return "node";
+}
+
+void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
+  v1::Job* job = nullptr;
+  v1::Task* task = OwnedTask(session.hello.agent_id(), b.task_id(), b.attempt(), &job);
+  if (task == nullptr) {
+    metrics_->AddRejectedMessage("stale_attempt");
+    return;
+  }
+  const int n = b.t_ns_size();
+  if (b.watts_size() != n || b.joules_size() != n || n > options_.max_samples_per_batch || b.sensor().name().empty() ||
+      b.sensor().name().size() > 256) {
+    metrics_->AddRejectedMessage("malformed_power_batch");
+    LogWarning(kLog, "malformed power batch from ", session.hello.agent_id(), " for ", b.task_id(), " seq ", b.seq());
+    return;  // not acked; the task's final count check will fail it
+  }
+  auto stored = store_->PutPowerBatch(b);
+  if (!stored.ok()) {
+    LogError(kLog, "storing power readings of ", b.task_id(), ": ", stored.status().ToString());
+    return;
+  }
+  v1::CoordinatorMessage ack;
+  ack.mutable_ack()->set_task_id(b.task_id());
+  ack.mutable_ack()->set_attempt(b.attempt());
+  ack.mutable_ack()->set_seq(b.seq());
+  ack.mutable_ack()->set_power(true);
+  // Metrics: the latest power and the energy between consecutive readings.
+  double joules = 0, watts = NAN;
+  if (*stored && n > 0) {
+    LastReading& last = last_power_[absl::StrCat(b.task_id(), "/", b.sensor().name())];
+    for (int i = 0; i < n; ++i) {
+      const double dt = static_cast<double>(b.t_ns(i) - last.t_ns) * 1e-9;
+      const bool have_prev = last.t_ns != 0 && dt > 0;
+      if (b.sensor().has_energy_counter()) {
+        if (have_prev) {
+          joules += std::max(0.0, b.joules(i) - last.joules);
+          watts = (b.joules(i) - last.joules) / dt;
+        }
+        last.joules = b.joules(i);
+      } else if (!std::isnan(b.watts(i))) {
+        if (have_prev) joules += 0.5 * (b.watts(i) + last.watts) * dt;
+        watts = b.watts(i);
+        last.watts = b.watts(i);
+      }
+      last.t_ns = b.t_ns(i);
+    }
+  }
+  auto sink = session.sink;
+  const std::string agent = session.hello.agent_id();
+  const std::string kind = SensorDeviceKind(session.hello, b.sensor().device_id());
+  const v1::PowerSource source = b.sensor().source();
+  const int errors = b.read_errors();
+  const bool is_new = *stored;
+  Defer([this, sink, ack, agent, kind, source, joules, watts, errors, is_new](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    if (is_new) {
+      if (!std::isnan(watts)) metrics_->SetPower(agent, kind, source, watts);
+      metrics_->AddEnergy(agent, kind, source, joules);
+      metrics_->AddPowerReadErrors(agent, source, errors);
+    } else {
+      metrics_->AddDuplicateBatch();
+    }
+    sink->Send(ack);
+  });
+}
+
 void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
   v1::Job* job = nullptr;
   v1::Task* task = OwnedTask(session.hello.agent_id(), d.task_id(), d.attempt(), &job);
@@ -535,6 +615,22 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
       error = absl::StrCat("incomplete samples: stored ", batches->size(), " of ", d.batches_sent(), " batches and ",
                            stored_samples, " of ", d.samples_sent(), " samples");
     }
+  }
+  auto power = store_->LoadPowerBatches(task->id(), task->attempt());
+  if (!power.ok()) {
+    state = v1::TASK_STATE_FAILED;
+    error = absl::StrCat("reading stored power readings: ", power.status().message());
+  } else {
+    if (state == v1::TASK_STATE_SUCCEEDED && power->size() != d.power_batches_sent()) {
+      state = v1::TASK_STATE_FAILED;
+      error =
+          absl::StrCat("incomplete power readings: stored ", power->size(), " of ", d.power_batches_sent(), " batches");
+    }
+    ComputeEnergyAndCost(job->spec(), session.hello, *power, task);
+  }
+  for (auto it = last_power_.lower_bound(task->id() + "/");
+       it != last_power_.end() && it->first.compare(0, task->id().size() + 1, task->id() + "/") == 0;) {
+    it = last_power_.erase(it);
   }
   FinishTask(*job, *task, state, error);
   Schedule();
@@ -592,6 +688,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   if (a == agent_sessions_.end() || a->second != session_id) return;  // already replaced
   agent_sessions_.erase(a);
   gauges_dirty_ = true;
+  metrics_->ForgetAgent(agent_id);
   LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
   for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
     auto ti = task_index_.find(task_id);

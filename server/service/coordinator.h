@@ -109,6 +109,9 @@ class Coordinator {
   void HandleProgress(Session& session, const v1::Progress& p);
   void HandleSamples(Session& session, const v1::SampleBatch& b);
   void HandleDone(Session& session, const v1::TaskDone& d);
+  void HandlePower(Session& session, const v1::PowerBatch& b);
+  /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
+  static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
   void DropSession(uint64_t session_id, const std::string& reason);
   /// The task `task_id` when it is running attempt `attempt` on `agent_id`.
   v1::Task* OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, v1::Job** job);
@@ -145,6 +148,11 @@ class Coordinator {
   int64_t last_heartbeat_ns_ = 0;
   bool gauges_dirty_ = true;
   bool closing_streams_ = false;
+  struct LastReading {
+    int64_t t_ns = 0;
+    double watts = 0, joules = 0;
+  };
+  std::map<std::string, LastReading> last_power_;  // "<task>/<sensor>" -> previous reading, for metrics
 };
 
 }  // namespace hetbench::server

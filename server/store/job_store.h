@@ -33,6 +33,10 @@ class JobStore {
   virtual absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) = 0;
   /// The batches of one task attempt, in seq order.
   virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) = 0;
+
+  /// Power readings, stored once per (task_id, attempt, seq) like samples.
+  virtual absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) = 0;
+  virtual absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) = 0;
 };
 
 }  // namespace hetbench::server

@@ -22,6 +22,15 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   batch BLOB NOT NULL,           -- hetbench.v1.SampleBatch, columns packed
   PRIMARY KEY (task_id, attempt, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS power_batches (
+  task_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  sensor TEXT NOT NULL,
+  reading_count INTEGER NOT NULL,
+  batch BLOB NOT NULL,           -- hetbench.v1.PowerBatch
+  PRIMARY KEY (task_id, attempt, seq)
+) WITHOUT ROWID;
 )sql";
 
 }  // namespace
@@ -61,6 +70,17 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
       !s.ok()) {
     return s;
   }
+  if (auto s = prepare("INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
+                       &store->put_power_);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = prepare("SELECT batch FROM power_batches WHERE task_id = ? AND attempt = ? ORDER BY seq",
+                       &store->load_power_);
+      !s.ok()) {
+    return s;
+  }
   return store;
 }
 
@@ -68,6 +88,8 @@ SqliteJobStore::~SqliteJobStore() {
   sqlite3_finalize(put_job_);
   sqlite3_finalize(put_batch_);
   sqlite3_finalize(load_batches_);
+  sqlite3_finalize(put_power_);
+  sqlite3_finalize(load_power_);
   sqlite3_close(db_);
 }
 
@@ -143,20 +165,44 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
 
 absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id,
                                                                                int attempt) {
-  sqlite3_reset(load_batches_);
-  sqlite3_bind_text(load_batches_, 1, task_id.data(), static_cast<int>(task_id.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int(load_batches_, 2, attempt);
-  std::vector<v1::SampleBatch> out;
+  return LoadBlobs<v1::SampleBatch>(load_batches_, task_id, attempt, "sample batch");
+}
+
+absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
+  const std::string blob = batch.SerializeAsString();
+  sqlite3_reset(put_power_);
+  sqlite3_bind_text(put_power_, 1, batch.task_id().data(), static_cast<int>(batch.task_id().size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int(put_power_, 2, batch.attempt());
+  sqlite3_bind_int64(put_power_, 3, static_cast<sqlite3_int64>(batch.seq()));
+  sqlite3_bind_text(put_power_, 4, batch.sensor().name().data(), static_cast<int>(batch.sensor().name().size()),
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_int(put_power_, 5, batch.t_ns_size());
+  sqlite3_bind_blob(put_power_, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(put_power_) != SQLITE_DONE) return Error("store power batch");
+  return sqlite3_changes(db_) == 1;
+}
+
+template <typename Message>
+absl::StatusOr<std::vector<Message>> SqliteJobStore::LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id,
+                                                               int attempt, const char* what) {
+  sqlite3_reset(stmt);
+  sqlite3_bind_text(stmt, 1, task_id.data(), static_cast<int>(task_id.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int(stmt, 2, attempt);
+  std::vector<Message> out;
   int rc;
-  while ((rc = sqlite3_step(load_batches_)) == SQLITE_ROW) {
-    v1::SampleBatch b;
-    if (!b.ParseFromArray(sqlite3_column_blob(load_batches_, 0), sqlite3_column_bytes(load_batches_, 0))) {
-      return absl::DataLossError(absl::StrCat("job store: a sample batch of task '", task_id, "' does not parse"));
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    Message m;
+    if (!m.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0))) {
+      return absl::DataLossError(absl::StrCat("job store: a ", what, " of task '", task_id, "' does not parse"));
     }
-    out.push_back(std::move(b));
+    out.push_back(std::move(m));
   }
-  if (rc != SQLITE_DONE) return Error("load sample batches");
+  if (rc != SQLITE_DONE) return Error(what);
   return out;
+}
+
+absl::StatusOr<std::vector<v1::PowerBatch>> SqliteJobStore::LoadPowerBatches(const std::string& task_id, int attempt) {
+  return LoadBlobs<v1::PowerBatch>(load_power_, task_id, attempt, "power batch");
 }
 
 absl::Status SqliteJobStore::CheckIntegrity() {

@@ -24,6 +24,8 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<std::vector<v1::Job>> LoadJobs() override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
   absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) override;
+  absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) override;
+  absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) override;
 
   /// Runs PRAGMA integrity_check; OK when SQLite answers "ok".
   absl::Status CheckIntegrity();
@@ -32,11 +34,16 @@ class SqliteJobStore final : public JobStore {
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql);
   absl::Status Error(const char* what) const;
+  template <typename Message>
+  absl::StatusOr<std::vector<Message>> LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id, int attempt,
+                                                 const char* what);
 
   sqlite3* db_;
   sqlite3_stmt* put_job_ = nullptr;
   sqlite3_stmt* put_batch_ = nullptr;
   sqlite3_stmt* load_batches_ = nullptr;
+  sqlite3_stmt* put_power_ = nullptr;
+  sqlite3_stmt* load_power_ = nullptr;
 };
 
 }  // namespace hetbench::server

@@ -42,7 +42,7 @@ export HETBENCH_SERVER=127.0.0.1:$GRPC_PORT
 AGENT_PID=$!
 PIDS+=("$AGENT_PID")
 wait_for 30 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did not connect"
-"$CLI" health | grep -q SERVING || fail "health check"
+[[ $("$CLI" health) == SERVING ]] || fail "health check"
 
 # 1. a short job, end to end
 "$CLI" submit --wait -b 128 --warmup-steps 3 --min-steps 60 --min-duration 0 >"$WORK/report.txt" 2>"$WORK/submit.err" \
@@ -52,9 +52,11 @@ grep -q "succeeded" "$WORK/report.txt" || fail "report lacks the job state"
 grep -Eq "job-000001-t0 +e2e-agent/cpu0 \(cpu\) +128 +train +60 +[0-9]+\.[0-9]{3}" "$WORK/report.txt" \
   || fail "report lacks 60 measured train steps with timings"
 grep -Eq "test accuracy 0\.[5-9][0-9]{3}" "$WORK/report.txt" || fail "report lacks a plausible test accuracy"
-"$CLI" report job-000001 -o csv | grep -q "^job-000001,job-000001-t0,e2e-agent,cpu0,cpu,128,succeeded,train,60," \
-  || fail "csv report"
-"$CLI" report job-000001 -o json | grep -q '"test_accuracy"' || fail "json report"
+# (Outputs go to files first: `cmd | grep -q` would fail under pipefail when grep exits early.)
+"$CLI" report job-000001 -o csv >"$WORK/report.csv" || fail "csv report exit code"
+grep -q "^job-000001,job-000001-t0,e2e-agent,cpu0,cpu,128,succeeded,train,60," "$WORK/report.csv" || fail "csv report"
+"$CLI" report job-000001 -o json >"$WORK/report.json" || fail "json report exit code"
+grep -q '"test_accuracy"' "$WORK/report.json" || fail "json report"
 
 curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics.txt" || fail "/metrics unreachable"
 grep -Eq '^hetbench_samples_ingested_total\{device_kind="cpu",phase="train"\} 60$' "$WORK/metrics.txt" \
@@ -74,7 +76,8 @@ set +e
 "$CLI" submit --model resnet999 2>"$WORK/bad2.err"; code=$?
 set -e
 [[ $code == 1 ]] && grep -q 'model = "resnet999": unknown model' "$WORK/bad2.err" || fail "unknown model"
-[[ $("$CLI" get jobs -o csv | wc -l) == 2 ]] || fail "a refused job was stored"
+"$CLI" get jobs -o csv >"$WORK/jobs.csv"
+[[ $(wc -l <"$WORK/jobs.csv") == 2 ]] || fail "a refused job was stored"
 
 # 3. kill -9 the coordinator; restart it on the same port and store
 kill -9 "$SERVER_PID"
@@ -82,7 +85,8 @@ wait "$SERVER_PID" 2>/dev/null || true
 rm -f "$WORK/ports"
 start_server "127.0.0.1:$GRPC_PORT" "$WORK/server2.log"
 wait_for 60 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did not reconnect"
-"$CLI" get job job-000001 | grep -q "state: succeeded" || fail "job-000001 lost across the restart"
+"$CLI" get job job-000001 >"$WORK/job1.txt" && grep -q "state: succeeded" "$WORK/job1.txt" \
+  || fail "job-000001 lost across the restart"
 "$CLI" submit --wait -b 256 --warmup-steps 1 --min-steps 20 --min-duration 0 --infer-max-batches 4 \
   >"$WORK/report2.txt" 2>&1 || fail "job after restart: $(cat "$WORK/report2.txt")"
 grep -q "job-000002" "$WORK/report2.txt" || fail "second job id"

@@ -1,0 +1,146 @@
+#include "server/ingest/energy_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/energy.h"
+#include "common/names.h"
+
+namespace hetbench::server {
+
+namespace {
+
+struct SensorSeries {
+  v1::SensorInfo info;
+  std::string assumptions;
+  PowerSeries series;
+};
+
+// The device's cost rate and where it came from; rate 0 = unknown.
+std::pair<double, std::string> CostRate(const v1::JobSpec& spec, const v1::Hello& agent, const v1::Task& task) {
+  const auto& rates = spec.cost().usd_per_hour();
+  for (const auto& [key, value] : agent.labels()) {
+    const std::string label_key = absl::StrCat("label:", key, "=", value);
+    if (auto it = rates.find(label_key); it != rates.end()) {
+      return {it->second, absl::StrCat("job cost.usd_per_hour[", label_key, "]")};
+    }
+  }
+  const std::string kind = DeviceKindName(task.device_kind());
+  if (auto it = rates.find(kind); it != rates.end()) {
+    return {it->second, absl::StrCat("job cost.usd_per_hour[", kind, "]")};
+  }
+  for (const v1::Device& d : agent.devices()) {
+    if (d.id() != task.device_id()) continue;
+    auto it = d.attributes().find("cost_usd_per_hour");
+    double rate = 0;
+    if (it != d.attributes().end() && absl::SimpleAtod(it->second, &rate) && rate > 0) {
+      return {rate, absl::StrCat("agent ", agent.agent_id(), " config")};
+    }
+  }
+  return {0, ""};
+}
+
+}  // namespace
+
+void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const std::vector<v1::PowerBatch>& batches,
+                          v1::Task* task) {
+  v1::TaskResult* result = task->mutable_result();
+  result->clear_energy();
+  result->clear_cost();
+
+  std::map<std::string, SensorSeries> by_sensor;
+  int64_t readings = 0;
+  for (const v1::PowerBatch& b : batches) {
+    SensorSeries& s = by_sensor[b.sensor().name()];
+    s.info = b.sensor();
+    s.assumptions = b.assumptions();
+    s.series.counter = b.sensor().has_energy_counter();
+    s.series.update_period_seconds = b.sensor().update_period_seconds();
+    for (int i = 0; i < b.t_ns_size(); ++i) {
+      s.series.t_ns.push_back(b.t_ns(i));
+      s.series.watts.push_back(i < b.watts_size() ? b.watts(i) : NAN);
+      s.series.joules.push_back(i < b.joules_size() ? b.joules(i) : NAN);
+    }
+    readings += b.t_ns_size();
+  }
+  result->set_power_readings_stored(readings);
+
+  // Windows: idle, train, infer from the agent; the whole task spans train..infer.
+  std::map<v1::Phase, v1::PhaseWindow> windows;
+  for (const v1::PhaseWindow& w : result->windows()) windows[w.phase()] = w;
+  v1::PhaseWindow whole;
+  whole.set_phase(v1::PHASE_UNSPECIFIED);
+  bool have_whole = false;
+  for (const auto& [phase, w] : windows) {
+    if (phase == v1::PHASE_IDLE) continue;
+    whole.set_start_ns(have_whole ? std::min(whole.start_ns(), w.start_ns()) : w.start_ns());
+    whole.set_end_ns(have_whole ? std::max(whole.end_ns(), w.end_ns()) : w.end_ns());
+    have_whole = true;
+  }
+  if (have_whole) windows[v1::PHASE_UNSPECIFIED] = whole;
+
+  std::map<v1::Phase, int64_t> items;
+  std::map<v1::Phase, double> phase_seconds;
+  for (const v1::PhaseResult& p : result->phases()) {
+    items[p.phase()] = p.stats().items();
+    items[v1::PHASE_UNSPECIFIED] += p.stats().items();
+    phase_seconds[p.phase()] = p.stats().window_seconds();
+  }
+
+  for (const auto& [name, s] : by_sensor) {
+    double idle_watts = 0;
+    if (auto it = windows.find(v1::PHASE_IDLE); it != windows.end()) {
+      WindowEnergy idle = EnergyInWindow(s.series, it->second.start_ns(), it->second.end_ns());
+      if (idle.ok) idle_watts = idle.average_watts;
+    }
+    for (const auto& [phase, w] : windows) {
+      WindowEnergy e = EnergyInWindow(s.series, w.start_ns(), w.end_ns());
+      if (!e.ok) continue;
+      v1::EnergyResult* r = result->add_energy();
+      r->set_phase(phase);
+      r->set_sensor(name);
+      r->set_source(s.info.source());
+      r->set_method(e.method);
+      r->set_energy_joules(e.joules);
+      r->set_average_watts(e.average_watts);
+      r->set_window_seconds(e.window_seconds);
+      r->set_coverage(e.coverage);
+      r->set_short_window(e.short_window);
+      r->set_update_period_seconds(s.info.update_period_seconds());
+      r->set_assumptions(s.assumptions);
+      if (items[phase] > 0) r->set_joules_per_sample(e.joules / static_cast<double>(items[phase]));
+      if (idle_watts > 0 && phase != v1::PHASE_IDLE) {
+        r->set_idle_watts(idle_watts);
+        r->set_net_energy_joules(e.joules - idle_watts * e.window_seconds);
+      }
+    }
+  }
+
+  const auto [rate, rate_source] = CostRate(spec, agent, *task);
+  const double price_per_joule = spec.cost().electricity_usd_per_kwh() / 3.6e6;
+  for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+    const int64_t n = items[phase];
+    const double seconds = phase_seconds[phase];
+    if (n <= 0 || seconds <= 0 || (rate <= 0 && price_per_joule <= 0)) continue;
+    v1::CostResult* c = result->add_cost();
+    c->set_phase(phase);
+    c->set_usd_per_hour(rate);
+    c->set_rate_source(rate > 0 ? rate_source : "no rate: set cost.usd_per_hour or the agent's --cost-usd-per-hour");
+    // The device is held for the phase's wall window, so that is what is paid for.
+    const double usd = rate * seconds / 3600.0;
+    c->set_usd_per_1000_samples(usd / static_cast<double>(n) * 1000.0);
+    if (phase == v1::PHASE_TRAIN && result->dataset_train_size() > 0) {
+      c->set_usd_per_epoch(usd * static_cast<double>(result->dataset_train_size()) / static_cast<double>(n));
+    }
+    EnergySummary e = SummarizeEnergy(*result, phase);
+    if (e.ok && price_per_joule > 0) {
+      c->set_electricity_usd(e.joules * price_per_joule);
+      c->set_electricity_usd_per_1000_samples(e.joules * price_per_joule / static_cast<double>(n) * 1000.0);
+    }
+  }
+}
+
+}  // namespace hetbench::server
