@@ -5,7 +5,6 @@
 #include <cctype>
 #include <csignal>
 #include <iostream>
-#include <set>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -122,8 +121,11 @@ int main(int argc, char** argv) {
 
   // Power: every sensor source is tried; each device without a measured
   // sensor of its own gets a labelled modeled one.
-  auto nominal_watts = hetbench::agent::DefaultNominalWatts();
-  std::set<hetbench::v1::DeviceKind> configured;
+  hetbench::agent::PowerDiscoveryConfig power_config;
+  power_config.sys = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root);
+  power_config.proc = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root + "/proc");
+  power_config.nvml_library = nvml_library;
+  power_config.ipmi_command = ipmi_command;
   for (const std::string& kv : nominal) {
     std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
     auto kind = parts.size() == 2 ? hetbench::ParseDeviceKind(parts[0]) : std::nullopt;
@@ -132,23 +134,9 @@ int main(int argc, char** argv) {
       std::cerr << "hetbench-agent: --nominal-watts " << kv << ": expected kind=watts, e.g. cpu=205\n";
       return 2;
     }
-    nominal_watts[*kind] = watts;
-    configured.insert(*kind);
+    power_config.nominal_watts_override[*kind] = watts;
   }
-  auto sys = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root);
-  auto proc = std::make_shared<hetbench::agent::RealSysfsReader>(sysfs_root + "/proc");
-  hetbench::agent::SensorDiscovery power;
-  power.Merge(hetbench::agent::DiscoverNvml(nvml_library));
-  power.Merge(hetbench::agent::DiscoverRapl(sys, cpu->id()));
-  power.Merge(hetbench::agent::DiscoverHwmon(sys));
-  power.Merge(hetbench::agent::DiscoverIpmi(ipmi_command));
-  for (const auto& d : devices) {
-    bool measured = false;
-    for (const auto& s : power.sensors) measured = measured || s->info().device_id() == d.id();
-    if (!measured) {
-      power.Add(hetbench::agent::MakeModeledSensor(d, nominal_watts[d.kind()], configured.count(d.kind()) == 0, proc));
-    }
-  }
+  hetbench::agent::SensorDiscovery power = hetbench::agent::DiscoverPowerSensors(power_config, devices);
   for (const auto& t : power.tried) {
     hetbench::LogInfo("agent", "power sensor ", t.name(), ": ",
                       t.available() ? "available: " : "unavailable: ", t.detail());

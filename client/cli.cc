@@ -157,6 +157,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   auto* report = app.add_subcommand("report", "compare the results of a job");
   report->add_option("id", job_id, "job id")->required();
   report->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+  bool study = false;
+  report->add_flag("--study", study, "print the reference study's time/power/energy table (E = P x T with nominal watts)");
 
   auto* watch = app.add_subcommand("watch", "show live progress of a job until it ends");
   watch->add_option("id", job_id, "job id")->required();
@@ -318,7 +320,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     s = stub->GetJob(&ctx, req, &job);
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     if (report->parsed()) {
-      out << RenderReport(job, *format);
+      out << (study ? RenderStudyTable(job) : RenderReport(job, *format));
       return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
     }
     out << RenderJob(job, *format);

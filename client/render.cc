@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/energy.h"
 #include "common/names.h"
 #include "common/spec_yaml.h"
 
@@ -79,7 +80,28 @@ const v1::Task* Baseline(const v1::Job& job) {
   return first;
 }
 
+const v1::CostResult* FindCost(const v1::Task& t, v1::Phase phase) {
+  for (const auto& c : t.result().cost()) {
+    if (c.phase() == phase) return &c;
+  }
+  return nullptr;
+}
+
+// "rapl", "rapl x2", "modeled*" (* = an estimate; ! = window shorter than the sensor's update period).
+std::string SourceCell(const EnergySummary& e) {
+  if (!e.ok) return "-";
+  std::string s = PowerSourceName(e.source);
+  if (e.sensors > 1) absl::StrAppend(&s, " x", e.sensors);
+  if (e.source == v1::POWER_SOURCE_MODELED) s += "*";
+  if (e.short_window) s += "!";
+  return s;
+}
+
+std::string Num(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
+
 }  // namespace
+
+std::string RenderEnergyTable(const v1::Job& job);
 
 absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name) {
   if (name == "table") return OutputFormat::kTable;
@@ -183,6 +205,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
   if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
   absl::StrAppend(&out, "\n", FormatTable(header, rows), "\n");
   if (base) absl::StrAppend(&out, "SPEEDUP is samples/s relative to ", base->id(), ".\n");
+  absl::StrAppend(&out, "\n", RenderEnergyTable(job));
   for (const v1::Task& t : job.tasks()) {
     const v1::TaskResult& r = t.result();
     absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
@@ -199,6 +222,77 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
     }
     out += "\n";
   }
+  return out;
+}
+
+std::string RenderEnergyTable(const v1::Job& job) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;
+  bool any_short = false, any_baseline = false;
+  for (const v1::Task& t : job.tasks()) {
+    for (const v1::PhaseResult& p : t.result().phases()) {
+      const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
+      const v1::CostResult* c = FindCost(t, p.phase());
+      if (!e.ok && c == nullptr) continue;
+      any_short = any_short || e.short_window;
+      any_baseline = any_baseline || e.has_baseline;
+      if (!e.assumptions.empty() && std::find(notes.begin(), notes.end(), e.assumptions) == notes.end()) {
+        notes.push_back(e.assumptions);
+      }
+      rows.push_back({t.id(), PhaseName(p.phase()), SourceCell(e), e.ok ? Num(e.average_watts, "%.1f") : "-",
+                      e.ok ? Num(e.joules, "%.2f") : "-", e.ok ? Num(e.joules_per_sample * 1e3, "%.4f") : "-",
+                      e.ok ? Num(e.coverage * 100, "%.0f%%") : "-", e.has_baseline ? Num(e.net_joules, "%.2f") : "-",
+                      c && c->usd_per_hour() > 0 ? Num(c->usd_per_1000_samples(), "%.3g") : "-",
+                      c && c->usd_per_epoch() > 0 ? Num(c->usd_per_epoch(), "%.3g") : "-",
+                      c && c->electricity_usd() > 0 ? Num(c->electricity_usd_per_1000_samples(), "%.3g") : "-"});
+    }
+  }
+  if (rows.empty()) return "No power readings or cost rates for this job.\n";
+  std::string out = FormatTable({"TASK", "PHASE", "SOURCE", "AVG_W", "ENERGY_J", "MJ_PER_SAMPLE", "COVERAGE", "NET_J",
+                                 "USD_PER_1K", "USD_PER_EPOCH", "ELEC_USD_PER_1K"},
+                                rows);
+  for (const std::string& n : notes) absl::StrAppend(&out, "* ", n, "\n");
+  if (any_short) absl::StrAppend(&out, "! window shorter than the sensor's update period: not exact\n");
+  if (any_baseline) absl::StrAppend(&out, "NET_J = energy minus the idle baseline measured before the task\n");
+  absl::StrAppend(&out, "Energy per window of each phase: counter delta or trapezoid of sampled power; "
+                        "MJ_PER_SAMPLE is millijoules per sample; costs in USD.\n");
+  for (const v1::Task& t : job.tasks()) {
+    for (const auto& c : t.result().cost()) {
+      if (c.usd_per_hour() > 0) {
+        absl::StrAppend(&out, "Cost rate of ", t.id(), ": ", Num(c.usd_per_hour(), "%.4g"), " USD/h (",
+                        c.rate_source(), ")\n");
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string RenderStudyTable(const v1::Job& job) {
+  std::vector<std::vector<std::string>> rows;
+  bool cpu_default = false;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::PhaseResult* train = FindPhase(t, v1::PHASE_TRAIN);
+    const v1::PhaseResult* infer = FindPhase(t, v1::PHASE_INFER);
+    if (train == nullptr && infer == nullptr) continue;
+    const double train_s = train ? train->stats().window_seconds() : 0;
+    const double test_s = infer ? infer->stats().window_seconds() : 0;
+    bool from_study = false;
+    const double nominal = NominalWatts(t.device_kind(), &from_study);
+    cpu_default = cpu_default || !from_study;
+    const EnergySummary e = SummarizeEnergy(t.result(), v1::PHASE_UNSPECIFIED);
+    rows.push_back({DeviceLabel(t), absl::StrCat(t.batch_size()), Num(train_s, "%.3f"), Num(test_s, "%.3f"),
+                    absl::StrCat(Num(nominal, "%.0f"), from_study ? "" : "+"),
+                    Num(nominal * (train_s + test_s), "%.1f"), e.ok ? Num(e.average_watts, "%.1f") : "-",
+                    e.ok ? Num(e.joules, "%.1f") : "-", SourceCell(e)});
+  }
+  std::string out = absl::StrCat("Study table for ", job.id(), " (model ", job.spec().model(), ")\n");
+  absl::StrAppend(&out, FormatTable({"DEVICE", "BATCH", "TRAIN_S", "TEST_S", "NOMINAL_W", "E=PxT_J", "AVG_W",
+                                     "ENERGY_J", "SOURCE"},
+                                    rows));
+  absl::StrAppend(&out, "E=PxT_J is the study's method: nominal watts x (train + test seconds), not a measurement.\n");
+  if (cpu_default) absl::StrAppend(&out, "+ the study gave no CPU figure: 150 W is hetbench's default.\n");
+  absl::StrAppend(&out, "AVG_W and ENERGY_J are hetbench's, over the same windows, from SOURCE (* = modeled).\n");
   return out;
 }
 

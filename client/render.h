@@ -18,6 +18,12 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
 /// what makes each result reproducible.
 std::string RenderReport(const v1::Job& job, OutputFormat format);
 
+/// The reference study's table for a job: per device, training and test time,
+/// nominal power and E = P x T with that nominal power (the study's method,
+/// labelled so), next to the average power and energy hetbench obtained and
+/// their source.
+std::string RenderStudyTable(const v1::Job& job);
+
 std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format);
 std::string RenderJob(const v1::Job& job, OutputFormat format);
 std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat format);

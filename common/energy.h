@@ -61,4 +61,12 @@ struct EnergySummary {
 };
 EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase);
 
+/// Nominal device power: the reference study's figures (GPU 400 W, TPU 300 W,
+/// DPU 75 W, QPU 50 W) and, for CPUs, which the study did not list, a
+/// hetbench default of 150 W. `from_study` tells which.
+double NominalWatts(v1::DeviceKind kind, bool* from_study = nullptr);
+
+/// Lower-case source name: rapl, nvml, hwmon, ipmi, modeled.
+std::string PowerSourceName(v1::PowerSource source);
+
 }  // namespace hetbench

@@ -59,11 +59,13 @@ void PowerSampler::ReadLocked(bool all) {
     const auto min_gap_ns = static_cast<int64_t>(sensors_[i]->info().update_period_seconds() * 1e9 * 0.9);
     if (!all && now - last_read_ns_[i] < min_gap_ns) continue;  // the value cannot have changed yet
     auto r = sensors_[i]->Read();
+    // Timestamp at the middle of the read (slow sensors such as IPMI take a
+    // while); the same for every tap.
+    const int64_t t = (now + SteadyNs()) / 2;
     last_read_ns_[i] = now;
     for (auto& tap : taps_) {
       if (r.ok()) {
-        // Timestamp at the middle of the read: slow sensors (IPMI) take a while.
-        tap->Append(i, TimedReading{(now + SteadyNs()) / 2, r->watts, r->joules});
+        tap->Append(i, TimedReading{t, r->watts, r->joules});
       } else {
         tap->AddError(i);
       }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/energy.h"
 #include "common/names.h"
 
 namespace hetbench::agent {
@@ -454,14 +455,6 @@ SensorDiscovery DiscoverIpmi(const std::string& command) {
   return out;
 }
 
-std::map<v1::DeviceKind, double> DefaultNominalWatts() {
-  return {{v1::DEVICE_KIND_GPU, 400},
-          {v1::DEVICE_KIND_TPU, 300},
-          {v1::DEVICE_KIND_DPU, 75},
-          {v1::DEVICE_KIND_QPU_SIM, 50},
-          {v1::DEVICE_KIND_CPU, 150}};
-}
-
 std::unique_ptr<PowerSensor> MakeModeledSensor(const v1::Device& device, double nominal_watts, bool nominal_is_default,
                                                std::shared_ptr<const SysfsReader> proc_reader) {
   const bool cpu_like = device.kind() == v1::DEVICE_KIND_CPU || device.kind() == v1::DEVICE_KIND_DPU ||
@@ -480,6 +473,30 @@ std::unique_ptr<PowerSensor> MakeModeledSensor(const v1::Device& device, double 
   v1::SensorInfo info =
       Info(absl::StrCat("modeled:", device.id()), v1::POWER_SOURCE_MODELED, device.id(), assumptions, 0.1, false);
   return std::make_unique<ModeledSensor>(std::move(info), nominal_watts, assumptions, std::move(proc_reader), cpu_like);
+}
+
+SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const std::vector<v1::Device>& devices) {
+  SensorDiscovery out;
+  std::string cpu_id = "cpu0";
+  for (const v1::Device& d : devices) {
+    if (d.kind() == v1::DEVICE_KIND_CPU) {
+      cpu_id = d.id();
+      break;
+    }
+  }
+  out.Merge(DiscoverNvml(config.nvml_library));
+  out.Merge(DiscoverRapl(config.sys, cpu_id));
+  out.Merge(DiscoverHwmon(config.sys));
+  out.Merge(DiscoverIpmi(config.ipmi_command));
+  for (const v1::Device& d : devices) {
+    bool measured = false;
+    for (const auto& s : out.sensors) measured = measured || s->info().device_id() == d.id();
+    if (measured) continue;
+    auto it = config.nominal_watts_override.find(d.kind());
+    const bool is_default = it == config.nominal_watts_override.end();
+    out.Add(MakeModeledSensor(d, is_default ? NominalWatts(d.kind()) : it->second, is_default, config.proc));
+  }
+  return out;
 }
 
 }  // namespace hetbench::agent

@@ -29,15 +29,24 @@ SensorDiscovery DiscoverNvml(const std::string& library);
 /// "Instantaneous power reading: N Watts". Node-level. Empty = not configured.
 SensorDiscovery DiscoverIpmi(const std::string& command);
 
-/// Nominal watts per device kind: the study's figures (GPU 400, TPU 300,
-/// DPU 75, QPU 50) and a hetbench default for CPUs (150), overridable.
-std::map<v1::DeviceKind, double> DefaultNominalWatts();
-
 /// A labelled estimate: nominal watts x utilisation. For CPUs utilisation is
 /// measured from `proc_root`/stat between readings; for other kinds it is
 /// assumed to be 1 while the sensor is read (during tasks).
 std::unique_ptr<PowerSensor> MakeModeledSensor(const v1::Device& device, double nominal_watts, bool nominal_is_default,
                                                std::shared_ptr<const SysfsReader> proc_reader);
+
+struct PowerDiscoveryConfig {
+  std::shared_ptr<const SysfsReader> sys;   // reads /sys/...
+  std::shared_ptr<const SysfsReader> proc;  // reads /stat etc. under /proc
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string ipmi_command;                 // empty = IPMI not configured
+  std::map<v1::DeviceKind, double> nominal_watts_override;
+};
+
+/// Tries every source; every device left without a measured sensor of its
+/// own gets a labelled MODELED sensor. `tried` lists each source tried and why
+/// it is unavailable.
+SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const std::vector<v1::Device>& devices);
 
 /// Parses ipmitool's DCMI output; INVALID_ARGUMENT when no reading is found.
 absl::StatusOr<double> ParseIpmiPowerReading(const std::string& output);

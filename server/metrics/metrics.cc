@@ -1,5 +1,6 @@
 #include "server/metrics/metrics.h"
 
+#include "common/energy.h"
 #include "common/names.h"
 
 namespace hetbench::server {
@@ -102,27 +103,9 @@ void Metrics::ObserveTaskFinished(const std::string& model, v1::DeviceKind kind,
   task_duration_->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}}, kBuckets).Observe(duration_seconds);
 }
 
-namespace {
-std::string SourceLabel(v1::PowerSource source) {
-  switch (source) {
-    case v1::POWER_SOURCE_RAPL:
-      return "rapl";
-    case v1::POWER_SOURCE_NVML:
-      return "nvml";
-    case v1::POWER_SOURCE_HWMON:
-      return "hwmon";
-    case v1::POWER_SOURCE_IPMI:
-      return "ipmi";
-    case v1::POWER_SOURCE_MODELED:
-      return "modeled";
-    default:
-      return "unknown";
-  }
-}
-}  // namespace
 
 void Metrics::SetPower(const std::string& agent, const std::string& device_kind, v1::PowerSource source, double watts) {
-  auto& g = power_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", SourceLabel(source)}});
+  auto& g = power_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}});
   g.Set(watts);
   absl::MutexLock l(&mu_);
   for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
@@ -134,12 +117,12 @@ void Metrics::SetPower(const std::string& agent, const std::string& device_kind,
 void Metrics::AddEnergy(const std::string& agent, const std::string& device_kind, v1::PowerSource source,
                         double joules) {
   if (joules > 0) {
-    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", SourceLabel(source)}}).Increment(joules);
+    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}}).Increment(joules);
   }
 }
 
 void Metrics::AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n) {
-  if (n > 0) read_errors_->Add({{"agent", agent}, {"source", SourceLabel(source)}}).Increment(n);
+  if (n > 0) read_errors_->Add({{"agent", agent}, {"source", PowerSourceName(source)}}).Increment(n);
 }
 
 void Metrics::SetSensorsUp(const std::string& agent,
@@ -147,7 +130,7 @@ void Metrics::SetSensorsUp(const std::string& agent,
   // One series per (device kind, source): up if any sensor of it works.
   std::map<std::pair<std::string, std::string>, bool> up;
   for (const auto& [device_kind, info] : sensors) {
-    bool& u = up[{device_kind, SourceLabel(info.source())}];
+    bool& u = up[{device_kind, PowerSourceName(info.source())}];
     u = u || info.available();
   }
   absl::MutexLock l(&mu_);
