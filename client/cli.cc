@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "common/names.h"
@@ -131,6 +132,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_option("--infer-max-batches", infer_max_batches, "measured inference batches (0 = whole test set)");
   submit->add_option("--seed", seed, "random seed");
   submit->add_option("--threads", threads, "threads per task (0 = all cores)");
+  double idle_baseline = 0, electricity = 0;
+  std::vector<std::string> costs;
+  submit->add_option("--idle-baseline", idle_baseline, "seconds of idle power measured before each task");
+  submit->add_option("--cost", costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
+  submit->add_option("--electricity-usd-per-kwh", electricity, "electricity price, shown apart from device cost");
   submit->add_flag("--wait", wait, "wait for the job to end; print its report");
   submit->add_flag("--follow", follow, "like --wait, with live progress bars");
   submit->add_option("--wait-timeout", wait_timeout, "seconds to wait for the job")->capture_default_str();
@@ -158,7 +164,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   report->add_option("id", job_id, "job id")->required();
   report->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
   bool study = false;
-  report->add_flag("--study", study, "print the reference study's time/power/energy table (E = P x T with nominal watts)");
+  report->add_flag("--study", study,
+                   "print the reference study's time/power/energy table (E = P x T with nominal watts)");
 
   auto* watch = app.add_subcommand("watch", "show live progress of a job until it ends");
   watch->add_option("id", job_id, "job id")->required();
@@ -241,6 +248,17 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (submit->count("--infer-max-batches")) spec.mutable_inference()->set_max_batches(infer_max_batches);
     if (submit->count("--seed")) spec.set_seed(static_cast<uint64_t>(seed));
     if (submit->count("--threads")) spec.set_threads(threads);
+    if (submit->count("--idle-baseline")) spec.mutable_power()->set_idle_baseline_seconds(idle_baseline);
+    if (submit->count("--electricity-usd-per-kwh")) spec.mutable_cost()->set_electricity_usd_per_kwh(electricity);
+    for (const std::string& c : costs) {
+      const auto eq = c.rfind('=');
+      double rate = 0;
+      if (eq == std::string::npos || eq == 0 || !absl::SimpleAtod(c.substr(eq + 1), &rate)) {
+        err << "hetbench: --cost " << c << ": expected KIND=USD_PER_HOUR, e.g. gpu=2.48\n";
+        return kExitUsage;
+      }
+      (*spec.mutable_cost()->mutable_usd_per_hour())[c.substr(0, eq)] = rate;
+    }
 
     grpc::ClientContext ctx;
     SetDeadline(&ctx, common.timeout_seconds);

@@ -254,13 +254,14 @@ std::string RenderEnergyTable(const v1::Job& job) {
   for (const std::string& n : notes) absl::StrAppend(&out, "* ", n, "\n");
   if (any_short) absl::StrAppend(&out, "! window shorter than the sensor's update period: not exact\n");
   if (any_baseline) absl::StrAppend(&out, "NET_J = energy minus the idle baseline measured before the task\n");
-  absl::StrAppend(&out, "Energy per window of each phase: counter delta or trapezoid of sampled power; "
-                        "MJ_PER_SAMPLE is millijoules per sample; costs in USD.\n");
+  absl::StrAppend(&out,
+                  "Energy per window of each phase: counter delta or trapezoid of sampled power; "
+                  "MJ_PER_SAMPLE is millijoules per sample; costs in USD.\n");
   for (const v1::Task& t : job.tasks()) {
     for (const auto& c : t.result().cost()) {
       if (c.usd_per_hour() > 0) {
-        absl::StrAppend(&out, "Cost rate of ", t.id(), ": ", Num(c.usd_per_hour(), "%.4g"), " USD/h (",
-                        c.rate_source(), ")\n");
+        absl::StrAppend(&out, "Cost rate of ", t.id(), ": ", Num(c.usd_per_hour(), "%.4g"), " USD/h (", c.rate_source(),
+                        ")\n");
         break;
       }
     }
@@ -287,9 +288,9 @@ std::string RenderStudyTable(const v1::Job& job) {
                     e.ok ? Num(e.joules, "%.1f") : "-", SourceCell(e)});
   }
   std::string out = absl::StrCat("Study table for ", job.id(), " (model ", job.spec().model(), ")\n");
-  absl::StrAppend(&out, FormatTable({"DEVICE", "BATCH", "TRAIN_S", "TEST_S", "NOMINAL_W", "E=PxT_J", "AVG_W",
-                                     "ENERGY_J", "SOURCE"},
-                                    rows));
+  absl::StrAppend(
+      &out, FormatTable({"DEVICE", "BATCH", "TRAIN_S", "TEST_S", "NOMINAL_W", "E=PxT_J", "AVG_W", "ENERGY_J", "SOURCE"},
+                        rows));
   absl::StrAppend(&out, "E=PxT_J is the study's method: nominal watts x (train + test seconds), not a measurement.\n");
   if (cpu_default) absl::StrAppend(&out, "+ the study gave no CPU figure: 150 W is hetbench's default.\n");
   absl::StrAppend(&out, "AVG_W and ENERGY_J are hetbench's, over the same windows, from SOURCE (* = modeled).\n");

@@ -119,22 +119,33 @@ EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase) {
 double NominalWatts(v1::DeviceKind kind, bool* from_study) {
   if (from_study != nullptr) *from_study = kind != v1::DEVICE_KIND_CPU;
   switch (kind) {
-    case v1::DEVICE_KIND_GPU: return 400;
-    case v1::DEVICE_KIND_TPU: return 300;
-    case v1::DEVICE_KIND_DPU: return 75;
-    case v1::DEVICE_KIND_QPU_SIM: return 50;
-    default: return 150;
+    case v1::DEVICE_KIND_GPU:
+      return 400;
+    case v1::DEVICE_KIND_TPU:
+      return 300;
+    case v1::DEVICE_KIND_DPU:
+      return 75;
+    case v1::DEVICE_KIND_QPU_SIM:
+      return 50;
+    default:
+      return 150;
   }
 }
 
 std::string PowerSourceName(v1::PowerSource source) {
   switch (source) {
-    case v1::POWER_SOURCE_RAPL: return "rapl";
-    case v1::POWER_SOURCE_NVML: return "nvml";
-    case v1::POWER_SOURCE_HWMON: return "hwmon";
-    case v1::POWER_SOURCE_IPMI: return "ipmi";
-    case v1::POWER_SOURCE_MODELED: return "modeled";
-    default: return "unknown";
+    case v1::POWER_SOURCE_RAPL:
+      return "rapl";
+    case v1::POWER_SOURCE_NVML:
+      return "nvml";
+    case v1::POWER_SOURCE_HWMON:
+      return "hwmon";
+    case v1::POWER_SOURCE_IPMI:
+      return "ipmi";
+    case v1::POWER_SOURCE_MODELED:
+      return "modeled";
+    default:
+      return "unknown";
   }
 }
 

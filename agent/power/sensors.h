@@ -39,7 +39,7 @@ struct PowerDiscoveryConfig {
   std::shared_ptr<const SysfsReader> sys;   // reads /sys/...
   std::shared_ptr<const SysfsReader> proc;  // reads /stat etc. under /proc
   std::string nvml_library = "libnvidia-ml.so.1";
-  std::string ipmi_command;                 // empty = IPMI not configured
+  std::string ipmi_command;  // empty = IPMI not configured
   std::map<v1::DeviceKind, double> nominal_watts_override;
 };
 

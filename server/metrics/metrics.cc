@@ -103,7 +103,6 @@ void Metrics::ObserveTaskFinished(const std::string& model, v1::DeviceKind kind,
   task_duration_->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}}, kBuckets).Observe(duration_seconds);
 }
 
-
 void Metrics::SetPower(const std::string& agent, const std::string& device_kind, v1::PowerSource source, double watts) {
   auto& g = power_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}});
   g.Set(watts);
@@ -117,7 +116,8 @@ void Metrics::SetPower(const std::string& agent, const std::string& device_kind,
 void Metrics::AddEnergy(const std::string& agent, const std::string& device_kind, v1::PowerSource source,
                         double joules) {
   if (joules > 0) {
-    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}}).Increment(joules);
+    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}})
+        .Increment(joules);
   }
 }
 

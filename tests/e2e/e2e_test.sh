@@ -66,6 +66,16 @@ grep -Eq '^hetbench_agents_connected\{device_kind="cpu"\} 1$' "$WORK/metrics.txt
 grep -Eq '^hetbench_task_duration_seconds_count\{device_kind="cpu",model="mlp"\} 1$' "$WORK/metrics.txt" \
   || fail "task duration histogram"
 
+# power: on a machine without RAPL/hwmon/GPU the agent says why and falls back to a labelled model
+for s in nvml rapl hwmon ipmi; do
+  grep -q "power sensor $s.*: unavailable: \|power sensor $s.*: available: " "$WORK/agent.log" || fail "agent did not report sensor $s"
+done
+grep -q "modeled\*" "$WORK/report.txt" || grep -q "rapl\|nvml\|hwmon" "$WORK/report.txt" || fail "report lacks an energy source"
+grep -Eq '^hetbench_device_energy_joules_total\{agent="e2e-agent",device_kind="cpu",source="[a-z]+"\} [1-9]' \
+  "$WORK/metrics.txt" || fail "energy counter: $(grep energy_joules "$WORK/metrics.txt")"
+grep -Eq '^hetbench_power_sensor_up\{agent="e2e-agent",device_kind="[a-z]+",source="[a-z]+"\} 1$' "$WORK/metrics.txt" \
+  || fail "no working power sensor in /metrics"
+
 # 2. bad input: refused, field named, nothing stored
 set +e
 "$CLI" submit -f "$FIXTURES/specs/bad-batch.yaml" 2>"$WORK/bad.err"; code=$?

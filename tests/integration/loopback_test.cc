@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +12,8 @@
 #include "agent/agent.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
+#include "agent/power/power_sampler.h"
+#include "agent/power/sensors.h"
 #include "client/cli.h"
 #include "server/server.h"
 
@@ -51,8 +54,18 @@ class LoopbackTest : public ::testing::Test {
     exec.threads = 2;
     auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
     ASSERT_TRUE(cpu.ok());
+    // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to
+    // the labelled modeled sensor, as the real agent does here.
+    agent::PowerDiscoveryConfig power;
+    power.sys = std::make_shared<agent::RealSysfsReader>();
+    power.proc = std::make_shared<agent::RealSysfsReader>("/proc");
+    power.nvml_library = "libnvidia-ml-absent-in-tests.so.1";
+    agent::SensorDiscovery sensors = agent::DiscoverPowerSensors(power, {*cpu});
+    config.sensors_tried = sensors.tried;
+    sampler_ = std::make_unique<agent::PowerSampler>(std::move(sensors.sensors), 20);
+    sampler_->Start();
     agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu},
-                                            std::make_unique<agent::TorchExecutor>(exec));
+                                            std::make_unique<agent::TorchExecutor>(exec), sampler_.get());
     agent_->set_batch_observer([this](const v1::SampleBatch& b) {
       absl::MutexLock l(&mu_);
       sent_.push_back(b);
@@ -82,6 +95,13 @@ class LoopbackTest : public ::testing::Test {
     address_ = "127.0.0.1:" + std::to_string(server_->grpc_port());
   }
 
+  v1::Job GetJob(const std::string& id) {
+    v1::Job job;
+    server_->coordinator().GetJob(id, [&](absl::StatusOr<v1::Job> j) { job = *j; });
+    server_->coordinator().RunSync([] {});
+    return job;
+  }
+
   std::vector<std::string> ShortJob() {
     return {"--server",
             address_,
@@ -108,6 +128,7 @@ class LoopbackTest : public ::testing::Test {
 
   std::string dir_, address_;
   std::unique_ptr<server::HetbenchServer> server_;
+  std::unique_ptr<agent::PowerSampler> sampler_;
   std::unique_ptr<agent::Agent> agent_;
   std::thread agent_thread_;
   absl::Mutex mu_;
@@ -142,6 +163,38 @@ TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
   EXPECT_THAT(report.out, HasSubstr("train  40"));
   EXPECT_THAT(report.out, HasSubstr("infer  5"));
   EXPECT_THAT(report.out, HasSubstr("45 samples stored"));
+}
+
+TEST_F(LoopbackTest, EnergyIsModeledAndLabelledWithAnIdleBaselineAndCost) {
+  ASSERT_TRUE(WaitForConnections(1));
+  std::vector<std::string> args = ShortJob();
+  for (const char* extra : {"--idle-baseline", "0.5", "--cost", "cpu=0.34", "--electricity-usd-per-kwh", "0.2"}) {
+    args.push_back(extra);
+  }
+  CliResult r = Cli(args);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  v1::Job job = GetJob("job-000001");
+  const v1::TaskResult& result = job.tasks(0).result();
+  EXPECT_GT(result.power_readings_stored(), 5);
+  std::set<v1::Phase> phases;
+  for (const v1::EnergyResult& e : result.energy()) {
+    EXPECT_EQ(e.source(), v1::POWER_SOURCE_MODELED);
+    EXPECT_THAT(e.assumptions(), HasSubstr("MODELED, not measured"));
+    EXPECT_GT(e.energy_joules(), 0);
+    EXPECT_GT(e.coverage(), 0.5);
+    phases.insert(e.phase());
+  }
+  EXPECT_EQ(phases, (std::set<v1::Phase>{v1::PHASE_UNSPECIFIED, v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_IDLE}));
+  ASSERT_GE(result.cost_size(), 1);
+  EXPECT_EQ(result.cost(0).rate_source(), "job cost.usd_per_hour[cpu]");
+  EXPECT_GT(result.cost(0).usd_per_1000_samples(), 0);
+  EXPECT_GT(result.cost(0).electricity_usd(), 0);
+
+  CliResult report = Cli({"--server", address_, "report", "job-000001"});
+  EXPECT_THAT(report.out, HasSubstr("modeled*"));
+  EXPECT_THAT(report.out, HasSubstr("* MODELED, not measured"));
+  CliResult study = Cli({"--server", address_, "report", "job-000001", "--study"});
+  EXPECT_THAT(study.out, HasSubstr("E=PxT_J is the study's method"));
 }
 
 TEST_F(LoopbackTest, BadSpecsAreRefusedWithTheFieldNamedAndNothingStored) {

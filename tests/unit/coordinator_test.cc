@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -378,6 +380,132 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   coordinator_->WatchJob("job-999999", missing);
   coordinator_->RunSync([] {});
   EXPECT_EQ(missing->status().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+v1::PowerBatch Power(const v1::Assign& a, uint64_t seq, const std::string& sensor, v1::PowerSource source,
+                     std::vector<std::pair<int64_t, double>> readings, bool counter) {
+  v1::PowerBatch b;
+  b.set_task_id(a.task_id());
+  b.set_attempt(a.attempt());
+  b.set_seq(seq);
+  b.mutable_sensor()->set_name(sensor);
+  b.mutable_sensor()->set_source(source);
+  b.mutable_sensor()->set_device_id("cpu0");
+  b.mutable_sensor()->set_available(true);
+  b.mutable_sensor()->set_update_period_seconds(0.1);
+  b.mutable_sensor()->set_has_energy_counter(counter);
+  if (source == v1::POWER_SOURCE_MODELED) b.set_assumptions("MODELED, not measured: test");
+  for (auto [t, v] : readings) {
+    b.add_t_ns(t);
+    b.add_watts(counter ? NAN : v);
+    b.add_joules(counter ? v : NAN);
+  }
+  return b;
+}
+
+TEST_F(CoordinatorTest, PowerReadingsBecomeEnergyPerPhaseAndCostPerSample) {
+  v1::JobSpec spec;
+  (*spec.mutable_cost()->mutable_usd_per_hour())["cpu"] = 3.6;  // 0.001 USD per second
+  spec.mutable_cost()->set_electricity_usd_per_kwh(0.36);       // 1e-7 USD per joule
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink).back();
+  constexpr int64_t kS = 1'000'000'000;
+  // Two 1 s train steps of 128 samples from t = 1 s to 3 s; one infer batch from 3 s to 4 s.
+  v1::AgentMessage m;
+  v1::SampleBatch* train = m.mutable_samples();
+  train->set_task_id(a.task_id());
+  train->set_attempt(a.attempt());
+  train->set_seq(0);
+  train->set_phase(v1::PHASE_TRAIN);
+  for (int64_t t : {1 * kS, 2 * kS}) {
+    train->add_start_ns(t);
+    train->add_duration_ns(kS);
+    train->add_items(128);
+  }
+  coordinator_->OnAgentMessage(s, sink, m);
+  SendSamples(s, sink, a, 1, v1::PHASE_INFER, {kS});  // starts at 0 in SendSamples; fine for counts
+  // RAPL counter: 100 W from t = 0 to 5 s; modeled: 150 W flat.
+  std::vector<std::pair<int64_t, double>> counter, flat;
+  for (int i = 0; i <= 50; ++i) {
+    counter.push_back({i * kS / 10, 10.0 * i});
+    flat.push_back({i * kS / 10, 150.0});
+  }
+  v1::AgentMessage p1, p2;
+  *p1.mutable_power() = Power(a, 0, "rapl:package-0", v1::POWER_SOURCE_RAPL, counter, true);
+  *p2.mutable_power() = Power(a, 1, "modeled:cpu0", v1::POWER_SOURCE_MODELED, flat, false);
+  coordinator_->OnAgentMessage(s, sink, p1);
+  coordinator_->OnAgentMessage(s, sink, p1);  // resent: stored once
+  coordinator_->OnAgentMessage(s, sink, p2);
+
+  v1::AgentMessage done;
+  v1::TaskDone* d = done.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  d->set_batches_sent(2);
+  d->set_samples_sent(3);
+  d->set_power_batches_sent(2);
+  d->mutable_result()->set_dataset_train_size(60000);
+  for (auto [phase, lo, hi] :
+       {std::tuple{v1::PHASE_TRAIN, 1 * kS, 3 * kS}, std::tuple{v1::PHASE_INFER, 3 * kS, 4 * kS}}) {
+    v1::PhaseWindow* w = d->mutable_result()->add_windows();
+    w->set_phase(phase);
+    w->set_start_ns(lo);
+    w->set_end_ns(hi);
+  }
+  coordinator_->OnAgentMessage(s, sink, done);
+  v1::Job j = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(j.state(), v1::JOB_STATE_SUCCEEDED) << j.DebugString();
+  const v1::TaskResult& r = j.tasks(0).result();
+  EXPECT_EQ(r.power_readings_stored(), 102);
+
+  const v1::EnergyResult* rapl_train = nullptr;
+  const v1::EnergyResult* modeled_whole = nullptr;
+  for (const auto& e : r.energy()) {
+    if (e.sensor() == "rapl:package-0" && e.phase() == v1::PHASE_TRAIN) rapl_train = &e;
+    if (e.sensor() == "modeled:cpu0" && e.phase() == v1::PHASE_UNSPECIFIED) modeled_whole = &e;
+  }
+  ASSERT_NE(rapl_train, nullptr);
+  EXPECT_NEAR(rapl_train->energy_joules(), 200.0, 1e-6);  // 100 W x 2 s
+  EXPECT_NEAR(rapl_train->joules_per_sample(), 200.0 / 256, 1e-9);
+  EXPECT_EQ(rapl_train->method(), "counter delta");
+  EXPECT_DOUBLE_EQ(rapl_train->coverage(), 1.0);
+  ASSERT_NE(modeled_whole, nullptr);
+  EXPECT_NEAR(modeled_whole->energy_joules(), 450.0, 1e-6);  // 150 W x 3 s (1 s to 4 s)
+  EXPECT_EQ(modeled_whole->assumptions(), "MODELED, not measured: test");
+
+  const v1::CostResult* cost = nullptr;
+  for (const auto& c : r.cost()) {
+    if (c.phase() == v1::PHASE_TRAIN) cost = &c;
+  }
+  ASSERT_NE(cost, nullptr);
+  EXPECT_EQ(cost->rate_source(), "job cost.usd_per_hour[cpu]");
+  // Train window 2 s (first step start to last step end) = 0.002 USD for 256 samples.
+  EXPECT_NEAR(cost->usd_per_1000_samples(), 0.002 / 256 * 1000, 1e-12);
+  EXPECT_NEAR(cost->usd_per_epoch(), 0.002 * 60000 / 256, 1e-9);
+  EXPECT_NEAR(cost->electricity_usd(), 200.0 * 1e-7, 1e-15);  // RAPL preferred over modeled
+}
+
+TEST_F(CoordinatorTest, MissingPowerBatchesFailTheTask) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(Submit(spec).ok());
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink).back();
+  v1::AgentMessage done;
+  v1::TaskDone* d = done.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  d->set_power_batches_sent(3);
+  coordinator_->OnAgentMessage(s, sink, done);
+  v1::Job j = WaitForJobState("job-000001", v1::JOB_STATE_FAILED);
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("incomplete power readings: stored 0 of 3"));
 }
 
 TEST_F(CoordinatorTest, MessagesBeforeHelloAndBadHellosAreRefused) {

@@ -65,7 +65,7 @@ TEST(EnergyTest, CounterDeltaInterpolatesAtTheWindowEdges) {
 
 TEST(EnergyTest, PartialCoverageIsReportedAndExtrapolatedFromTheCoveredPart) {
   PowerSeries s = Sampled([](double) { return 100.0; }, 2, 10);  // readings over [0, 2] s only
-  WindowEnergy e = EnergyInWindow(s, kS, 5 * kS);                  // 4 s window, 1 s covered
+  WindowEnergy e = EnergyInWindow(s, kS, 5 * kS);                // 4 s window, 1 s covered
   ASSERT_TRUE(e.ok);
   EXPECT_NEAR(e.coverage, 0.25, 1e-9);
   EXPECT_NEAR(e.joules, 400.0, 1e-6);

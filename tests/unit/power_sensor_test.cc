@@ -69,8 +69,8 @@ void WriteRaplZone(FakeSysfsTree& t, const std::string& zone, const std::string&
 
 void WriteProcStat(FakeSysfsTree& t, int64_t busy, int64_t idle) {
   // user nice system idle iowait irq softirq steal
-  t.Write("/proc/stat", "cpu  " + std::to_string(busy) + " 0 0 " + std::to_string(idle) +
-                            " 0 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n");
+  t.Write("/proc/stat",
+          "cpu  " + std::to_string(busy) + " 0 0 " + std::to_string(idle) + " 0 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n");
 }
 
 v1::Device Cpu() {
@@ -87,7 +87,7 @@ struct SensorUnderTest {
   std::shared_ptr<FakeSysfsTree> tree;
   std::unique_ptr<PowerSensor> sensor;
   std::function<void(int)> advance = [](int) {};  // the hardware does work between reads
-  std::function<void()> break_source;              // make the next reads fail
+  std::function<void()> break_source;             // make the next reads fail
   std::function<void()> repair = [] {};
 };
 
@@ -214,14 +214,13 @@ SensorUnderTest MakeModeled() {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllSensors, PowerSensorContract,
-    ::testing::Values(ContractCase{"rapl", MakeRapl}, ContractCase{"hwmon_power", MakeHwmonPower},
-                      ContractCase{"hwmon_energy", MakeHwmonEnergy},
-                      ContractCase{"nvml_energy", [] { return MakeNvml(true); }},
-                      ContractCase{"nvml_power", [] { return MakeNvml(false); }}, ContractCase{"ipmi", MakeIpmi},
-                      ContractCase{"modeled", MakeModeled}),
-    [](const ::testing::TestParamInfo<ContractCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(AllSensors, PowerSensorContract,
+                         ::testing::Values(ContractCase{"rapl", MakeRapl}, ContractCase{"hwmon_power", MakeHwmonPower},
+                                           ContractCase{"hwmon_energy", MakeHwmonEnergy},
+                                           ContractCase{"nvml_energy", [] { return MakeNvml(true); }},
+                                           ContractCase{"nvml_power", [] { return MakeNvml(false); }},
+                                           ContractCase{"ipmi", MakeIpmi}, ContractCase{"modeled", MakeModeled}),
+                         [](const ::testing::TestParamInfo<ContractCase>& info) { return info.param.name; });
 
 // ------------------------------------------------------------ RAPL
 
@@ -361,7 +360,7 @@ TEST(IpmiTest, ParsesTheDcmiReadingAndRefusesOtherOutput) {
 // ------------------------------------------------------------ modeled
 
 TEST(ModeledTest, NominalTimesMeasuredCpuUtilisationAndLabelled) {
-  SensorUnderTest s = MakeModeled();  // /proc/stat: busy 1000, idle 1000
+  SensorUnderTest s = MakeModeled();             // /proc/stat: busy 1000, idle 1000
   WriteProcStat(*s.tree, 1000 + 30, 1000 + 70);  // 30% busy since construction
   EXPECT_NEAR(s.sensor->Read()->watts, 150 * 0.3, 1e-9);
   WriteProcStat(*s.tree, 1030 + 100, 1070);  // 100% busy since the last read
