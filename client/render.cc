@@ -248,7 +248,7 @@ std::string RenderEnergyTable(const v1::Job& job) {
     }
   }
   if (rows.empty()) return "No power readings or cost rates for this job.\n";
-  std::string out = FormatTable({"TASK", "PHASE", "SOURCE", "AVG_W", "ENERGY_J", "MJ_PER_SAMPLE", "COVERAGE", "NET_J",
+  std::string out = FormatTable({"TASK", "PHASE", "SOURCE", "AVG_W", "ENERGY_J", "J_PER_1K_SAMPLES", "COVERAGE", "NET_J",
                                  "USD_PER_1K", "USD_PER_EPOCH", "ELEC_USD_PER_1K"},
                                 rows);
   for (const std::string& n : notes) absl::StrAppend(&out, "* ", n, "\n");
@@ -256,7 +256,7 @@ std::string RenderEnergyTable(const v1::Job& job) {
   if (any_baseline) absl::StrAppend(&out, "NET_J = energy minus the idle baseline measured before the task\n");
   absl::StrAppend(&out,
                   "Energy per window of each phase: counter delta or trapezoid of sampled power; "
-                  "MJ_PER_SAMPLE is millijoules per sample; costs in USD.\n");
+                  "J_PER_1K_SAMPLES is joules per 1,000 samples; costs in USD.\n");
   for (const v1::Task& t : job.tasks()) {
     for (const auto& c : t.result().cost()) {
       if (c.usd_per_hour() > 0) {

@@ -96,6 +96,8 @@ struct ContractCase {
   std::function<SensorUnderTest()> make;
 };
 
+void PrintTo(const ContractCase& c, std::ostream* os) { *os << c.name; }
+
 class PowerSensorContract : public ::testing::TestWithParam<ContractCase> {};
 
 TEST_P(PowerSensorContract, DescribesItselfAndReadsPlausibleMonotonicValues) {
