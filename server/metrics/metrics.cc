@@ -137,7 +137,10 @@ void Metrics::SetSensorsUp(const std::string& agent,
   for (const auto& [key, value] : up) {
     auto& g = sensor_up_->Add({{"agent", agent}, {"device_kind", key.first}, {"source", key.second}});
     g.Set(value ? 1 : 0);
-    agent_gauges_.emplace(agent, std::make_pair(sensor_up_, &g));
+    bool tracked = false;
+    for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it)
+      tracked = tracked || it->second.second == &g;
+    if (!tracked) agent_gauges_.emplace(agent, std::make_pair(sensor_up_, &g));
   }
 }
 

@@ -54,3 +54,43 @@ TEST(ServerMetricsTest, ExposesHetbenchFamiliesOnItsOwnPort) {
 
 }  // namespace
 }  // namespace hetbench::server
+
+namespace hetbench::server {
+namespace {
+
+// Series of `family` whose labels include agent=`agent`.
+int SeriesFor(Metrics& m, const std::string& family, const std::string& agent) {
+  int n = 0;
+  for (const auto& f : m.registry()->Collect()) {
+    if (f.name != family) continue;
+    for (const auto& metric : f.metric) {
+      for (const auto& l : metric.label) n += (l.name == "agent" && l.value == agent) ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+TEST(MetricsTest, AnAgentsPowerGaugesGoAwayWithItAndReconnectsDoNotDuplicate) {
+  Metrics m;
+  v1::SensorInfo modeled;
+  modeled.set_source(v1::POWER_SOURCE_MODELED);
+  modeled.set_available(true);
+  v1::SensorInfo rapl;
+  rapl.set_source(v1::POWER_SOURCE_RAPL);
+  std::vector<std::pair<std::string, v1::SensorInfo>> sensors = {{"cpu", modeled}, {"node", rapl}};
+  m.SetSensorsUp("a1", sensors);
+  m.SetSensorsUp("a1", sensors);  // a reconnect announces the same sensors
+  m.SetPower("a1", "cpu", v1::POWER_SOURCE_MODELED, 120);
+  m.AddEnergy("a1", "cpu", v1::POWER_SOURCE_MODELED, 5);
+  m.SetSensorsUp("a2", sensors);
+  EXPECT_EQ(SeriesFor(m, "hetbench_power_sensor_up", "a1"), 2);
+  EXPECT_EQ(SeriesFor(m, "hetbench_device_power_watts", "a1"), 1);
+  m.ForgetAgent("a1");
+  EXPECT_EQ(SeriesFor(m, "hetbench_power_sensor_up", "a1"), 0);
+  EXPECT_EQ(SeriesFor(m, "hetbench_device_power_watts", "a1"), 0);
+  EXPECT_EQ(SeriesFor(m, "hetbench_device_energy_joules_total", "a1"), 1);  // counters keep their history
+  EXPECT_EQ(SeriesFor(m, "hetbench_power_sensor_up", "a2"), 2);
+}
+
+}  // namespace
+}  // namespace hetbench::server
