@@ -461,18 +461,8 @@ void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
 
 void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   v1::Job* job = nullptr;
-  v1::Task* task = OwnedTask(session.hello.agent_id(), b.task_id(), b.attempt(), &job);
-  if (task == nullptr) {
-    // Fencing: an attempt that is no longer assigned to this agent is refused
-    // and told to stop.
-    metrics_->AddRejectedMessage("stale_attempt");
-    v1::CoordinatorMessage cancel;
-    cancel.mutable_cancel()->set_task_id(b.task_id());
-    cancel.mutable_cancel()->set_attempt(b.attempt());
-    cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
-    session.sink->Send(cancel);
-    return;
-  }
+  v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
+  if (task == nullptr) return;
   const int n = b.duration_ns_size();
   if (b.start_ns_size() != n || b.items_size() != n || n > options_.max_samples_per_batch ||
       (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER)) {
@@ -487,10 +477,7 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   }
   const bool is_new = *stored;
   const v1::DeviceKind kind = task->device_kind();
-  v1::CoordinatorMessage ack;
-  ack.mutable_ack()->set_task_id(b.task_id());
-  ack.mutable_ack()->set_attempt(b.attempt());
-  ack.mutable_ack()->set_seq(b.seq());
+  v1::CoordinatorMessage ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false);
   auto sink = session.sink;
   const v1::Phase phase = b.phase();
   Defer([this, sink, ack, is_new, phase, kind, n](const absl::Status& commit) {
@@ -504,6 +491,30 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   });
 }
 
+v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, int attempt, v1::Job** job) {
+  v1::Task* task = OwnedTask(session.hello.agent_id(), task_id, attempt, job);
+  if (task == nullptr) {
+    // Fencing: an attempt that is no longer assigned to this agent is refused
+    // and told to stop.
+    metrics_->AddRejectedMessage("stale_attempt");
+    v1::CoordinatorMessage cancel;
+    cancel.mutable_cancel()->set_task_id(task_id);
+    cancel.mutable_cancel()->set_attempt(attempt);
+    cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
+    session.sink->Send(cancel);
+  }
+  return task;
+}
+
+v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt, uint64_t seq, bool power) {
+  v1::CoordinatorMessage ack;
+  ack.mutable_ack()->set_task_id(task_id);
+  ack.mutable_ack()->set_attempt(attempt);
+  ack.mutable_ack()->set_seq(seq);
+  ack.mutable_ack()->set_power(power);
+  return ack;
+}
+
 std::string Coordinator::SensorDeviceKind(const v1::Hello& hello, const std::string& device_id) {
   if (device_id.empty()) return "node";
   for (const v1::Device& d : hello.devices()) {
@@ -514,11 +525,7 @@ std::string Coordinator::SensorDeviceKind(const v1::Hello& hello, const std::str
 
 void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
   v1::Job* job = nullptr;
-  v1::Task* task = OwnedTask(session.hello.agent_id(), b.task_id(), b.attempt(), &job);
-  if (task == nullptr) {
-    metrics_->AddRejectedMessage("stale_attempt");
-    return;
-  }
+  if (FencedTask(session, b.task_id(), b.attempt(), &job) == nullptr) return;
   const int n = b.t_ns_size();
   if (b.watts_size() != n || b.joules_size() != n || n > options_.max_samples_per_batch || b.sensor().name().empty() ||
       b.sensor().name().size() > 256) {
@@ -531,11 +538,7 @@ void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
     LogError(kLog, "storing power readings of ", b.task_id(), ": ", stored.status().ToString());
     return;
   }
-  v1::CoordinatorMessage ack;
-  ack.mutable_ack()->set_task_id(b.task_id());
-  ack.mutable_ack()->set_attempt(b.attempt());
-  ack.mutable_ack()->set_seq(b.seq());
-  ack.mutable_ack()->set_power(true);
+  v1::CoordinatorMessage ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true);
   // Metrics: the latest power and the energy between consecutive readings.
   double joules = 0, watts = NAN;
   if (*stored && n > 0) {

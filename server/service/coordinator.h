@@ -110,6 +110,10 @@ class Coordinator {
   void HandleSamples(Session& session, const v1::SampleBatch& b);
   void HandleDone(Session& session, const v1::TaskDone& d);
   void HandlePower(Session& session, const v1::PowerBatch& b);
+  /// OwnedTask for a message of `session`; a stale attempt is refused, counted
+  /// and answered with Cancel (fencing).
+  v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, v1::Job** job);
+  static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
   /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
   static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
   void DropSession(uint64_t session_id, const std::string& reason);

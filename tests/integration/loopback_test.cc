@@ -16,6 +16,7 @@
 #include "agent/power/sensors.h"
 #include "client/cli.h"
 #include "server/server.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench {
 namespace {
@@ -39,8 +40,6 @@ CliResult Cli(std::vector<std::string> args) {
 class LoopbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-loop-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
     StartServer("127.0.0.1:0");
     agent::AgentConfig config;
     config.server_address = address_;
@@ -77,7 +76,6 @@ class LoopbackTest : public ::testing::Test {
     agent_->Shutdown();
     agent_thread_.join();
     server_->Shutdown(1.0);
-    std::filesystem::remove_all(dir_);
   }
 
   void StartServer(const std::string& listen) {
@@ -88,7 +86,7 @@ class LoopbackTest : public ::testing::Test {
     // process that has also loaded Debian's libtorch. hetbench-server never
     // loads libtorch; server_metrics_test and the e2e test scrape /metrics.
     config.metrics_address = "";
-    config.db_path = dir_ + "/jobs.db";
+    config.db_path = dir_.path() + "/jobs.db";
     server_ = std::make_unique<server::HetbenchServer>(config);
     absl::Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
@@ -126,7 +124,8 @@ class LoopbackTest : public ::testing::Test {
     return agent_->connections() >= n;
   }
 
-  std::string dir_, address_;
+  hetbench::testing::TempDir dir_{"hetbench-loop"};
+  std::string address_;
   std::unique_ptr<server::HetbenchServer> server_;
   std::unique_ptr<agent::PowerSampler> sampler_;
   std::unique_ptr<agent::Agent> agent_;

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench::server {
 namespace {
@@ -76,17 +77,10 @@ int CountAssigns(const std::vector<v1::CoordinatorMessage>& m) {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-coord-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    Open();
-  }
-  void TearDown() override {
-    Close();
-    std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { Open(); }
+  void TearDown() override { Close(); }
   void Open() {
-    store_ = *SqliteJobStore::Open(dir_ + "/jobs.db");
+    store_ = *SqliteJobStore::Open(dir_.path() + "/jobs.db");
     coordinator_ = std::make_unique<Coordinator>(store_.get(), &metrics_, &clock_, options_);
     ASSERT_TRUE(coordinator_->Start().ok());
   }
@@ -182,7 +176,7 @@ class CoordinatorTest : public ::testing::Test {
     return Get(id);
   }
 
-  std::string dir_;
+  hetbench::testing::TempDir dir_{"hetbench-coord"};
   SimulatedClock clock_;
   Metrics metrics_;
   CoordinatorOptions options_;

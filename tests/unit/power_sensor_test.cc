@@ -12,6 +12,7 @@
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
 #include "agent/power/sysfs_reader.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench::agent {
 namespace {
@@ -21,11 +22,7 @@ using ::testing::HasSubstr;
 /// A directory tree standing in for /sys or /proc.
 class FakeSysfsTree {
  public:
-  FakeSysfsTree() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-sysfs-XXXXXX").string();
-    root_ = mkdtemp(tmpl.data());
-  }
-  ~FakeSysfsTree() { std::filesystem::remove_all(root_); }
+  FakeSysfsTree() : dir_("hetbench-sysfs"), root_(dir_.path()) {}
   void Write(const std::string& path, const std::string& content) {
     std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());
     std::ofstream(root_ + path) << content;
@@ -35,6 +32,7 @@ class FakeSysfsTree {
   const std::string& root() const { return root_; }
 
  private:
+  hetbench::testing::TempDir dir_;
   std::string root_;
 };
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "server/server.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench::server {
 namespace {
@@ -33,12 +34,11 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 TEST(ServerMetricsTest, ExposesHetbenchFamiliesOnItsOwnPort) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-metrics-XXXXXX").string();
-  const std::string dir = mkdtemp(tmpl.data());
+  testing::TempDir dir("hetbench-metrics");
   ServerConfig config;
   config.listen_address = "127.0.0.1:0";
   config.metrics_address = "127.0.0.1:0";
-  config.db_path = dir + "/jobs.db";
+  config.db_path = dir.path() + "/jobs.db";
   HetbenchServer server(config);
   absl::Status started = server.Start();
   ASSERT_TRUE(started.ok()) << started;
@@ -49,7 +49,6 @@ TEST(ServerMetricsTest, ExposesHetbenchFamiliesOnItsOwnPort) {
   EXPECT_THAT(body, ::testing::HasSubstr("hetbench_jobs{state=\"queued\"} 0"));
   EXPECT_THAT(body, ::testing::HasSubstr("hetbench_agents_connected{device_kind=\"cpu\"} 0"));
   server.Shutdown(0.5);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

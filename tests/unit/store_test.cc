@@ -2,18 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
-
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench::server {
 namespace {
-
-std::string TempDbPath() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "hetbench-store-XXXXXX").string();
-  char* dir = mkdtemp(tmpl.data());
-  return std::string(dir) + "/jobs.db";
-}
 
 v1::SampleBatch Batch(const std::string& task, int attempt, uint64_t seq, int n) {
   v1::SampleBatch b;
@@ -49,7 +42,8 @@ TEST(SqliteJobStoreTest, SampleBatchIsStoredOncePerSequenceNumber) {
 }
 
 TEST(SqliteJobStoreTest, CommittedJobsSurviveReopenAndRolledBackOnesDoNot) {
-  const std::string path = TempDbPath();
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/jobs.db";
   {
     auto store = SqliteJobStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
