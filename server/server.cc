@@ -23,8 +23,8 @@ absl::Status HetbenchServer::Start() {
   coordinator_ = std::make_unique<Coordinator>(store_.get(), metrics_.get(), &clock_, config_.coordinator);
   if (auto s = coordinator_->Start(); !s.ok()) return s;
 
-  coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get());
-  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get());
+  coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get(), metrics_.get());
+  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get(), metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &grpc_port_);

@@ -64,6 +64,43 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Name("hetbench_power_read_errors_total")
                       .Help("Failed power sensor reads reported by agents.")
                       .Register(*registry_);
+  step_seconds_ = &prometheus::BuildHistogram()
+                      .Name("hetbench_step_duration_seconds")
+                      .Help("Measured step (batch) durations stored, by model, device kind and phase.")
+                      .Register(*registry_);
+  task_throughput_ = &prometheus::BuildGauge()
+                          .Name("hetbench_task_samples_per_second")
+                          .Help("Samples per second of the latest finished task, by model, device kind and phase.")
+                          .Register(*registry_);
+  task_joules_per_sample_ = &prometheus::BuildGauge()
+                                 .Name("hetbench_task_joules_per_sample")
+                                 .Help("Energy per sample of the latest finished task, by model, device kind, phase "
+                                       "and power source (modeled = an estimate).")
+                                 .Register(*registry_);
+  task_usd_per_1000_ = &prometheus::BuildGauge()
+                            .Name("hetbench_task_cost_usd_per_1000_samples")
+                            .Help("Device cost per 1,000 samples of the latest finished task with a cost rate.")
+                            .Register(*registry_);
+  agent_up_ = &prometheus::BuildGauge()
+                   .Name("hetbench_agent_up")
+                   .Help("1 while an agent holds its stream to the coordinator, 0 after it went away.")
+                   .Register(*registry_);
+  agent_last_seen_ = &prometheus::BuildGauge()
+                          .Name("hetbench_agent_last_heartbeat_timestamp_seconds")
+                          .Help("Unix time of the latest message (heartbeat or other) from an agent.")
+                          .Register(*registry_);
+  tasks_ = &prometheus::BuildGauge().Name("hetbench_tasks").Help("Tasks in the store by state.").Register(*registry_);
+  rpc_handled_ = &prometheus::BuildCounter()
+                      .Name("hetbench_grpc_server_handled_total")
+                      .Help("RPCs completed by the coordinator, by method and gRPC status code.")
+                      .Register(*registry_);
+  rpc_seconds_ = &prometheus::BuildHistogram()
+                      .Name("hetbench_grpc_server_handling_seconds")
+                      .Help("Time from the start of an RPC to its status, by method (streams: their lifetime).")
+                      .Register(*registry_);
+  for (int s = v1::TASK_STATE_QUEUED; s <= v1::TASK_STATE_CANCELLED; ++s) {
+    tasks_->Add({{"state", TaskStateName(static_cast<v1::TaskState>(s))}});
+  }
   // Export zeros up front so dashboards and rules see the series before the first event.
   for (int s = v1::JOB_STATE_QUEUED; s <= v1::JOB_STATE_CANCELLED; ++s) {
     jobs_->Add({{"state", JobStateName(static_cast<v1::JobState>(s))}});
@@ -144,7 +181,55 @@ void Metrics::SetSensorsUp(const std::string& agent,
   }
 }
 
+void Metrics::AgentSeen(const std::string& agent, double unix_seconds) {
+  agent_up_->Add({{"agent", agent}}).Set(1);
+  agent_last_seen_->Add({{"agent", agent}}).Set(unix_seconds);
+}
+
+void Metrics::SetTasksByState(const std::map<v1::TaskState, int64_t>& counts) {
+  for (int s = v1::TASK_STATE_QUEUED; s <= v1::TASK_STATE_CANCELLED; ++s) {
+    auto it = counts.find(static_cast<v1::TaskState>(s));
+    tasks_->Add({{"state", TaskStateName(static_cast<v1::TaskState>(s))}})
+        .Set(it == counts.end() ? 0.0 : static_cast<double>(it->second));
+  }
+}
+
+void Metrics::ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase,
+                           const std::vector<int64_t>& durations_ns) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                                    0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                                                    1,      2.5,     5,      10};
+  auto& h = step_seconds_->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}, {"phase", PhaseName(phase)}},
+                               kBuckets);
+  for (int64_t d : durations_ns) h.Observe(static_cast<double>(d) * 1e-9);
+}
+
+void Metrics::SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result) {
+  const std::string kind_name = DeviceKindName(kind);
+  for (const v1::PhaseResult& p : result.phases()) {
+    const prometheus::Labels labels = {{"model", model}, {"device_kind", kind_name}, {"phase", PhaseName(p.phase())}};
+    task_throughput_->Add(labels).Set(p.stats().samples_per_second());
+    const EnergySummary e = SummarizeEnergy(result, p.phase());
+    if (e.ok) {
+      prometheus::Labels with_source = labels;
+      with_source["source"] = PowerSourceName(e.source);
+      task_joules_per_sample_->Add(with_source).Set(e.joules_per_sample);
+    }
+    for (const v1::CostResult& c : result.cost()) {
+      if (c.phase() == p.phase() && c.usd_per_hour() > 0) task_usd_per_1000_->Add(labels).Set(c.usd_per_1000_samples());
+    }
+  }
+}
+
+void Metrics::ObserveRpc(const std::string& method, const std::string& code, double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                    0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  rpc_handled_->Add({{"method", method}, {"code", code}}).Increment();
+  rpc_seconds_->Add({{"method", method}}, kBuckets).Observe(seconds);
+}
+
 void Metrics::ForgetAgent(const std::string& agent) {
+  agent_up_->Add({{"agent", agent}}).Set(0);
   absl::MutexLock l(&mu_);
   for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
     it->second.first->Remove(it->second.second);

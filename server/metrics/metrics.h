@@ -43,8 +43,21 @@ class Metrics {
   void AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n);
   /// Sensors an agent announced: up=1 when available, 0 when tried and unavailable.
   void SetSensorsUp(const std::string& agent, const std::vector<std::pair<std::string, v1::SensorInfo>>& sensors);
-  /// Drops an agent's gauges when it disconnects (its counters stay).
+  /// Drops an agent's power gauges when it disconnects (its counters stay)
+  /// and sets hetbench_agent_up{agent} to 0.
   void ForgetAgent(const std::string& agent);
+  /// hetbench_agent_up = 1 and the time of its latest message.
+  void AgentSeen(const std::string& agent, double unix_seconds);
+  /// Tasks by state (queued, running), replaced as a whole.
+  void SetTasksByState(const std::map<v1::TaskState, int64_t>& counts);
+  /// Step durations of stored samples (labels: model, device_kind, phase).
+  void ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase,
+                    const std::vector<int64_t>& durations_ns);
+  /// The latest finished task's figures per model, device kind and phase:
+  /// samples/s, joules per sample (with its source) and USD per 1,000 samples.
+  void SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result);
+  /// One finished RPC: `method` is the short name ("SubmitJob"), `code` the gRPC code name.
+  void ObserveRpc(const std::string& method, const std::string& code, double seconds);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -59,6 +72,15 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* energy_;
   prometheus::Family<prometheus::Gauge>* sensor_up_;
   prometheus::Family<prometheus::Counter>* read_errors_;
+  prometheus::Family<prometheus::Histogram>* step_seconds_;
+  prometheus::Family<prometheus::Gauge>* task_throughput_;
+  prometheus::Family<prometheus::Gauge>* task_joules_per_sample_;
+  prometheus::Family<prometheus::Gauge>* task_usd_per_1000_;
+  prometheus::Family<prometheus::Gauge>* agent_up_;
+  prometheus::Family<prometheus::Gauge>* agent_last_seen_;
+  prometheus::Family<prometheus::Gauge>* tasks_;
+  prometheus::Family<prometheus::Counter>* rpc_handled_;
+  prometheus::Family<prometheus::Histogram>* rpc_seconds_;
   absl::Mutex mu_;
   std::multimap<std::string, std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>> agent_gauges_
       ABSL_GUARDED_BY(mu_);  // for ForgetAgent

@@ -359,6 +359,7 @@ void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink>
     }
     session.last_seen_ns = clock_->MonotonicNowNs();
     session.last_seen_unix = clock_->SystemNowSeconds();
+    if (session.has_hello) metrics_->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
     const v1::AgentMessage& m = *shared;
     if (m.kind_case() == v1::AgentMessage::kHello) {
       HandleHello(session_id, session, m.hello());
@@ -427,6 +428,7 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   std::vector<std::pair<std::string, v1::SensorInfo>> sensors;
   for (const v1::SensorInfo& s : hello.sensors()) sensors.emplace_back(SensorDeviceKind(hello, s.device_id()), s);
   metrics_->SetSensorsUp(hello.agent_id(), sensors);
+  metrics_->AgentSeen(hello.agent_id(), session.last_seen_unix);
   LogInfo(kLog, "agent ", hello.agent_id(), " connected from ", hello.hostname(), " with ", hello.devices_size(),
           " devices");
   v1::CoordinatorMessage welcome;
@@ -480,10 +482,13 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   v1::CoordinatorMessage ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false);
   auto sink = session.sink;
   const v1::Phase phase = b.phase();
-  Defer([this, sink, ack, is_new, phase, kind, n](const absl::Status& commit) {
+  std::vector<int64_t> durations(b.duration_ns().begin(), b.duration_ns().end());
+  const std::string model = job->spec().model();
+  Defer([this, sink, ack, is_new, phase, kind, n, model, durations = std::move(durations)](const absl::Status& commit) {
     if (!commit.ok()) return;
     if (is_new) {
       metrics_->AddSamplesIngested(phase, kind, n);
+      metrics_->ObserveSteps(model, kind, phase, durations);
     } else {
       metrics_->AddDuplicateBatch();
     }
@@ -647,8 +652,11 @@ void Coordinator::FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, 
   const double duration = now - task.started_unix_seconds();
   const std::string model = job.spec().model();
   const v1::DeviceKind kind = task.device_kind();
-  Defer([this, model, kind, state, duration](const absl::Status& commit) {
-    if (commit.ok()) metrics_->ObserveTaskFinished(model, kind, state, duration);
+  const v1::TaskResult result = task.result();
+  Defer([this, model, kind, state, duration, result](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    metrics_->ObserveTaskFinished(model, kind, state, duration);
+    if (state == v1::TASK_STATE_SUCCEEDED) metrics_->SetTaskFigures(model, kind, result);
   });
   LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state), error.empty() ? "" : ": ",
           error);
@@ -785,6 +793,7 @@ void Coordinator::Tick() {
 }
 
 void Coordinator::Persist(const v1::Job& job) {
+  gauges_dirty_ = true;  // task and job counts may have changed
   if (std::find(dirty_jobs_.begin(), dirty_jobs_.end(), job.id()) == dirty_jobs_.end()) {
     dirty_jobs_.push_back(job.id());
   }
@@ -812,8 +821,13 @@ void Coordinator::UpdateGauges() {
   if (!gauges_dirty_) return;
   gauges_dirty_ = false;
   std::map<v1::JobState, int64_t> jobs;
-  for (const auto& [id, job] : jobs_) ++jobs[job.state()];
+  std::map<v1::TaskState, int64_t> tasks;
+  for (const auto& [id, job] : jobs_) {
+    ++jobs[job.state()];
+    for (const v1::Task& t : job.tasks()) ++tasks[t.state()];
+  }
   metrics_->SetJobsByState(jobs);
+  metrics_->SetTasksByState(tasks);
   std::map<std::string, int64_t> agents;
   for (const auto& [agent_id, session_id] : agent_sessions_) {
     std::set<std::string> kinds;

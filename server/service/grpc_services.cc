@@ -1,5 +1,6 @@
 #include "server/service/grpc_services.h"
 
+#include <chrono>
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
@@ -10,13 +11,58 @@ namespace hetbench::server {
 
 namespace {
 
+const char* CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+}
+
+/// Times one RPC from construction to Done(status) and records it.
+class RpcTimer {
+ public:
+  RpcTimer(Metrics* metrics, const char* method)
+      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {}
+  void Done(const grpc::Status& status) const {
+    if (metrics_ == nullptr) return;
+    metrics_->ObserveRpc(method_, CodeName(status.error_code()),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  Metrics* metrics_;
+  const char* method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Finishes a unary reactor and records the RPC.
+void FinishUnary(grpc::ServerUnaryReactor* reactor, const RpcTimer& timer, const grpc::Status& status) {
+  timer.Done(status);
+  reactor->Finish(status);
+}
+
 /// The outbound half of a server stream: a queue with one write in flight.
 /// Owned jointly by the reactor and the coordinator (shared_ptr); once the
 /// reactor is done, Send and Close do nothing. Thread-safe.
 template <typename Reactor, typename W>
 class ReactorSink final : public MessageSink<W> {
  public:
-  explicit ReactorSink(Reactor* reactor) : reactor_(reactor) {}
+  ReactorSink(Reactor* reactor, RpcTimer timer) : reactor_(reactor), timer_(timer) {}
 
   void Send(W msg) override {
     absl::MutexLock l(&mu_);
@@ -61,11 +107,13 @@ class ReactorSink final : public MessageSink<W> {
   void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
+    timer_.Done(status_);
     reactor_->Finish(status_);
   }
 
   absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  const RpcTimer timer_;
   std::deque<W> queue_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -74,11 +122,11 @@ class ReactorSink final : public MessageSink<W> {
 
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
-  AgentStream(Coordinator* coordinator, grpc::CallbackServerContext* ctx)
+  AgentStream(Coordinator* coordinator, Metrics* metrics, grpc::CallbackServerContext* ctx)
       : coordinator_(coordinator),
         session_(coordinator->NewSessionId()),
         peer_(ctx->peer()),
-        sink_(std::make_shared<ReactorSink<AgentStream, v1::CoordinatorMessage>>(this)) {
+        sink_(std::make_shared<ReactorSink<AgentStream, v1::CoordinatorMessage>>(this, RpcTimer(metrics, "Connect"))) {
     StartRead(&in_);
   }
 
@@ -111,8 +159,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
 
 class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  WatchStream(Coordinator* coordinator, const std::string& job_id)
-      : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this)) {
+  WatchStream(Coordinator* coordinator, Metrics* metrics, const std::string& job_id)
+      : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this, RpcTimer(metrics, "WatchJob"))) {
     coordinator->WatchJob(job_id, sink_);
   }
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
@@ -132,12 +180,13 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
                                                         const v1::SubmitJobRequest* request,
                                                         v1::SubmitJobResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  coordinator_->SubmitJob(request->spec(), [reactor, response](absl::StatusOr<v1::Job> job) {
+  RpcTimer timer(metrics_, "SubmitJob");
+  coordinator_->SubmitJob(request->spec(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) {
       response->set_job_id(job->id());
       *response->mutable_job() = *std::move(job);
     }
-    reactor->Finish(ToGrpcStatus(job.status()));
+    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
   });
   return reactor;
 }
@@ -145,9 +194,10 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* request,
                                                      v1::Job* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  coordinator_->GetJob(request->job_id(), [reactor, response](absl::StatusOr<v1::Job> job) {
+  RpcTimer timer(metrics_, "GetJob");
+  coordinator_->GetJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
-    reactor->Finish(ToGrpcStatus(job.status()));
+    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
   });
   return reactor;
 }
@@ -156,9 +206,10 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
                                                        const v1::ListJobsRequest* request,
                                                        v1::ListJobsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  coordinator_->ListJobs(request->limit(), [reactor, response](std::vector<v1::Job> jobs) {
+  RpcTimer timer(metrics_, "ListJobs");
+  coordinator_->ListJobs(request->limit(), [reactor, response, timer](std::vector<v1::Job> jobs) {
     for (v1::Job& j : jobs) *response->add_jobs() = std::move(j);
-    reactor->Finish(grpc::Status::OK);
+    FinishUnary(reactor, timer, grpc::Status::OK);
   });
   return reactor;
 }
@@ -166,32 +217,34 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* ctx,
                                                         const v1::CancelJobRequest* request, v1::Job* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  coordinator_->CancelJob(request->job_id(), [reactor, response](absl::StatusOr<v1::Job> job) {
+  RpcTimer timer(metrics_, "CancelJob");
+  coordinator_->CancelJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
-    reactor->Finish(ToGrpcStatus(job.status()));
+    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
   });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::CallbackServerContext* /*ctx*/,
                                                                      const v1::WatchJobRequest* request) {
-  return new WatchStream(coordinator_, request->job_id());
+  return new WatchStream(coordinator_, metrics_, request->job_id());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerContext* ctx,
                                                          const v1::ListAgentsRequest* /*request*/,
                                                          v1::ListAgentsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  coordinator_->ListAgents([reactor, response](std::vector<v1::AgentInfo> agents) {
+  RpcTimer timer(metrics_, "ListAgents");
+  coordinator_->ListAgents([reactor, response, timer](std::vector<v1::AgentInfo> agents) {
     for (v1::AgentInfo& a : agents) *response->add_agents() = std::move(a);
-    reactor->Finish(grpc::Status::OK);
+    FinishUnary(reactor, timer, grpc::Status::OK);
   });
   return reactor;
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(
     grpc::CallbackServerContext* ctx) {
-  return new AgentStream(coordinator_, ctx);
+  return new AgentStream(coordinator_, metrics_, ctx);
 }
 
 }  // namespace hetbench::server

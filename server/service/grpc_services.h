@@ -10,7 +10,8 @@ namespace hetbench::server {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  explicit CoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+  /// `metrics` may be null (no RPC metrics).
+  CoordinatorService(Coordinator* coordinator, Metrics* metrics) : coordinator_(coordinator), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* request,
                                       v1::SubmitJobResponse* response) override;
@@ -27,16 +28,18 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
  private:
   Coordinator* const coordinator_;
+  Metrics* const metrics_;
 };
 
 class AgentGatewayService final : public v1::AgentGateway::CallbackService {
  public:
-  explicit AgentGatewayService(Coordinator* coordinator) : coordinator_(coordinator) {}
+  AgentGatewayService(Coordinator* coordinator, Metrics* metrics) : coordinator_(coordinator), metrics_(metrics) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext* ctx) override;
 
  private:
   Coordinator* const coordinator_;
+  Metrics* const metrics_;
 };
 
 }  // namespace hetbench::server

@@ -12,6 +12,7 @@ WORK=$(mktemp -d /tmp/hetbench-e2e.XXXXXX)
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
   if [[ "${KEEP:-0}" == 0 && $ok == 1 ]]; then rm -rf "$WORK"; else echo "e2e: logs kept in $WORK"; fi
 }
 ok=0
