@@ -327,7 +327,13 @@ void Agent::Pump(grpc::ClientContext* ctx) {
     for (RunningTask* t : tasks) {
       if (!ok) break;
       const bool finished = t->finished.load();  // read before draining: all records are published by then
-      ok = DrainSamples(*t);
+      // Samples go out in full batches, or when they have waited long enough, or at the end.
+      const size_t pending = t->control->samples.published() - t->sent;
+      if (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
+          now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9)) {
+        ok = DrainSamples(*t);
+        t->last_samples_send_ns = now;
+      }
       if (ok && (finished ||
                  now - t->last_power_send_ns >= static_cast<int64_t>(config_.power_send_interval_seconds * 1e9))) {
         ok = DrainPower(*t);

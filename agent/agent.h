@@ -33,7 +33,8 @@ struct AgentConfig {
   std::map<std::string, std::string> labels;
   double initial_backoff_seconds = 0.25;
   double max_backoff_seconds = 15.0;
-  double pump_interval_seconds = 0.05;  // how often samples and progress are sent
+  double pump_interval_seconds = 0.05;        // how often the pump wakes (heartbeats, cancels, results)
+  double sample_send_interval_seconds = 0.5;  // samples wait at most this long to fill a batch
   double progress_interval_seconds = 0.25;
   int max_samples_per_batch = 1000;
   double power_send_interval_seconds = 1.0;
@@ -73,6 +74,7 @@ class Agent {
     uint64_t next_seq = 0;
     int64_t samples_sent = 0;
     int64_t last_progress_ns = 0;
+    int64_t last_samples_send_ns = 0;
     bool done_sent = false;         // pump thread only
     std::shared_ptr<PowerTap> tap;  // null without a sampler
     uint64_t next_power_seq = 0;

@@ -99,6 +99,11 @@ std::string SourceCell(const EnergySummary& e) {
 
 std::string Num(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
 
+// Test quality: accuracy for classifiers, mean squared pixel error for reconstruction models.
+std::string Quality(const v1::TaskResult& r) {
+  return r.test_mse() > 0 ? absl::StrFormat("mse %.4f", r.test_mse()) : absl::StrFormat("%.4f", r.test_accuracy());
+}
+
 }  // namespace
 
 std::string RenderEnergyTable(const v1::Job& job);
@@ -153,8 +158,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
       rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
                       Ms(s.stddev_ns()), Ms(s.iqr_ns()), absl::StrFormat("%.1f", s.samples_per_second()),
-                      speedup(t, p.phase()),
-                      p.phase() == v1::PHASE_INFER ? absl::StrFormat("%.4f", t.result().test_accuracy()) : "-"});
+                      speedup(t, p.phase()), p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-"});
     }
   }
   if (format == OutputFormat::kCsv) {
@@ -213,12 +217,14 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
     if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
       const v1::RunEnvironment& e = r.environment();
       absl::StrAppendFormat(&out,
-                            "; test accuracy %.4f after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
+                            "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
                             "data load %.2f s\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
                             "%d samples stored, attempt %d",
-                            r.test_accuracy(), r.epochs_seen(), r.train_steps_total(), r.final_train_loss(),
-                            r.data_load_seconds(), e.device_model(), e.threads(), e.torch_version(), e.blas(),
-                            e.model_fingerprint(), r.samples_stored(), t.attempt());
+                            r.test_mse() > 0 ? "mse" : "accuracy",
+                            r.test_mse() > 0 ? Num(r.test_mse(), "%.4f") : Num(r.test_accuracy(), "%.4f"),
+                            r.epochs_seen(), r.train_steps_total(), r.final_train_loss(), r.data_load_seconds(),
+                            e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
+                            r.samples_stored(), t.attempt());
     }
     out += "\n";
   }
@@ -248,8 +254,8 @@ std::string RenderEnergyTable(const v1::Job& job) {
     }
   }
   if (rows.empty()) return "No power readings or cost rates for this job.\n";
-  std::string out = FormatTable({"TASK", "PHASE", "SOURCE", "AVG_W", "ENERGY_J", "J_PER_1K_SAMPLES", "COVERAGE", "NET_J",
-                                 "USD_PER_1K", "USD_PER_EPOCH", "ELEC_USD_PER_1K"},
+  std::string out = FormatTable({"TASK", "PHASE", "SOURCE", "AVG_W", "ENERGY_J", "J_PER_1K_SAMPLES", "COVERAGE",
+                                 "NET_J", "USD_PER_1K", "USD_PER_EPOCH", "ELEC_USD_PER_1K"},
                                 rows);
   for (const std::string& n : notes) absl::StrAppend(&out, "* ", n, "\n");
   if (any_short) absl::StrAppend(&out, "! window shorter than the sensor's update period: not exact\n");

@@ -10,7 +10,7 @@
 namespace hetbench {
 
 const std::vector<std::string>& KnownModels() {
-  static const std::vector<std::string> kModels = {"mlp"};
+  static const std::vector<std::string> kModels = {"mlp", "cnn", "rnn", "lstm", "autoencoder"};
   return kModels;
 }
 

@@ -29,6 +29,9 @@ struct ImageDataset {
   double load_seconds = 0;
 };
 
+/// Undoes the normalisation: pixels back in [0, 1] (reconstruction targets).
+torch::Tensor PixelsFromNormalized(const torch::Tensor& normalized);
+
 /// Reads one gzip'd IDX file (magic 0x801 labels or 0x803 images) into raw bytes
 /// and its dimensions. Errors name the file and what is wrong with it.
 struct IdxArray {

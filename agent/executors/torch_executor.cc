@@ -141,7 +141,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
       const int64_t t0 = NowNs();
       optimizer.zero_grad();
-      loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+      loss = built->reconstruction ? torch::mse_loss(net->forward(x), PixelsFromNormalized(x))
+                                   : torch::nn::functional::cross_entropy(net->forward(x), y);
       loss.backward();
       optimizer.step();
       const int64_t t1 = NowNs();  // CPU work is synchronous: the clock read is the end of the step
@@ -178,6 +179,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
     }
     int64_t correct = 0, seen = 0;
+    double squared_error = 0;
     const int64_t infer_start_ns = NowNs();
     for (int64_t b = 0; b < batches; ++b) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
@@ -190,12 +192,20 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         return absl::ResourceExhaustedError(
             absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
       }
-      correct += out.argmax(1).eq(ds.test.labels.slice(0, lo, hi)).sum().item<int64_t>();
+      if (built->reconstruction) {
+        squared_error += (out - PixelsFromNormalized(x)).pow(2).sum().item<double>();
+      } else {
+        correct += out.argmax(1).eq(ds.test.labels.slice(0, lo, hi)).sum().item<int64_t>();
+      }
       seen += hi - lo;
       control->step = b + 1;
     }
     if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, NowNs() - task_start_ns);
-    result.set_test_accuracy(seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0);
+    if (built->reconstruction) {
+      result.set_test_mse(seen > 0 ? squared_error / static_cast<double>(seen * ds.test.images.size(1)) : 0.0);
+    } else {
+      result.set_test_accuracy(seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0);
+    }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("LibTorch: ", e.what()));
   }

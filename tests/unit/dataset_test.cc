@@ -56,5 +56,44 @@ TEST(ModelsTest, MlpIsDeterministicPerSeedAndHasTheDocumentedShape) {
   EXPECT_EQ(BuildModel("nope", 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+struct ModelCase {
+  const char* name;
+  int64_t parameters;
+  std::vector<int64_t> output;
+  bool reconstruction;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
+class ClassicModelsTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(ClassicModelsTest, BuildsTheDocumentedShapeDeterministicallyFromFlatImages) {
+  const ModelCase& c = GetParam();
+  auto a = BuildModel(c.name, 42);
+  auto b = BuildModel(c.name, 42);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+  EXPECT_EQ(a->parameter_count, c.parameters);
+  EXPECT_EQ(a->initial_weights_hash, b->initial_weights_hash);
+  EXPECT_EQ(a->reconstruction, c.reconstruction);
+  a->net->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor out = a->net->forward(torch::randn({5, 784}));
+  EXPECT_EQ(out.sizes().vec(), c.output);
+  if (c.reconstruction) {
+    EXPECT_GE(out.min().item<double>(), 0.0);  // sigmoid: pixels in [0, 1]
+    EXPECT_LE(out.max().item<double>(), 1.0);
+  }
+}
+
+// Parameter counts follow from the layer sizes in the issue, e.g. cnn:
+// 1*32*9+32 + 32*64*9+64 + 9216*128+128 + 128*10+10.
+INSTANTIATE_TEST_SUITE_P(Zoo, ClassicModelsTest,
+                         ::testing::Values(ModelCase{"mlp", 669706, {5, 10}, false},
+                                           ModelCase{"cnn", 1199882, {5, 10}, false},
+                                           ModelCase{"rnn", 21514, {5, 10}, false},
+                                           ModelCase{"lstm", 82186, {5, 10}, false},
+                                           ModelCase{"autoencoder", 209968, {5, 784}, true}),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
+
 }  // namespace
 }  // namespace hetbench::agent
