@@ -163,7 +163,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   auto* report = app.add_subcommand("report", "compare the results of a job");
   report->add_option("id", job_id, "job id")->required();
   report->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
-  bool study = false;
+  bool study = false, compare_anyway = false;
+  report->add_flag("--compare-anyway", compare_anyway, "compute speedups even between different model fingerprints");
   report->add_flag("--study", study,
                    "print the reference study's time/power/energy table (E = P x T with nominal watts)");
 
@@ -338,7 +339,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     s = stub->GetJob(&ctx, req, &job);
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     if (report->parsed()) {
-      out << (study ? RenderStudyTable(job) : RenderReport(job, *format));
+      out << (study ? RenderStudyTable(job) : RenderReport(job, *format, compare_anyway));
       return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
     }
     out << RenderJob(job, *format);

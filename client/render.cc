@@ -134,23 +134,29 @@ std::string FormatTable(const std::vector<std::string>& header, const std::vecto
   return out;
 }
 
-std::string RenderReport(const v1::Job& job, OutputFormat format) {
+std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched) {
   if (format == OutputFormat::kJson) return ToJson(job);
   const v1::Task* base = Baseline(job);
+  bool refused = false;
   auto speedup = [&](const v1::Task& t, v1::Phase phase) -> std::string {
     const v1::PhaseResult* mine = FindPhase(t, phase);
     const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
     if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
+    if (!compare_mismatched &&
+        t.result().environment().model_fingerprint() != base->result().environment().model_fingerprint()) {
+      refused = true;
+      return "n/a";
+    }
     return absl::StrFormat("%.2fx", mine->stats().samples_per_second() / theirs->stats().samples_per_second());
   };
-  const std::vector<std::string> header = {"TASK",   "DEVICE",        "BATCH",   "PHASE",   "STEPS",
-                                           "P50_MS", "P90_MS",        "P99_MS",  "MEAN_MS", "STDDEV_MS",
-                                           "IQR_MS", "SAMPLES_PER_S", "SPEEDUP", "ACCURACY"};
+  const std::vector<std::string> header = {"TASK",   "DEVICE",        "BATCH",   "PHASE",    "STEPS",
+                                           "P50_MS", "P90_MS",        "P99_MS",  "MEAN_MS",  "STDDEV_MS",
+                                           "IQR_MS", "SAMPLES_PER_S", "SPEEDUP", "ACCURACY", "VALID"};
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     if (t.result().phases().empty()) {
       rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                      "-", TaskStateName(t.state())});
+                      "-", TaskStateName(t.state()), "-"});
       continue;
     }
     for (const v1::PhaseResult& p : t.result().phases()) {
@@ -162,46 +168,94 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
     }
   }
   if (format == OutputFormat::kCsv) {
-    std::vector<std::string> csv_header = {"job_id",    "task_id",       "agent_id",
-                                           "device_id", "device_kind",   "batch_size",
-                                           "state",     "phase",         "steps",
-                                           "items",     "p25_ns",        "p50_ns",
-                                           "p75_ns",    "p90_ns",        "p99_ns",
-                                           "mean_ns",   "stddev_ns",     "iqr_ns",
-                                           "min_ns",    "max_ns",        "samples_per_second",
-                                           "speedup",   "test_accuracy", "model_fingerprint"};
-    std::string out = absl::StrJoin(csv_header, ",") + "\n";
+    const std::vector<std::string> csv_header = {"job_id",
+                                                 "task_id",
+                                                 "agent_id",
+                                                 "device_id",
+                                                 "device_kind",
+                                                 "batch_size",
+                                                 "state",
+                                                 "phase",
+                                                 "steps",
+                                                 "items",
+                                                 "p25_ns",
+                                                 "p50_ns",
+                                                 "p75_ns",
+                                                 "p90_ns",
+                                                 "p99_ns",
+                                                 "mean_ns",
+                                                 "stddev_ns",
+                                                 "iqr_ns",
+                                                 "min_ns",
+                                                 "max_ns",
+                                                 "samples_per_second",
+                                                 "speedup",
+                                                 "test_accuracy",
+                                                 "test_mse",
+                                                 "valid",
+                                                 "invalid_reasons",
+                                                 "model_fingerprint",
+                                                 "energy_source",
+                                                 "energy_sensors",
+                                                 "average_watts",
+                                                 "energy_joules",
+                                                 "joules_per_sample",
+                                                 "energy_coverage",
+                                                 "energy_short_window",
+                                                 "net_energy_joules",
+                                                 "usd_per_hour",
+                                                 "usd_per_1000_samples",
+                                                 "usd_per_epoch",
+                                                 "electricity_usd_per_1000_samples"};
+    std::vector<std::vector<std::string>> csv_rows;
     for (const v1::Task& t : job.tasks()) {
       for (const v1::PhaseResult& p : t.result().phases()) {
         const v1::TimingStats& s = p.stats();
-        std::vector<std::string> cells = {job.id(),
-                                          t.id(),
-                                          CsvEscape(t.agent_id()),
-                                          CsvEscape(t.device_id()),
-                                          DeviceKindName(t.device_kind()),
-                                          absl::StrCat(t.batch_size()),
-                                          TaskStateName(t.state()),
-                                          PhaseName(p.phase()),
-                                          absl::StrCat(s.count()),
-                                          absl::StrCat(s.items()),
-                                          absl::StrCat(s.p25_ns()),
-                                          absl::StrCat(s.p50_ns()),
-                                          absl::StrCat(s.p75_ns()),
-                                          absl::StrCat(s.p90_ns()),
-                                          absl::StrCat(s.p99_ns()),
-                                          absl::StrCat(s.mean_ns()),
-                                          absl::StrCat(s.stddev_ns()),
-                                          absl::StrCat(s.iqr_ns()),
-                                          absl::StrCat(s.min_ns()),
-                                          absl::StrCat(s.max_ns()),
-                                          absl::StrCat(s.samples_per_second()),
-                                          speedup(t, p.phase()),
-                                          absl::StrCat(t.result().test_accuracy()),
-                                          CsvEscape(t.result().environment().model_fingerprint())};
-        out += absl::StrJoin(cells, ",") + "\n";
+        const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
+        const v1::CostResult* c = FindCost(t, p.phase());
+        const v1::TaskResult& r = t.result();
+        csv_rows.push_back({job.id(),
+                            t.id(),
+                            t.agent_id(),
+                            t.device_id(),
+                            DeviceKindName(t.device_kind()),
+                            absl::StrCat(t.batch_size()),
+                            TaskStateName(t.state()),
+                            PhaseName(p.phase()),
+                            absl::StrCat(s.count()),
+                            absl::StrCat(s.items()),
+                            absl::StrCat(s.p25_ns()),
+                            absl::StrCat(s.p50_ns()),
+                            absl::StrCat(s.p75_ns()),
+                            absl::StrCat(s.p90_ns()),
+                            absl::StrCat(s.p99_ns()),
+                            absl::StrCat(s.mean_ns()),
+                            absl::StrCat(s.stddev_ns()),
+                            absl::StrCat(s.iqr_ns()),
+                            absl::StrCat(s.min_ns()),
+                            absl::StrCat(s.max_ns()),
+                            absl::StrCat(s.samples_per_second()),
+                            speedup(t, p.phase()),
+                            absl::StrCat(r.test_accuracy()),
+                            absl::StrCat(r.test_mse()),
+                            p.valid() ? "true" : "false",
+                            absl::StrJoin(p.invalid_reasons(), "; "),
+                            r.environment().model_fingerprint(),
+                            e.ok ? PowerSourceName(e.source) : "",
+                            absl::StrCat(e.sensors),
+                            absl::StrCat(e.average_watts),
+                            absl::StrCat(e.joules),
+                            absl::StrCat(e.joules_per_sample),
+                            absl::StrCat(e.coverage),
+                            e.short_window ? "true" : "false",
+                            e.has_baseline ? absl::StrCat(e.net_joules) : "",
+                            c ? absl::StrCat(c->usd_per_hour()) : "",
+                            c ? absl::StrCat(c->usd_per_1000_samples()) : "",
+                            c ? absl::StrCat(c->usd_per_epoch()) : "",
+                            c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : ""});
       }
     }
-    return out;
+    return CsvLines(absl::StrJoin(csv_header, ","), csv_rows);
   }
   std::string out =
       absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": model ", job.spec().model(), " on ",
@@ -209,6 +263,19 @@ std::string RenderReport(const v1::Job& job, OutputFormat format) {
   if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
   absl::StrAppend(&out, "\n", FormatTable(header, rows), "\n");
   if (base) absl::StrAppend(&out, "SPEEDUP is samples/s relative to ", base->id(), ".\n");
+  if (refused) {
+    absl::StrAppend(&out,
+                    "n/a: model fingerprints differ from the baseline's (architecture, initial weights or data); "
+                    "compare anyway with --compare-anyway.\n");
+  }
+  for (const v1::Task& t : job.tasks()) {
+    for (const v1::PhaseResult& p : t.result().phases()) {
+      if (!p.valid()) {
+        absl::StrAppend(&out, "INVALID ", t.id(), " ", PhaseName(p.phase()), ": ",
+                        absl::StrJoin(p.invalid_reasons(), "; "), "\n");
+      }
+    }
+  }
   absl::StrAppend(&out, "\n", RenderEnergyTable(job));
   for (const v1::Task& t : job.tasks()) {
     const v1::TaskResult& r = t.result();

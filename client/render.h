@@ -16,7 +16,9 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
 /// percentiles, throughput and speedup against the baseline task (the first
 /// succeeded CPU task, else the first succeeded task), plus test accuracy and
 /// what makes each result reproducible.
-std::string RenderReport(const v1::Job& job, OutputFormat format);
+/// Speedups compare only results with equal model fingerprints (architecture,
+/// initial weights, data) unless `compare_mismatched` is set.
+std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched = false);
 
 /// The reference study's table for a job: per device, training and test time,
 /// nominal power and E = P x T with that nominal power (the study's method,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 
@@ -32,6 +33,7 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   if (t->max_steps() == 0) t->set_max_steps(1'000'000);
   if (t->epochs() == 0) t->set_epochs(1.0);
   if (t->learning_rate() == 0) t->set_learning_rate(1e-3);
+  if (!spec.validity().has_max_iqr_over_median()) spec.mutable_validity()->set_max_iqr_over_median(0.25);
   spec.mutable_power();  // present even when empty, so the effective spec has one shape
   spec.mutable_cost();
   v1::InferenceSpec* inf = spec.mutable_inference();
@@ -133,6 +135,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
     if (!(rate >= 0) || rate > 1e6) bad("cost.usd_per_hour[\"", key, "\"] = ", rate, ": must be in [0, 1000000]");
   }
+  const double spread = spec.validity().max_iqr_over_median();
+  if (!(spread > 0) || spread > 100) {
+    bad("validity.max_iqr_over_median = ", spread, ": must be in (0, 100]");
+  }
   if (spec.cost().usd_per_hour_size() > 256) bad("cost.usd_per_hour: more than 256 entries");
   const double price = spec.cost().electricity_usd_per_kwh();
   if (!(price >= 0) || price > 100) bad("cost.electricity_usd_per_kwh = ", price, ": must be in [0, 100]");
@@ -145,6 +151,31 @@ int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t datas
   const double steps = std::ceil(spec.train().epochs() * static_cast<double>(dataset_size) /
                                  static_cast<double>(std::max(batch_size, 1)));
   return std::max<int64_t>(1, static_cast<int64_t>(steps) - spec.train().warmup_steps());
+}
+
+int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_t test_size) {
+  const int64_t all = (test_size + std::max(batch_size, 1) - 1) / std::max(batch_size, 1);
+  const int64_t max = spec.inference().max_batches();
+  return max > 0 ? std::min(max, all) : all;
+}
+
+void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase) {
+  phase->clear_invalid_reasons();
+  const v1::TimingStats& s = phase->stats();
+  if (s.count() < expected_steps) {
+    phase->add_invalid_reasons(absl::StrCat("only ", s.count(), " of ", expected_steps, " steps measured"));
+  }
+  if (phase->phase() == v1::PHASE_TRAIN && s.count() < spec.train().max_steps() &&
+      s.window_seconds() + 1e-9 < spec.train().min_duration_seconds()) {
+    phase->add_invalid_reasons(absl::StrFormat("measured %.3f s, below train.min_duration_seconds = %g",
+                                               s.window_seconds(), spec.train().min_duration_seconds()));
+  }
+  const double limit = spec.validity().max_iqr_over_median();
+  if (s.p50_ns() > 0 && s.iqr_ns() / s.p50_ns() > limit) {
+    phase->add_invalid_reasons(absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
+                                               s.iqr_ns() / s.p50_ns(), limit));
+  }
+  phase->set_valid(phase->invalid_reasons().empty());
 }
 
 }  // namespace hetbench

@@ -42,4 +42,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 /// of `epochs` passes over `dataset_size` minus the warm-up steps (>= 1).
 int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t dataset_size);
 
+/// Measured inference batches a task must reach: the whole test split, or
+/// inference.max_batches when smaller.
+int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_t test_size);
+
+/// Sets phase.valid and phase.invalid_reasons from the spec's minimums and
+/// spread limit. `expected_steps` is what the phase had to reach.
+void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase);
+
 }  // namespace hetbench

@@ -88,7 +88,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
-                          "power", "cost"});
+                          "power", "cost", "validity"});
       !s.ok()) {
     return s;
   }
@@ -140,6 +140,13 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
       HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
     if (inf["max_batches"])
       HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
+  }
+  if (const YAML::Node v = root["validity"]) {
+    if (auto s = CheckKeys(v, "validity", {"max_iqr_over_median"}); !s.ok()) return s;
+    if (v["max_iqr_over_median"]) {
+      HB_ASSIGN(spec.mutable_validity()->set_max_iqr_over_median,
+                As<double>(v["max_iqr_over_median"], "validity.max_iqr_over_median", "a number"));
+    }
   }
   if (const YAML::Node pw = root["power"]) {
     if (auto s = CheckKeys(pw, "power", {"idle_baseline_seconds"}); !s.ok()) return s;
@@ -216,6 +223,9 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "inference" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "warmup_batches" << YAML::Value << spec.inference().warmup_batches();
   out << YAML::Key << "max_batches" << YAML::Value << spec.inference().max_batches();
+  out << YAML::EndMap;
+  out << YAML::Key << "validity" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_iqr_over_median" << YAML::Value << spec.validity().max_iqr_over_median();
   out << YAML::EndMap;
   out << YAML::Key << "power" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "idle_baseline_seconds" << YAML::Value << spec.power().idle_baseline_seconds();

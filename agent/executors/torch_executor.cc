@@ -79,6 +79,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   const ImageDataset& ds = **dataset;
   result.set_data_load_seconds(load_seconds);
   result.set_dataset_train_size(ds.train.size());
+  result.set_dataset_test_size(ds.test.size());
 
   absl::StatusOr<BuiltModel> built;
   try {

@@ -612,10 +612,18 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
       stored_samples += b.duration_ns_size();
     }
     task->mutable_result()->set_samples_stored(stored_samples);
+    const v1::JobSpec& spec = job->spec();
     for (auto& [phase, steps] : by_phase) {
       v1::PhaseResult* pr = task->mutable_result()->add_phases();
       pr->set_phase(phase);
       *pr->mutable_stats() = ComputeTimingStats(steps);
+      const int64_t train_size = d.result().dataset_train_size();
+      const int64_t test_size = d.result().dataset_test_size();
+      const int64_t expected =
+          phase == v1::PHASE_TRAIN
+              ? std::min(EffectiveMinSteps(spec, task->batch_size(), train_size), spec.train().max_steps())
+              : ExpectedInferenceBatches(spec, task->batch_size(), test_size);
+      JudgeValidity(spec, expected, pr);
     }
     if (state == v1::TASK_STATE_SUCCEEDED &&
         (batches->size() != d.batches_sent() || stored_samples != d.samples_sent())) {

@@ -95,5 +95,62 @@ TEST(JobSpecTest, EffectiveMinStepsIsOneEpochMinusWarmup) {
   EXPECT_EQ(EffectiveMinSteps(s, 128, 60000), 1);  // never zero
 }
 
+v1::PhaseResult Phase(v1::Phase phase, int64_t count, double window_s, double p50, double iqr) {
+  v1::PhaseResult p;
+  p.set_phase(phase);
+  p.mutable_stats()->set_count(count);
+  p.mutable_stats()->set_window_seconds(window_s);
+  p.mutable_stats()->set_p50_ns(p50);
+  p.mutable_stats()->set_iqr_ns(iqr);
+  return p;
+}
+
+TEST(ValidityTest, ValidOnlyWithEnoughStepsEnoughTimeAndLowSpread) {
+  v1::JobSpec spec = Valid();  // min duration 1 s, max IQR/median 0.25
+  EXPECT_DOUBLE_EQ(spec.validity().max_iqr_over_median(), 0.25);
+  v1::PhaseResult good = Phase(v1::PHASE_TRAIN, 459, 3.2, 8e6, 1e6);
+  JudgeValidity(spec, 459, &good);
+  EXPECT_TRUE(good.valid());
+  EXPECT_TRUE(good.invalid_reasons().empty());
+
+  v1::PhaseResult short_run = Phase(v1::PHASE_TRAIN, 100, 0.4, 8e6, 1e6);
+  JudgeValidity(spec, 459, &short_run);
+  EXPECT_FALSE(short_run.valid());
+  ASSERT_EQ(short_run.invalid_reasons_size(), 2);
+  EXPECT_EQ(short_run.invalid_reasons(0), "only 100 of 459 steps measured");
+  EXPECT_THAT(short_run.invalid_reasons(1), HasSubstr("below train.min_duration_seconds = 1"));
+
+  v1::PhaseResult noisy = Phase(v1::PHASE_INFER, 79, 0.2, 2e6, 1e6);  // infer has no duration minimum
+  JudgeValidity(spec, 79, &noisy);
+  EXPECT_FALSE(noisy.valid());
+  ASSERT_EQ(noisy.invalid_reasons_size(), 1);
+  EXPECT_THAT(noisy.invalid_reasons(0), HasSubstr("too noisy: IQR/median = 0.500 > validity.max_iqr_over_median"));
+}
+
+TEST(JobSpecTest, PowerAndCostFieldsAreChecked) {
+  v1::JobSpec s = Valid();
+  (*s.mutable_cost()->mutable_usd_per_hour())["gpu"] = 2.48;
+  (*s.mutable_cost()->mutable_usd_per_hour())["label:pool=spot"] = 0.9;
+  s.mutable_cost()->set_electricity_usd_per_kwh(0.15);
+  s.mutable_power()->set_idle_baseline_seconds(5);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
+  (*s.mutable_cost()->mutable_usd_per_hour())["fpga"] = 1;
+  (*s.mutable_cost()->mutable_usd_per_hour())["cpu"] = -1;
+  s.mutable_power()->set_idle_baseline_seconds(601);
+  const std::string msg(ValidateJobSpec(s).message());
+  EXPECT_THAT(msg, HasSubstr("cost.usd_per_hour[\"fpga\"]: unknown key"));
+  EXPECT_THAT(msg, HasSubstr("cost.usd_per_hour[\"cpu\"] = -1: must be in [0, 1000000]"));
+  EXPECT_THAT(msg, HasSubstr("power.idle_baseline_seconds = 601"));
+}
+
+TEST(ValidityTest, ExpectedInferenceBatchesCoverTheTestSetOrTheCap) {
+  v1::JobSpec spec = Valid();
+  EXPECT_EQ(ExpectedInferenceBatches(spec, 128, 10000), 79);
+  spec.mutable_inference()->set_max_batches(5);
+  EXPECT_EQ(ExpectedInferenceBatches(spec, 128, 10000), 5);
+  spec.mutable_validity()->set_max_iqr_over_median(0);
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()), HasSubstr("validity.max_iqr_over_median = 0"));
+}
+
 }  // namespace
 }  // namespace hetbench

@@ -40,6 +40,28 @@ TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
   EXPECT_THAT(table, HasSubstr("relative to job-000007-t0"));
 }
 
+TEST(RenderTest, SpeedupIsRefusedAcrossDifferentFingerprintsUnlessAsked) {
+  v1::Job job = TwoTaskJob();
+  job.mutable_tasks(0)->mutable_result()->mutable_environment()->set_model_fingerprint("mlp/init=aa");
+  job.mutable_tasks(1)->mutable_result()->mutable_environment()->set_model_fingerprint("mlp/init=bb");
+  const std::string refused = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(refused, HasSubstr("n/a"));
+  EXPECT_THAT(refused, HasSubstr("model fingerprints differ"));
+  EXPECT_THAT(refused, ::testing::Not(HasSubstr("2.00x")));
+  EXPECT_THAT(RenderReport(job, OutputFormat::kTable, /*compare_mismatched=*/true), HasSubstr("2.00x"));
+}
+
+TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
+  v1::Job job = TwoTaskJob();
+  v1::PhaseResult* p = job.mutable_tasks(1)->mutable_result()->mutable_phases(0);
+  p->set_valid(false);
+  p->add_invalid_reasons("only 3 of 459 steps measured");
+  job.mutable_tasks(0)->mutable_result()->mutable_phases(0)->set_valid(true);
+  const std::string table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("INVALID job-000007-t1 train: only 3 of 459 steps measured"));
+  EXPECT_THAT(RenderReport(job, OutputFormat::kCsv), HasSubstr(",false,only 3 of 459 steps measured,"));
+}
+
 TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
   const std::string csv = RenderReport(TwoTaskJob(), OutputFormat::kCsv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
