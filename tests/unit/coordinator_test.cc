@@ -155,7 +155,7 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   void SendDone(uint64_t session, std::shared_ptr<FakeAgentSink> sink, const v1::Assign& a, uint64_t batches,
-                int64_t samples, v1::TaskState state = v1::TASK_STATE_SUCCEEDED) {
+                int64_t samples, v1::TaskState state = v1::TASK_STATE_SUCCEEDED, uint64_t power_batches = 0) {
     v1::AgentMessage m;
     v1::TaskDone* d = m.mutable_done();
     d->set_task_id(a.task_id());
@@ -163,6 +163,7 @@ class CoordinatorTest : public ::testing::Test {
     d->set_state(state);
     d->set_batches_sent(batches);
     d->set_samples_sent(samples);
+    d->set_power_batches_sent(power_batches);
     d->mutable_result()->set_test_accuracy(0.85);
     coordinator_->OnAgentMessage(session, sink, m);
   }
@@ -491,13 +492,7 @@ TEST_F(CoordinatorTest, MissingPowerBatchesFailTheTask) {
   uint64_t s = Connect("a1", sink);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
   const v1::Assign a = Assigns(*sink).back();
-  v1::AgentMessage done;
-  v1::TaskDone* d = done.mutable_done();
-  d->set_task_id(a.task_id());
-  d->set_attempt(a.attempt());
-  d->set_state(v1::TASK_STATE_SUCCEEDED);
-  d->set_power_batches_sent(3);
-  coordinator_->OnAgentMessage(s, sink, done);
+  SendDone(s, sink, a, 0, 0, v1::TASK_STATE_SUCCEEDED, /*power_batches=*/3);
   v1::Job j = WaitForJobState("job-000001", v1::JOB_STATE_FAILED);
   EXPECT_THAT(j.tasks(0).error(), HasSubstr("incomplete power readings: stored 0 of 3"));
 }
