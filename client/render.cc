@@ -99,6 +99,11 @@ std::string SourceCell(const EnergySummary& e) {
 
 std::string Num(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
 
+// A step percentile divided by the mean samples per step: time per sample.
+double PerSampleNs(const v1::TimingStats& s, double step_ns) {
+  return s.items() > 0 ? step_ns * static_cast<double>(s.count()) / static_cast<double>(s.items()) : 0.0;
+}
+
 // Test quality: accuracy for classifiers, mean squared pixel error for reconstruction models.
 std::string Quality(const v1::TaskResult& r) {
   return r.test_mse() > 0 ? absl::StrFormat("mse %.4f", r.test_mse()) : absl::StrFormat("%.4f", r.test_accuracy());
@@ -149,22 +154,24 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     }
     return absl::StrFormat("%.2fx", mine->stats().samples_per_second() / theirs->stats().samples_per_second());
   };
-  const std::vector<std::string> header = {"TASK",   "DEVICE",        "BATCH",   "PHASE",    "STEPS",
-                                           "P50_MS", "P90_MS",        "P99_MS",  "MEAN_MS",  "STDDEV_MS",
-                                           "IQR_MS", "SAMPLES_PER_S", "SPEEDUP", "ACCURACY", "VALID"};
+  const std::vector<std::string> header = {"TASK",          "DEVICE",    "BATCH",    "PHASE",
+                                           "STEPS",         "P50_MS",    "P90_MS",   "P99_MS",
+                                           "MEAN_MS",       "STDDEV_MS", "IQR_MS",   "P50_US_PER_SAMPLE",
+                                           "SAMPLES_PER_S", "SPEEDUP",   "ACCURACY", "VALID"};
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     if (t.result().phases().empty()) {
       rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                      "-", TaskStateName(t.state()), "-"});
+                      "-", "-", TaskStateName(t.state()), "-"});
       continue;
     }
     for (const v1::PhaseResult& p : t.result().phases()) {
       const v1::TimingStats& s = p.stats();
       rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
-                      Ms(s.stddev_ns()), Ms(s.iqr_ns()), absl::StrFormat("%.1f", s.samples_per_second()),
-                      speedup(t, p.phase()), p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-"});
+                      Ms(s.stddev_ns()), Ms(s.iqr_ns()), Num(PerSampleNs(s, s.p50_ns()) / 1e3, "%.2f"),
+                      absl::StrFormat("%.1f", s.samples_per_second()), speedup(t, p.phase()),
+                      p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-"});
     }
   }
   if (format == OutputFormat::kCsv) {
@@ -188,6 +195,9 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                                                  "iqr_ns",
                                                  "min_ns",
                                                  "max_ns",
+                                                 "p25_ns_per_sample",
+                                                 "p50_ns_per_sample",
+                                                 "p75_ns_per_sample",
                                                  "samples_per_second",
                                                  "speedup",
                                                  "test_accuracy",
@@ -234,6 +244,9 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                             absl::StrCat(s.iqr_ns()),
                             absl::StrCat(s.min_ns()),
                             absl::StrCat(s.max_ns()),
+                            absl::StrCat(PerSampleNs(s, s.p25_ns())),
+                            absl::StrCat(PerSampleNs(s, s.p50_ns())),
+                            absl::StrCat(PerSampleNs(s, s.p75_ns())),
                             absl::StrCat(s.samples_per_second()),
                             speedup(t, p.phase()),
                             absl::StrCat(r.test_accuracy()),
@@ -285,11 +298,13 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
       const v1::RunEnvironment& e = r.environment();
       absl::StrAppendFormat(&out,
                             "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
-                            "data load %.2f s\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
+                            "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
+                            "\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
                             "%d samples stored, attempt %d",
                             r.test_mse() > 0 ? "mse" : "accuracy",
                             r.test_mse() > 0 ? Num(r.test_mse(), "%.4f") : Num(r.test_accuracy(), "%.4f"),
                             r.epochs_seen(), r.train_steps_total(), r.final_train_loss(), r.data_load_seconds(),
+                            r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
                             e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
                             r.samples_stored(), t.attempt());
     }

@@ -81,6 +81,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   result.set_dataset_train_size(ds.train.size());
   result.set_dataset_test_size(ds.test.size());
 
+  const int64_t preprocess_start_ns = NowNs();
   absl::StatusOr<BuiltModel> built;
   try {
     built = BuildModel(spec.model(), spec.seed());
@@ -123,6 +124,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     torch::Tensor loss;
     control->phase = v1::PHASE_TRAIN;
     control->total_steps = min_steps;
+    const int64_t warmup_start_ns = NowNs();
+    result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
     for (;;) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const bool measuring = steps_total >= warmup;
@@ -159,7 +162,12 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         control->step = measured;
       }
     }
-    if (measured > 0) AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, NowNs() - task_start_ns);
+    const int64_t train_end_ns = NowNs();
+    if (measured > 0) {
+      AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, train_end_ns - task_start_ns);
+      result.set_train_seconds(static_cast<double>(train_end_ns - measure_start_ns) * 1e-9);
+    }
+    const int64_t train_warmup_ns = (measured > 0 ? measure_start_ns : train_end_ns) - warmup_start_ns;
     result.set_train_steps_total(steps_total);
     result.set_epochs_seen(static_cast<double>(samples_seen) / static_cast<double>(n_train));
     if (loss.defined()) result.set_final_train_loss(loss.item<double>());
@@ -175,10 +183,12 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     control->phase = v1::PHASE_INFER;
     control->step = 0;
     control->total_steps = batches;
+    const int64_t infer_warmup_start_ns = NowNs();
     for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
       const int64_t lo = (i % batches_all) * bs;
       (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
     }
+    result.set_warmup_seconds(static_cast<double>(train_warmup_ns + NowNs() - infer_warmup_start_ns) * 1e-9);
     int64_t correct = 0, seen = 0;
     double squared_error = 0;
     const int64_t infer_start_ns = NowNs();
@@ -201,7 +211,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       seen += hi - lo;
       control->step = b + 1;
     }
-    if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, NowNs() - task_start_ns);
+    const int64_t infer_end_ns = NowNs();
+    if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, infer_end_ns - task_start_ns);
+    result.set_evaluate_seconds(static_cast<double>(infer_end_ns - infer_start_ns) * 1e-9);
     if (built->reconstruction) {
       result.set_test_mse(seen > 0 ? squared_error / static_cast<double>(seen * ds.test.images.size(1)) : 0.0);
     } else {

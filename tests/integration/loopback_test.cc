@@ -162,6 +162,19 @@ TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
   EXPECT_THAT(report.out, HasSubstr("train  40"));
   EXPECT_THAT(report.out, HasSubstr("infer  5"));
   EXPECT_THAT(report.out, HasSubstr("45 samples stored"));
+  EXPECT_THAT(report.out, HasSubstr("phases: data load"));
+
+  // The studies' timers are all there, and the measured ones match the windows.
+  v1::Job job = GetJob("job-000001");
+  const v1::TaskResult& result = job.tasks(0).result();
+  EXPECT_GT(result.preprocess_seconds(), 0);
+  EXPECT_GT(result.warmup_seconds(), 0);  // 2 warm-up steps and 2 warm-up inference batches
+  EXPECT_GT(result.train_seconds(), 0);
+  EXPECT_GT(result.evaluate_seconds(), 0);
+  for (const v1::PhaseResult& p : result.phases()) {
+    const double wall = p.phase() == v1::PHASE_TRAIN ? result.train_seconds() : result.evaluate_seconds();
+    EXPECT_LE(p.stats().total_ns() * 1e-9, wall);  // busy step time fits in the phase's wall time
+  }
 }
 
 TEST_F(LoopbackTest, EnergyIsModeledAndLabelledWithAnIdleBaselineAndCost) {

@@ -69,6 +69,21 @@ TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
   EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,n1,cpu0,cpu,128,succeeded,train,100,"));
 }
 
+TEST(RenderTest, SweepsShowTimePerSampleSoBatchSizesCompare) {
+  v1::Job job = TwoTaskJob();
+  for (int i = 0; i < 2; ++i) {  // 100 steps of 64 and 128 samples
+    v1::TimingStats* s = job.mutable_tasks(i)->mutable_result()->mutable_phases(0)->mutable_stats();
+    s->set_items(100 * (64 << i));
+    s->set_p25_ns(1e6 * (i + 1));
+  }
+  const std::string table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("P50_US_PER_SAMPLE"));
+  EXPECT_THAT(table, HasSubstr("31.25"));  // 2 ms / 64 samples
+  const std::string csv = RenderReport(job, OutputFormat::kCsv);
+  EXPECT_THAT(csv, HasSubstr("p25_ns_per_sample,p50_ns_per_sample,p75_ns_per_sample"));
+  EXPECT_THAT(csv, HasSubstr(",15625,31250,0,"));  // task 0: 1 ms and 2 ms per 64-sample step
+}
+
 TEST(RenderTest, JsonIsTheFullJob) {
   const std::string json = RenderReport(TwoTaskJob(), OutputFormat::kJson);
   EXPECT_THAT(json, HasSubstr("\"samples_per_second\": 3000"));
