@@ -171,7 +171,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
                       Ms(s.stddev_ns()), Ms(s.iqr_ns()), Num(PerSampleNs(s, s.p50_ns()) / 1e3, "%.2f"),
                       absl::StrFormat("%.1f", s.samples_per_second()), speedup(t, p.phase()),
-                      p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-"});
+                      p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-", p.valid() ? "yes" : "NO"});
     }
   }
   if (format == OutputFormat::kCsv) {

@@ -59,6 +59,9 @@ TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
   job.mutable_tasks(0)->mutable_result()->mutable_phases(0)->set_valid(true);
   const std::string table = RenderReport(job, OutputFormat::kTable);
   EXPECT_THAT(table, HasSubstr("INVALID job-000007-t1 train: only 3 of 459 steps measured"));
+  // Every row carries its verdict in the VALID column.
+  EXPECT_THAT(table, ::testing::ContainsRegex("job-000007-t0 .* yes\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("job-000007-t1 .* NO\n"));
   EXPECT_THAT(RenderReport(job, OutputFormat::kCsv), HasSubstr(",false,only 3 of 459 steps measured,"));
 }
 
