@@ -16,11 +16,6 @@ namespace {
 
 constexpr char kLog[] = "agent";
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
@@ -98,13 +93,13 @@ bool Agent::RunConnection() {
 
   bool welcomed = false;
   connected_ = Write(hello_msg);
-  last_heard_ns_ = NowNs();
+  last_heard_ns_ = SteadyNowNs();
   std::thread pump;
   if (connected_) pump = std::thread([this, &ctx] { Pump(&ctx); });
 
   v1::CoordinatorMessage msg;
   while (connected_ && stream->Read(&msg)) {
-    last_heard_ns_ = NowNs();
+    last_heard_ns_ = SteadyNowNs();
     switch (msg.kind_case()) {
       case v1::CoordinatorMessage::kWelcome:
         welcomed = true;
@@ -303,11 +298,11 @@ bool Agent::DrainSamples(RunningTask& task) {
 }
 
 void Agent::Pump(grpc::ClientContext* ctx) {
-  int64_t last_heartbeat_ns = NowNs();
+  int64_t last_heartbeat_ns = SteadyNowNs();
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
   while (connected_) {
     absl::SleepFor(interval);
-    const int64_t now = NowNs();
+    const int64_t now = SteadyNowNs();
     bool ok = true;
     if (now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
       v1::AgentMessage hb;

@@ -61,7 +61,7 @@ double HetbenchMedianNs(hetbench::agent::TorchExecutor& exec, const hetbench::v1
   spec->mutable_train()->set_epochs(1);
   spec->mutable_train()->set_learning_rate(1e-3);
   spec->mutable_inference()->set_max_batches(1);
-  hetbench::agent::TaskControl control(hetbench::agent::SampleCapacity(a), hetbench::agent::SteadyNowNs());
+  hetbench::agent::TaskControl control(hetbench::agent::SampleCapacity(a), hetbench::SteadyNowNs());
   auto r = exec.Run(a, cpu, &control);
   if (!r.ok()) {
     std::fprintf(stderr, "executor: %s\n", r.status().ToString().c_str());

@@ -7,6 +7,11 @@
 
 namespace hetbench {
 
+/// std::chrono::steady_clock in nanoseconds. The one time base of everything
+/// the agent timestamps (step samples, phase windows, power readings), so
+/// they line up. Thread-safe.
+int64_t SteadyNowNs();
+
 /// Thread-safe.
 class Clock {
  public:

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/executors/sample_buffer.h"
+#include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/common.pb.h"
 
@@ -39,8 +40,5 @@ class Executor {
 
 /// Capacity a task's sample buffer needs: measured training steps plus test-set batches.
 size_t SampleCapacity(const v1::Assign& task);
-
-/// Steady clock in nanoseconds: the one time base of samples and power readings.
-int64_t SteadyNowNs();
 
 }  // namespace hetbench::agent

@@ -17,8 +17,6 @@ namespace hetbench::agent {
 
 namespace {
 
-int64_t NowNs() { return SteadyNowNs(); }
-
 void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_t end_ns) {
   v1::PhaseWindow* w = result->add_windows();
   w->set_phase(phase);
@@ -27,11 +25,6 @@ void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_
 }
 
 }  // namespace
-
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
@@ -81,7 +74,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   result.set_dataset_train_size(ds.train.size());
   result.set_dataset_test_size(ds.test.size());
 
-  const int64_t preprocess_start_ns = NowNs();
+  const int64_t preprocess_start_ns = SteadyNowNs();
   absl::StatusOr<BuiltModel> built;
   try {
     built = BuildModel(spec.model(), spec.seed());
@@ -124,14 +117,14 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     torch::Tensor loss;
     control->phase = v1::PHASE_TRAIN;
     control->total_steps = min_steps;
-    const int64_t warmup_start_ns = NowNs();
+    const int64_t warmup_start_ns = SteadyNowNs();
     result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
     for (;;) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const bool measuring = steps_total >= warmup;
       if (measuring) {
-        if (measured == 0) measure_start_ns = NowNs();
-        const bool enough = measured >= min_steps && NowNs() - measure_start_ns >= min_duration_ns;
+        if (measured == 0) measure_start_ns = SteadyNowNs();
+        const bool enough = measured >= min_steps && SteadyNowNs() - measure_start_ns >= min_duration_ns;
         if (enough || measured >= max_steps) break;
       }
       if (pos + bs > n_train) {  // next epoch: reshuffle, keep every batch full
@@ -143,13 +136,13 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       torch::Tensor y = ds.train.labels.index_select(0, idx);
       pos += bs;
 
-      const int64_t t0 = NowNs();
+      const int64_t t0 = SteadyNowNs();
       optimizer.zero_grad();
       loss = built->reconstruction ? torch::mse_loss(net->forward(x), PixelsFromNormalized(x))
                                    : torch::nn::functional::cross_entropy(net->forward(x), y);
       loss.backward();
       optimizer.step();
-      const int64_t t1 = NowNs();  // CPU work is synchronous: the clock read is the end of the step
+      const int64_t t1 = SteadyNowNs();  // CPU work is synchronous: the clock read is the end of the step
 
       ++steps_total;
       samples_seen += bs;
@@ -162,7 +155,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         control->step = measured;
       }
     }
-    const int64_t train_end_ns = NowNs();
+    const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {
       AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, train_end_ns - task_start_ns);
       result.set_train_seconds(static_cast<double>(train_end_ns - measure_start_ns) * 1e-9);
@@ -183,22 +176,22 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     control->phase = v1::PHASE_INFER;
     control->step = 0;
     control->total_steps = batches;
-    const int64_t infer_warmup_start_ns = NowNs();
+    const int64_t infer_warmup_start_ns = SteadyNowNs();
     for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
       const int64_t lo = (i % batches_all) * bs;
       (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
     }
-    result.set_warmup_seconds(static_cast<double>(train_warmup_ns + NowNs() - infer_warmup_start_ns) * 1e-9);
+    result.set_warmup_seconds(static_cast<double>(train_warmup_ns + SteadyNowNs() - infer_warmup_start_ns) * 1e-9);
     int64_t correct = 0, seen = 0;
     double squared_error = 0;
-    const int64_t infer_start_ns = NowNs();
+    const int64_t infer_start_ns = SteadyNowNs();
     for (int64_t b = 0; b < batches; ++b) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
       torch::Tensor x = ds.test.images.slice(0, lo, hi);
-      const int64_t t0 = NowNs();
+      const int64_t t0 = SteadyNowNs();
       torch::Tensor out = net->forward(x);
-      const int64_t t1 = NowNs();
+      const int64_t t1 = SteadyNowNs();
       if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(hi - lo), v1::PHASE_INFER})) {
         return absl::ResourceExhaustedError(
             absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
@@ -211,7 +204,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       seen += hi - lo;
       control->step = b + 1;
     }
-    const int64_t infer_end_ns = NowNs();
+    const int64_t infer_end_ns = SteadyNowNs();
     if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, infer_end_ns - task_start_ns);
     result.set_evaluate_seconds(static_cast<double>(infer_end_ns - infer_start_ns) * 1e-9);
     if (built->reconstruction) {

@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/clock.h"
+
 namespace hetbench::agent {
 
 namespace {
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -55,13 +53,13 @@ void PowerSampler::ReadNow() {
 
 void PowerSampler::ReadLocked(bool all) {
   for (size_t i = 0; i < sensors_.size(); ++i) {
-    const int64_t now = SteadyNs();
+    const int64_t now = SteadyNowNs();
     const auto min_gap_ns = static_cast<int64_t>(sensors_[i]->info().update_period_seconds() * 1e9 * 0.9);
     if (!all && now - last_read_ns_[i] < min_gap_ns) continue;  // the value cannot have changed yet
     auto r = sensors_[i]->Read();
     // Timestamp at the middle of the read (slow sensors such as IPMI take a
     // while); the same for every tap.
-    const int64_t t = (now + SteadyNs()) / 2;
+    const int64_t t = (now + SteadyNowNs()) / 2;
     last_read_ns_[i] = now;
     for (auto& tap : taps_) {
       if (r.ok()) {
