@@ -547,7 +547,9 @@ void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
   // Metrics: the latest power and the energy between consecutive readings.
   double joules = 0, watts = NAN;
   if (*stored && n > 0) {
-    LastReading& last = last_power_[absl::StrCat(b.task_id(), "/", b.sensor().name())];
+    AttemptReadings& readings = last_power_[b.task_id()];
+    if (readings.attempt != b.attempt()) readings = AttemptReadings{b.attempt(), {}};
+    LastReading& last = readings.by_sensor[b.sensor().name()];
     for (int i = 0; i < n; ++i) {
       const double dt = static_cast<double>(b.t_ns(i) - last.t_ns) * 1e-9;
       const bool have_prev = last.t_ns != 0 && dt > 0;
@@ -644,10 +646,7 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
     }
     ComputeEnergyAndCost(job->spec(), session.hello, *power, task);
   }
-  for (auto it = last_power_.lower_bound(task->id() + "/");
-       it != last_power_.end() && it->first.compare(0, task->id().size() + 1, task->id() + "/") == 0;) {
-    it = last_power_.erase(it);
-  }
+  last_power_.erase(task->id());
   FinishTask(*job, *task, state, error);
   Schedule();
 }

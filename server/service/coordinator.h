@@ -156,7 +156,13 @@ class Coordinator {
     int64_t t_ns = 0;
     double watts = 0, joules = 0;
   };
-  std::map<std::string, LastReading> last_power_;  // "<task>/<sensor>" -> previous reading, for metrics
+  // Previous reading per sensor of a task's current attempt, to turn readings
+  // into metrics deltas. A new attempt starts from scratch (its clock restarts).
+  struct AttemptReadings {
+    int attempt = 0;
+    std::map<std::string, LastReading> by_sensor;
+  };
+  std::map<std::string, AttemptReadings> last_power_;  // by task id
 };
 
 }  // namespace hetbench::server
