@@ -1,5 +1,7 @@
 #include "server/metrics/metrics.h"
 
+#include <algorithm>
+
 #include "common/energy.h"
 #include "common/names.h"
 
@@ -65,17 +67,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Help("Failed power sensor reads reported by agents.")
                       .Register(*registry_);
   step_seconds_ = &prometheus::BuildHistogram()
-                      .Name("hetbench_step_duration_seconds")
-                      .Help("Measured step (batch) durations stored, by model, device kind and phase.")
-                      .Register(*registry_);
+                       .Name("hetbench_step_duration_seconds")
+                       .Help("Measured step (batch) durations stored, by model, device kind and phase.")
+                       .Register(*registry_);
   task_throughput_ = &prometheus::BuildGauge()
                           .Name("hetbench_task_samples_per_second")
                           .Help("Samples per second of the latest finished task, by model, device kind and phase.")
                           .Register(*registry_);
   task_joules_per_sample_ = &prometheus::BuildGauge()
                                  .Name("hetbench_task_joules_per_sample")
-                                 .Help("Energy per sample of the latest finished task, by model, device kind, phase "
-                                       "and power source (modeled = an estimate).")
+                                 .Help(
+                                     "Energy per sample of the latest finished task, by model, device kind, phase "
+                                     "and power source (modeled = an estimate).")
                                  .Register(*registry_);
   task_usd_per_1000_ = &prometheus::BuildGauge()
                             .Name("hetbench_task_cost_usd_per_1000_samples")
@@ -194,14 +197,32 @@ void Metrics::SetTasksByState(const std::map<v1::TaskState, int64_t>& counts) {
   }
 }
 
-void Metrics::ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase,
-                           const std::vector<int64_t>& durations_ns) {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                                    0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
-                                                                    1,      2.5,     5,      10};
-  auto& h = step_seconds_->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}, {"phase", PhaseName(phase)}},
-                               kBuckets);
-  for (int64_t d : durations_ns) h.Observe(static_cast<double>(d) * 1e-9);
+namespace {
+const prometheus::Histogram::BucketBoundaries& StepBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return kBuckets;
+}
+}  // namespace
+
+Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<int64_t>& durations_ns) {
+  const auto& bounds = StepBuckets();
+  StepCounts c;
+  c.bucket_increments.assign(bounds.size() + 1, 0.0);
+  for (int64_t d : durations_ns) {
+    const double s = static_cast<double>(d) * 1e-9;
+    // Same rule as Histogram::Observe: the first bucket whose bound is >= s.
+    const auto b = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin());
+    c.bucket_increments[b] += 1;
+    c.sum_seconds += s;
+  }
+  return c;
+}
+
+void Metrics::ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase, const StepCounts& counts) {
+  step_seconds_
+      ->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}, {"phase", PhaseName(phase)}}, StepBuckets())
+      .ObserveMultiple(counts.bucket_increments, counts.sum_seconds);
 }
 
 void Metrics::SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result) {
@@ -223,7 +244,7 @@ void Metrics::SetTaskFigures(const std::string& model, v1::DeviceKind kind, cons
 
 void Metrics::ObserveRpc(const std::string& method, const std::string& code, double seconds) {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                                    0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+                                                                   0.1,    0.25,  0.5,    1,     2.5,  5,     10};
   rpc_handled_->Add({{"method", method}, {"code", code}}).Increment();
   rpc_seconds_->Add({{"method", method}}, kBuckets).Observe(seconds);
 }

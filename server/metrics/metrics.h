@@ -2,6 +2,7 @@
 /// The coordinator's Prometheus metrics. Labels are bounded: job state,
 /// device kind, model, phase; never a job or task id.
 
+#include <google/protobuf/repeated_field.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -50,9 +51,16 @@ class Metrics {
   void AgentSeen(const std::string& agent, double unix_seconds);
   /// Tasks by state (queued, running), replaced as a whole.
   void SetTasksByState(const std::map<v1::TaskState, int64_t>& counts);
-  /// Step durations of stored samples (labels: model, device_kind, phase).
-  void ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase,
-                    const std::vector<int64_t>& durations_ns);
+  /// Step durations of one stored batch, pre-counted per histogram bucket so
+  /// the hot ingest path takes the histogram's lock once per batch, not once
+  /// per sample. Counting needs no lock and may run anywhere.
+  struct StepCounts {
+    std::vector<double> bucket_increments;  // one per bucket, +Inf last
+    double sum_seconds = 0;
+  };
+  static StepCounts CountSteps(const google::protobuf::RepeatedField<int64_t>& durations_ns);
+  /// Adds a batch's counts (labels: model, device_kind, phase).
+  void ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase, const StepCounts& counts);
   /// The latest finished task's figures per model, device kind and phase:
   /// samples/s, joules per sample (with its source) and USD per 1,000 samples.
   void SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result);

@@ -482,13 +482,13 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   v1::CoordinatorMessage ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false);
   auto sink = session.sink;
   const v1::Phase phase = b.phase();
-  std::vector<int64_t> durations(b.duration_ns().begin(), b.duration_ns().end());
+  Metrics::StepCounts steps = Metrics::CountSteps(b.duration_ns());
   const std::string model = job->spec().model();
-  Defer([this, sink, ack, is_new, phase, kind, n, model, durations = std::move(durations)](const absl::Status& commit) {
+  Defer([this, sink, ack, is_new, phase, kind, n, model, steps = std::move(steps)](const absl::Status& commit) {
     if (!commit.ok()) return;
     if (is_new) {
       metrics_->AddSamplesIngested(phase, kind, n);
-      metrics_->ObserveSteps(model, kind, phase, durations);
+      metrics_->ObserveSteps(model, kind, phase, steps);
     } else {
       metrics_->AddDuplicateBatch();
     }

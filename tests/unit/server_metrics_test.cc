@@ -93,3 +93,36 @@ TEST(MetricsTest, AnAgentsPowerGaugesGoAwayWithItAndReconnectsDoNotDuplicate) {
 
 }  // namespace
 }  // namespace hetbench::server
+
+namespace hetbench::server {
+namespace {
+
+// The batched step histogram counts exactly what per-sample Observe would.
+TEST(MetricsTest, BatchedStepCountsMatchPerSampleObservation) {
+  google::protobuf::RepeatedField<int64_t> durations;
+  for (int64_t ns : {50'000LL, 100'000LL, 100'001LL, 2'000'000LL, 7'000'000'000LL, 20'000'000'000LL}) durations.Add(ns);
+  Metrics m;
+  m.ObserveSteps("mlp", v1::DEVICE_KIND_CPU, v1::PHASE_TRAIN, Metrics::CountSteps(durations));
+
+  prometheus::Histogram reference(
+      {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+  for (int64_t ns : durations) reference.Observe(static_cast<double>(ns) * 1e-9);
+  const auto want = reference.Collect().histogram;
+
+  for (const auto& f : m.registry()->Collect()) {
+    if (f.name != "hetbench_step_duration_seconds") continue;
+    ASSERT_EQ(f.metric.size(), 1u);
+    const auto& got = f.metric[0].histogram;
+    EXPECT_EQ(got.sample_count, want.sample_count);
+    EXPECT_DOUBLE_EQ(got.sample_sum, want.sample_sum);
+    ASSERT_EQ(got.bucket.size(), want.bucket.size());
+    for (size_t i = 0; i < got.bucket.size(); ++i) {
+      EXPECT_EQ(got.bucket[i].cumulative_count, want.bucket[i].cumulative_count) << "bucket " << i;
+    }
+    return;
+  }
+  FAIL() << "hetbench_step_duration_seconds not exported";
+}
+
+}  // namespace
+}  // namespace hetbench::server
