@@ -106,7 +106,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   // submit
   auto* submit = app.add_subcommand("submit", "submit a benchmark job (flags, or -f job.yaml)");
-  std::string spec_file, model, name, dataset;
+  std::string spec_file, name, dataset, torchscript_path;
+  std::vector<std::string> models;
+  std::vector<int64_t> input_shape;
+  bool layers = false;
+  int layer_steps = -1;
   std::vector<int> batch_sizes;
   std::vector<std::string> targets;
   int64_t min_steps = -1, max_steps = -1, infer_max_batches = -1;
@@ -116,7 +120,13 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   bool wait = false, follow = false;
   std::string submit_output = "table";
   submit->add_option("-f,--file", spec_file, "job spec YAML")->check(CLI::ExistingFile);
-  submit->add_option("--model", model, "model of the zoo (mlp)");
+  submit->add_option("-m,--model", models, "model(s) of the zoo; repeat or comma-separate (default mlp)")
+      ->delimiter(',');
+  submit->add_flag("--layers", layers, "also time every top-level layer (forward, backward, inference)");
+  submit->add_option("--layer-steps", layer_steps, "steps of per-layer timing (default 20)");
+  submit->add_option("--torchscript", torchscript_path, "TorchScript file on the agent (model \"torchscript\")");
+  submit->add_option("--input-shape", input_shape, "TorchScript input shape without the batch, e.g. 1,28,28")
+      ->delimiter(',');
   submit->add_option("--name", name, "job name");
   submit->add_option("--dataset", dataset, "dataset (fashion-mnist)");
   submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")
@@ -222,7 +232,25 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       spec = *parsed;
     }
     // Flags given on the command line override the file.
-    if (!model.empty()) spec.set_model(model);
+    if (!models.empty()) {
+      spec.clear_model();
+      spec.clear_models();
+      if (models.size() == 1) {
+        spec.set_model(models[0]);  // errors then name `model`, the field the user wrote
+      } else {
+        for (const std::string& m : models) spec.add_models(m);
+      }
+    }
+    if (layers) spec.mutable_layers()->set_enabled(true);
+    if (submit->count("--layer-steps")) spec.mutable_layers()->set_steps(layer_steps);
+    if (!torchscript_path.empty()) {
+      spec.mutable_torchscript()->set_path(torchscript_path);
+      if (models.empty() && spec.models().empty() && spec.model().empty()) spec.add_models("torchscript");
+    }
+    if (!input_shape.empty()) {
+      spec.mutable_torchscript()->clear_input_shape();
+      for (int64_t d : input_shape) spec.mutable_torchscript()->add_input_shape(d);
+    }
     if (!name.empty()) spec.set_name(name);
     if (!dataset.empty()) spec.set_dataset(dataset);
     if (!batch_sizes.empty()) {

@@ -11,7 +11,8 @@
 namespace hetbench {
 
 const std::vector<std::string>& KnownModels() {
-  static const std::vector<std::string> kModels = {"mlp", "cnn", "rnn", "lstm", "autoencoder"};
+  static const std::vector<std::string> kModels = {"mlp",      "cnn",  "rnn",      "lstm",     "autoencoder", "conv6",
+                                                     "vgg16",    "resnet18", "cyclegan", "transformer", "torchscript"};
   return kModels;
 }
 
@@ -21,8 +22,11 @@ const std::vector<std::string>& KnownDatasets() {
 }
 
 v1::JobSpec WithDefaults(v1::JobSpec spec) {
-  if (spec.model().empty()) spec.set_model("mlp");
-  if (spec.name().empty()) spec.set_name(spec.model());
+  // `model: X` stays as written (errors name the field the user wrote) and
+  // becomes models: [X]; both set differently is left for ValidateJobSpec.
+  if (spec.models().empty()) spec.add_models(spec.model().empty() ? "mlp" : spec.model());
+  if (spec.name().empty()) spec.set_name(absl::StrJoin(spec.models(), "+"));
+  if (spec.layers().enabled() && spec.layers().steps() == 0) spec.mutable_layers()->set_steps(20);
   if (spec.batch_sizes().empty()) spec.add_batch_sizes(128);
   if (spec.targets().empty()) spec.add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
   if (spec.dataset().empty()) spec.set_dataset("fashion-mnist");
@@ -34,6 +38,7 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   if (t->epochs() == 0) t->set_epochs(1.0);
   if (t->learning_rate() == 0) t->set_learning_rate(1e-3);
   if (!spec.validity().has_max_iqr_over_median()) spec.mutable_validity()->set_max_iqr_over_median(0.25);
+  spec.mutable_layers();
   spec.mutable_power();  // present even when empty, so the effective spec has one shape
   spec.mutable_cost();
   v1::InferenceSpec* inf = spec.mutable_inference();
@@ -56,8 +61,52 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > SpecLimits::kMaxNameLength) {
     bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
   }
-  if (!Contains(KnownModels(), spec.model())) {
-    bad("model = \"", spec.model(), "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
+  const bool from_model = !spec.model().empty() && spec.models_size() == 1 && spec.models(0) == spec.model();
+  if (!spec.model().empty() && !from_model) {
+    bad("model = \"", spec.model(), "\" and models: both set; list every model under models");
+  }
+  if (spec.models_size() == 0) bad("models: empty: give at least one, e.g. [mlp]");
+  if (spec.models_size() > SpecLimits::kMaxModels) {
+    bad("models: ", spec.models_size(), " entries: at most ", SpecLimits::kMaxModels, " allowed");
+  }
+  for (int i = 0; i < spec.models_size(); ++i) {
+    const std::string& m = spec.models(i);
+    if (!Contains(KnownModels(), m)) {
+      bad(from_model ? "model" : absl::StrCat("models[", i, "]"), " = \"", m,
+          "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (spec.models(j) == m) {
+        bad("models[", i, "] = \"", m, "\": repeats models[", j, "]; list each model once");
+        break;
+      }
+    }
+  }
+  const bool wants_script = Contains({spec.models().begin(), spec.models().end()}, "torchscript");
+  const v1::TorchScriptSpec& ts = spec.torchscript();
+  if (wants_script) {
+    if (ts.path().empty()) bad("torchscript.path: empty: the model \"torchscript\" needs the .pt file's path on the agent");
+    if (ts.input_shape_size() == 0 || ts.input_shape_size() > 8) {
+      bad("torchscript.input_shape: ", ts.input_shape_size(), " dimensions: give 1 to 8, without the batch, e.g. [1, 28, 28]");
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < ts.input_shape_size(); ++i) {
+      const int64_t d = ts.input_shape(i);
+      if (d < 1 || d > 1'000'000) {
+        bad("torchscript.input_shape[", i, "] = ", d, ": must be in [1, 1000000]");
+      } else {
+        numel *= d;
+        if (numel > 100'000'000) {
+          bad("torchscript.input_shape: more than 100000000 values per sample");
+          break;
+        }
+      }
+    }
+  } else if (!ts.path().empty() || ts.input_shape_size() > 0) {
+    bad("torchscript: set, but models does not list \"torchscript\"; add it or remove the torchscript section");
+  }
+  if (spec.layers().steps() < 0 || spec.layers().steps() > 10000) {
+    bad("layers.steps = ", spec.layers().steps(), ": must be in [0, 10000] (0 = default 20)");
   }
   if (!Contains(KnownDatasets(), spec.dataset())) {
     bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ", absl::StrJoin(KnownDatasets(), ", "));
@@ -89,9 +138,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
     if (t.agent_id().size() > 256) bad("targets[", i, "].agent_id: longer than 256 characters");
   }
-  const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size();
+  const int64_t tasks =
+      static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() * std::max(spec.models_size(), 1);
   if (tasks > SpecLimits::kMaxTasks) {
-    bad("batch_sizes x targets = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
+    bad("models x targets x batch_sizes = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks,
+        " per job; split the job");
   }
   const v1::TrainSpec& t = spec.train();
   if (t.warmup_steps() < 0 || t.warmup_steps() > SpecLimits::kMaxWarmupSteps) {

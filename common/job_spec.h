@@ -16,6 +16,7 @@ struct SpecLimits {
   static constexpr int kMaxBatchSize = 65536;
   static constexpr int kMaxBatchSizes = 64;
   static constexpr int kMaxTargets = 64;
+  static constexpr int kMaxModels = 32;
   static constexpr int kMaxTasks = 1024;
   static constexpr int kMaxWarmupSteps = 100000;
   static constexpr int64_t kMaxMeasuredSteps = 10'000'000;

@@ -88,12 +88,42 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
-                          "power", "cost", "validity"});
+                          "power", "cost", "validity", "models", "layers", "torchscript"});
       !s.ok()) {
     return s;
   }
   if (root["name"]) HB_ASSIGN(spec.set_name, As<std::string>(root["name"], "name", "a string"));
   if (root["model"]) HB_ASSIGN(spec.set_model, As<std::string>(root["model"], "model", "a string"));
+  if (const YAML::Node m = root["models"]) {
+    if (m.IsScalar()) {
+      HB_ASSIGN(spec.add_models, As<std::string>(m, "models", "a model name"));
+    } else if (m.IsSequence()) {
+      for (size_t i = 0; i < m.size(); ++i) {
+        HB_ASSIGN(spec.add_models, As<std::string>(m[i], absl::StrCat("models[", i, "]"), "a model name"));
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(Where(m, "models"), ": expected a list like [mlp, cnn]"));
+    }
+  }
+  if (const YAML::Node l = root["layers"]) {
+    if (auto s = CheckKeys(l, "layers", {"enabled", "steps"}); !s.ok()) return s;
+    if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
+    if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
+  }
+  if (const YAML::Node ts = root["torchscript"]) {
+    if (auto s = CheckKeys(ts, "torchscript", {"path", "input_shape"}); !s.ok()) return s;
+    if (ts["path"]) HB_ASSIGN(spec.mutable_torchscript()->set_path, As<std::string>(ts["path"], "torchscript.path", "a path"));
+    if (const YAML::Node shape = ts["input_shape"]) {
+      if (!shape.IsSequence()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(shape, "torchscript.input_shape"), ": expected a list like [1, 28, 28]"));
+      }
+      for (size_t i = 0; i < shape.size(); ++i) {
+        HB_ASSIGN(spec.mutable_torchscript()->add_input_shape,
+                  As<int64_t>(shape[i], absl::StrCat("torchscript.input_shape[", i, "]"), "an integer"));
+      }
+    }
+  }
   if (root["dataset"]) HB_ASSIGN(spec.set_dataset, As<std::string>(root["dataset"], "dataset", "a string"));
   if (root["seed"]) HB_ASSIGN(spec.set_seed, As<uint64_t>(root["seed"], "seed", "a non-negative integer"));
   if (root["threads"]) HB_ASSIGN(spec.set_threads, As<int32_t>(root["threads"], "threads", "an integer"));
@@ -193,7 +223,10 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << spec.name();
-  out << YAML::Key << "model" << YAML::Value << spec.model();
+  if (!spec.model().empty()) out << YAML::Key << "model" << YAML::Value << spec.model();
+  out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& m : spec.models()) out << m;
+  out << YAML::EndSeq;
   out << YAML::Key << "dataset" << YAML::Value << spec.dataset();
   out << YAML::Key << "batch_sizes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
   for (int b : spec.batch_sizes()) out << b;
@@ -237,6 +270,17 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::EndMap;
   out << YAML::Key << "electricity_usd_per_kwh" << YAML::Value << spec.cost().electricity_usd_per_kwh();
   out << YAML::EndMap;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << spec.layers().enabled();
+  out << YAML::Key << "steps" << YAML::Value << spec.layers().steps();
+  out << YAML::EndMap;
+  if (!spec.torchscript().path().empty() || spec.torchscript().input_shape_size() > 0) {
+    out << YAML::Key << "torchscript" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "path" << YAML::Value << spec.torchscript().path();
+    out << YAML::Key << "input_shape" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (int64_t d : spec.torchscript().input_shape()) out << d;
+    out << YAML::EndSeq << YAML::EndMap;
+  }
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   out << YAML::EndMap;

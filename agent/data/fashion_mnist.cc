@@ -24,6 +24,7 @@ uint64_t Fnv1a(uint64_t h, const uint8_t* p, size_t n) {
 }  // namespace
 
 torch::Tensor PixelsFromNormalized(const torch::Tensor& normalized) { return normalized * kStd + kMean; }
+double NormalizedFromPixel(double pixel) { return (pixel - kMean) / kStd; }
 
 absl::StatusOr<IdxArray> ReadIdxGz(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");

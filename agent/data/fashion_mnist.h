@@ -31,6 +31,8 @@ struct ImageDataset {
 
 /// Undoes the normalisation: pixels back in [0, 1] (reconstruction targets).
 torch::Tensor PixelsFromNormalized(const torch::Tensor& normalized);
+/// The normalised value of a pixel in [0, 1].
+double NormalizedFromPixel(double pixel);
 
 /// Reads one gzip'd IDX file (magic 0x801 labels or 0x803 images) into raw bytes
 /// and its dimensions. Errors name the file and what is wrong with it.

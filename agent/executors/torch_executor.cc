@@ -9,7 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/devices/calibration.h"
+#include "agent/executors/layer_profiler.h"
 #include "agent/models/models.h"
+#include "agent/models/workload.h"
 #include "common/job_spec.h"
 #include "common/names.h"
 
@@ -57,11 +60,26 @@ absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds)
   return dataset_.get();
 }
 
+const v1::Calibration& TorchExecutor::DeviceCalibration() {
+  if (!calibration_) {
+    calibration_ = std::make_unique<v1::Calibration>(Calibrate(config_.calibration_gemm_size));
+    calibration_->set_blas(DescribeBlas());
+    calibration_->set_blas_check(config_.blas_check);
+    calibration_->set_blas_below(config_.blas_below);
+    calibration_->set_sgemm_relative_error(config_.sgemm_relative_error);
+  }
+  return *calibration_;
+}
+
 absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                   TaskControl* control) {
   const v1::JobSpec& spec = task.spec();
   const int64_t task_start_ns = control->task_start_ns;
+  const torch::Device torch_device(torch::kCPU);
   v1::TaskResult result;
+  const std::string model = !task.model().empty()      ? task.model()
+                            : spec.models_size() > 0 ? spec.models(0)
+                                                     : spec.model();
 
   const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
   torch::set_num_threads(std::max(threads, 1));
@@ -69,57 +87,58 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   double load_seconds = 0;
   auto dataset = Dataset(&load_seconds);
   if (!dataset.ok()) return dataset.status();
-  const ImageDataset& ds = **dataset;
   result.set_data_load_seconds(load_seconds);
-  result.set_dataset_train_size(ds.train.size());
-  result.set_dataset_test_size(ds.test.size());
-
-  const int64_t preprocess_start_ns = SteadyNowNs();
-  absl::StatusOr<BuiltModel> built;
-  try {
-    built = BuildModel(spec.model(), spec.seed());
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("building model ", spec.model(), ": ", e.what()));
-  }
-  if (!built.ok()) return built.status();
-  torch::nn::Sequential net = built->net;
-
-  v1::RunEnvironment* env = result.mutable_environment();
-  env->set_torch_version(TORCH_VERSION);
-  env->set_blas(DescribeBlas());
-  env->set_threads(torch::get_num_threads());
-  env->set_seed(spec.seed());
-  env->set_device_model(device.model());
-  env->set_hostname(config_.hostname);
-  env->set_agent_version(HetbenchVersion());
-  env->set_parameter_count(built->parameter_count);
-  env->set_model_fingerprint(absl::StrFormat("%s/params=%d/init=%016x/data=%016x", spec.model(), built->parameter_count,
-                                             built->initial_weights_hash, ds.content_hash));
-
-  const int64_t bs = task.batch_size();
-  const int64_t n_train = ds.train.size();
-  if (bs > n_train) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, " exceeds the training set (", n_train, ")"));
-  }
-  const int64_t warmup = spec.train().warmup_steps();
-  const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
-  const int64_t max_steps = spec.train().max_steps();
-  const auto min_duration_ns = static_cast<int64_t>(spec.train().min_duration_seconds() * 1e9);
-  control->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps) + (ds.test.size() + bs - 1) / bs));
 
   try {
+    // Once per device, outside every timed window: what the device can do.
+    if (config_.calibrate) *result.mutable_calibration() = DeviceCalibration();
+
+    const int64_t preprocess_start_ns = SteadyNowNs();
+    auto made = config_.make_workload ? config_.make_workload(model, spec, **dataset)
+                                      : MakeWorkload(model, spec, **dataset);
+    if (!made.ok()) return made.status();
+    Workload& w = **made;
+    const ImageDataset& ds = w.Data();
+    result.set_dataset_train_size(ds.train.size());
+    result.set_dataset_test_size(ds.test.size());
+    result.set_input_note(w.InputNote());
+
+    v1::RunEnvironment* env = result.mutable_environment();
+    const int64_t params = ParameterCount(w.Parameters());
+    env->set_torch_version(TORCH_VERSION);
+    env->set_blas(DescribeBlas());
+    env->set_threads(torch::get_num_threads());
+    env->set_seed(spec.seed());
+    env->set_device_model(device.model());
+    env->set_hostname(config_.hostname);
+    env->set_agent_version(HetbenchVersion());
+    env->set_parameter_count(params);
+    env->set_model_fingerprint(
+        absl::StrFormat("%s/params=%d/init=%016x/data=%016x", model, params, w.InitialHash(), ds.content_hash));
+
+    const int64_t bs = task.batch_size();
+    const int64_t n_train = ds.train.size();
+    if (bs > n_train) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch size ", bs, " exceeds the training set of ", model, " (", n_train, " rows)"));
+    }
+    const int64_t warmup = w.Trainable() ? spec.train().warmup_steps() : 0;
+    const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
+    const int64_t max_steps = spec.train().max_steps();
+    const auto min_duration_ns = static_cast<int64_t>(spec.train().min_duration_seconds() * 1e9);
+    control->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps) + (ds.test.size() + bs - 1) / bs));
+
     // ---- training: warm-up, then measured steps until min steps and min duration
-    torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(spec.train().learning_rate()));
-    net->train();
+    w.SetTraining(true);
     torch::Tensor perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
     int64_t measure_start_ns = 0;
     torch::Tensor loss;
     control->phase = v1::PHASE_TRAIN;
-    control->total_steps = min_steps;
+    control->total_steps = w.Trainable() ? min_steps : 0;
     const int64_t warmup_start_ns = SteadyNowNs();
     result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
-    for (;;) {
+    while (w.Trainable()) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const bool measuring = steps_total >= warmup;
       if (measuring) {
@@ -137,12 +156,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       pos += bs;
 
       const int64_t t0 = SteadyNowNs();
-      optimizer.zero_grad();
-      loss = built->reconstruction ? torch::mse_loss(net->forward(x), PixelsFromNormalized(x))
-                                   : torch::nn::functional::cross_entropy(net->forward(x), y);
-      loss.backward();
-      optimizer.step();
-      const int64_t t1 = SteadyNowNs();  // CPU work is synchronous: the clock read is the end of the step
+      loss = w.TrainStep(x, y);
+      SyncDevice(torch_device);
+      const int64_t t1 = SteadyNowNs();
 
       ++steps_total;
       samples_seen += bs;
@@ -167,7 +183,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     if (control->cancel.load()) return result;
 
     // ---- inference over the test set
-    net->eval();
+    w.SetTraining(false);
     torch::NoGradGuard no_grad;
     const int64_t n_test = ds.test.size();
     const int64_t batches_all = (n_test + bs - 1) / bs;
@@ -179,41 +195,59 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t infer_warmup_start_ns = SteadyNowNs();
     for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
       const int64_t lo = (i % batches_all) * bs;
-      (void)net->forward(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
+      (void)w.Infer(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
     }
     result.set_warmup_seconds(static_cast<double>(train_warmup_ns + SteadyNowNs() - infer_warmup_start_ns) * 1e-9);
-    int64_t correct = 0, seen = 0;
-    double squared_error = 0;
+    QualityTotals quality;
     const int64_t infer_start_ns = SteadyNowNs();
+    int64_t seen = 0;
     for (int64_t b = 0; b < batches; ++b) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
       torch::Tensor x = ds.test.images.slice(0, lo, hi);
       const int64_t t0 = SteadyNowNs();
-      torch::Tensor out = net->forward(x);
+      torch::Tensor out = w.Infer(x);
+      SyncDevice(torch_device);
       const int64_t t1 = SteadyNowNs();
       if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(hi - lo), v1::PHASE_INFER})) {
         return absl::ResourceExhaustedError(
             absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
       }
-      if (built->reconstruction) {
-        squared_error += (out - PixelsFromNormalized(x)).pow(2).sum().item<double>();
-      } else {
-        correct += out.argmax(1).eq(ds.test.labels.slice(0, lo, hi)).sum().item<int64_t>();
-      }
+      w.Score(x, ds.test.labels.slice(0, lo, hi), out, &quality);
       seen += hi - lo;
       control->step = b + 1;
     }
     const int64_t infer_end_ns = SteadyNowNs();
     if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, infer_end_ns - task_start_ns);
     result.set_evaluate_seconds(static_cast<double>(infer_end_ns - infer_start_ns) * 1e-9);
-    if (built->reconstruction) {
-      result.set_test_mse(seen > 0 ? squared_error / static_cast<double>(seen * ds.test.images.size(1)) : 0.0);
-    } else {
-      result.set_test_accuracy(seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0);
+    SetQuality(quality, &result);
+    if (control->cancel.load()) return result;
+
+    // ---- after the measured phases, so they stay unperturbed: FLOPs, per-layer times
+    torch::Tensor probe = ds.test.images.slice(0, 0, std::min<int64_t>(bs, n_test));
+    const double n_probe = static_cast<double>(probe.size(0));
+    result.set_forward_flops_per_sample(CountFlops([&] { (void)w.Infer(probe); }) / n_probe);
+    if (w.Trainable()) {
+      result.set_train_flops_per_sample(3.0 * CountFlops([&] { w.TrainForwards(probe); }) / n_probe);
+    }
+    if (spec.layers().enabled()) {
+      if (torch::nn::Sequential* layers = w.Layers()) {
+        torch::AutoGradMode grad(true);
+        control->phase = v1::PHASE_UNSPECIFIED;
+        auto timings = ProfileLayers(
+            *layers, [&w](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) {
+              return w.Loss(out, x, y);
+            },
+            ds.train.images, ds.train.labels, bs, spec.layers().steps(), torch_device);
+        for (auto& t : timings) *result.add_layers() = std::move(t);
+      } else {
+        result.set_input_note(absl::StrCat(result.input_note(), result.input_note().empty() ? "" : "; ",
+                                           "per-layer timing: not available for ", model,
+                                           " (not a single stack of layers)"));
+      }
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("LibTorch: ", e.what()));
+    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", e.what()));
   }
   return result;
 }

@@ -2,12 +2,14 @@
 /// Runs a model of the zoo with LibTorch on the CPU: warm-up, measured
 /// training steps, measured inference over the test set, test accuracy.
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "agent/data/fashion_mnist.h"
 #include "agent/executors/executor.h"
+#include "agent/models/workload.h"
 
 namespace hetbench::agent {
 
@@ -15,6 +17,17 @@ struct TorchExecutorConfig {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int threads = 0;  // 0 = all cores of the device; a job's `threads` overrides
   std::string hostname;
+  /// Calibrate the device (GEMM rate, memory bandwidth) before its first task.
+  bool calibrate = true;
+  int calibration_gemm_size = 2048;
+  /// What the agent concluded about the math library's kernels at start-up.
+  std::string blas_check;
+  bool blas_below = false;  // below the CPU and not fixed: results get flagged
+  double sgemm_relative_error = 0;
+  /// Builds the workload of a task; MakeWorkload when empty (benches inject others).
+  std::function<absl::StatusOr<std::unique_ptr<Workload>>(const std::string&, const v1::JobSpec&,
+                                                          const ImageDataset&)>
+      make_workload;
 };
 
 class TorchExecutor final : public Executor {
@@ -26,8 +39,12 @@ class TorchExecutor final : public Executor {
   /// Loads the dataset once per executor; later tasks reuse it (load time 0).
   absl::StatusOr<const ImageDataset*> Dataset(double* load_seconds);
 
+  /// Calibrates once; later tasks reuse the figures.
+  const v1::Calibration& DeviceCalibration();
+
   TorchExecutorConfig config_;
-  std::unique_ptr<ImageDataset> dataset_;  // touched only from the task thread
+  std::unique_ptr<ImageDataset> dataset_;         // touched only from the task thread
+  std::unique_ptr<v1::Calibration> calibration_;  // likewise
 };
 
 /// "OpenBLAS 0.3.21 ... (core: SkylakeX)" when OpenBLAS is loaded, else what is known.

@@ -21,8 +21,27 @@ struct BuiltModel {
   uint64_t initial_weights_hash = 0;  // FNV-1a over the initial parameter bytes
 };
 
-/// Builds `name` with weights drawn after torch::manual_seed(seed).
-/// INVALID_ARGUMENT for a name outside the zoo, naming the models that exist.
+/// A Sequential with a concrete forward, so it can sit inside another
+/// Sequential (LibTorch cannot nest plain Sequentials) and time as one layer.
+class StageImpl : public torch::nn::SequentialImpl {
+ public:
+  using SequentialImpl::SequentialImpl;
+  torch::Tensor forward(torch::Tensor x) { return SequentialImpl::forward(x); }
+};
+TORCH_MODULE(Stage);
+
+/// Builds the layer-stack model `name` (mlp, cnn, rnn, lstm, autoencoder,
+/// conv6, vgg16, resnet18, transformer) with weights drawn after
+/// torch::manual_seed(seed). The 32x32 models (conv6, vgg16, resnet18) start
+/// with a layer that pads the 28x28 image to 32x32 with background and
+/// repeats it to 3 channels. INVALID_ARGUMENT for any other name.
 absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed);
+
+/// The normalised value of a black (0) pixel: what padding looks like.
+double NormalizedBackground();
+
+int64_t ParameterCount(const std::vector<torch::Tensor>& tensors);
+/// FNV-1a over the bytes of the tensors, in order (initial-weight fingerprint).
+uint64_t HashTensors(const std::vector<torch::Tensor>& tensors);
 
 }  // namespace hetbench::agent

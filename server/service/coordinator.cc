@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/job_spec.h"
 #include "common/log.h"
@@ -175,17 +176,20 @@ void Coordinator::SubmitJob(v1::JobSpec spec, JobCallback done) {
     job.set_state(v1::JOB_STATE_QUEUED);
     job.set_created_unix_seconds(clock_->SystemNowSeconds());
     int index = 0;
-    for (const v1::TargetSelector& target : effective.targets()) {
-      for (int batch_size : effective.batch_sizes()) {
-        v1::Task* task = job.add_tasks();
-        task->set_id(absl::StrCat(job.id(), "-t", index));
-        task->set_job_id(job.id());
-        task->set_index(index);
-        task->set_batch_size(batch_size);
-        *task->mutable_target() = target;
-        task->set_state(v1::TASK_STATE_QUEUED);
-        task_index_[task->id()] = {job.id(), index};
-        ++index;
+    for (const std::string& model : effective.models()) {
+      for (const v1::TargetSelector& target : effective.targets()) {
+        for (int batch_size : effective.batch_sizes()) {
+          v1::Task* task = job.add_tasks();
+          task->set_id(absl::StrCat(job.id(), "-t", index));
+          task->set_job_id(job.id());
+          task->set_index(index);
+          task->set_model(model);
+          task->set_batch_size(batch_size);
+          *task->mutable_target() = target;
+          task->set_state(v1::TASK_STATE_QUEUED);
+          task_index_[task->id()] = {job.id(), index};
+          ++index;
+        }
       }
     }
     const std::string id = job.id();
@@ -193,7 +197,7 @@ void Coordinator::SubmitJob(v1::JobSpec spec, JobCallback done) {
     jobs_[id] = std::move(job);
     Persist(jobs_[id]);
     gauges_dirty_ = true;
-    LogInfo(kLog, "accepted ", id, " (", effective.model(), ", ", index, " tasks)");
+    LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(effective.models(), ", "), "; ", index, " tasks)");
     Schedule();
     Defer([this, id, done = std::move(done)](const absl::Status& commit) {
       if (!commit.ok()) {
@@ -483,7 +487,7 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
   auto sink = session.sink;
   const v1::Phase phase = b.phase();
   Metrics::StepCounts steps = Metrics::CountSteps(b.duration_ns());
-  const std::string model = job->spec().model();
+  const std::string model = task->model();
   Defer([this, sink, ack, is_new, phase, kind, n, model, steps = std::move(steps)](const absl::Status& commit) {
     if (!commit.ok()) return;
     if (is_new) {
@@ -657,7 +661,7 @@ void Coordinator::FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, 
   const double now = clock_->SystemNowSeconds();
   task.set_finished_unix_seconds(now);
   const double duration = now - task.started_unix_seconds();
-  const std::string model = job.spec().model();
+  const std::string model = task.model();
   const v1::DeviceKind kind = task.device_kind();
   const v1::TaskResult result = task.result();
   Defer([this, model, kind, state, duration, result](const absl::Status& commit) {
@@ -763,6 +767,7 @@ void Coordinator::Schedule() {
       assign->set_attempt(task.attempt());
       assign->set_device_id(placement->device.id());
       assign->set_batch_size(task.batch_size());
+      assign->set_model(task.model());
       *assign->mutable_spec() = job.spec();
       auto sink = sessions_[agent_sessions_[placement->agent_id]].sink;
       Defer([sink, msg](const absl::Status& commit) {

@@ -213,7 +213,7 @@ TEST_F(CoordinatorTest, JobRunsOnAConnectedAgentAndAggregatesStoredSamples) {
   const v1::Assign a = Assigns(*sink).back();
   EXPECT_EQ(a.batch_size(), 32);
   EXPECT_EQ(a.attempt(), 1);
-  EXPECT_EQ(a.spec().model(), "mlp");
+  EXPECT_EQ(a.model(), "mlp");
 
   SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20, 30, 40});
   SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 20, 30, 40});  // a retry: must not be stored twice

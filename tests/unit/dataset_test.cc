@@ -65,9 +65,9 @@ struct ModelCase {
 
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 
-class ClassicModelsTest : public ::testing::TestWithParam<ModelCase> {};
+class ZooModelsTest : public ::testing::TestWithParam<ModelCase> {};
 
-TEST_P(ClassicModelsTest, BuildsTheDocumentedShapeDeterministicallyFromFlatImages) {
+TEST_P(ZooModelsTest, BuildsTheDocumentedShapeDeterministicallyFromFlatImages) {
   const ModelCase& c = GetParam();
   auto a = BuildModel(c.name, 42);
   auto b = BuildModel(c.name, 42);
@@ -87,12 +87,19 @@ TEST_P(ClassicModelsTest, BuildsTheDocumentedShapeDeterministicallyFromFlatImage
 
 // Parameter counts follow from the layer sizes in the issue, e.g. cnn:
 // 1*32*9+32 + 32*64*9+64 + 9216*128+128 + 128*10+10.
-INSTANTIATE_TEST_SUITE_P(Zoo, ClassicModelsTest,
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooModelsTest,
                          ::testing::Values(ModelCase{"mlp", 669706, {5, 10}, false},
                                            ModelCase{"cnn", 1199882, {5, 10}, false},
                                            ModelCase{"rnn", 21514, {5, 10}, false},
                                            ModelCase{"lstm", 82186, {5, 10}, false},
-                                           ModelCase{"autoencoder", 209968, {5, 784}, true}),
+                                           ModelCase{"autoencoder", 209968, {5, 784}, true},
+                                           // 6 convs (3-64-64-128-128-256-256) + 4096-256-256-10
+                                           ModelCase{"conv6", 2262602, {5, 10}, false},
+                                           // the CIFAR variants' published sizes
+                                           ModelCase{"vgg16", 14728266, {5, 10}, false},
+                                           ModelCase{"resnet18", 11173962, {5, 10}, false},
+                                           // embed 28*64+64, positions 28*64, 2 x 33472 per encoder layer, 64*10+10
+                                           ModelCase{"transformer", 71242, {5, 10}, false}),
                          [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -12,7 +12,10 @@ v1::JobSpec Valid() { return WithDefaults(v1::JobSpec()); }
 
 TEST(JobSpecTest, DefaultsAreFilledAndValid) {
   v1::JobSpec s = Valid();
-  EXPECT_EQ(s.model(), "mlp");
+  ASSERT_EQ(s.models_size(), 1);
+  EXPECT_EQ(s.models(0), "mlp");
+  EXPECT_EQ(s.name(), "mlp");
+  EXPECT_FALSE(s.layers().enabled());
   EXPECT_EQ(s.dataset(), "fashion-mnist");
   ASSERT_EQ(s.batch_sizes_size(), 1);
   EXPECT_EQ(s.batch_sizes(0), 128);
@@ -46,11 +49,69 @@ TEST(JobSpecTest, BatchSizeZeroIsNamedWithItsIndex) {
 }
 
 TEST(JobSpecTest, UnknownModelListsTheKnownOnes) {
-  v1::JobSpec s = Valid();
+  v1::JobSpec s;
   s.set_model("resnet999");
-  absl::Status st = ValidateJobSpec(s);
+  absl::Status st = ValidateJobSpec(WithDefaults(s));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(st.message()), HasSubstr("model = \"resnet999\": unknown model; use one of: mlp"));
+}
+
+TEST(JobSpecTest, SeveralModelsAreCheckedOneByOne) {
+  v1::JobSpec s;
+  for (const char* m : {"mlp", "cnn", "rnn", "lstm", "autoencoder"}) s.add_models(m);
+  s = WithDefaults(s);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
+  EXPECT_EQ(s.name(), "mlp+cnn+rnn+lstm+autoencoder");
+
+  s.add_models("cnn");
+  s.add_models("gpt5");
+  const std::string msg(ValidateJobSpec(s).message());
+  EXPECT_THAT(msg, HasSubstr("models[5] = \"cnn\": repeats models[1]; list each model once"));
+  EXPECT_THAT(msg, HasSubstr("models[6] = \"gpt5\": unknown model; use one of: mlp, cnn"));
+
+  v1::JobSpec both;
+  both.set_model("mlp");
+  both.add_models("cnn");
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(both)).message()),
+              HasSubstr("model = \"mlp\" and models: both set"));
+}
+
+TEST(JobSpecTest, TasksCountModelsTargetsAndBatchSizes) {
+  v1::JobSpec s;
+  for (int i = 1; i <= 32; ++i) s.add_batch_sizes(i);
+  for (int i = 0; i < 4; ++i) s.add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
+  for (const char* m : {"mlp", "cnn", "rnn", "lstm", "autoencoder", "conv6", "vgg16", "resnet18", "transformer"}) {
+    s.add_models(m);
+  }
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
+              HasSubstr("models x targets x batch_sizes = 1152 tasks: at most 1024"));
+}
+
+TEST(JobSpecTest, TorchScriptNeedsAPathAndAShape) {
+  v1::JobSpec s;
+  s.add_models("torchscript");
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
+              HasSubstr("torchscript.path: empty: the model \"torchscript\" needs the .pt file's path on the agent"));
+  s.mutable_torchscript()->set_path("/models/net.pt");
+  s.mutable_torchscript()->add_input_shape(1);
+  s.mutable_torchscript()->add_input_shape(0);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
+              HasSubstr("torchscript.input_shape[1] = 0: must be in [1, 1000000]"));
+  s.mutable_torchscript()->set_input_shape(1, 784);
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(s)).ok());
+
+  v1::JobSpec stray = Valid();
+  stray.mutable_torchscript()->set_path("/models/net.pt");
+  EXPECT_THAT(std::string(ValidateJobSpec(stray).message()),
+              HasSubstr("torchscript: set, but models does not list \"torchscript\""));
+}
+
+TEST(JobSpecTest, LayerProfilingGetsADefaultStepCount) {
+  v1::JobSpec s;
+  s.mutable_layers()->set_enabled(true);
+  EXPECT_EQ(WithDefaults(s).layers().steps(), 20);
+  s.mutable_layers()->set_steps(-3);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()), HasSubstr("layers.steps = -3: must be in"));
 }
 
 TEST(JobSpecTest, EveryBadFieldIsReportedAtOnce) {

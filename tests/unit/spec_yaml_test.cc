@@ -32,6 +32,31 @@ TEST(SpecYamlTest, ParsesTheSweepFixture) {
   EXPECT_TRUE(ValidateJobSpec(WithDefaults(*spec)).ok());
 }
 
+TEST(SpecYamlTest, ParsesModelsLayersAndTorchScript) {
+  auto study = ParseJobSpecYaml(ReadFixture("study.yaml"));
+  ASSERT_TRUE(study.ok()) << study.status();
+  ASSERT_EQ(study->models_size(), 5);
+  EXPECT_EQ(study->models(4), "autoencoder");
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(*study)).ok());
+
+  auto layers = ParseJobSpecYaml(ReadFixture("cnn-layers.yaml"));
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_TRUE(layers->layers().enabled());
+  EXPECT_EQ(layers->layers().steps(), 20);
+  EXPECT_EQ(layers->batch_sizes_size(), 3);
+
+  auto script = ParseJobSpecYaml("models: [torchscript]\ntorchscript: {path: /m/net.pt, input_shape: [1, 28, 28]}\n");
+  ASSERT_TRUE(script.ok()) << script.status();
+  EXPECT_EQ(script->torchscript().path(), "/m/net.pt");
+  ASSERT_EQ(script->torchscript().input_shape_size(), 3);
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(*script)).ok());
+
+  EXPECT_THAT(std::string(ParseJobSpecYaml("layers: {enabled: maybe}\n").status().message()),
+              HasSubstr("layers.enabled (line 1): 'maybe' is not true or false"));
+  EXPECT_THAT(std::string(ParseJobSpecYaml("torchscript: {input_shape: 784}\n").status().message()),
+              HasSubstr("torchscript.input_shape (line 1): expected a list like [1, 28, 28]"));
+}
+
 TEST(SpecYamlTest, UnknownKeyIsNamedWithItsLine) {
   auto spec = ParseJobSpecYaml("model: mlp\nbatchsize: 64\n");
   ASSERT_FALSE(spec.ok());

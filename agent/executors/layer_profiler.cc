@@ -1,0 +1,158 @@
+#include "agent/executors/layer_profiler.h"
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/cuda.h>
+
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/stats.h"
+
+namespace hetbench::agent {
+
+namespace {
+
+std::string ShortName(const torch::nn::Module& m) {
+  std::ostringstream s;
+  m.pretty_print(s);
+  std::string name = s.str();
+  const size_t nl = name.find('\n');
+  if (nl != std::string::npos) name = name.substr(0, nl);
+  if (name.size() > 72) name = name.substr(0, 69) + "...";
+  return name;
+}
+
+v1::TimingStats Stats(const std::vector<int64_t>& durations, int64_t batch_size) {
+  std::vector<StepSample> steps;
+  steps.reserve(durations.size());
+  int64_t t = 0;
+  for (int64_t d : durations) {
+    steps.push_back({t, d, static_cast<int32_t>(batch_size)});
+    t += d;
+  }
+  return ComputeTimingStats(steps);
+}
+
+}  // namespace
+
+void SyncDevice(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+double CountFlops(const std::function<void()>& fn) {
+  namespace prof = torch::autograd::profiler;
+  prof::ProfilerConfig config(torch::profiler::impl::ProfilerState::CPU, /*report_input_shapes=*/true,
+                              /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/true,
+                              /*with_modules=*/false);
+  prof::enableProfilerLegacy(config);
+  try {
+    fn();
+  } catch (...) {
+    (void)prof::disableProfilerLegacy();
+    throw;
+  }
+  double flops = 0;
+  for (auto& thread_events : prof::disableProfilerLegacy()) {
+    for (auto& e : thread_events) {
+      if (e.kind() == prof::EventKind::PushRange) flops += static_cast<double>(e.flops());
+    }
+  }
+  return flops;
+}
+
+std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const LossFn& loss, const torch::Tensor& images,
+                                           const torch::Tensor& labels, int64_t batch_size, int steps,
+                                           const torch::Device& device) {
+  const size_t n = net->size();
+  std::vector<std::vector<int64_t>> forward(n), backward(n), inference(n);
+  const int64_t rows = images.size(0);
+  auto batch = [&](int step, torch::Tensor* x, torch::Tensor* y) {
+    const int64_t lo = (static_cast<int64_t>(step) * batch_size) % std::max<int64_t>(1, rows - batch_size + 1);
+    *x = images.slice(0, lo, lo + batch_size);
+    *y = labels.slice(0, lo, lo + batch_size);
+  };
+  net->train();
+  for (int step = 0; step < steps; ++step) {
+    torch::Tensor x, y;
+    batch(step, &x, &y);
+    std::vector<int64_t> grad_ready(n, 0);
+    torch::Tensor h = x;
+    size_t i = 0;
+    SyncDevice(device);
+    for (auto& layer : *net) {
+      const int64_t t0 = SteadyNowNs();
+      h = layer.forward<torch::Tensor>(h);
+      SyncDevice(device);
+      forward[i].push_back(SteadyNowNs() - t0);
+      if (h.requires_grad()) {
+        h.register_hook([&grad_ready, &device, i](torch::Tensor) {
+          SyncDevice(device);
+          grad_ready[i] = SteadyNowNs();
+        });
+      }
+      ++i;
+    }
+    torch::Tensor l = loss(h, x, y);
+    for (auto& p : net->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+    l.backward();
+    SyncDevice(device);
+    const int64_t end = SteadyNowNs();
+    // Layer i's backward runs from its output's gradient to the next earlier
+    // hooked output's gradient (its input's), or to the end of backward().
+    for (size_t j = 0; j < n; ++j) {
+      if (grad_ready[j] == 0) continue;
+      int64_t until = end;
+      for (size_t e = j; e-- > 0;) {
+        if (grad_ready[e] != 0) {
+          until = grad_ready[e];
+          break;
+        }
+      }
+      backward[j].push_back(until - grad_ready[j]);
+    }
+  }
+  for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+
+  net->eval();
+  {
+    torch::NoGradGuard no_grad;
+    for (int step = 0; step < steps; ++step) {
+      torch::Tensor x, y;
+      batch(step, &x, &y);
+      torch::Tensor h = x;
+      size_t i = 0;
+      SyncDevice(device);
+      for (auto& layer : *net) {
+        const int64_t t0 = SteadyNowNs();
+        h = layer.forward<torch::Tensor>(h);
+        SyncDevice(device);
+        inference[i++].push_back(SteadyNowNs() - t0);
+      }
+    }
+  }
+
+  std::vector<v1::LayerTiming> out(n);
+  torch::Tensor x, y;
+  batch(0, &x, &y);
+  torch::NoGradGuard no_grad;
+  torch::Tensor h = x;
+  size_t i = 0;
+  for (auto& layer : *net) {
+    v1::LayerTiming& t = out[i];
+    t.set_index(static_cast<int32_t>(i));
+    t.set_name(ShortName(*layer.ptr()));
+    *t.mutable_forward() = Stats(forward[i], batch_size);
+    *t.mutable_backward() = Stats(backward[i], batch_size);
+    *t.mutable_inference() = Stats(inference[i], batch_size);
+    torch::Tensor next;
+    t.set_forward_flops_per_sample(CountFlops([&] { next = layer.forward<torch::Tensor>(h); }) /
+                                   static_cast<double>(batch_size));
+    h = next;
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace hetbench::agent

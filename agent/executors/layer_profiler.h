@@ -1,0 +1,36 @@
+#pragma once
+/// Per-layer timing of a layer stack, and FLOP counting with LibTorch's profiler.
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::agent {
+
+/// Waits for the device's queued work (CUDA); a no-op on the CPU, whose
+/// LibTorch ops return when done.
+void SyncDevice(const torch::Device& device);
+
+/// FLOPs LibTorch's profiler attributes to the operators `fn` runs (matrix
+/// products, convolutions, element-wise add/mul), on this thread.
+double CountFlops(const std::function<void()>& fn);
+
+/// Loss of the stack's output for a batch (x, y).
+using LossFn = std::function<torch::Tensor(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y)>;
+
+/// Times every top-level layer of `net` over `steps` batches drawn in order
+/// from (images, labels): the training-mode forward, its share of the
+/// backward (from the moment the gradient of its output is ready to the
+/// moment the gradient of its input is, measured by hooks on the layer
+/// outputs, with a device synchronisation in each), and the eval-mode
+/// forward without autograd. No optimizer step runs: weights do not change.
+/// Layers whose output needs no gradient (before the first layer with
+/// parameters) have no backward share (count 0).
+std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const LossFn& loss, const torch::Tensor& images,
+                                           const torch::Tensor& labels, int64_t batch_size, int steps,
+                                           const torch::Device& device);
+
+}  // namespace hetbench::agent

@@ -1,0 +1,249 @@
+#include "agent/models/workload.h"
+
+#include <torch/script.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/models/cyclegan.h"
+#include "agent/models/models.h"
+
+namespace hetbench::agent {
+
+namespace {
+
+// A layer stack of the zoo: classifier (cross-entropy) or reconstruction (MSE on pixels).
+class SequentialWorkload final : public Workload {
+ public:
+  SequentialWorkload(BuiltModel built, double lr, const ImageDataset& ds)
+      : built_(std::move(built)),
+        ds_(ds),
+        optimizer_(built_.net->parameters(), torch::optim::AdamOptions(lr)) {}
+  const ImageDataset& Data() const override { return ds_; }
+  std::string Architecture() const override { return built_.architecture; }
+  std::vector<torch::Tensor> Parameters() const override { return built_.net->parameters(); }
+  uint64_t InitialHash() const override { return built_.initial_weights_hash; }
+  void SetTraining(bool on) override { built_.net->train(on); }
+  torch::Tensor TrainStep(const torch::Tensor& x, const torch::Tensor& y) override {
+    optimizer_.zero_grad();
+    torch::Tensor loss = Loss(built_.net->forward(x), x, y);
+    loss.backward();
+    optimizer_.step();
+    return loss;
+  }
+  torch::Tensor Infer(const torch::Tensor& x) override { return built_.net->forward(x); }
+  void Score(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& out, QualityTotals* q) override {
+    if (built_.reconstruction) {
+      q->squared_error += (out - PixelsFromNormalized(x)).pow(2).sum().item<double>();
+      q->error_values += out.numel();
+    } else {
+      q->correct += out.argmax(1).eq(y).sum().item<int64_t>();
+      q->scored += x.size(0);
+    }
+  }
+  torch::nn::Sequential* Layers() override { return &built_.net; }
+  torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) const override {
+    return built_.reconstruction ? torch::mse_loss(out, PixelsFromNormalized(x))
+                                 : torch::nn::functional::cross_entropy(out, y);
+  }
+
+ private:
+  BuiltModel built_;
+  const ImageDataset& ds_;
+  torch::optim::Adam optimizer_;
+};
+
+// CycleGAN between two classes. Each row of its data is a pair: an image of
+// class A then one of class B (1568 values), so one "sample" is one pair and
+// the executor batches pairs like any other rows. Images go in as [-1, 1].
+class CycleGanWorkload final : public Workload {
+ public:
+  CycleGanWorkload(const ImageDataset& ds, uint64_t seed, double lr) : gan_(seed, lr) {
+    pairs_.train = Pairs(ds.train);
+    pairs_.test = Pairs(ds.test);
+    pairs_.content_hash = ds.content_hash;
+    pairs_.load_seconds = ds.load_seconds;
+    std::vector<torch::Tensor> params = gan_.Parameters();
+    initial_hash_ = HashTensors(params);
+  }
+  const ImageDataset& Data() const override { return pairs_; }
+  std::string Architecture() const override { return gan_.Architecture(); }
+  std::vector<torch::Tensor> Parameters() const override { return gan_.Parameters(); }
+  uint64_t InitialHash() const override { return initial_hash_; }
+  void SetTraining(bool on) override { gan_.SetTraining(on); }
+  torch::Tensor TrainStep(const torch::Tensor& x, const torch::Tensor&) override {
+    CycleGanLosses l = gan_.Step(A(x), B(x));
+    return l.generator + l.discriminator;
+  }
+  // Inference translates both ways; the output holds the two translations side by side.
+  torch::Tensor Infer(const torch::Tensor& x) override {
+    return torch::cat({gan_.AToB(A(x)).flatten(1), gan_.BToA(B(x)).flatten(1)}, 1);
+  }
+  // Quality: cycle-consistency error A->B->A and B->A->B, mean squared error in [0, 1] pixels.
+  void Score(const torch::Tensor& x, const torch::Tensor&, const torch::Tensor& out, QualityTotals* q) override {
+    const int64_t n = x.size(0);
+    torch::Tensor back_a = gan_.BToA(out.slice(1, 0, 784).view({n, 1, 28, 28}));
+    torch::Tensor back_b = gan_.AToB(out.slice(1, 784, 1568).view({n, 1, 28, 28}));
+    const torch::Tensor err = ((back_a - A(x)) / 2).pow(2).sum() + ((back_b - B(x)) / 2).pow(2).sum();
+    q->squared_error += err.item<double>();
+    q->error_values += 2 * n * 784;
+  }
+  void TrainForwards(const torch::Tensor& x) override {
+    // Generator step: 2 translations, 2 cycles, 2 identities, 2 discriminator
+    // scores; discriminator step: 4 scores.
+    torch::Tensor a = A(x), b = B(x);
+    torch::Tensor fb = gan_.AToB(a), fa = gan_.BToA(b);
+    (void)gan_.BToA(fb), (void)gan_.AToB(fa), (void)gan_.AToB(b), (void)gan_.BToA(a);
+    gan_.DiscriminatorForwards(a, b, fa, fb);
+  }
+  std::string InputNote() const override {
+    return absl::StrCat("pairs of class ", kCycleGanClassA, " (sneaker) and ", kCycleGanClassB,
+                        " (ankle boot) images; one sample = one pair; quality = cycle-consistency MSE");
+  }
+
+ private:
+  static ImageSplit Pairs(const ImageSplit& split) {
+    torch::Tensor a = split.images.index({split.labels == kCycleGanClassA});
+    torch::Tensor b = split.images.index({split.labels == kCycleGanClassB});
+    const int64_t n = std::min(a.size(0), b.size(0));
+    ImageSplit out;
+    // Normalised -> pixels in [0, 1] -> [-1, 1], the generators' tanh range.
+    out.images = PixelsFromNormalized(torch::cat({a.slice(0, 0, n), b.slice(0, 0, n)}, 1)).mul(2).sub(1).contiguous();
+    out.labels = torch::zeros({n}, torch::kInt64);
+    return out;
+  }
+  static torch::Tensor A(const torch::Tensor& x) { return x.slice(1, 0, 784).reshape({x.size(0), 1, 28, 28}); }
+  static torch::Tensor B(const torch::Tensor& x) { return x.slice(1, 784, 1568).reshape({x.size(0), 1, 28, 28}); }
+
+  CycleGan gan_;
+  ImageDataset pairs_;
+  uint64_t initial_hash_ = 0;
+};
+
+// A TorchScript module from the agent's file system (bring your own model).
+class ScriptWorkload final : public Workload {
+ public:
+  static absl::StatusOr<std::unique_ptr<Workload>> Load(const v1::JobSpec& spec, const ImageDataset& ds) {
+    const v1::TorchScriptSpec& ts = spec.torchscript();
+    std::ifstream file(ts.path(), std::ios::binary);
+    if (!file) {
+      return absl::NotFoundError(
+          absl::StrCat("torchscript.path = \"", ts.path(), "\": cannot read it on this agent; copy the file there"));
+    }
+    std::stringstream bytes;
+    bytes << file.rdbuf();
+    auto w = std::unique_ptr<ScriptWorkload>(new ScriptWorkload(ds));
+    try {
+      w->module_ = torch::jit::load(ts.path());
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("torchscript.path = \"", ts.path(), "\": not a TorchScript module: ", e.what()));
+    }
+    const std::string content = bytes.str();
+    uint64_t h = 1469598103934665603ULL;
+    for (unsigned char c : content) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    w->file_hash_ = h;
+    w->shape_.assign(ts.input_shape().begin(), ts.input_shape().end());
+    int64_t numel = 1;
+    for (int64_t d : w->shape_) numel *= d;
+    if (numel == ds.train.images.size(1)) {
+      w->data_ = &ds;
+    } else {
+      // Synthetic input, seeded, capped at 256 MiB per split.
+      const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{256} << 20) / (numel * 4)));
+      torch::manual_seed(spec.seed());
+      w->synthetic_.train = {torch::randn({rows, numel}), torch::randint(0, 10, {rows}, torch::kInt64)};
+      w->synthetic_.test = {torch::randn({std::max<int64_t>(1, rows / 4), numel}),
+                            torch::randint(0, 10, {std::max<int64_t>(1, rows / 4)}, torch::kInt64)};
+      w->synthetic_.content_hash = spec.seed();
+      w->data_ = &w->synthetic_;
+      w->note_ = absl::StrCat("synthetic input: ", rows, " seeded random rows of shape [",
+                              absl::StrJoin(w->shape_, ", "), "] (", numel,
+                              " values, not the dataset's 784); accuracy is meaningless");
+    }
+    w->trainable_ = w->module_.find_method("loss").has_value();
+    std::vector<torch::Tensor> params;
+    for (const auto& p : w->module_.parameters()) params.push_back(p);
+    w->params_ = params;
+    if (w->trainable_) {
+      if (params.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("torchscript.path = \"", ts.path(), "\": has a loss method but no parameters to train"));
+      }
+      w->optimizer_ = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(spec.train().learning_rate()));
+    }
+    return std::unique_ptr<Workload>(std::move(w));
+  }
+  const ImageDataset& Data() const override { return *data_; }
+  std::string Architecture() const override {
+    return absl::StrCat("torchscript ", module_.type()->name() ? module_.type()->name()->qualifiedName() : "?",
+                        " input [", absl::StrJoin(shape_, ", "), "]");
+  }
+  std::vector<torch::Tensor> Parameters() const override { return params_; }
+  uint64_t InitialHash() const override { return file_hash_; }
+  void SetTraining(bool on) override { module_.train(on); }
+  bool Trainable() const override { return trainable_; }
+  torch::Tensor TrainStep(const torch::Tensor& x, const torch::Tensor& y) override {
+    optimizer_->zero_grad();
+    torch::Tensor loss = module_.get_method("loss")({Shape(x), y}).toTensor();
+    loss.backward();
+    optimizer_->step();
+    return loss;
+  }
+  torch::Tensor Infer(const torch::Tensor& x) override {
+    c10::IValue out = module_.forward({Shape(x)});
+    if (out.isTuple()) out = out.toTupleRef().elements().at(0);
+    return out.toTensor();
+  }
+  void Score(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& out, QualityTotals* q) override {
+    if (data_ != &synthetic_ && out.dim() == 2 && out.size(1) == 10) {
+      q->correct += out.argmax(1).eq(y).sum().item<int64_t>();
+      q->scored += x.size(0);
+    }
+  }
+  std::string InputNote() const override { return note_; }
+
+ private:
+  explicit ScriptWorkload(const ImageDataset& ds) : data_(&ds) {}
+  torch::Tensor Shape(const torch::Tensor& x) const {
+    std::vector<int64_t> dims = {x.size(0)};
+    dims.insert(dims.end(), shape_.begin(), shape_.end());
+    return x.reshape(dims);
+  }
+
+  torch::jit::Module module_;
+  const ImageDataset* data_;
+  ImageDataset synthetic_;
+  std::vector<int64_t> shape_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  uint64_t file_hash_ = 0;
+  bool trainable_ = false;
+  std::string note_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const std::string& model, const v1::JobSpec& spec,
+                                                       const ImageDataset& ds) {
+  if (model == "cyclegan") return std::unique_ptr<Workload>(new CycleGanWorkload(ds, spec.seed(), spec.train().learning_rate()));
+  if (model == "torchscript") return ScriptWorkload::Load(spec, ds);
+  auto built = BuildModel(model, spec.seed());
+  if (!built.ok()) return built.status();
+  return std::unique_ptr<Workload>(new SequentialWorkload(*std::move(built), spec.train().learning_rate(), ds));
+}
+
+void SetQuality(const QualityTotals& q, v1::TaskResult* result) {
+  if (q.error_values > 0) {
+    result->set_test_mse(q.squared_error / static_cast<double>(q.error_values));
+  } else if (q.scored > 0) {
+    result->set_test_accuracy(static_cast<double>(q.correct) / static_cast<double>(q.scored));
+  }
+}
+
+}  // namespace hetbench::agent

@@ -1,0 +1,70 @@
+#pragma once
+/// A Workload is what the executor runs for one model of the zoo: the data it
+/// uses, one training step, one inference forward, and its test quality. The
+/// executor's timing loop is the same for all of them.
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/data/fashion_mnist.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::agent {
+
+/// Running totals of test quality over inference batches.
+struct QualityTotals {
+  int64_t correct = 0;
+  int64_t scored = 0;          // samples scored by accuracy
+  double squared_error = 0;    // reconstruction models: sum of squared pixel errors
+  int64_t error_values = 0;    // pixels summed in squared_error
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  /// The images this workload trains and tests on, [N, features] rows; most
+  /// use the dataset as it is.
+  virtual const ImageDataset& Data() const = 0;
+  virtual std::string Architecture() const = 0;
+  virtual std::vector<torch::Tensor> Parameters() const = 0;
+  /// Hash of what makes the initial model: weights (or the TorchScript file).
+  virtual uint64_t InitialHash() const = 0;
+  virtual void SetTraining(bool on) = 0;
+  /// False when the model cannot be trained (a TorchScript module without `loss`).
+  virtual bool Trainable() const { return true; }
+  /// One whole optimisation step on a batch; returns the loss.
+  virtual torch::Tensor TrainStep(const torch::Tensor& x, const torch::Tensor& y) = 0;
+  /// The inference forward of a batch.
+  virtual torch::Tensor Infer(const torch::Tensor& x) = 0;
+  /// Adds one inference batch's quality to `q`.
+  virtual void Score(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& out, QualityTotals* q) = 0;
+  /// The forward passes of one training step (for FLOP counting; called without autograd).
+  virtual void TrainForwards(const torch::Tensor& x) { (void)Infer(x); }
+  /// Top-level layers for per-layer timing; nullptr when the model is not one layer stack.
+  virtual torch::nn::Sequential* Layers() { return nullptr; }
+  /// The training loss of the layer stack's output (only with Layers()).
+  virtual torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) const {
+    (void)out, (void)x, (void)y;
+    return {};
+  }
+  /// Anything a reader must know about the input (e.g. synthetic data).
+  virtual std::string InputNote() const { return ""; }
+};
+
+/// Writes test_accuracy or test_mse from the totals.
+void SetQuality(const QualityTotals& q, v1::TaskResult* result);
+
+/// Builds `model` (one of KnownModels()) for `spec`, weights drawn from
+/// spec.seed(). `ds` must outlive the workload. Errors name the model and why.
+absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const std::string& model, const v1::JobSpec& spec,
+                                                       const ImageDataset& ds);
+
+/// The two Fashion-MNIST classes CycleGAN translates between.
+inline constexpr int kCycleGanClassA = 7;  // sneaker
+inline constexpr int kCycleGanClassB = 9;  // ankle boot
+
+}  // namespace hetbench::agent

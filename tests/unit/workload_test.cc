@@ -1,0 +1,236 @@
+// The workloads beyond the layer stacks (CycleGAN, TorchScript), per-layer
+// timing, FLOP counting, calibration and the BLAS kernel check.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/devices/calibration.h"
+#include "agent/executors/layer_profiler.h"
+#include "agent/executors/torch_executor.h"
+#include "agent/models/models.h"
+#include "agent/models/workload.h"
+#include "common/job_spec.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetbench::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Random pixels in [0, 1], normalised like the dataset's.
+torch::Tensor Images(int64_t n) {
+  const double black = NormalizedFromPixel(0), white = NormalizedFromPixel(1);
+  return torch::rand({n, 784}) * (white - black) + black;
+}
+
+// A small stand-in dataset: 64 training and 32 test images, labels 0..9 cycling.
+ImageDataset TinyDataset() {
+  torch::manual_seed(3);
+  ImageDataset ds;
+  ds.train = {Images(64), torch::arange(64, torch::kInt64).remainder(10)};
+  ds.test = {Images(32), torch::arange(32, torch::kInt64).remainder(10)};
+  ds.content_hash = 99;
+  return ds;
+}
+
+v1::JobSpec Spec() { return WithDefaults(v1::JobSpec()); }
+
+TEST(CycleGanTest, PairsTheTwoClassesAndTrainsBothDirections) {
+  ImageDataset ds = TinyDataset();
+  auto w = MakeWorkload("cyclegan", Spec(), ds);
+  ASSERT_TRUE(w.ok()) << w.status();
+  // Labels cycle 0..9: 64 training rows hold 7 sneakers (7) and 6 ankle boots (9) -> 6 pairs.
+  EXPECT_EQ((*w)->Data().train.size(), 6);
+  EXPECT_EQ((*w)->Data().train.images.size(1), 2 * 784);
+  EXPECT_GE((*w)->Data().train.images.min().item<double>(), -1.0 - 1e-5);  // tanh range
+  EXPECT_LE((*w)->Data().train.images.max().item<double>(), 1.0 + 1e-5);
+  const torch::Tensor x = (*w)->Data().train.images.slice(0, 0, 4);
+  const torch::Tensor y = (*w)->Data().train.labels.slice(0, 0, 4);
+  (*w)->SetTraining(true);
+  std::vector<torch::Tensor> before;
+  for (const auto& p : (*w)->Parameters()) before.push_back(p.detach().clone());
+  torch::Tensor loss = (*w)->TrainStep(x, y);
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  int changed = 0;
+  const auto after = (*w)->Parameters();
+  for (size_t i = 0; i < after.size(); ++i) changed += after[i].equal(before[i]) ? 0 : 1;
+  EXPECT_EQ(changed, static_cast<int>(after.size())) << "every generator and discriminator tensor is updated";
+
+  (*w)->SetTraining(false);
+  torch::NoGradGuard no_grad;
+  torch::Tensor out = (*w)->Infer(x);
+  EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{4, 2 * 784}));
+  QualityTotals q;
+  (*w)->Score(x, y, out, &q);
+  v1::TaskResult r;
+  SetQuality(q, &r);
+  EXPECT_GT(r.test_mse(), 0.0);
+  EXPECT_LT(r.test_mse(), 1.0);  // pixels in [0, 1]
+  EXPECT_THAT((*w)->InputNote(), HasSubstr("one sample = one pair"));
+}
+
+TEST(TorchScriptTest, MissingFileIsNamed) {
+  ImageDataset ds = TinyDataset();
+  v1::JobSpec spec = Spec();
+  spec.mutable_torchscript()->set_path("/nonexistent/net.pt");
+  spec.mutable_torchscript()->add_input_shape(784);
+  auto w = MakeWorkload("torchscript", spec, ds);
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(std::string(w.status().message()), HasSubstr("torchscript.path = \"/nonexistent/net.pt\": cannot read"));
+}
+
+// Python's torch (python3-torch, the same LibTorch 1.13) scripts a module; the agent loads and runs it.
+TEST(TorchScriptTest, ScriptedModuleWithALossTrainsAndOneWithoutOnlyInfers) {
+  testing::TempDir dir;
+  const std::string script = dir.path() + "/make.py";
+  std::ofstream(script) << "import sys, torch\n"
+                           "class Net(torch.nn.Module):\n"
+                           "    def __init__(self):\n"
+                           "        super().__init__()\n"
+                           "        self.fc = torch.nn.Linear(784, 10)\n"
+                           "    def forward(self, x):\n"
+                           "        return self.fc(x.flatten(1))\n"
+                           "    @torch.jit.export\n"
+                           "    def loss(self, x, y):\n"
+                           "        return torch.nn.functional.cross_entropy(self.forward(x), y)\n"
+                           "class Plain(torch.nn.Module):\n"
+                           "    def forward(self, x):\n"
+                           "        return x.sum(dim=[1, 2, 3])\n"
+                           "torch.manual_seed(0)\n"
+                           "torch.jit.script(Net()).save(sys.argv[1] + '/net.pt')\n"
+                           "torch.jit.script(Plain()).save(sys.argv[1] + '/plain.pt')\n";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " " + dir.path()).c_str()), 0) << "python3-torch is installed by install-deps";
+  ImageDataset ds = TinyDataset();
+
+  v1::JobSpec spec = Spec();
+  spec.mutable_torchscript()->set_path(dir.path() + "/net.pt");
+  for (int64_t d : {1, 28, 28}) spec.mutable_torchscript()->add_input_shape(d);
+  auto w = MakeWorkload("torchscript", spec, ds);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE((*w)->Trainable());
+  EXPECT_EQ((*w)->InputNote(), "");  // 1x28x28 = 784: the dataset's images feed it
+  const torch::Tensor x = ds.train.images.slice(0, 0, 8), y = ds.train.labels.slice(0, 0, 8);
+  const double first = (*w)->TrainStep(x, y).item<double>();
+  double last = first;
+  for (int i = 0; i < 20; ++i) last = (*w)->TrainStep(x, y).item<double>();
+  EXPECT_LT(last, first) << "Adam on the module's own loss lowers it on a fixed batch";
+  EXPECT_EQ((*w)->Infer(x).sizes().vec(), (std::vector<int64_t>{8, 10}));
+
+  v1::JobSpec plain = Spec();
+  plain.mutable_torchscript()->set_path(dir.path() + "/plain.pt");
+  for (int64_t d : {3, 8, 8}) plain.mutable_torchscript()->add_input_shape(d);
+  auto p = MakeWorkload("torchscript", plain, ds);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE((*p)->Trainable());
+  EXPECT_THAT((*p)->InputNote(), HasSubstr("synthetic input"));
+  EXPECT_EQ((*p)->Data().train.images.size(1), 3 * 8 * 8);
+  EXPECT_EQ((*p)->Infer((*p)->Data().test.images.slice(0, 0, 5)).sizes().vec(), (std::vector<int64_t>{5}));
+}
+
+TEST(FlopsTest, ProfilerCountsTheCnnConvolutionsAndProducts) {
+  auto cnn = BuildModel("cnn", 1);
+  ASSERT_TRUE(cnn.ok());
+  cnn->net->eval();
+  torch::NoGradGuard no_grad;
+  const double flops = CountFlops([&] { (void)cnn->net->forward(torch::randn({4, 784})); }) / 4;
+  // 2 x MACs: conv1 26*26*32*9, conv2 24*24*64*32*9, fc 9216*128 and 128*10 (+ bias adds)
+  const double expected = 2.0 * (26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10);
+  EXPECT_NEAR(flops, expected, expected * 0.01);
+}
+
+TEST(LayerProfilerTest, TimesEveryTopLevelLayerAndSplitsTheBackward) {
+  auto cnn = BuildModel("cnn", 1);
+  ASSERT_TRUE(cnn.ok());
+  ImageDataset ds = TinyDataset();
+  auto loss = [](const torch::Tensor& out, const torch::Tensor&, const torch::Tensor& y) {
+    return torch::nn::functional::cross_entropy(out, y);
+  };
+  std::vector<v1::LayerTiming> layers =
+      ProfileLayers(cnn->net, loss, ds.train.images, ds.train.labels, 8, 3, torch::Device(torch::kCPU));
+  ASSERT_EQ(layers.size(), cnn->net->size());
+  EXPECT_THAT(layers[1].name(), HasSubstr("Conv2d(1, 32"));
+  for (const auto& l : layers) {
+    EXPECT_EQ(l.forward().count(), 3) << l.name();
+    EXPECT_EQ(l.inference().count(), 3) << l.name();
+    EXPECT_GT(l.forward().p50_ns(), 0) << l.name();
+  }
+  // The Unflatten of the input needs no gradient: no backward share. Every layer after the first conv has one.
+  EXPECT_EQ(layers[0].backward().count(), 0);
+  for (size_t i = 1; i < layers.size(); ++i) EXPECT_EQ(layers[i].backward().count(), 3) << layers[i].name();
+  EXPECT_NEAR(layers[3].forward_flops_per_sample(), 2.0 * 24 * 24 * 64 * 32 * 9, 2.0 * 24 * 24 * 64 * 32 * 9 * 0.01);
+  // The profiling leaves no gradients behind and does not change weights.
+  for (const auto& p : cnn->net->parameters()) EXPECT_FALSE(p.grad().defined());
+}
+
+TEST(BlasCheckTest, GradesKernelFamiliesAgainstTheCpuFlags) {
+  const std::vector<std::string> avx512 = {"sse3", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl"};
+  const std::vector<std::string> avx2 = {"sse3", "avx", "avx2", "fma"};
+  BlasKernelVerdict v = CheckBlasKernel("Prescott", avx512);
+  EXPECT_TRUE(v.below);
+  EXPECT_EQ(v.better_core, "SkylakeX");
+  EXPECT_THAT(v.text, HasSubstr("Prescott kernels on a CPU with AVX-512"));
+  EXPECT_TRUE(CheckBlasKernel("Haswell", avx512).below);
+  EXPECT_FALSE(CheckBlasKernel("Cooperlake", avx512).below);
+  EXPECT_FALSE(CheckBlasKernel("SKYLAKEX", avx512).below);
+  v = CheckBlasKernel("Sandybridge", avx2);
+  EXPECT_TRUE(v.below);
+  EXPECT_EQ(v.better_core, "Haswell");
+  EXPECT_FALSE(CheckBlasKernel("Haswell", avx2).below);
+  EXPECT_FALSE(CheckBlasKernel("Prescott", {"sse3"}).below);
+  EXPECT_FALSE(CheckBlasKernel("neoversen1", {"asimd"}).below);  // not graded
+  EXPECT_THAT(CheckBlasKernel("", avx512).text, HasSubstr("not OpenBLAS"));
+}
+
+TEST(CalibrationTest, SgemmMatchesAFloat64ReferenceAndRatesArePositive) {
+  EXPECT_LT(SgemmRelativeError(96, 5), 1e-5);
+  v1::Calibration c = Calibrate(/*gemm_size=*/256, /*repeats=*/1);
+  EXPECT_EQ(c.gemm_size(), 256);
+  EXPECT_GT(c.gemm_gflops(), 0.1);
+  EXPECT_GT(c.memory_gbytes_per_second(), 0.1);
+}
+
+// The executor end to end on the tiny dataset: per-layer timings, FLOPs per
+// sample (training = 3x forward), calibration attached once.
+TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
+  testing::TempDir dir;
+  ImageDataset tiny = TinyDataset();
+  TorchExecutorConfig config;
+  config.calibration_gemm_size = 128;
+  config.blas_check = "test";
+  config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
+    return MakeWorkload(m, s, tiny);
+  };
+  config.data_dir = HETBENCH_DATA_DIR;
+  TorchExecutor exec(config);
+  v1::Assign a;
+  a.set_task_id("t");
+  a.set_batch_size(8);
+  a.set_model("cnn");
+  v1::JobSpec spec;
+  spec.mutable_train()->set_min_steps(3);
+  spec.mutable_train()->set_warmup_steps(1);
+  spec.mutable_train()->set_min_duration_seconds(0);
+  spec.mutable_inference()->set_max_batches(2);
+  spec.mutable_layers()->set_enabled(true);
+  spec.mutable_layers()->set_steps(2);
+  *a.mutable_spec() = WithDefaults(spec);
+  v1::Device cpu;
+  cpu.set_cores(1);
+  TaskControl control(SampleCapacity(a), SteadyNowNs());
+  auto r = exec.Run(a, cpu, &control);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->layers_size(), 12);
+  const double expected = 2.0 * (26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10);
+  EXPECT_NEAR(r->forward_flops_per_sample(), expected, expected * 0.01);
+  EXPECT_NEAR(r->train_flops_per_sample(), 3 * r->forward_flops_per_sample(), 1.0);
+  EXPECT_EQ(r->calibration().gemm_size(), 128);
+  EXPECT_EQ(r->calibration().blas_check(), "test");
+  EXPECT_THAT(r->environment().model_fingerprint(), HasSubstr("cnn/params=1199882/"));
+  EXPECT_EQ(control.samples.published(), 3u + 2u);
+}
+
+}  // namespace
+}  // namespace hetbench::agent
