@@ -10,7 +10,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "agent/agent.h"
+#include "agent/devices/calibration.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
@@ -27,35 +32,70 @@ std::string Hostname() {
 }
 
 // OpenBLAS 0.3.21 does not recognise some current CPUs and falls back to a
-// lesser kernel family (its generic 'Prescott' kernels were measured ~5x
-// slower for SGEMM on this project's VM; on another it picked Haswell kernels
-// on an AVX-512 CPU, ~1.3x slower inference for mlp). The family can only be
-// chosen before the library loads, so when the loaded family is below what
-// the CPU's flags support, the agent re-executes itself with
-// OPENBLAS_CORETYPE set. The family in use is recorded in every result.
-void MaybeFixOpenBlasCore(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
-  if (mode != "auto" || getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  std::string core = hetbench::agent::OpenBlasCoreName();
-  for (char& c : core) c = static_cast<char>(tolower(c));
-  if (core.empty()) return;  // not OpenBLAS
-  auto has = [&](const char* f) {
-    for (const auto& x : cpu.isa_flags()) {
-      if (x == f) return true;
+// lesser kernel family (generic 'Prescott' kernels were measured ~5x slower
+// for SGEMM on this project's VM). The family can only be chosen before the
+// library loads, so when the loaded family is below what the CPU's flags
+// support, the agent re-executes itself with OPENBLAS_CORETYPE set, checks
+// the new kernels' SGEMM against a float64 reference, and keeps them only if
+// they are right (else it re-executes with the original setting and flags
+// every CPU result). HETBENCH_BLAS_FIX carries the state across the exec.
+struct BlasState {
+  std::string text;
+  bool below = false;
+  double sgemm_error = 0;
+};
+
+constexpr char kFixVar[] = "HETBENCH_BLAS_FIX";
+constexpr double kMaxSgemmError = 1e-4;
+
+BlasState SettleOpenBlasKernel(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
+  using hetbench::agent::CheckBlasKernel;
+  const std::string core = hetbench::agent::OpenBlasCoreName();
+  const std::vector<std::string> flags(cpu.isa_flags().begin(), cpu.isa_flags().end());
+  const hetbench::agent::BlasKernelVerdict verdict = CheckBlasKernel(core, flags);
+  const char* fix_env = getenv(kFixVar);
+  const std::string fix = fix_env ? fix_env : "";
+  unsetenv(kFixVar);
+  if (absl::StartsWith(fix, "trying:")) {  // "trying:<original OPENBLAS_CORETYPE or ->:<original family>"
+    std::vector<std::string> parts = absl::StrSplit(fix, absl::MaxSplits(':', 2));
+    const std::string original_env = parts.size() > 1 ? parts[1] : "-";
+    const std::string original_core = parts.size() > 2 ? parts[2] : "?";
+    const double err = hetbench::agent::SgemmRelativeError(256, 7);
+    if (err <= kMaxSgemmError && !verdict.below) {
+      return {absl::StrFormat("fixed: OpenBLAS chose %s kernels; restarted with OPENBLAS_CORETYPE=%s (%s); "
+                              "SGEMM 256^3 matches a float64 reference (max rel. error %.1e)",
+                              original_core, core, verdict.text, err),
+              false, err};
     }
-    return false;
-  };
-  std::string target;
-  if (has("avx512f") && has("avx512bw") && has("avx512vl")) {
-    if (core != "skylakex" && core != "cooperlake" && core != "sapphirerapids") target = "SkylakeX";
-  } else if (has("avx2") && has("fma")) {
-    if (core == "prescott" || core == "nehalem" || core == "core2" || core == "sandybridge") target = "Haswell";
+    hetbench::LogWarning("agent", "OpenBLAS ", core, " kernels failed the check (SGEMM rel. error ", err,
+                         "); going back to ", original_core);
+    if (original_env == "-") {
+      unsetenv("OPENBLAS_CORETYPE");
+    } else {
+      setenv("OPENBLAS_CORETYPE", original_env.c_str(), 1);
+    }
+    setenv(kFixVar, absl::StrFormat("rejected:%s kernels gave SGEMM rel. error %.1e", core, err).c_str(), 1);
+    execv("/proc/self/exe", argv);
+    return {absl::StrCat(verdict.text, "; re-exec failed"), true, err};
   }
-  if (target.empty()) return;
-  hetbench::LogInfo("agent", "OpenBLAS loaded its ", core, " kernels on a CPU that supports ", target,
-                    "; restarting with OPENBLAS_CORETYPE=", target, " (keep them with --blas-coretype=keep)");
-  setenv("OPENBLAS_CORETYPE", target.c_str(), 1);
+  if (absl::StartsWith(fix, "rejected:")) {
+    return {absl::StrCat("MISMATCH: ", verdict.text, "; the better kernels were rejected (", fix.substr(9),
+                         "): CPU results are flagged"),
+            verdict.below, 0};
+  }
+  if (!verdict.below) return {verdict.text, false, 0};
+  if (mode == "keep") {
+    return {absl::StrCat("MISMATCH: ", verdict.text, " (kept by --blas-coretype=keep): CPU results are flagged"), true,
+            0};
+  }
+  const char* original = getenv("OPENBLAS_CORETYPE");
+  hetbench::LogInfo("agent", verdict.text, "; restarting with OPENBLAS_CORETYPE=", verdict.better_core,
+                    " (keep them with --blas-coretype=keep)");
+  setenv(kFixVar, absl::StrCat("trying:", original ? original : "-", ":", core).c_str(), 1);
+  setenv("OPENBLAS_CORETYPE", verdict.better_core.c_str(), 1);
   execv("/proc/self/exe", argv);
   hetbench::LogWarning("agent", "re-exec failed; continuing with ", core, " kernels");
+  return {absl::StrCat("MISMATCH: ", verdict.text, "; re-exec failed: CPU results are flagged"), true, 0};
 }
 
 }  // namespace
@@ -84,6 +124,16 @@ int main(int argc, char** argv) {
   app.add_option("--blas-coretype", blas_mode, "auto: fix OpenBLAS's generic-kernel fallback; keep: leave it")
       ->check(CLI::IsMember({"auto", "keep"}))
       ->capture_default_str();
+  bool calibrate_only = false;
+  std::string calibration = "on";
+  app.add_flag("--calibrate", calibrate_only,
+               "settle the BLAS kernels, measure the CPU (GEMM rate, memory bandwidth), print JSON and exit");
+  app.add_option("--calibration", calibration, "calibrate each device before its first task")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--calibration-gemm-size", exec_config.calibration_gemm_size, "n of the n^3 SGEMM of calibration")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 16384));
   app.add_option("--power-sample-hz", sample_hz, "power sampler rate")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 1000.0));
@@ -97,6 +147,7 @@ int main(int argc, char** argv) {
   app.add_option("--sysfs-root", sysfs_root, "prefix for /sys and /proc paths (tests)");
   CLI11_PARSE(app, argc, argv);
   if (config.agent_id.empty()) config.agent_id = config.hostname;
+  exec_config.calibrate = calibration == "on";
   for (const std::string& l : labels) {
     std::vector<std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
     if (kv.size() != 2 || kv[0].empty()) {
@@ -112,9 +163,29 @@ int main(int argc, char** argv) {
     std::cerr << "hetbench-agent: CPU discovery failed: " << cpu.status().message() << "\n";
     return 1;
   }
-  MaybeFixOpenBlasCore(blas_mode, *cpu, argv);
+  const BlasState blas = SettleOpenBlasKernel(blas_mode, *cpu, argv);
   hetbench::LogInfo("agent", "cpu0: ", cpu->model(), ", ", cpu->cores(), " cores, ", cpu->memory_bytes() >> 20,
-                    " MiB; BLAS: ", hetbench::agent::DescribeBlas());
+                    " MiB; BLAS: ", hetbench::agent::DescribeBlas(), "; ", blas.text);
+  exec_config.blas_check = blas.text;
+  exec_config.blas_below = blas.below;
+  exec_config.sgemm_relative_error = blas.sgemm_error;
+  (*cpu->mutable_attributes())["blas"] = hetbench::agent::DescribeBlas();
+  (*cpu->mutable_attributes())["blas_check"] = blas.text;
+  if (calibrate_only) {
+    torch::set_num_threads(exec_config.threads > 0 ? exec_config.threads : std::max(cpu->cores(), 1));
+    hetbench::v1::Calibration cal = hetbench::agent::Calibrate(exec_config.calibration_gemm_size);
+    cal.set_blas(hetbench::agent::DescribeBlas());
+    cal.set_blas_check(blas.text);
+    cal.set_blas_below(blas.below);
+    cal.set_sgemm_relative_error(blas.sgemm_error);
+    std::string json;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    opts.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(cal, &json, opts);
+    std::cout << json << "\n";
+    return 0;
+  }
 
   if (cost_usd_per_hour > 0) (*cpu->mutable_attributes())["cost_usd_per_hour"] = absl::StrCat(cost_usd_per_hour);
   std::vector<hetbench::v1::Device> devices = {*cpu};

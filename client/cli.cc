@@ -173,7 +173,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   auto* report = app.add_subcommand("report", "compare the results of a job");
   report->add_option("id", job_id, "job id")->required();
   report->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
-  bool study = false, compare_anyway = false;
+  bool study = false, compare_anyway = false, layers_report = false;
+  std::string baseline = "cpu";
+  report->add_option("--baseline", baseline, "device kind speedups are relative to")->capture_default_str();
+  report->add_flag("--layers", layers_report, "print only the per-layer times (table or csv)");
   report->add_flag("--compare-anyway", compare_anyway, "compute speedups even between different model fingerprints");
   report->add_flag("--study", study,
                    "print the reference study's time/power/energy table (E = P x T with nominal watts)");
@@ -367,7 +370,18 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     s = stub->GetJob(&ctx, req, &job);
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     if (report->parsed()) {
-      out << (study ? RenderStudyTable(job) : RenderReport(job, *format, compare_anyway));
+      const auto kind = ParseDeviceKind(baseline);
+      if (!kind) {
+        err << "hetbench: --baseline " << baseline << ": unknown device kind; use cpu, gpu, tpu, dpu or qpu-sim\n";
+        return kExitUsage;
+      }
+      if (study) {
+        out << RenderStudyTable(job, *kind, compare_anyway);
+      } else if (layers_report) {
+        out << RenderLayers(job, *format, *kind);
+      } else {
+        out << RenderReport(job, *format, compare_anyway, *kind);
+      }
       return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
     }
     out << RenderJob(job, *format);

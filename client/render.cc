@@ -69,15 +69,36 @@ std::string DeviceLabel(const v1::Task& t) {
   return absl::StrCat(t.agent_id(), "/", t.device_id(), " (", DeviceKindName(t.device_kind()), ")");
 }
 
-// Baseline for speedups: first succeeded CPU task, else the first succeeded task.
-const v1::Task* Baseline(const v1::Job& job) {
+std::string TaskModel(const v1::Job& job, const v1::Task& t) {
+  if (!t.model().empty()) return t.model();
+  return job.spec().models_size() > 0 ? job.spec().models(0) : job.spec().model();
+}
+
+// Baseline of a task's speedups: the first succeeded task of the same model
+// and batch size on the baseline device kind, else the first succeeded task
+// of that model and batch size.
+const v1::Task* Baseline(const v1::Job& job, const v1::Task& of, v1::DeviceKind kind) {
   const v1::Task* first = nullptr;
   for (const v1::Task& t : job.tasks()) {
-    if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
-    if (t.device_kind() == v1::DEVICE_KIND_CPU) return &t;
+    if (t.state() != v1::TASK_STATE_SUCCEEDED || t.batch_size() != of.batch_size() ||
+        TaskModel(job, t) != TaskModel(job, of)) {
+      continue;
+    }
+    if (t.device_kind() == kind) return &t;
     if (first == nullptr) first = &t;
   }
   return first;
+}
+
+bool SameFingerprint(const v1::Task& a, const v1::Task& b) {
+  return a.result().environment().model_fingerprint() == b.result().environment().model_fingerprint();
+}
+
+// Achieved GFLOP/s of a phase: FLOPs per sample x samples per second.
+double AchievedGflops(const v1::Task& t, const v1::PhaseResult& p) {
+  const double per_sample = p.phase() == v1::PHASE_TRAIN ? t.result().train_flops_per_sample()
+                                                         : t.result().forward_flops_per_sample();
+  return per_sample * p.stats().samples_per_second() / 1e9;
 }
 
 const v1::CostResult* FindCost(const v1::Task& t, v1::Phase phase) {
@@ -113,6 +134,16 @@ std::string Quality(const v1::TaskResult& r) {
 
 std::string RenderEnergyTable(const v1::Job& job);
 
+namespace {
+
+std::string JobModels(const v1::Job& job) {
+  const auto& models = job.spec().models();
+  if (models.empty()) return absl::StrCat("model ", job.spec().model());
+  return absl::StrCat(models.size() == 1 ? "model " : "models ", absl::StrJoin(models, ", "));
+}
+
+}  // namespace
+
 absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name) {
   if (name == "table") return OutputFormat::kTable;
   if (name == "json") return OutputFormat::kJson;
@@ -139,35 +170,35 @@ std::string FormatTable(const std::vector<std::string>& header, const std::vecto
   return out;
 }
 
-std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched) {
+std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched,
+                         v1::DeviceKind baseline_kind) {
   if (format == OutputFormat::kJson) return ToJson(job);
-  const v1::Task* base = Baseline(job);
   bool refused = false;
   auto speedup = [&](const v1::Task& t, v1::Phase phase) -> std::string {
+    const v1::Task* base = Baseline(job, t, baseline_kind);
     const v1::PhaseResult* mine = FindPhase(t, phase);
     const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
     if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
-    if (!compare_mismatched &&
-        t.result().environment().model_fingerprint() != base->result().environment().model_fingerprint()) {
+    if (!compare_mismatched && !SameFingerprint(t, *base)) {
       refused = true;
       return "n/a";
     }
     return absl::StrFormat("%.2fx", mine->stats().samples_per_second() / theirs->stats().samples_per_second());
   };
-  const std::vector<std::string> header = {"TASK",          "DEVICE",    "BATCH",    "PHASE",
+  const std::vector<std::string> header = {"TASK",          "MODEL",     "DEVICE",   "BATCH",    "PHASE",
                                            "STEPS",         "P50_MS",    "P90_MS",   "P99_MS",
                                            "MEAN_MS",       "STDDEV_MS", "IQR_MS",   "P50_US_PER_SAMPLE",
                                            "SAMPLES_PER_S", "SPEEDUP",   "ACCURACY", "VALID"};
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     if (t.result().phases().empty()) {
-      rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                      "-", "-", TaskStateName(t.state()), "-"});
+      rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), "-", "-", "-", "-", "-",
+                      "-", "-", "-", "-", "-", "-", TaskStateName(t.state()), "-"});
       continue;
     }
     for (const v1::PhaseResult& p : t.result().phases()) {
       const v1::TimingStats& s = p.stats();
-      rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
+      rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
                       Ms(s.stddev_ns()), Ms(s.iqr_ns()), Num(PerSampleNs(s, s.p50_ns()) / 1e3, "%.2f"),
                       absl::StrFormat("%.1f", s.samples_per_second()), speedup(t, p.phase()),
@@ -177,6 +208,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
   if (format == OutputFormat::kCsv) {
     const std::vector<std::string> csv_header = {"job_id",
                                                  "task_id",
+                                                 "model",
                                                  "agent_id",
                                                  "device_id",
                                                  "device_kind",
@@ -216,7 +248,11 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                                                  "usd_per_hour",
                                                  "usd_per_1000_samples",
                                                  "usd_per_epoch",
-                                                 "electricity_usd_per_1000_samples"};
+                                                 "electricity_usd_per_1000_samples",
+                                                 "flops_per_sample",
+                                                 "achieved_gflops",
+                                                 "calibrated_gemm_gflops",
+                                                 "blas"};
     std::vector<std::vector<std::string>> csv_rows;
     for (const v1::Task& t : job.tasks()) {
       for (const v1::PhaseResult& p : t.result().phases()) {
@@ -224,8 +260,11 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
         const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
         const v1::CostResult* c = FindCost(t, p.phase());
         const v1::TaskResult& r = t.result();
+        const double flops_per_sample =
+            p.phase() == v1::PHASE_TRAIN ? r.train_flops_per_sample() : r.forward_flops_per_sample();
         csv_rows.push_back({job.id(),
                             t.id(),
+                            TaskModel(job, t),
                             t.agent_id(),
                             t.device_id(),
                             DeviceKindName(t.device_kind()),
@@ -265,17 +304,22 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                             c ? absl::StrCat(c->usd_per_hour()) : "",
                             c ? absl::StrCat(c->usd_per_1000_samples()) : "",
                             c ? absl::StrCat(c->usd_per_epoch()) : "",
-                            c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : ""});
+                            c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : "",
+                            absl::StrCat(flops_per_sample),
+                            absl::StrCat(AchievedGflops(t, p)),
+                            absl::StrCat(r.calibration().gemm_gflops()),
+                            r.environment().blas()});
       }
     }
     return CsvLines(absl::StrJoin(csv_header, ","), csv_rows);
   }
-  std::string out =
-      absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": model ", job.spec().model(), " on ",
-                   job.spec().dataset(), ", seed ", job.spec().seed(), " -- ", JobStateName(job.state()), "\n");
+  std::string out = absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": ", JobModels(job), " on ",
+                                 job.spec().dataset(), ", seed ", job.spec().seed(), " -- ", JobStateName(job.state()),
+                                 "\n");
   if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
   absl::StrAppend(&out, "\n", FormatTable(header, rows), "\n");
-  if (base) absl::StrAppend(&out, "SPEEDUP is samples/s relative to ", base->id(), ".\n");
+  absl::StrAppend(&out, "SPEEDUP is samples/s relative to the same model and batch size on the baseline (",
+                  DeviceKindName(baseline_kind), ", else the first result).\n");
   if (refused) {
     absl::StrAppend(&out,
                     "n/a: model fingerprints differ from the baseline's (architecture, initial weights or data); "
@@ -290,12 +334,17 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     }
   }
   absl::StrAppend(&out, "\n", RenderEnergyTable(job));
+  absl::StrAppend(&out, "\n", RenderRoofline(job));
+  if (std::any_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) { return t.result().layers_size() > 0; })) {
+    absl::StrAppend(&out, "\n", RenderLayers(job, OutputFormat::kTable, baseline_kind));
+  }
   for (const v1::Task& t : job.tasks()) {
     const v1::TaskResult& r = t.result();
     absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
     if (!t.error().empty()) absl::StrAppend(&out, " (", t.error(), ")");
     if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
       const v1::RunEnvironment& e = r.environment();
+      if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");
       absl::StrAppendFormat(&out,
                             "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
                             "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
@@ -357,9 +406,22 @@ std::string RenderEnergyTable(const v1::Job& job) {
   return out;
 }
 
-std::string RenderStudyTable(const v1::Job& job) {
+std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched) {
   std::vector<std::vector<std::string>> rows;
-  bool cpu_default = false;
+  bool cpu_default = false, refused = false;
+  // Speedup as the studies gave it: a percentage of the baseline device's
+  // rate (100% = as fast as the baseline, 1200% = twelve times faster).
+  auto percent = [&](const v1::Task& t, v1::Phase phase) -> std::string {
+    const v1::Task* base = Baseline(job, t, baseline_kind);
+    const v1::PhaseResult* mine = FindPhase(t, phase);
+    const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
+    if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
+    if (!compare_mismatched && !SameFingerprint(t, *base)) {
+      refused = true;
+      return "n/a";
+    }
+    return absl::StrFormat("%.0f%%", 100 * mine->stats().samples_per_second() / theirs->stats().samples_per_second());
+  };
   for (const v1::Task& t : job.tasks()) {
     const v1::PhaseResult* train = FindPhase(t, v1::PHASE_TRAIN);
     const v1::PhaseResult* infer = FindPhase(t, v1::PHASE_INFER);
@@ -370,18 +432,127 @@ std::string RenderStudyTable(const v1::Job& job) {
     const double nominal = NominalWatts(t.device_kind(), &from_study);
     cpu_default = cpu_default || !from_study;
     const EnergySummary e = SummarizeEnergy(t.result(), v1::PHASE_UNSPECIFIED);
-    rows.push_back({DeviceLabel(t), absl::StrCat(t.batch_size()), Num(train_s, "%.3f"), Num(test_s, "%.3f"),
-                    absl::StrCat(Num(nominal, "%.0f"), from_study ? "" : "+"),
+    const bool valid = (!train || train->valid()) && (!infer || infer->valid());
+    rows.push_back({TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), Num(train_s, "%.3f"),
+                    Num(test_s, "%.3f"), percent(t, v1::PHASE_TRAIN), percent(t, v1::PHASE_INFER),
+                    Quality(t.result()), absl::StrCat(Num(nominal, "%.0f"), from_study ? "" : "+"),
                     Num(nominal * (train_s + test_s), "%.1f"), e.ok ? Num(e.average_watts, "%.1f") : "-",
-                    e.ok ? Num(e.joules, "%.1f") : "-", SourceCell(e)});
+                    e.ok ? Num(e.joules, "%.1f") : "-", SourceCell(e), valid ? "yes" : "NO"});
   }
-  std::string out = absl::StrCat("Study table for ", job.id(), " (model ", job.spec().model(), ")\n");
-  absl::StrAppend(
-      &out, FormatTable({"DEVICE", "BATCH", "TRAIN_S", "TEST_S", "NOMINAL_W", "E=PxT_J", "AVG_W", "ENERGY_J", "SOURCE"},
-                        rows));
+  std::string out = absl::StrCat("Study table for ", job.id(), " (", JobModels(job), ")\n");
+  absl::StrAppend(&out, FormatTable({"MODEL", "DEVICE", "BATCH", "TRAIN_S", "TEST_S", "TRAIN_VS_BASE", "TEST_VS_BASE",
+                                     "QUALITY", "NOMINAL_W", "E=PxT_J", "AVG_W", "ENERGY_J", "SOURCE", "VALID"},
+                                    rows));
+  absl::StrAppend(&out, "TRAIN_S and TEST_S are the measured windows (training after warm-up; the test set). ",
+                  "*_VS_BASE is samples/s as a percentage of the same model and batch size on ",
+                  DeviceKindName(baseline_kind), " (100% = as fast).\n");
+  absl::StrAppend(&out, "QUALITY is test accuracy (or reconstruction MSE) after the run.\n");
+  if (refused) absl::StrAppend(&out, "n/a: model fingerprints differ; compare anyway with --compare-anyway.\n");
   absl::StrAppend(&out, "E=PxT_J is the study's method: nominal watts x (train + test seconds), not a measurement.\n");
   if (cpu_default) absl::StrAppend(&out, "+ the study gave no CPU figure: 150 W is hetbench's default.\n");
   absl::StrAppend(&out, "AVG_W and ENERGY_J are hetbench's, over the same windows, from SOURCE (* = modeled).\n");
+  return out;
+}
+
+std::string RenderRoofline(const v1::Job& job) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> devices;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::TaskResult& r = t.result();
+    if (r.forward_flops_per_sample() <= 0) continue;
+    const v1::Calibration& cal = r.calibration();
+    const std::string device = absl::StrCat(t.agent_id(), "/", t.device_id());
+    if (cal.gemm_gflops() > 0 && std::find(devices.begin(), devices.end(), device) == devices.end()) {
+      devices.push_back(device);
+    }
+    for (const v1::PhaseResult& p : r.phases()) {
+      const double achieved = AchievedGflops(t, p);
+      const double per_sample =
+          p.phase() == v1::PHASE_TRAIN ? r.train_flops_per_sample() : r.forward_flops_per_sample();
+      rows.push_back({t.id(), TaskModel(job, t), PhaseName(p.phase()), Num(per_sample / 1e6, "%.2f"),
+                      Num(achieved, "%.2f"), cal.gemm_gflops() > 0 ? Num(cal.gemm_gflops(), "%.1f") : "-",
+                      cal.gemm_gflops() > 0 ? Num(100 * achieved / cal.gemm_gflops(), "%.1f%%") : "-"});
+    }
+  }
+  if (rows.empty()) return "";
+  std::string out = FormatTable(
+      {"TASK", "MODEL", "PHASE", "MFLOP_PER_SAMPLE", "ACHIEVED_GFLOPS", "PEAK_GEMM_GFLOPS", "OF_PEAK"}, rows);
+  absl::StrAppend(&out,
+                  "FLOPs per sample are counted by LibTorch's profiler over one inference forward (matrix products, "
+                  "convolutions); training counts 3x forward. PEAK is the device's calibrated SGEMM rate.\n");
+  for (const std::string& device : devices) {
+    for (const v1::Task& t : job.tasks()) {
+      if (absl::StrCat(t.agent_id(), "/", t.device_id()) != device || t.result().calibration().gemm_gflops() <= 0) {
+        continue;
+      }
+      const v1::Calibration& c = t.result().calibration();
+      absl::StrAppendFormat(&out,
+                            "Calibration of %s: SGEMM %d^3 %.1f GFLOP/s, memory copy %.1f GB/s (%.1f s); BLAS %s; "
+                            "kernel check: %s\n",
+                            device, c.gemm_size(), c.gemm_gflops(), c.memory_gbytes_per_second(), c.seconds(), c.blas(),
+                            c.blas_check().empty() ? "-" : c.blas_check());
+      break;
+    }
+  }
+  return out;
+}
+
+std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind baseline_kind) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::TaskResult& r = t.result();
+    if (r.layers_size() == 0) continue;
+    const v1::Task* base = Baseline(job, t, baseline_kind);
+    const bool compare = base && base != &t && base->result().layers_size() == r.layers_size() && SameFingerprint(t, *base);
+    double total = 0;
+    for (const auto& l : r.layers()) total += l.forward().p50_ns() + l.backward().p50_ns();
+    for (const v1::LayerTiming& l : r.layers()) {
+      const double own = l.forward().p50_ns() + l.backward().p50_ns();
+      std::string vs = "-";
+      if (compare) {
+        const v1::LayerTiming& b = base->result().layers(l.index());
+        if (l.inference().p50_ns() > 0) vs = Num(b.inference().p50_ns() / l.inference().p50_ns(), "%.2fx");
+      }
+      if (format == OutputFormat::kCsv) {
+        rows.push_back({job.id(), t.id(), TaskModel(job, t), t.agent_id(), t.device_id(),
+                        DeviceKindName(t.device_kind()), absl::StrCat(t.batch_size()), absl::StrCat(l.index()), l.name(),
+                        absl::StrCat(l.forward().p25_ns()), absl::StrCat(l.forward().p50_ns()),
+                        absl::StrCat(l.forward().p75_ns()), absl::StrCat(l.backward().count()),
+                        absl::StrCat(l.backward().p25_ns()), absl::StrCat(l.backward().p50_ns()),
+                        absl::StrCat(l.backward().p75_ns()), absl::StrCat(l.inference().p25_ns()),
+                        absl::StrCat(l.inference().p50_ns()), absl::StrCat(l.inference().p75_ns()),
+                        absl::StrCat(l.forward_flops_per_sample())});
+        continue;
+      }
+      rows.push_back(
+          {t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), absl::StrCat(l.index()), l.name(),
+           absl::StrFormat("%s [%s-%s]", Ms(l.forward().p50_ns()), Ms(l.forward().p25_ns()), Ms(l.forward().p75_ns())),
+           l.backward().count() > 0 ? absl::StrFormat("%s [%s-%s]", Ms(l.backward().p50_ns()),
+                                                      Ms(l.backward().p25_ns()), Ms(l.backward().p75_ns()))
+                                    : "-",
+           absl::StrFormat("%s [%s-%s]", Ms(l.inference().p50_ns()), Ms(l.inference().p25_ns()),
+                           Ms(l.inference().p75_ns())),
+           total > 0 ? Num(100 * own / total, "%.1f%%") : "-", Num(l.forward_flops_per_sample() / 1e6, "%.3f"), vs});
+    }
+  }
+  if (format == OutputFormat::kCsv) {
+    return CsvLines(
+        "job_id,task_id,model,agent_id,device_id,device_kind,batch_size,layer,name,forward_p25_ns,forward_p50_ns,"
+        "forward_p75_ns,backward_count,backward_p25_ns,backward_p50_ns,backward_p75_ns,inference_p25_ns,"
+        "inference_p50_ns,inference_p75_ns,forward_flops_per_sample",
+        rows);
+  }
+  if (rows.empty()) return "No per-layer timings in this job (submit with --layers, or layers: {enabled: true}).\n";
+  std::string out = absl::StrCat("Per-layer times for ", job.id(), " (p50 [p25-p75] ms per batch)\n");
+  absl::StrAppend(&out, FormatTable({"TASK", "DEVICE", "BATCH", "#", "LAYER", "FORWARD_MS", "BACKWARD_MS",
+                                     "INFERENCE_MS", "TRAIN_SHARE", "MFLOP_PER_SAMPLE", "INFER_SPEEDUP"},
+                                    rows));
+  absl::StrAppend(&out,
+                  "Each layer is timed with a device synchronisation before and after it. BACKWARD is its share of "
+                  "the backward pass (gradient of its output to gradient of its input); '-' where it has none. "
+                  "INFER_SPEEDUP compares with the same layer on ",
+                  DeviceKindName(baseline_kind), ".\n");
   return out;
 }
 
@@ -395,7 +566,9 @@ std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format)
   for (const v1::Job& j : jobs) {
     int done = 0;
     for (const auto& t : j.tasks()) done += IsTerminal(t.state()) ? 1 : 0;
-    rows.push_back({j.id(), j.spec().name(), j.spec().model(), JobStateName(j.state()),
+    rows.push_back({j.id(), j.spec().name(),
+                    j.spec().models().empty() ? j.spec().model() : absl::StrJoin(j.spec().models(), "+"),
+                    JobStateName(j.state()),
                     absl::StrCat(done, "/", j.tasks_size()), TimeString(j.created_unix_seconds())});
   }
   const std::vector<std::string> header = {"ID", "NAME", "MODEL", "STATE", "TASKS", "CREATED"};
@@ -415,10 +588,11 @@ std::string RenderJob(const v1::Job& job, OutputFormat format) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
-    rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), TaskStateName(t.state()),
+    rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), TaskStateName(t.state()),
                     absl::StrCat(t.attempt()), t.error().empty() ? "-" : t.error()});
   }
-  absl::StrAppend(&out, "tasks:\n", FormatTable({"TASK", "DEVICE", "BATCH", "STATE", "ATTEMPT", "NOTE"}, rows));
+  absl::StrAppend(&out, "tasks:\n",
+                  FormatTable({"TASK", "MODEL", "DEVICE", "BATCH", "STATE", "ATTEMPT", "NOTE"}, rows));
   return out;
 }
 
@@ -460,7 +634,8 @@ std::vector<std::string> ProgressLines(const v1::Job& job, int width) {
       if (t.state() == v1::TASK_STATE_QUEUED && !t.error().empty()) what += " (" + t.error() + ")";
     }
     const int filled = static_cast<int>(frac * width + 0.5);
-    lines.push_back(absl::StrFormat("%-16s b=%-5d [%s%s] %3.0f%% %s", t.id(), t.batch_size(), std::string(filled, '#'),
+    lines.push_back(absl::StrFormat("%-16s %-11s b=%-5d [%s%s] %3.0f%% %s", t.id(), TaskModel(job, t), t.batch_size(),
+                                    std::string(filled, '#'),
                                     std::string(width - filled, '.'), frac * 100, what));
   }
   return lines;

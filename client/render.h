@@ -18,13 +18,27 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
 /// what makes each result reproducible.
 /// Speedups compare only results with equal model fingerprints (architecture,
 /// initial weights, data) unless `compare_mismatched` is set.
-std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched = false);
+/// Speedups compare each task with the same model and batch size on
+/// `baseline_kind`.
+std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched = false,
+                         v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU);
 
 /// The reference study's table for a job: per device, training and test time,
 /// nominal power and E = P x T with that nominal power (the study's method,
 /// labelled so), next to the average power and energy hetbench obtained and
 /// their source.
-std::string RenderStudyTable(const v1::Job& job);
+/// Per model and device: training and test time, speedup as a percentage of
+/// the same model on `baseline_kind`, and test quality.
+std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU,
+                             bool compare_mismatched = false);
+
+/// Achieved FLOP/s per task and phase against the device's calibrated GEMM
+/// rate, and each device's calibration with its BLAS kernel check.
+std::string RenderRoofline(const v1::Job& job);
+
+/// Per-layer forward, backward and inference times (p50 [p25-p75]) of every
+/// task that profiled its layers; table or CSV.
+std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU);
 
 std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format);
 std::string RenderJob(const v1::Job& job, OutputFormat format);

@@ -18,6 +18,7 @@ std::string ShortName(const torch::nn::Module& m) {
   std::string name = s.str();
   const size_t nl = name.find('\n');
   if (nl != std::string::npos) name = name.substr(0, nl);
+  if (name.rfind("torch::nn::", 0) == 0) name = name.substr(11);
   if (name.size() > 72) name = name.substr(0, 69) + "...";
   return name;
 }
