@@ -51,6 +51,8 @@ class LoopbackTest : public ::testing::Test {
     agent::TorchExecutorConfig exec;
     exec.data_dir = HETBENCH_DATA_DIR;
     exec.threads = 2;
+    exec.calibration_gemm_size = 256;  // the agent's default 2048 takes ~1 s; the figures are not checked here
+    exec.blas_check = "checked by the test fixture";
     auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
     ASSERT_TRUE(cpu.ok());
     // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to
@@ -175,6 +177,46 @@ TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
     const double wall = p.phase() == v1::PHASE_TRAIN ? result.train_seconds() : result.evaluate_seconds();
     EXPECT_LE(p.stats().total_ns() * 1e-9, wall);  // busy step time fits in the phase's wall time
   }
+}
+
+// One submission over several models: a task per model, the studies' table
+// per model, per-layer timings, FLOPs and the device's calibration.
+TEST_F(LoopbackTest, OneSubmissionRunsSeveralModelsWithTheStudyTableAndLayers) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult r = Cli({"--server", address_, "submit", "--wait", "-m", "mlp,autoencoder,cnn", "-b", "32", "--warmup-steps",
+                     "1", "--min-steps", "4", "--min-duration", "0", "--infer-max-batches", "3", "--layers",
+                     "--layer-steps", "2"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  v1::Job job = GetJob("job-000001");
+  ASSERT_EQ(job.tasks_size(), 3);
+  EXPECT_EQ(job.tasks(0).model(), "mlp");
+  EXPECT_EQ(job.tasks(1).model(), "autoencoder");
+  EXPECT_EQ(job.tasks(2).model(), "cnn");
+  EXPECT_EQ(job.spec().name(), "mlp+autoencoder+cnn");
+  for (const v1::Task& t : job.tasks()) {
+    EXPECT_EQ(t.state(), v1::TASK_STATE_SUCCEEDED) << t.id() << " " << t.error();
+    EXPECT_THAT(t.result().environment().model_fingerprint(), HasSubstr(t.model() + "/params="));
+    EXPECT_GT(t.result().forward_flops_per_sample(), 0) << t.model();
+    EXPECT_EQ(t.result().calibration().gemm_size(), 256);
+    EXPECT_GT(t.result().layers_size(), 0) << t.model();
+  }
+  EXPECT_EQ(job.tasks(2).result().layers_size(), 12);  // cnn's top-level layers
+  EXPECT_THAT(r.out, HasSubstr("PEAK_GEMM_GFLOPS"));
+  EXPECT_THAT(r.out, HasSubstr("kernel check: checked by the test fixture"));
+
+  CliResult study = Cli({"--server", address_, "report", "job-000001", "--study"});
+  ASSERT_EQ(study.code, 0) << study.err;
+  EXPECT_THAT(study.out, HasSubstr("models mlp, autoencoder, cnn"));
+  EXPECT_THAT(study.out, HasSubstr("TRAIN_VS_BASE"));
+  EXPECT_THAT(study.out, ::testing::ContainsRegex("autoencoder +loopback-agent/cpu0 \\(cpu\\) +32 .* 100% +100% +mse 0\\."));
+
+  CliResult layers = Cli({"--server", address_, "report", "job-000001", "--layers", "-o", "csv"});
+  ASSERT_EQ(layers.code, 0) << layers.err;
+  EXPECT_THAT(layers.out, HasSubstr("job-000001,job-000001-t2,cnn,loopback-agent,cpu0,cpu,32,3,\"Conv2d(32, 64"));
+
+  CliResult bad = Cli({"--server", address_, "report", "job-000001", "--baseline", "abacus"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--baseline abacus: unknown device kind"));
 }
 
 TEST_F(LoopbackTest, EnergyIsModeledAndLabelledWithAnIdleBaselineAndCost) {

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_join.h"
+
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -233,6 +235,45 @@ TEST_F(CoordinatorTest, JobRunsOnAConnectedAgentAndAggregatesStoredSamples) {
   int acks = 0;
   for (auto& m : sink->messages()) acks += m.has_ack() ? 1 : 0;
   EXPECT_EQ(acks, 3);  // the duplicate is acknowledged too, so the agent stops resending
+}
+
+TEST_F(CoordinatorTest, EachModelGetsItsTasksAndAMathLibraryBelowTheCpuInvalidatesTheResult) {
+  v1::JobSpec spec;
+  spec.add_models("mlp");
+  spec.add_models("lstm");
+  spec.add_batch_sizes(32);
+  spec.add_batch_sizes(64);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->tasks_size(), 4);
+  EXPECT_EQ(job->tasks(0).model(), "mlp");
+  EXPECT_EQ(job->tasks(1).model(), "mlp");
+  EXPECT_EQ(job->tasks(2).model(), "lstm");
+  EXPECT_EQ(job->tasks(3).batch_size(), 64);
+
+  auto sink = std::make_shared<FakeAgentSink>();
+  uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink).back();
+  EXPECT_EQ(a.model(), "mlp");
+  SendSamples(s, sink, a, 0, v1::PHASE_TRAIN, {10, 10, 10, 10});
+  v1::AgentMessage m;
+  v1::TaskDone* d = m.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  d->set_batches_sent(1);
+  d->set_samples_sent(4);
+  d->mutable_result()->mutable_calibration()->set_blas_below(true);
+  d->mutable_result()->mutable_calibration()->set_blas_check("MISMATCH: OpenBLAS Prescott kernels on a CPU with AVX-512");
+  coordinator_->OnAgentMessage(s, sink, m);
+  coordinator_->RunSync([] {});
+  const v1::Task t = Get(job->id()).tasks(0);
+  ASSERT_EQ(t.state(), v1::TASK_STATE_SUCCEEDED) << t.error();
+  ASSERT_EQ(t.result().phases_size(), 1);
+  EXPECT_FALSE(t.result().phases(0).valid());
+  EXPECT_THAT(absl::StrJoin(t.result().phases(0).invalid_reasons(), "; "),
+              HasSubstr("math library below the CPU: MISMATCH: OpenBLAS Prescott kernels"));
 }
 
 TEST_F(CoordinatorTest, MissingSamplesFailTheTaskWithTheCounts) {

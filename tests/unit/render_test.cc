@@ -19,9 +19,9 @@ v1::Job TwoTaskJob() {
     t->set_id("job-000007-t" + std::to_string(i));
     t->set_state(v1::TASK_STATE_SUCCEEDED);
     t->set_agent_id("n1");
-    t->set_device_id("cpu0");
-    t->set_device_kind(v1::DEVICE_KIND_CPU);
-    t->set_batch_size(64 << i);
+    t->set_device_id(i == 0 ? "cpu0" : "gpu0");
+    t->set_device_kind(i == 0 ? v1::DEVICE_KIND_CPU : v1::DEVICE_KIND_GPU);
+    t->set_batch_size(64);
     v1::PhaseResult* p = t->mutable_result()->add_phases();
     p->set_phase(v1::PHASE_TRAIN);
     p->mutable_stats()->set_count(100);
@@ -37,7 +37,7 @@ TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
   EXPECT_THAT(table, HasSubstr("P50_MS"));
   EXPECT_THAT(table, HasSubstr("4.000"));  // 4e6 ns
   EXPECT_THAT(table, HasSubstr("2.00x"));  // 3000 / 1500 samples/s
-  EXPECT_THAT(table, HasSubstr("relative to job-000007-t0"));
+  EXPECT_THAT(table, HasSubstr("relative to the same model and batch size on the baseline (cpu"));
 }
 
 TEST(RenderTest, SpeedupIsRefusedAcrossDifferentFingerprintsUnlessAsked) {
@@ -68,8 +68,85 @@ TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
 TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
   const std::string csv = RenderReport(TwoTaskJob(), OutputFormat::kCsv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
-  EXPECT_EQ(csv.rfind("job_id,task_id,agent_id", 0), 0u);
-  EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,n1,cpu0,cpu,128,succeeded,train,100,"));
+  EXPECT_EQ(csv.rfind("job_id,task_id,model,agent_id", 0), 0u);
+  EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,mlp,n1,gpu0,gpu,64,succeeded,train,100,"));
+}
+
+// Two models on two devices: each model's GPU task is compared with the same
+// model on the CPU, as a percentage, with its quality beside it.
+v1::Job StudyJob() {
+  v1::Job job;
+  job.set_id("job-000009");
+  job.mutable_spec()->add_models("mlp");
+  job.mutable_spec()->add_models("autoencoder");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  int i = 0;
+  for (const char* model : {"mlp", "autoencoder"}) {
+    for (v1::DeviceKind kind : {v1::DEVICE_KIND_CPU, v1::DEVICE_KIND_GPU}) {
+      v1::Task* t = job.add_tasks();
+      t->set_id("job-000009-t" + std::to_string(i++));
+      t->set_model(model);
+      t->set_state(v1::TASK_STATE_SUCCEEDED);
+      t->set_agent_id("n1");
+      t->set_device_id(kind == v1::DEVICE_KIND_CPU ? "cpu0" : "gpu0");
+      t->set_device_kind(kind);
+      t->set_batch_size(128);
+      const double speed = kind == v1::DEVICE_KIND_CPU ? 1.0 : (std::string(model) == "mlp" ? 12.5 : 3.0);
+      for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+        v1::PhaseResult* p = t->mutable_result()->add_phases();
+        p->set_phase(phase);
+        p->set_valid(true);
+        p->mutable_stats()->set_samples_per_second(1000 * speed * (phase == v1::PHASE_INFER ? 4 : 1));
+        p->mutable_stats()->set_window_seconds(60 / speed);
+      }
+      if (std::string(model) == "mlp") {
+        t->mutable_result()->set_test_accuracy(kind == v1::DEVICE_KIND_CPU ? 0.8441 : 0.8439);
+      } else {
+        t->mutable_result()->set_test_mse(0.017);
+      }
+      t->mutable_result()->set_forward_flops_per_sample(1.34e6);
+      t->mutable_result()->set_train_flops_per_sample(4.02e6);
+      t->mutable_result()->mutable_calibration()->set_gemm_gflops(kind == v1::DEVICE_KIND_CPU ? 100 : 10000);
+    }
+  }
+  return job;
+}
+
+TEST(RenderTest, StudyTableGivesSpeedupAsAPercentageOfTheSameModelOnTheBaseline) {
+  const std::string t = RenderStudyTable(StudyJob());
+  EXPECT_THAT(t, HasSubstr("models mlp, autoencoder"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("mlp +n1/gpu0 \\(gpu\\) +128 +4.800 +4.800 +1250% +1250% +0.8439"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("autoencoder +n1/gpu0 \\(gpu\\) +128 +20.000 +20.000 +300% +300% +mse 0.0170"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("autoencoder +n1/cpu0 \\(cpu\\) +128 +60.000 +60.000 +100% +100%"));
+  // With the GPU as the baseline, the CPU is the slow one.
+  EXPECT_THAT(RenderStudyTable(StudyJob(), v1::DEVICE_KIND_GPU),
+              ::testing::ContainsRegex("mlp +n1/cpu0 \\(cpu\\) +128 +60.000 +60.000 +8% +8%"));
+}
+
+TEST(RenderTest, RooflineRelatesAchievedFlopsToTheCalibratedPeak) {
+  const std::string t = RenderRoofline(StudyJob());
+  // mlp on the CPU trains 1000 samples/s x 4.02 MFLOP = 4.02 GFLOP/s = 4.0% of 100.
+  EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t0 +mlp +train +4.02 +4.02 +100.0 +4.0%"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t1 +mlp +infer +1.34 +67.00 +10000.0 +0.7%"));
+}
+
+TEST(RenderTest, LayersShowPercentilesAndTheSpeedupOfTheSameLayer) {
+  v1::Job job = StudyJob();
+  for (int i : {0, 1}) {
+    v1::LayerTiming* l = job.mutable_tasks(i)->mutable_result()->add_layers();
+    l->set_name("Linear(in_features=784, out_features=512, bias=true)");
+    l->mutable_forward()->set_count(20);
+    l->mutable_forward()->set_p25_ns(1.0e6);
+    l->mutable_forward()->set_p50_ns(1.5e6);
+    l->mutable_forward()->set_p75_ns(2.0e6);
+    l->mutable_inference()->set_count(20);
+    l->mutable_inference()->set_p50_ns(i == 0 ? 1.2e6 : 0.3e6);
+    l->set_forward_flops_per_sample(802816);
+  }
+  const std::string t = RenderLayers(job, OutputFormat::kTable);
+  EXPECT_THAT(t, HasSubstr("1.500 [1.000-2.000]"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t1 .* 0.803 +4.00x"));  // 1.2 ms on the CPU vs 0.3 ms
+  EXPECT_THAT(RenderLayers(StudyJob(), OutputFormat::kTable), HasSubstr("No per-layer timings"));
 }
 
 TEST(RenderTest, SweepsShowTimePerSampleSoBatchSizesCompare) {
