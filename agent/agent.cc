@@ -34,6 +34,9 @@ Agent::~Agent() {
   for (auto& [id, task] : tasks_) {
     if (task->thread.joinable()) task->thread.join();
   }
+  for (auto& task : retired_) {
+    if (task->thread.joinable()) task->thread.join();
+  }
 }
 
 void Agent::Shutdown() {
@@ -155,10 +158,17 @@ void Agent::HandleAssign(const v1::Assign& assign) {
     absl::MutexLock l(&mu_);
     if (device == nullptr) {
       refusal = absl::StrCat("agent ", config_.agent_id, " has no device ", assign.device_id());
-    } else if (tasks_.count(assign.device_id())) {
+    } else if (tasks_.count(assign.device_id()) && !tasks_[assign.device_id()]->finished.load()) {
       refusal =
           absl::StrCat("device ", assign.device_id(), " is busy with ", tasks_[assign.device_id()]->assign.task_id());
     } else {
+      // A finished task may still be on the device's slot for a moment: its
+      // TaskDone went out (so the coordinator sent this assignment) but the
+      // pump has not retired it yet. The pump still owns it until then.
+      if (auto it = tasks_.find(assign.device_id()); it != tasks_.end()) {
+        retired_.push_back(std::move(it->second));
+        tasks_.erase(it);
+      }
       auto task = std::make_unique<RunningTask>();
       task->assign = assign;
       task->device = *device;
@@ -166,7 +176,7 @@ void Agent::HandleAssign(const v1::Assign& assign) {
       if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
       RunningTask* t = task.get();
       tasks_[assign.device_id()] = std::move(task);
-      LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.spec().model(),
+      LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.model(),
               ", batch ", assign.batch_size(), ") on ", assign.device_id());
       t->thread = std::thread([this, t] { RunTask(t); });
     }
@@ -263,6 +273,14 @@ void Agent::JoinFinishedTasks(bool all) {
         ++it;
       }
     }
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (all || (*it)->done_sent) {
+        done.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   for (auto& t : done) {
     if (t->thread.joinable()) t->thread.join();
@@ -318,6 +336,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
     {
       absl::MutexLock l(&mu_);
       for (auto& [id, t] : tasks_) tasks.push_back(t.get());
+      for (auto& t : retired_) tasks.push_back(t.get());
     }
     for (RunningTask* t : tasks) {
       if (!ok) break;

@@ -106,6 +106,8 @@ class Agent {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::string, std::unique_ptr<RunningTask>> tasks_ ABSL_GUARDED_BY(mu_);  // by device id
+  // Finished tasks whose device took a new task before the pump retired them.
+  std::vector<std::unique_ptr<RunningTask>> retired_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;

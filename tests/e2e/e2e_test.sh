@@ -50,12 +50,12 @@ wait_for 30 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did n
   || fail "job failed: $(cat "$WORK/submit.err" "$WORK/report.txt")"
 cat "$WORK/report.txt"
 grep -q "succeeded" "$WORK/report.txt" || fail "report lacks the job state"
-grep -Eq "job-000001-t0 +e2e-agent/cpu0 \(cpu\) +128 +train +60 +[0-9]+\.[0-9]{3}" "$WORK/report.txt" \
+grep -Eq "job-000001-t0 +mlp +e2e-agent/cpu0 \(cpu\) +128 +train +60 +[0-9]+\.[0-9]{3}" "$WORK/report.txt" \
   || fail "report lacks 60 measured train steps with timings"
 grep -Eq "test accuracy 0\.[5-9][0-9]{3}" "$WORK/report.txt" || fail "report lacks a plausible test accuracy"
 # (Outputs go to files first: `cmd | grep -q` would fail under pipefail when grep exits early.)
 "$CLI" report job-000001 -o csv >"$WORK/report.csv" || fail "csv report exit code"
-grep -q "^job-000001,job-000001-t0,e2e-agent,cpu0,cpu,128,succeeded,train,60," "$WORK/report.csv" || fail "csv report"
+grep -q "^job-000001,job-000001-t0,mlp,e2e-agent,cpu0,cpu,128,succeeded,train,60," "$WORK/report.csv" || fail "csv report"
 "$CLI" report job-000001 -o json >"$WORK/report.json" || fail "json report exit code"
 grep -q '"test_accuracy"' "$WORK/report.json" || fail "json report"
 
