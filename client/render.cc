@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -94,6 +95,22 @@ bool SameFingerprint(const v1::Task& a, const v1::Task& b) {
   return a.result().environment().model_fingerprint() == b.result().environment().model_fingerprint();
 }
 
+// A task's samples/s over its baseline's in one phase: no ratio when either
+// is missing; refused when the fingerprints differ and that was not allowed.
+struct Versus {
+  std::optional<double> ratio;
+  bool refused = false;
+};
+Versus RateVsBaseline(const v1::Job& job, const v1::Task& t, v1::Phase phase, v1::DeviceKind kind,
+                      bool compare_mismatched) {
+  const v1::Task* base = Baseline(job, t, kind);
+  const v1::PhaseResult* mine = FindPhase(t, phase);
+  const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
+  if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return {};
+  if (!compare_mismatched && !SameFingerprint(t, *base)) return {std::nullopt, true};
+  return {mine->stats().samples_per_second() / theirs->stats().samples_per_second(), false};
+}
+
 // Achieved GFLOP/s of a phase: FLOPs per sample x samples per second.
 double AchievedGflops(const v1::Task& t, const v1::PhaseResult& p) {
   const double per_sample = p.phase() == v1::PHASE_TRAIN ? t.result().train_flops_per_sample()
@@ -175,15 +192,9 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
   if (format == OutputFormat::kJson) return ToJson(job);
   bool refused = false;
   auto speedup = [&](const v1::Task& t, v1::Phase phase) -> std::string {
-    const v1::Task* base = Baseline(job, t, baseline_kind);
-    const v1::PhaseResult* mine = FindPhase(t, phase);
-    const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
-    if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
-    if (!compare_mismatched && !SameFingerprint(t, *base)) {
-      refused = true;
-      return "n/a";
-    }
-    return absl::StrFormat("%.2fx", mine->stats().samples_per_second() / theirs->stats().samples_per_second());
+    const Versus v = RateVsBaseline(job, t, phase, baseline_kind, compare_mismatched);
+    refused = refused || v.refused;
+    return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.2fx", *v.ratio) : "-";
   };
   const std::vector<std::string> header = {"TASK",          "MODEL",     "DEVICE",   "BATCH",    "PHASE",
                                            "STEPS",         "P50_MS",    "P90_MS",   "P99_MS",
@@ -412,15 +423,9 @@ std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, b
   // Speedup as the studies gave it: a percentage of the baseline device's
   // rate (100% = as fast as the baseline, 1200% = twelve times faster).
   auto percent = [&](const v1::Task& t, v1::Phase phase) -> std::string {
-    const v1::Task* base = Baseline(job, t, baseline_kind);
-    const v1::PhaseResult* mine = FindPhase(t, phase);
-    const v1::PhaseResult* theirs = base ? FindPhase(*base, phase) : nullptr;
-    if (!mine || !theirs || theirs->stats().samples_per_second() <= 0) return "-";
-    if (!compare_mismatched && !SameFingerprint(t, *base)) {
-      refused = true;
-      return "n/a";
-    }
-    return absl::StrFormat("%.0f%%", 100 * mine->stats().samples_per_second() / theirs->stats().samples_per_second());
+    const Versus v = RateVsBaseline(job, t, phase, baseline_kind, compare_mismatched);
+    refused = refused || v.refused;
+    return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.0f%%", 100 * *v.ratio) : "-";
   };
   for (const v1::Task& t : job.tasks()) {
     const v1::PhaseResult* train = FindPhase(t, v1::PHASE_TRAIN);

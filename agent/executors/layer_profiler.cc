@@ -34,6 +34,25 @@ v1::TimingStats Stats(const std::vector<int64_t>& durations, int64_t batch_size)
   return ComputeTimingStats(steps);
 }
 
+// Runs x through every layer, timing each between device synchronisations
+// into times[layer]; `after` sees each layer's output.
+torch::Tensor TimeEachLayer(torch::nn::Sequential& net, const torch::Tensor& x, const torch::Device& device,
+                            std::vector<std::vector<int64_t>>& times,
+                            const std::function<void(size_t, torch::Tensor&)>& after = {}) {
+  torch::Tensor h = x;
+  size_t i = 0;
+  SyncDevice(device);
+  for (auto& layer : *net) {
+    const int64_t t0 = SteadyNowNs();
+    h = layer.forward<torch::Tensor>(h);
+    SyncDevice(device);
+    times[i].push_back(SteadyNowNs() - t0);
+    if (after) after(i, h);
+    ++i;
+  }
+  return h;
+}
+
 }  // namespace
 
 void SyncDevice(const torch::Device& device) {
@@ -77,22 +96,13 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     torch::Tensor x, y;
     batch(step, &x, &y);
     std::vector<int64_t> grad_ready(n, 0);
-    torch::Tensor h = x;
-    size_t i = 0;
-    SyncDevice(device);
-    for (auto& layer : *net) {
-      const int64_t t0 = SteadyNowNs();
-      h = layer.forward<torch::Tensor>(h);
-      SyncDevice(device);
-      forward[i].push_back(SteadyNowNs() - t0);
-      if (h.requires_grad()) {
-        h.register_hook([&grad_ready, &device, i](torch::Tensor) {
-          SyncDevice(device);
-          grad_ready[i] = SteadyNowNs();
-        });
-      }
-      ++i;
-    }
+    torch::Tensor h = TimeEachLayer(net, x, device, forward, [&](size_t i, torch::Tensor& out) {
+      if (!out.requires_grad()) return;
+      out.register_hook([&grad_ready, &device, i](torch::Tensor) {
+        SyncDevice(device);
+        grad_ready[i] = SteadyNowNs();
+      });
+    });
     torch::Tensor l = loss(h, x, y);
     for (auto& p : net->parameters()) {
       if (p.grad().defined()) p.mutable_grad().zero_();
@@ -122,15 +132,7 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     for (int step = 0; step < steps; ++step) {
       torch::Tensor x, y;
       batch(step, &x, &y);
-      torch::Tensor h = x;
-      size_t i = 0;
-      SyncDevice(device);
-      for (auto& layer : *net) {
-        const int64_t t0 = SteadyNowNs();
-        h = layer.forward<torch::Tensor>(h);
-        SyncDevice(device);
-        inference[i++].push_back(SteadyNowNs() - t0);
-      }
+      (void)TimeEachLayer(net, x, device, inference);
     }
   }
 
