@@ -1,0 +1,199 @@
+// The state-vector simulator against analytic results, fusion against the
+// unfused circuit, and the quantum layer's adjoint gradients against finite
+// differences.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "agent/qpu/circuit.h"
+#include "agent/qpu/qnn.h"
+#include "agent/qpu/statevector.h"
+
+namespace hetbench::agent::qpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename Real>
+class StateVectorTest : public ::testing::Test {};
+using Precisions = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(StateVectorTest, Precisions);
+
+template <typename Real>
+double Tolerance() {
+  return std::is_same_v<Real, float> ? 1e-5 : 1e-12;
+}
+
+TYPED_TEST(StateVectorTest, BellAndGhzStates) {
+  using Real = TypeParam;
+  auto s = StateVector<Real>::Create(3);
+  ASSERT_TRUE(s.ok());
+  Circuit(3).H(0).Cnot(0, 1).Cnot(1, 2).Run(*s);
+  const double half = 0.5;
+  for (int64_t i = 0; i < 8; ++i) {
+    const double p = std::norm(s->data()[i]);
+    EXPECT_NEAR(p, (i == 0 || i == 7) ? half : 0.0, Tolerance<Real>()) << "basis " << i;
+  }
+  for (int q = 0; q < 3; ++q) EXPECT_NEAR(s->ExpectationZ(q), 0.0, Tolerance<Real>());
+  // Shots only ever see 000 and 111, about half each, the same for the same seed.
+  const std::vector<int64_t> shots = s->Sample(2000, 7);
+  int ones = 0;
+  for (int64_t x : shots) {
+    ASSERT_TRUE(x == 0 || x == 7) << x;
+    ones += x == 7;
+  }
+  EXPECT_NEAR(ones / 2000.0, 0.5, 0.05);
+  EXPECT_EQ(s->Sample(50, 7), s->Sample(50, 7));
+
+  auto bell = StateVector<Real>::Create(2);
+  Circuit(2).H(1).Cnot(1, 0).Run(*bell);
+  EXPECT_NEAR(std::norm(bell->data()[0]), 0.5, Tolerance<Real>());
+  EXPECT_NEAR(std::norm(bell->data()[3]), 0.5, Tolerance<Real>());
+}
+
+TYPED_TEST(StateVectorTest, QftOfABasisStateIsThePlaneWave) {
+  using Real = TypeParam;
+  constexpr int n = 5;
+  const int64_t dim = 1 << n;
+  for (int64_t x : {0, 1, 6, 19, 31}) {
+    auto s = StateVector<Real>::Create(n);
+    Circuit prep(n);
+    for (int q = 0; q < n; ++q) {
+      if ((x >> q) & 1) prep.X(q);
+    }
+    prep.Run(*s);
+    Circuit(n).Qft().Run(*s);
+    for (int64_t k = 0; k < dim; ++k) {
+      const std::complex<double> expected = std::polar(1.0 / std::sqrt(dim), 2 * M_PI * x * k / dim);
+      const auto got = s->data()[k];
+      ASSERT_NEAR(got.real(), expected.real(), 10 * Tolerance<Real>()) << "x=" << x << " k=" << k;
+      ASSERT_NEAR(got.imag(), expected.imag(), 10 * Tolerance<Real>()) << "x=" << x << " k=" << k;
+    }
+  }
+}
+
+TYPED_TEST(StateVectorTest, RotationExpectationsAreCosines) {
+  using Real = TypeParam;
+  for (double t : {0.0, 0.3, 1.2, M_PI / 2, 2.5, M_PI}) {
+    auto s = StateVector<Real>::Create(2);
+    Circuit(2).Rx(0, t).Ry(1, t).Run(*s);
+    EXPECT_NEAR(s->ExpectationZ(0), std::cos(t), 10 * Tolerance<Real>()) << t;
+    EXPECT_NEAR(s->ExpectationZ(1), std::cos(t), 10 * Tolerance<Real>()) << t;
+    auto r = StateVector<Real>::Create(1);
+    Circuit(1).H(0).Rz(0, t).H(0).Run(*r);  // H RZ H = RX up to phase
+    EXPECT_NEAR(r->ExpectationZ(0), std::cos(t), 10 * Tolerance<Real>()) << t;
+  }
+}
+
+Circuit RandomCircuit(int n, int gates, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> angle(-M_PI, M_PI);
+  std::uniform_int_distribution<int> qubit(0, n - 1), kind(0, 12);
+  Circuit c(n);
+  for (int i = 0; i < gates; ++i) {
+    const int a = qubit(gen);
+    int b = qubit(gen);
+    if (b == a) b = (a + 1) % n;
+    switch (kind(gen)) {
+      case 0: c.H(a); break;
+      case 1: c.X(a); break;
+      case 2: c.Y(a); break;
+      case 3: c.Z(a); break;
+      case 4: c.S(a); break;
+      case 5: c.T(a); break;
+      case 6: c.Rx(a, angle(gen)); break;
+      case 7: c.Ry(a, angle(gen)); break;
+      case 8: c.Rz(a, angle(gen)); break;
+      case 9: c.Cnot(a, b); break;
+      case 10: c.Cz(a, b); break;
+      case 11: c.Swap(a, b); break;
+      default: c.Crx(a, b, angle(gen)).Cry(b, a, angle(gen)).Crz(a, b, angle(gen)); break;
+    }
+  }
+  return c;
+}
+
+TYPED_TEST(StateVectorTest, DeepRandomCircuitsKeepTheNormAndFusionChangesNothing) {
+  using Real = TypeParam;
+  constexpr int n = 10;
+  const Circuit c = RandomCircuit(n, 2000, 11);
+  const Circuit fused = c.Fused();
+  EXPECT_LT(fused.size(), c.size());
+  auto a = StateVector<Real>::Create(n);
+  auto b = StateVector<Real>::Create(n);
+  c.Run(*a);
+  fused.Run(*b);
+  constexpr bool kSingle = std::is_same_v<Real, float>;
+  EXPECT_NEAR(a->Norm(), 1.0, kSingle ? 1e-4 : 1e-6);
+  double worst = 0;
+  for (int64_t i = 0; i < a->dim(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a->data()[i] - b->data()[i])));
+  EXPECT_LT(worst, kSingle ? 1e-4 : 1e-6);
+}
+
+TEST(StateVectorLimitsTest, TooManyQubitsForTheMemoryLimitAreRefused) {
+  auto s = StateVector<double>::Create(30, 1, int64_t{1} << 30);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("1 state(s) of 30 qubits need 16384 MiB"));
+  EXPECT_FALSE(StateVector<float>::Create(0).ok());
+}
+
+TEST(StateVectorLimitsTest, BatchedStatesAreIndependent) {
+  auto s = StateVector<double>::Create(3, 4);
+  ASSERT_TRUE(s.ok());
+  s->Apply1(0, PauliX<double>(), 2);  // only state 2
+  for (int64_t b = 0; b < 4; ++b) EXPECT_NEAR(s->ExpectationZ(0, b), b == 2 ? -1.0 : 1.0, 1e-12);
+  Circuit(3).H(1).Run(*s);  // all states
+  for (int64_t b = 0; b < 4; ++b) EXPECT_NEAR(s->ExpectationZ(1, b), 0.0, 1e-12);
+}
+
+TEST(QuantumLayerTest, AdjointGradientsMatchFiniteDifferences) {
+  torch::manual_seed(5);
+  const int n = 4, layers = 2, batch = 3;
+  torch::Tensor angles = torch::randn({batch, n}, torch::kFloat64);
+  torch::Tensor weights = torch::randn({layers, n, 2}, torch::kFloat64);
+  torch::Tensor g = torch::randn({batch, n}, torch::kFloat64);
+  torch::Tensor ga, gw;
+  QuantumGradients(angles, weights, g, &ga, &gw);
+  auto objective = [&](const torch::Tensor& a, const torch::Tensor& w) {
+    return (QuantumExpectations(a, w) * g).sum().item<double>();
+  };
+  const double h = 1e-6;
+  for (int64_t i = 0; i < angles.numel(); ++i) {
+    torch::Tensor p = angles.clone(), m = angles.clone();
+    p.view(-1)[i] += h;
+    m.view(-1)[i] -= h;
+    EXPECT_NEAR(ga.view(-1)[i].item<double>(), (objective(p, weights) - objective(m, weights)) / (2 * h), 1e-6) << i;
+  }
+  for (int64_t i = 0; i < weights.numel(); ++i) {
+    torch::Tensor p = weights.clone(), m = weights.clone();
+    p.view(-1)[i] += h;
+    m.view(-1)[i] -= h;
+    EXPECT_NEAR(gw.view(-1)[i].item<double>(), (objective(angles, p) - objective(angles, m)) / (2 * h), 1e-6) << i;
+  }
+  // Angle encoding on |0>: with no variational layer <Z_q> = cos(angle_q).
+  torch::Tensor e = QuantumExpectations(angles, torch::zeros({0, n, 2}, torch::kFloat64));
+  EXPECT_TRUE(torch::allclose(e, angles.cos(), 1e-12, 1e-12));
+}
+
+TEST(QuantumLayerTest, QnnTrainsEndToEndThroughAutograd) {
+  torch::manual_seed(1);
+  Qnn net(QnnShape{4, 1});
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(0.05));
+  torch::Tensor x = torch::randn({16, 784});
+  torch::Tensor y = torch::arange(16, torch::kInt64).remainder(2);
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    opt.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    (i == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, first * 0.7) << "a fixed batch of 16 is learnt";
+  EXPECT_EQ(net->GatesPerCircuit(), 4 + 1 * 3 * 4);
+}
+
+}  // namespace
+}  // namespace hetbench::agent::qpu
