@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/agent.h"
 #include "agent/devices/calibration.h"
+#include "agent/qpu/device.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
@@ -124,6 +125,14 @@ int main(int argc, char** argv) {
   app.add_option("--blas-coretype", blas_mode, "auto: fix OpenBLAS's generic-kernel fallback; keep: leave it")
       ->check(CLI::IsMember({"auto", "keep"}))
       ->capture_default_str();
+  std::string qpu_sim = "on";
+  int64_t qpu_memory_mib = 0;
+  app.add_option("--qpu-sim", qpu_sim, "offer the state-vector simulator as a qpu-sim device (runs qnn and qsim)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--qpu-memory-mib", qpu_memory_mib,
+                 "largest simulator state (default: half the memory, at most 8 GiB)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   bool calibrate_only = false;
   std::string calibration = "on";
   app.add_flag("--calibrate", calibrate_only,
@@ -189,6 +198,12 @@ int main(int argc, char** argv) {
 
   if (cost_usd_per_hour > 0) (*cpu->mutable_attributes())["cost_usd_per_hour"] = absl::StrCat(cost_usd_per_hour);
   std::vector<hetbench::v1::Device> devices = {*cpu};
+  if (qpu_sim == "on") {
+    const int64_t limit = qpu_memory_mib > 0 ? qpu_memory_mib << 20
+                                             : std::min<int64_t>(int64_t{8} << 30, cpu->memory_bytes() / 2);
+    exec_config.qpu_memory_limit_bytes = limit;
+    devices.push_back(hetbench::agent::qpu::QpuSimDevice(*cpu, limit));
+  }
 
   // Power: every sensor source is tried; each device without a measured
   // sensor of its own gets a labelled modeled one.

@@ -356,6 +356,13 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
       const v1::RunEnvironment& e = r.environment();
       if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");
+      if (r.qpu().qubits() > 0) {
+        const v1::QpuRun& q = r.qpu();
+        absl::StrAppendFormat(&out, " [simulated: %d qubits, %s, %d gates in %d passes per circuit, state %.1f MiB%s]",
+                              q.qubits(), q.precision(), q.gates_per_circuit(), q.passes_per_circuit(),
+                              static_cast<double>(q.state_bytes()) / (1 << 20),
+                              q.gradient_method().empty() ? "" : ", gradients: " + q.gradient_method());
+      }
       absl::StrAppendFormat(&out,
                             "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
                             "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"

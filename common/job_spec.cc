@@ -12,7 +12,8 @@ namespace hetbench {
 
 const std::vector<std::string>& KnownModels() {
   static const std::vector<std::string> kModels = {"mlp",      "cnn",  "rnn",      "lstm",     "autoencoder", "conv6",
-                                                     "vgg16",    "resnet18", "cyclegan", "transformer", "torchscript"};
+                                                     "vgg16",    "resnet18", "cyclegan", "transformer", "torchscript",
+                                                     "qnn",      "qsim"};
   return kModels;
 }
 
@@ -27,6 +28,13 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   if (spec.models().empty()) spec.add_models(spec.model().empty() ? "mlp" : spec.model());
   if (spec.name().empty()) spec.set_name(absl::StrJoin(spec.models(), "+"));
   if (spec.layers().enabled() && spec.layers().steps() == 0) spec.mutable_layers()->set_steps(20);
+  const bool qsim = std::find(spec.models().begin(), spec.models().end(), "qsim") != spec.models().end();
+  v1::QpuSpec* q = spec.mutable_qpu();
+  if (q->qubits() == 0) q->set_qubits(qsim && spec.models_size() == 1 ? 20 : 8);
+  if (q->layers() == 0) q->set_layers(2);
+  if (q->depth() == 0) q->set_depth(10);
+  if (q->precision().empty()) q->set_precision("complex64");
+  if (q->circuits() == 0) q->set_circuits(10);
   if (spec.batch_sizes().empty()) spec.add_batch_sizes(128);
   if (spec.targets().empty()) spec.add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
   if (spec.dataset().empty()) spec.set_dataset("fashion-mnist");
@@ -104,6 +112,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   } else if (!ts.path().empty() || ts.input_shape_size() > 0) {
     bad("torchscript: set, but models does not list \"torchscript\"; add it or remove the torchscript section");
+  }
+  const v1::QpuSpec& q = spec.qpu();
+  if (q.qubits() < 1 || q.qubits() > 34) bad("qpu.qubits = ", q.qubits(), ": must be in [1, 34]");
+  if (q.layers() < 0 || q.layers() > 100) bad("qpu.layers = ", q.layers(), ": must be in [0, 100]");
+  if (q.depth() < 1 || q.depth() > 10000) bad("qpu.depth = ", q.depth(), ": must be in [1, 10000]");
+  if (q.circuits() < 1 || q.circuits() > 100000) bad("qpu.circuits = ", q.circuits(), ": must be in [1, 100000]");
+  if (q.precision() != "complex64" && q.precision() != "complex128") {
+    bad("qpu.precision = \"", q.precision(), "\": use complex64 or complex128");
   }
   if (spec.layers().steps() < 0 || spec.layers().steps() > 10000) {
     bad("layers.steps = ", spec.layers().steps(), ": must be in [0, 10000] (0 = default 20)");

@@ -88,7 +88,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
-                          "power", "cost", "validity", "models", "layers", "torchscript"});
+                          "power", "cost", "validity", "models", "layers", "torchscript", "qpu"});
       !s.ok()) {
     return s;
   }
@@ -109,6 +109,16 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (auto s = CheckKeys(l, "layers", {"enabled", "steps"}); !s.ok()) return s;
     if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
     if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
+  }
+  if (const YAML::Node q = root["qpu"]) {
+    if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits"}); !s.ok()) return s;
+    v1::QpuSpec* out = spec.mutable_qpu();
+    if (q["qubits"]) HB_ASSIGN(out->set_qubits, As<int32_t>(q["qubits"], "qpu.qubits", "an integer"));
+    if (q["layers"]) HB_ASSIGN(out->set_layers, As<int32_t>(q["layers"], "qpu.layers", "an integer"));
+    if (q["depth"]) HB_ASSIGN(out->set_depth, As<int32_t>(q["depth"], "qpu.depth", "an integer"));
+    if (q["fused"]) HB_ASSIGN(out->set_fused, As<bool>(q["fused"], "qpu.fused", "true or false"));
+    if (q["precision"]) HB_ASSIGN(out->set_precision, As<std::string>(q["precision"], "qpu.precision", "a string"));
+    if (q["circuits"]) HB_ASSIGN(out->set_circuits, As<int32_t>(q["circuits"], "qpu.circuits", "an integer"));
   }
   if (const YAML::Node ts = root["torchscript"]) {
     if (auto s = CheckKeys(ts, "torchscript", {"path", "input_shape"}); !s.ok()) return s;
@@ -281,6 +291,13 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     for (int64_t d : spec.torchscript().input_shape()) out << d;
     out << YAML::EndSeq << YAML::EndMap;
   }
+  const v1::QpuSpec& q = spec.qpu();
+  out << YAML::Key << "qpu" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "qubits" << YAML::Value << q.qubits() << YAML::Key << "layers" << YAML::Value << q.layers();
+  out << YAML::Key << "depth" << YAML::Value << q.depth() << YAML::Key << "fused" << YAML::Value << q.fused();
+  out << YAML::Key << "precision" << YAML::Value << q.precision();
+  out << YAML::Key << "circuits" << YAML::Value << q.circuits();
+  out << YAML::EndMap;
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   out << YAML::EndMap;

@@ -32,7 +32,8 @@ void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
   const int64_t bs = std::max(task.batch_size(), 1);
-  const int64_t test_batches = (kFashionMnistTestSize + bs - 1) / bs;
+  const int64_t test_rows = std::max<int64_t>(kFashionMnistTestSize, spec.qpu().circuits());
+  const int64_t test_batches = (test_rows + bs - 1) / bs;
   return static_cast<size_t>(spec.train().max_steps() + test_batches + 16);
 }
 
@@ -94,14 +95,19 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     if (config_.calibrate) *result.mutable_calibration() = DeviceCalibration();
 
     const int64_t preprocess_start_ns = SteadyNowNs();
+    if (device.kind() == v1::DEVICE_KIND_QPU_SIM && model != "qnn" && model != "qsim") {
+      return absl::InvalidArgumentError(absl::StrCat("model \"", model, "\" cannot run on the qpu-sim device ",
+                                                     device.id(), "; use qnn (the quantum variant) or qsim"));
+    }
     auto made = config_.make_workload ? config_.make_workload(model, spec, **dataset)
-                                      : MakeWorkload(model, spec, **dataset);
+                                      : MakeWorkload(model, spec, **dataset, config_.qpu_memory_limit_bytes);
     if (!made.ok()) return made.status();
     Workload& w = **made;
     const ImageDataset& ds = w.Data();
     result.set_dataset_train_size(ds.train.size());
     result.set_dataset_test_size(ds.test.size());
     result.set_input_note(w.InputNote());
+    if (w.Qpu().qubits() > 0) *result.mutable_qpu() = w.Qpu();
 
     v1::RunEnvironment* env = result.mutable_environment();
     const int64_t params = ParameterCount(w.Parameters());
@@ -118,7 +124,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
     const int64_t bs = task.batch_size();
     const int64_t n_train = ds.train.size();
-    if (bs > n_train) {
+    if (w.Trainable() && bs > n_train) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch size ", bs, " exceeds the training set of ", model, " (", n_train, " rows)"));
     }
@@ -178,7 +184,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     }
     const int64_t train_warmup_ns = (measured > 0 ? measure_start_ns : train_end_ns) - warmup_start_ns;
     result.set_train_steps_total(steps_total);
-    result.set_epochs_seen(static_cast<double>(samples_seen) / static_cast<double>(n_train));
+    result.set_epochs_seen(n_train > 0 ? static_cast<double>(samples_seen) / static_cast<double>(n_train) : 0.0);
     if (loss.defined()) result.set_final_train_loss(loss.item<double>());
     if (control->cancel.load()) return result;
 

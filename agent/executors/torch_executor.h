@@ -24,6 +24,8 @@ struct TorchExecutorConfig {
   std::string blas_check;
   bool blas_below = false;  // below the CPU and not fixed: results get flagged
   double sgemm_relative_error = 0;
+  /// Largest state the quantum models may allocate.
+  int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
   /// Builds the workload of a task; MakeWorkload when empty (benches inject others).
   std::function<absl::StatusOr<std::unique_ptr<Workload>>(const std::string&, const v1::JobSpec&,
                                                           const ImageDataset&)>

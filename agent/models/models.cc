@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/data/fashion_mnist.h"
+#include "agent/qpu/qnn.h"
 #include "common/job_spec.h"
 
 namespace hetbench::agent {
@@ -213,7 +214,7 @@ torch::nn::Sequential Transformer() {
 
 double NormalizedBackground() { return NormalizedFromPixel(0.0); }
 
-absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed) {
+absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed, qpu::QnnShape qnn_shape) {
   torch::manual_seed(seed);
   BuiltModel out;
   if (name == "mlp") {
@@ -235,6 +236,8 @@ absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed) {
     out.net = Resnet18();
   } else if (name == "transformer") {
     out.net = Transformer();
+  } else if (name == "qnn") {
+    out.net = qpu::MakeQnn(qnn_shape);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "model \"", name, "\" is not in this agent's zoo; available: ", absl::StrJoin(KnownModels(), ", ")));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/qpu/qnn.h"
 
 namespace hetbench::agent {
 
@@ -35,7 +36,8 @@ TORCH_MODULE(Stage);
 /// torch::manual_seed(seed). The 32x32 models (conv6, vgg16, resnet18) start
 /// with a layer that pads the 28x28 image to 32x32 with background and
 /// repeats it to 3 channels. INVALID_ARGUMENT for any other name.
-absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed);
+/// `qnn` (the quantum variant) takes its qubits and layers from `qnn_shape`.
+absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed, qpu::QnnShape qnn_shape = {});
 
 /// The normalised value of a black (0) pixel: what padding looks like.
 double NormalizedBackground();

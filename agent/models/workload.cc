@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "agent/models/cyclegan.h"
 #include "agent/models/models.h"
+#include "agent/qpu/circuit.h"
+#include "agent/qpu/statevector.h"
 
 namespace hetbench::agent {
 
@@ -44,6 +46,8 @@ class SequentialWorkload final : public Workload {
     }
   }
   torch::nn::Sequential* Layers() override { return &built_.net; }
+  v1::QpuRun Qpu() const override { return qpu_; }
+  void set_qpu(v1::QpuRun q) { qpu_ = std::move(q); }
   torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) const override {
     return built_.reconstruction ? torch::mse_loss(out, PixelsFromNormalized(x))
                                  : torch::nn::functional::cross_entropy(out, y);
@@ -53,6 +57,64 @@ class SequentialWorkload final : public Workload {
   BuiltModel built_;
   const ImageDataset& ds_;
   torch::optim::Adam optimizer_;
+  v1::QpuRun qpu_;
+};
+
+// qsim: a pure simulator benchmark. Each test "row" is one run of the
+// layered circuit from |0...0>; inference times them, nothing trains.
+template <typename Real>
+class QsimWorkload final : public Workload {
+ public:
+  static absl::StatusOr<std::unique_ptr<Workload>> Make(const v1::QpuSpec& q, int64_t memory_limit_bytes) {
+    auto state = qpu::StateVector<Real>::Create(q.qubits(), 1, memory_limit_bytes);
+    if (!state.ok()) return state.status();
+    auto w = std::unique_ptr<QsimWorkload>(new QsimWorkload(q, *std::move(state)));
+    return std::unique_ptr<Workload>(std::move(w));
+  }
+  const ImageDataset& Data() const override { return data_; }
+  std::string Architecture() const override { return InputNote(); }
+  std::vector<torch::Tensor> Parameters() const override { return {}; }
+  uint64_t InitialHash() const override { return static_cast<uint64_t>(run_.passes_per_circuit()); }
+  void SetTraining(bool) override {}
+  bool Trainable() const override { return false; }
+  torch::Tensor TrainStep(const torch::Tensor&, const torch::Tensor&) override { return {}; }
+  torch::Tensor Infer(const torch::Tensor& x) override {
+    std::vector<double> z;
+    for (int64_t i = 0; i < x.size(0); ++i) {
+      state_.Reset();
+      circuit_.Run(state_);
+      z.push_back(state_.ExpectationZ(0));
+    }
+    return torch::tensor(z, torch::kFloat64);
+  }
+  void Score(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, QualityTotals*) override {}
+  std::string InputNote() const override {
+    return absl::StrCat("layered circuit, ", run_.qubits(), " qubits, depth ", run_.depth(), ", ", run_.precision(),
+                        ": ", run_.gates_per_circuit(), " gates in ", run_.passes_per_circuit(), " passes (",
+                        run_.passes_per_circuit() < run_.gates_per_circuit() ? "fused" : "unfused",
+                        "); one sample = one circuit run");
+  }
+  v1::QpuRun Qpu() const override { return run_; }
+
+ private:
+  QsimWorkload(const v1::QpuSpec& q, qpu::StateVector<Real> state)
+      : state_(std::move(state)), circuit_(qpu::LayeredCircuit(q.qubits(), q.depth())) {
+    const size_t gates = circuit_.size();
+    if (q.fused()) circuit_ = circuit_.Fused();
+    run_.set_qubits(q.qubits());
+    run_.set_depth(q.depth());
+    run_.set_precision(q.precision());
+    run_.set_gates_per_circuit(static_cast<int64_t>(gates));
+    run_.set_passes_per_circuit(static_cast<int64_t>(circuit_.size()));
+    run_.set_state_bytes(static_cast<int64_t>(state_.bytes()));
+    data_.train = {torch::zeros({0, 1}), torch::zeros({0}, torch::kInt64)};
+    data_.test = {torch::zeros({q.circuits(), 1}), torch::zeros({q.circuits()}, torch::kInt64)};
+  }
+
+  qpu::StateVector<Real> state_;
+  qpu::Circuit circuit_;
+  v1::QpuRun run_;
+  ImageDataset data_;
 };
 
 // CycleGAN between two classes. Each row of its data is a pair: an image of
@@ -230,12 +292,34 @@ class ScriptWorkload final : public Workload {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const std::string& model, const v1::JobSpec& spec,
-                                                       const ImageDataset& ds) {
+                                                       const ImageDataset& ds, int64_t qpu_memory_limit_bytes) {
   if (model == "cyclegan") return std::unique_ptr<Workload>(new CycleGanWorkload(ds, spec.seed(), spec.train().learning_rate()));
   if (model == "torchscript") return ScriptWorkload::Load(spec, ds);
-  auto built = BuildModel(model, spec.seed());
+  if (model == "qsim") {
+    return spec.qpu().precision() == "complex128"
+               ? QsimWorkload<double>::Make(spec.qpu(), qpu_memory_limit_bytes)
+               : QsimWorkload<float>::Make(spec.qpu(), qpu_memory_limit_bytes);
+  }
+  const qpu::QnnShape shape{spec.qpu().qubits(), spec.qpu().layers()};
+  if (model == "qnn" && std::ldexp(16.0, shape.qubits) > static_cast<double>(qpu_memory_limit_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat("qpu.qubits = ", shape.qubits,
+                                                     ": one qnn state needs more than the simulator's memory limit"));
+  }
+  auto built = BuildModel(model, spec.seed(), shape);
   if (!built.ok()) return built.status();
-  return std::unique_ptr<Workload>(new SequentialWorkload(*std::move(built), spec.train().learning_rate(), ds));
+  auto w = std::make_unique<SequentialWorkload>(*std::move(built), spec.train().learning_rate(), ds);
+  if (model == "qnn") {
+    v1::QpuRun run;
+    run.set_qubits(shape.qubits);
+    run.set_layers(shape.layers);
+    run.set_precision("complex128");
+    run.set_gates_per_circuit(qpu::QnnGatesPerCircuit(shape));
+    run.set_passes_per_circuit(run.gates_per_circuit());
+    run.set_state_bytes(int64_t{16} << shape.qubits);
+    run.set_gradient_method("adjoint");
+    w->set_qpu(std::move(run));
+  }
+  return std::unique_ptr<Workload>(std::move(w));
 }
 
 void SetQuality(const QualityTotals& q, v1::TaskResult* result) {

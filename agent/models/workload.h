@@ -53,6 +53,8 @@ class Workload {
   }
   /// Anything a reader must know about the input (e.g. synthetic data).
   virtual std::string InputNote() const { return ""; }
+  /// What a quantum model simulates per circuit; empty for classical models.
+  virtual v1::QpuRun Qpu() const { return {}; }
 };
 
 /// Writes test_accuracy or test_mse from the totals.
@@ -60,8 +62,10 @@ void SetQuality(const QualityTotals& q, v1::TaskResult* result);
 
 /// Builds `model` (one of KnownModels()) for `spec`, weights drawn from
 /// spec.seed(). `ds` must outlive the workload. Errors name the model and why.
+/// Quantum models refuse states larger than `qpu_memory_limit_bytes`.
 absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const std::string& model, const v1::JobSpec& spec,
-                                                       const ImageDataset& ds);
+                                                       const ImageDataset& ds,
+                                                       int64_t qpu_memory_limit_bytes = int64_t{8} << 30);
 
 /// The two Fashion-MNIST classes CycleGAN translates between.
 inline constexpr int kCycleGanClassA = 7;  // sneaker

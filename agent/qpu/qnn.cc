@@ -12,7 +12,7 @@ using C = Complex<double>;
 
 // One sample's gate sequence. A parametrised gate is exp(-i t P / 2), P = Y or Z.
 struct Gate {
-  enum Kind { kRy, kRz, kCnot } kind;
+  enum Kind { kRy, kRz, kCz } kind;
   int q = 0, target = 0;
   double angle = 0;
   int64_t param = -1;  // index into the flat gradient vector: [angles (n) | weights (L*n*2)]
@@ -29,8 +29,8 @@ std::vector<Gate> Gates(const double* angles, const double* weights, int n, int 
       g.push_back({Gate::kRz, q, 0, weights[w + 1], n + w + 1});
     }
     for (int q = 0; q < n && n > 1; ++q) {
-      if (n == 2 && q == 1) break;  // a ring of two is one CNOT
-      g.push_back({Gate::kCnot, q, (q + 1) % n, 0, -1});
+      if (n == 2 && q == 1) break;  // a ring of two is one CZ
+      g.push_back({Gate::kCz, q, (q + 1) % n, 0, -1});
     }
   }
   return g;
@@ -45,8 +45,8 @@ void Apply(StateVector<double>& s, const Gate& g, bool inverse) {
     case Gate::kRz:
       s.ApplyDiagonal1(g.q, C(std::cos(t / 2), -std::sin(t / 2)), C(std::cos(t / 2), std::sin(t / 2)), 0);
       break;
-    case Gate::kCnot:
-      s.ApplyCnot(g.q, g.target, 0);  // its own inverse
+    case Gate::kCz:
+      s.ApplyCz(g.q, g.target, 0);  // its own inverse
       break;
   }
 }
@@ -154,12 +154,18 @@ torch::Tensor QuantumLayer(const torch::Tensor& angles, const torch::Tensor& wei
   return QuantumFunction::apply(angles, weights);
 }
 
-QnnImpl::QnnImpl(QnnShape shape) : shape_(shape) {
-  encoder_ = register_module("encoder", torch::nn::Linear(784, shape.qubits));
-  weights_ = register_parameter("weights", torch::rand({shape.layers, shape.qubits, 2}) * (2 * M_PI));
-  head_ = register_module("head", torch::nn::Linear(shape.qubits, 10));
+QuantumCircuitImpl::QuantumCircuitImpl(QnnShape shape) : shape_(shape) {
+  weights_ = register_parameter("weights", (torch::rand({shape.layers, shape.qubits, 2}) * 2 - 1) * 0.1);
 }
 
-torch::Tensor QnnImpl::forward(torch::Tensor x) { return head_(QuantumLayer(encoder_(x), weights_)); }
+void QuantumCircuitImpl::pretty_print(std::ostream& s) const {
+  s << "QuantumCircuit(qubits=" << shape_.qubits << ", layers=" << shape_.layers
+    << ", RY(pi sigmoid x) encoding, RY-RZ + CZ ring per layer, <Z> per qubit, adjoint gradients)";
+}
+
+torch::nn::Sequential MakeQnn(QnnShape shape) {
+  return torch::nn::Sequential(torch::nn::Linear(784, shape.qubits), QuantumCircuit(shape),
+                               torch::nn::Linear(shape.qubits, 10));
+}
 
 }  // namespace hetbench::agent::qpu

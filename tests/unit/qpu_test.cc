@@ -179,7 +179,7 @@ TEST(QuantumLayerTest, AdjointGradientsMatchFiniteDifferences) {
 
 TEST(QuantumLayerTest, QnnTrainsEndToEndThroughAutograd) {
   torch::manual_seed(1);
-  Qnn net(QnnShape{4, 1});
+  torch::nn::Sequential net = MakeQnn(QnnShape{4, 1});
   torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(0.05));
   torch::Tensor x = torch::randn({16, 784});
   torch::Tensor y = torch::arange(16, torch::kInt64).remainder(2);
@@ -192,7 +192,7 @@ TEST(QuantumLayerTest, QnnTrainsEndToEndThroughAutograd) {
     (i == 0 ? first : last) = loss.item<double>();
   }
   EXPECT_LT(last, first * 0.7) << "a fixed batch of 16 is learnt";
-  EXPECT_EQ(net->GatesPerCircuit(), 4 + 1 * 3 * 4);
+  EXPECT_EQ(QnnGatesPerCircuit(QnnShape{4, 1}), 4 + 1 * 3 * 4);
 }
 
 }  // namespace

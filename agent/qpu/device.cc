@@ -1,0 +1,30 @@
+#include "agent/qpu/device.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace hetbench::agent::qpu {
+
+int MaxQubits(int64_t limit_bytes, int bytes_per_amplitude) {
+  int q = 0;
+  while (q < 40 && (int64_t{bytes_per_amplitude} << (q + 1)) <= limit_bytes) ++q;
+  return q;
+}
+
+v1::Device QpuSimDevice(const v1::Device& cpu, int64_t memory_limit_bytes) {
+  v1::Device d;
+  d.set_id("qpu0");
+  d.set_kind(v1::DEVICE_KIND_QPU_SIM);
+  d.set_model(absl::StrCat("hetbench state-vector simulator on ", cpu.model()));
+  d.set_cores(cpu.cores());
+  d.set_memory_bytes(memory_limit_bytes);
+  auto& a = *d.mutable_attributes();
+  a["max_qubits_complex64"] = absl::StrCat(MaxQubits(memory_limit_bytes, 8));
+  a["max_qubits_complex128"] = absl::StrCat(MaxQubits(memory_limit_bytes, 16));
+  a["precisions"] = "complex64,complex128";
+  a["threads"] = absl::StrCat(cpu.cores());
+  a["host_device"] = cpu.id();
+  a["executor"] = "state-vector simulator (agent/qpu); models qnn, qsim";
+  return d;
+}
+
+}  // namespace hetbench::agent::qpu
