@@ -73,12 +73,31 @@ class StateVector {
     const int64_t stride = int64_t{1} << q, low = stride - 1;
     const Real ar = m[0].real(), ai = m[0].imag(), br = m[1].real(), bi = m[1].imag();
     const Real cr = m[2].real(), ci = m[2].imag(), dr = m[3].real(), di = m[3].imag();
-    ForStates(b, dim_ / 2, [&](Complex<Real>* s, int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = ((k & ~low) << 1) | (k & low), j = i | stride;
-        const Real xr = s[i].real(), xi = s[i].imag(), yr = s[j].real(), yi = s[j].imag();
-        s[i] = {ar * xr - ai * xi + br * yr - bi * yi, ar * xi + ai * xr + br * yi + bi * yr};
-        s[j] = {cr * xr - ci * xi + dr * yr - di * yi, cr * xi + ci * xr + dr * yi + di * yr};
+    // Pairs k..k+run share a block, so the inner loop walks two contiguous
+    // runs x[r] = s[i + r], y[r] = s[i + stride + r] on raw, non-aliasing
+    // pointers with the coefficients in registers (vectorisable).
+    ForStates(b, dim_ / 2, [=](Complex<Real>* s, int64_t begin, int64_t end) {
+      auto rotate = [ar, ai, br, bi, cr, ci, dr, di](Real* __restrict__ x, Real* __restrict__ y, int64_t run,
+                                                       int64_t step) {
+        for (int64_t r = 0; r < run; ++r) {
+          const int64_t o = r * step;
+          const Real xr = x[o], xi = x[o + 1], yr = y[o], yi = y[o + 1];
+          x[o] = ar * xr - ai * xi + br * yr - bi * yi;
+          x[o + 1] = ar * xi + ai * xr + br * yi + bi * yr;
+          y[o] = cr * xr - ci * xi + dr * yr - di * yi;
+          y[o + 1] = cr * xi + ci * xr + dr * yi + di * yr;
+        }
+      };
+      Real* base = reinterpret_cast<Real*>(s);
+      if (q == 0) {  // adjacent pairs: x and y interleave, step over both
+        rotate(base + 4 * begin, base + 4 * begin + 2, end - begin, 4);
+        return;
+      }
+      for (int64_t k = begin; k < end;) {
+        const int64_t off = k & low, run = std::min(end - k, stride - off);
+        Real* x = base + 2 * (((k & ~low) << 1) | off);
+        rotate(x, x + 2 * stride, run, 2);
+        k += run;
       }
     });
   }
@@ -95,15 +114,23 @@ class StateVector {
   void Apply2(int hi, int lo, const Mat4<Real>& m, int64_t b = -1) {
     const int a = std::min(hi, lo), c = std::max(hi, lo);
     const int64_t sh = int64_t{1} << hi, sl = int64_t{1} << lo;
-    ForStates(b, dim_ / 4, [&](Complex<Real>* s, int64_t begin, int64_t end) {
+    Real mr[16], mi[16];  // the matrix split into real and imaginary parts, copied into the pass
+    for (int e = 0; e < 16; ++e) mr[e] = m[e].real(), mi[e] = m[e].imag();
+    ForStates(b, dim_ / 4, [=](Complex<Real>* s, int64_t begin, int64_t end) {
+      Real* __restrict__ p = reinterpret_cast<Real*>(s);
       for (int64_t k = begin; k < end; ++k) {
         const int64_t i0 = InsertZero(InsertZero(k, a), c);
-        const int64_t idx[4] = {i0, i0 | sl, i0 | sh, i0 | sh | sl};
-        const Complex<Real> v[4] = {s[idx[0]], s[idx[1]], s[idx[2]], s[idx[3]]};
+        const int64_t idx[4] = {2 * i0, 2 * (i0 | sl), 2 * (i0 | sh), 2 * (i0 | sh | sl)};
+        const Real vr[4] = {p[idx[0]], p[idx[1]], p[idx[2]], p[idx[3]]};
+        const Real vi[4] = {p[idx[0] + 1], p[idx[1] + 1], p[idx[2] + 1], p[idx[3] + 1]};
         for (int r = 0; r < 4; ++r) {
-          Complex<Real> acc = Mul(m[r * 4], v[0]);
-          for (int col = 1; col < 4; ++col) acc += Mul(m[r * 4 + col], v[col]);
-          s[idx[r]] = acc;
+          Real re = 0, im = 0;
+          for (int col = 0; col < 4; ++col) {
+            re += mr[r * 4 + col] * vr[col] - mi[r * 4 + col] * vi[col];
+            im += mr[r * 4 + col] * vi[col] + mi[r * 4 + col] * vr[col];
+          }
+          p[idx[r]] = re;
+          p[idx[r] + 1] = im;
         }
       }
     });

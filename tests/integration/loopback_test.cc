@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "agent/agent.h"
+#include "agent/qpu/device.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
@@ -65,7 +66,7 @@ class LoopbackTest : public ::testing::Test {
     config.sensors_tried = sensors.tried;
     sampler_ = std::make_unique<agent::PowerSampler>(std::move(sensors.sensors), 20);
     sampler_->Start();
-    agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu},
+    agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
                                             std::make_unique<agent::TorchExecutor>(exec), sampler_.get());
     agent_->set_batch_observer([this](const v1::SampleBatch& b) {
       absl::MutexLock l(&mu_);
@@ -217,6 +218,34 @@ TEST_F(LoopbackTest, OneSubmissionRunsSeveralModelsWithTheStudyTableAndLayers) {
   CliResult bad = Cli({"--server", address_, "report", "job-000001", "--baseline", "abacus"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--baseline abacus: unknown device kind"));
+}
+
+// The qpu-sim device: the quantum variant trains through a normal job, the
+// simulator benchmark times circuits, and classical models are refused there.
+TEST_F(LoopbackTest, QpuSimRunsTheQuantumVariantAndTheSimulatorBenchmark) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult agents = Cli({"--server", address_, "get", "agents"});
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("loopback-agent +qpu0 +qpu-sim +hetbench state-vector simulator"));
+
+  CliResult qnn = Cli({"--server", address_, "submit", "--wait", "-m", "qnn", "-t", "qpu-sim", "-b", "32",
+                       "--warmup-steps", "1", "--min-steps", "20", "--min-duration", "0", "--infer-max-batches", "4"});
+  ASSERT_EQ(qnn.code, 0) << qnn.err << qnn.out;
+  EXPECT_THAT(qnn.out, HasSubstr("loopback-agent/qpu0 (qpu-sim)"));
+  EXPECT_THAT(qnn.out, HasSubstr("[simulated: 8 qubits, complex128, 56 gates in 56 passes per circuit"));
+  EXPECT_THAT(qnn.out, HasSubstr("gradients: adjoint"));
+  v1::Job job = GetJob("job-000001");
+  EXPECT_EQ(job.tasks(0).device_kind(), v1::DEVICE_KIND_QPU_SIM);
+  EXPECT_GT(job.tasks(0).result().test_accuracy(), 0.2) << "20 steps already beat chance (0.1)";
+
+  CliResult qsim = Cli({"--server", address_, "submit", "--wait", "-m", "qsim", "-t", "qpu-sim", "-b", "1", "-f",
+                        std::string(HETBENCH_FIXTURES) + "/specs/qsim.yaml"});
+  ASSERT_EQ(qsim.code, 0) << qsim.err << qsim.out;
+  EXPECT_THAT(qsim.out, HasSubstr("layered circuit, 12 qubits, depth 4, complex64: 70 gates in"));
+  EXPECT_THAT(qsim.out, ::testing::ContainsRegex("job-000002-t0 +qsim +loopback-agent/qpu0 \\(qpu-sim\\) +1 +infer +5 "));
+
+  CliResult wrong = Cli({"--server", address_, "submit", "--wait", "-m", "mlp", "-t", "qpu-sim"});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_THAT(wrong.out + wrong.err, HasSubstr("model \"mlp\" cannot run on the qpu-sim device qpu0; use qnn"));
 }
 
 TEST_F(LoopbackTest, EnergyIsModeledAndLabelledWithAnIdleBaselineAndCost) {

@@ -106,6 +106,26 @@ TEST(JobSpecTest, TorchScriptNeedsAPathAndAShape) {
               HasSubstr("torchscript: set, but models does not list \"torchscript\""));
 }
 
+TEST(JobSpecTest, QuantumModelsGetDefaultsAndLimits) {
+  v1::JobSpec qnn;
+  qnn.add_models("qnn");
+  qnn = WithDefaults(qnn);
+  EXPECT_EQ(qnn.qpu().qubits(), 8);
+  EXPECT_EQ(qnn.qpu().layers(), 2);
+  v1::JobSpec qsim;
+  qsim.add_models("qsim");
+  qsim = WithDefaults(qsim);
+  EXPECT_EQ(qsim.qpu().qubits(), 20);
+  EXPECT_EQ(qsim.qpu().depth(), 10);
+  EXPECT_EQ(qsim.qpu().precision(), "complex64");
+  EXPECT_TRUE(ValidateJobSpec(qsim).ok());
+  qsim.mutable_qpu()->set_qubits(60);
+  qsim.mutable_qpu()->set_precision("complex32");
+  const std::string msg(ValidateJobSpec(qsim).message());
+  EXPECT_THAT(msg, HasSubstr("qpu.qubits = 60: must be in [1, 34]"));
+  EXPECT_THAT(msg, HasSubstr("qpu.precision = \"complex32\": use complex64 or complex128"));
+}
+
 TEST(JobSpecTest, LayerProfilingGetsADefaultStepCount) {
   v1::JobSpec s;
   s.mutable_layers()->set_enabled(true);
