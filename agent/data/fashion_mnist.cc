@@ -6,20 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "common/hash.h"
+
 namespace hetbench::agent {
 
 namespace {
 
 constexpr double kMean = 0.2860;  // Fashion-MNIST training-set pixel mean
 constexpr double kStd = 0.3530;
-
-uint64_t Fnv1a(uint64_t h, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -95,7 +89,7 @@ absl::StatusOr<ImageSplit> LoadSplit(const std::string& dir, const std::string& 
 absl::StatusOr<ImageDataset> LoadFashionMnist(const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
   ImageDataset ds;
-  ds.content_hash = 1469598103934665603ULL;
+  ds.content_hash = kFnv1aOffset;
   auto train = LoadSplit(dir, "train", &ds.content_hash);
   if (!train.ok()) return train.status();
   auto test = LoadSplit(dir, "t10k", &ds.content_hash);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/qpu/qnn.h"
+#include "common/hash.h"
 #include "common/job_spec.h"
 
 namespace hetbench::agent {
@@ -257,14 +258,10 @@ int64_t ParameterCount(const std::vector<torch::Tensor>& tensors) {
 }
 
 uint64_t HashTensors(const std::vector<torch::Tensor>& tensors) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnv1aOffset;
   for (const torch::Tensor& p : tensors) {
     torch::Tensor c = p.detach().contiguous().to(torch::kCPU);
-    const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
-    for (int64_t i = 0; i < c.numel() * static_cast<int64_t>(c.element_size()); ++i) {
-      h ^= bytes[i];
-      h *= 1099511628211ULL;
-    }
+    h = Fnv1a(h, c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
   }
   return h;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/models/cyclegan.h"
 #include "agent/models/models.h"
+#include "common/hash.h"
 #include "agent/qpu/circuit.h"
 #include "agent/qpu/statevector.h"
 
@@ -74,7 +75,8 @@ class QsimWorkload final : public Workload {
   const ImageDataset& Data() const override { return data_; }
   std::string Architecture() const override { return InputNote(); }
   std::vector<torch::Tensor> Parameters() const override { return {}; }
-  uint64_t InitialHash() const override { return static_cast<uint64_t>(run_.passes_per_circuit()); }
+  // Nothing is drawn at random: the circuit's description is its identity.
+  uint64_t InitialHash() const override { return Fnv1a(InputNote()); }
   void SetTraining(bool) override {}
   bool Trainable() const override { return false; }
   torch::Tensor TrainStep(const torch::Tensor&, const torch::Tensor&) override { return {}; }
@@ -197,19 +199,14 @@ class ScriptWorkload final : public Workload {
     std::stringstream bytes;
     bytes << file.rdbuf();
     auto w = std::unique_ptr<ScriptWorkload>(new ScriptWorkload(ds));
+    w->file_hash_ = Fnv1a(bytes.str());
     try {
-      w->module_ = torch::jit::load(ts.path());
+      bytes.seekg(0);
+      w->module_ = torch::jit::load(bytes);  // the bytes just hashed: one read of the file
     } catch (const std::exception& e) {
       return absl::InvalidArgumentError(
           absl::StrCat("torchscript.path = \"", ts.path(), "\": not a TorchScript module: ", e.what()));
     }
-    const std::string content = bytes.str();
-    uint64_t h = 1469598103934665603ULL;
-    for (unsigned char c : content) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    w->file_hash_ = h;
     w->shape_.assign(ts.input_shape().begin(), ts.input_shape().end());
     int64_t numel = 1;
     for (int64_t d : w->shape_) numel *= d;
