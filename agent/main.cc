@@ -40,16 +40,10 @@ std::string Hostname() {
 // the new kernels' SGEMM against a float64 reference, and keeps them only if
 // they are right (else it re-executes with the original setting and flags
 // every CPU result). HETBENCH_BLAS_FIX carries the state across the exec.
-struct BlasState {
-  std::string text;
-  bool below = false;
-  double sgemm_error = 0;
-};
-
 constexpr char kFixVar[] = "HETBENCH_BLAS_FIX";
 constexpr double kMaxSgemmError = 1e-4;
 
-BlasState SettleOpenBlasKernel(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
+hetbench::agent::BlasCheck SettleOpenBlasKernel(const std::string& mode, const hetbench::v1::Device& cpu, char** argv) {
   using hetbench::agent::CheckBlasKernel;
   const std::string core = hetbench::agent::OpenBlasCoreName();
   const std::vector<std::string> flags(cpu.isa_flags().begin(), cpu.isa_flags().end());
@@ -172,21 +166,15 @@ int main(int argc, char** argv) {
     std::cerr << "hetbench-agent: CPU discovery failed: " << cpu.status().message() << "\n";
     return 1;
   }
-  const BlasState blas = SettleOpenBlasKernel(blas_mode, *cpu, argv);
+  const hetbench::agent::BlasCheck blas = SettleOpenBlasKernel(blas_mode, *cpu, argv);
   hetbench::LogInfo("agent", "cpu0: ", cpu->model(), ", ", cpu->cores(), " cores, ", cpu->memory_bytes() >> 20,
                     " MiB; BLAS: ", hetbench::agent::DescribeBlas(), "; ", blas.text);
-  exec_config.blas_check = blas.text;
-  exec_config.blas_below = blas.below;
-  exec_config.sgemm_relative_error = blas.sgemm_error;
+  exec_config.blas = blas;
   (*cpu->mutable_attributes())["blas"] = hetbench::agent::DescribeBlas();
   (*cpu->mutable_attributes())["blas_check"] = blas.text;
   if (calibrate_only) {
     torch::set_num_threads(exec_config.threads > 0 ? exec_config.threads : std::max(cpu->cores(), 1));
-    hetbench::v1::Calibration cal = hetbench::agent::Calibrate(exec_config.calibration_gemm_size);
-    cal.set_blas(hetbench::agent::DescribeBlas());
-    cal.set_blas_check(blas.text);
-    cal.set_blas_below(blas.below);
-    cal.set_sgemm_relative_error(blas.sgemm_error);
+    const hetbench::v1::Calibration cal = hetbench::agent::Calibrate(blas, exec_config.calibration_gemm_size);
     std::string json;
     google::protobuf::util::JsonPrintOptions opts;
     opts.preserve_proto_field_names = true;

@@ -226,7 +226,8 @@ int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_
   return max > 0 ? std::min(max, all) : all;
 }
 
-void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase) {
+void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,
+                   const v1::Calibration* calibration) {
   phase->clear_invalid_reasons();
   const v1::TimingStats& s = phase->stats();
   if (s.count() < expected_steps) {
@@ -241,6 +242,9 @@ void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseRes
   if (s.p50_ns() > 0 && s.iqr_ns() / s.p50_ns() > limit) {
     phase->add_invalid_reasons(absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
                                                s.iqr_ns() / s.p50_ns(), limit));
+  }
+  if (calibration != nullptr && calibration->blas_below()) {
+    phase->add_invalid_reasons(absl::StrCat("math library below the CPU: ", calibration->blas_check()));
   }
   phase->set_valid(phase->invalid_reasons().empty());
 }

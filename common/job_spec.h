@@ -48,7 +48,10 @@ int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t datas
 int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_t test_size);
 
 /// Sets phase.valid and phase.invalid_reasons from the spec's minimums and
-/// spread limit. `expected_steps` is what the phase had to reach.
-void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase);
+/// spread limit. `expected_steps` is what the phase had to reach. A
+/// `calibration` whose math library stayed below the CPU (blas_below) makes
+/// the phase invalid too: the CPU was not measured as it is.
+void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,
+                   const v1::Calibration* calibration = nullptr);
 
 }  // namespace hetbench

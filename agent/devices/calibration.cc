@@ -1,5 +1,6 @@
 #include "agent/devices/calibration.h"
 
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -29,6 +30,19 @@ int KernelLevel(const std::string& core) {
 }
 
 }  // namespace
+
+std::string OpenBlasCoreName() {
+  using Fn = char* (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return fn ? std::string(fn()) : std::string();
+}
+
+std::string DescribeBlas() {
+  using Fn = char* (*)();
+  auto config = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  if (config == nullptr) return "not OpenBLAS (reference BLAS or MKL; install libopenblas0-openmp)";
+  return absl::StrCat(config(), " (kernels: ", OpenBlasCoreName(), ")");
+}
 
 BlasKernelVerdict CheckBlasKernel(const std::string& core_name, const std::vector<std::string>& isa_flags) {
   std::string core = core_name;
@@ -85,10 +99,14 @@ double SgemmRelativeError(int n, uint64_t seed) {
   return max_ref > 0 ? max_err / max_ref : max_err;
 }
 
-v1::Calibration Calibrate(int gemm_size, int repeats) {
+v1::Calibration Calibrate(const BlasCheck& blas, int gemm_size, int repeats) {
   const int64_t start = SteadyNowNs();
   torch::NoGradGuard no_grad;
   v1::Calibration cal;
+  cal.set_blas(DescribeBlas());
+  cal.set_blas_check(blas.text);
+  cal.set_blas_below(blas.below);
+  cal.set_sgemm_relative_error(blas.sgemm_relative_error);
   cal.set_gemm_size(gemm_size);
   {
     torch::manual_seed(1);

@@ -9,6 +9,18 @@
 
 namespace hetbench::agent {
 
+/// "OpenBLAS 0.3.21 ... (kernels: SkylakeX)" when OpenBLAS is loaded, else what is known.
+std::string DescribeBlas();
+/// OpenBLAS's kernel family name, or "" when OpenBLAS is not loaded.
+std::string OpenBlasCoreName();
+
+/// What the agent settled about the math library at start-up (see main.cc).
+struct BlasCheck {
+  std::string text;
+  bool below = false;  // below the CPU and not fixed: its results get flagged
+  double sgemm_relative_error = 0;
+};
+
 /// What the ISA-vs-kernel check concludes about OpenBLAS's kernel family.
 struct BlasKernelVerdict {
   bool below = false;        // the kernels use less of the ISA than the CPU has
@@ -28,7 +40,8 @@ double SgemmRelativeError(int n, uint64_t seed);
 
 /// Measures, with the current LibTorch thread count: the best of `repeats`
 /// SGEMMs of gemm_size^3 (after one warm-up) and the best of `repeats`
-/// copies of a 256 MiB tensor. Takes about a second on a 2-core CPU.
-v1::Calibration Calibrate(int gemm_size = 2048, int repeats = 3);
+/// copies of a 256 MiB tensor. Takes about a second on a 2-core CPU. The
+/// result also names the BLAS and carries `blas`.
+v1::Calibration Calibrate(const BlasCheck& blas, int gemm_size = 2048, int repeats = 3);
 
 }  // namespace hetbench::agent

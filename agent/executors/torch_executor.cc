@@ -1,6 +1,5 @@
 #include "agent/executors/torch_executor.h"
 
-#include <dlfcn.h>
 #include <torch/version.h>
 
 #include <algorithm>
@@ -37,19 +36,6 @@ size_t SampleCapacity(const v1::Assign& task) {
   return static_cast<size_t>(spec.train().max_steps() + test_batches + 16);
 }
 
-std::string OpenBlasCoreName() {
-  using Fn = char* (*)();
-  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  return fn ? std::string(fn()) : std::string();
-}
-
-std::string DescribeBlas() {
-  using Fn = char* (*)();
-  auto config = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  if (config == nullptr) return "not OpenBLAS (reference BLAS or MKL; install libopenblas0-openmp)";
-  return absl::StrCat(config(), " (kernels: ", OpenBlasCoreName(), ")");
-}
-
 absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds) {
   *load_seconds = 0;
   if (!dataset_) {
@@ -63,11 +49,7 @@ absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds)
 
 const v1::Calibration& TorchExecutor::DeviceCalibration() {
   if (!calibration_) {
-    calibration_ = std::make_unique<v1::Calibration>(Calibrate(config_.calibration_gemm_size));
-    calibration_->set_blas(DescribeBlas());
-    calibration_->set_blas_check(config_.blas_check);
-    calibration_->set_blas_below(config_.blas_below);
-    calibration_->set_sgemm_relative_error(config_.sgemm_relative_error);
+    calibration_ = std::make_unique<v1::Calibration>(Calibrate(config_.blas, config_.calibration_gemm_size));
   }
   return *calibration_;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent/data/fashion_mnist.h"
+#include "agent/devices/calibration.h"
 #include "agent/executors/executor.h"
 #include "agent/models/workload.h"
 
@@ -21,9 +22,7 @@ struct TorchExecutorConfig {
   bool calibrate = true;
   int calibration_gemm_size = 2048;
   /// What the agent concluded about the math library's kernels at start-up.
-  std::string blas_check;
-  bool blas_below = false;  // below the CPU and not fixed: results get flagged
-  double sgemm_relative_error = 0;
+  BlasCheck blas;
   /// Largest state the quantum models may allocate.
   int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
   /// Builds the workload of a task; MakeWorkload when empty (benches inject others).
@@ -49,9 +48,5 @@ class TorchExecutor final : public Executor {
   std::unique_ptr<v1::Calibration> calibration_;  // likewise
 };
 
-/// "OpenBLAS 0.3.21 ... (core: SkylakeX)" when OpenBLAS is loaded, else what is known.
-std::string DescribeBlas();
-/// OpenBLAS's kernel family name, or "" when OpenBLAS is not loaded.
-std::string OpenBlasCoreName();
 
 }  // namespace hetbench::agent

@@ -629,11 +629,7 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
           phase == v1::PHASE_TRAIN
               ? std::min(EffectiveMinSteps(spec, task->batch_size(), train_size), spec.train().max_steps())
               : ExpectedInferenceBatches(spec, task->batch_size(), test_size);
-      JudgeValidity(spec, expected, pr);
-      if (d.result().calibration().blas_below()) {  // the agent could not give the CPU its proper kernels
-        pr->add_invalid_reasons(absl::StrCat("math library below the CPU: ", d.result().calibration().blas_check()));
-        pr->set_valid(false);
-      }
+      JudgeValidity(spec, expected, pr, &d.result().calibration());
     }
     if (state == v1::TASK_STATE_SUCCEEDED &&
         (batches->size() != d.batches_sent() || stored_samples != d.samples_sent())) {

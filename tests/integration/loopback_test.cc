@@ -53,7 +53,7 @@ class LoopbackTest : public ::testing::Test {
     exec.data_dir = HETBENCH_DATA_DIR;
     exec.threads = 2;
     exec.calibration_gemm_size = 256;  // the agent's default 2048 takes ~1 s; the figures are not checked here
-    exec.blas_check = "checked by the test fixture";
+    exec.blas.text = "checked by the test fixture";
     auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
     ASSERT_TRUE(cpu.ok());
     // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to

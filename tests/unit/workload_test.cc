@@ -186,7 +186,7 @@ TEST(BlasCheckTest, GradesKernelFamiliesAgainstTheCpuFlags) {
 
 TEST(CalibrationTest, SgemmMatchesAFloat64ReferenceAndRatesArePositive) {
   EXPECT_LT(SgemmRelativeError(96, 5), 1e-5);
-  v1::Calibration c = Calibrate(/*gemm_size=*/256, /*repeats=*/1);
+  v1::Calibration c = Calibrate(BlasCheck{}, /*gemm_size=*/256, /*repeats=*/1);
   EXPECT_EQ(c.gemm_size(), 256);
   EXPECT_GT(c.gemm_gflops(), 0.1);
   EXPECT_GT(c.memory_gbytes_per_second(), 0.1);
@@ -199,7 +199,7 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   ImageDataset tiny = TinyDataset();
   TorchExecutorConfig config;
   config.calibration_gemm_size = 128;
-  config.blas_check = "test";
+  config.blas.text = "test";
   config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
     return MakeWorkload(m, s, tiny);
   };
