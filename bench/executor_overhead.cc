@@ -43,10 +43,14 @@ double Median(std::vector<double> v) {
 // batch and does nothing else (the null model's floor).
 LoopTimes BareLoop(const agent::ImageDataset& ds, const std::string& model, int64_t warmup, int64_t steps, int64_t bs,
                    bool step) {
-  auto built = agent::BuildModel(step ? model : "mlp", 42);
+  // The null floor (step = false) builds nothing: its loop only fetches batches.
+  auto built = step ? agent::BuildModel(model, 42) : absl::StatusOr<agent::BuiltModel>(agent::BuiltModel{});
   torch::nn::Sequential net = built->net;
-  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-3));
-  net->train();
+  std::unique_ptr<torch::optim::Adam> opt;
+  if (step) {
+    opt = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-3));
+    net->train();
+  }
   torch::Tensor perm = torch::randperm(ds.train.size(), torch::TensorOptions().dtype(torch::kInt64));
   std::vector<double> times;
   int64_t wall_start = 0;
@@ -57,12 +61,12 @@ LoopTimes BareLoop(const agent::ImageDataset& ds, const std::string& model, int6
     torch::Tensor x = ds.train.images.index_select(0, idx), y = ds.train.labels.index_select(0, idx);
     const int64_t t0 = SteadyNowNs();
     if (step) {
-      opt.zero_grad();
+      opt->zero_grad();
       torch::Tensor out = net->forward(x);
       torch::Tensor loss = built->reconstruction ? torch::mse_loss(out, agent::PixelsFromNormalized(x))
                                                  : torch::nn::functional::cross_entropy(out, y);
       loss.backward();
-      opt.step();
+      opt->step();
     }
     const int64_t t1 = SteadyNowNs();
     if (i >= warmup) times.push_back(static_cast<double>(t1 - t0));

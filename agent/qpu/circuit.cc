@@ -21,51 +21,11 @@ Mat2<double> Identity2() { return {Complex<double>(1), Complex<double>(0), Compl
 
 }  // namespace
 
-Circuit& Circuit::Gate1(int q, const Mat2<double>& m) {
-  Op op;
-  op.kind = Op::Kind::kOne;
-  op.q0 = q;
-  op.m1 = m;
-  ops_.push_back(op);
-  return *this;
-}
-
-Circuit& Circuit::Gate2(int hi, int lo, const Mat4<double>& m) {
-  Op op;
-  op.kind = Op::Kind::kTwo;
-  op.q0 = hi;
-  op.q1 = lo;
-  op.m2 = m;
-  ops_.push_back(op);
-  return *this;
-}
-
-Circuit& Circuit::Cnot(int control, int target) {
-  Op op;
-  op.kind = Op::Kind::kCnot;
-  op.q0 = control;
-  op.q1 = target;
-  ops_.push_back(op);
-  return *this;
-}
-
-Circuit& Circuit::Cz(int a, int b) {
-  Op op;
-  op.kind = Op::Kind::kCz;
-  op.q0 = a;
-  op.q1 = b;
-  ops_.push_back(op);
-  return *this;
-}
-
-Circuit& Circuit::Swap(int a, int b) {
-  Op op;
-  op.kind = Op::Kind::kSwap;
-  op.q0 = a;
-  op.q1 = b;
-  ops_.push_back(op);
-  return *this;
-}
+Circuit& Circuit::Gate1(int q, const Mat2<double>& m) { return Add({Op::Kind::kOne, q, 0, m, {}}); }
+Circuit& Circuit::Gate2(int hi, int lo, const Mat4<double>& m) { return Add({Op::Kind::kTwo, hi, lo, {}, m}); }
+Circuit& Circuit::Cnot(int control, int target) { return Add({Op::Kind::kCnot, control, target, {}, {}}); }
+Circuit& Circuit::Cz(int a, int b) { return Add({Op::Kind::kCz, a, b, {}, {}}); }
+Circuit& Circuit::Swap(int a, int b) { return Add({Op::Kind::kSwap, a, b, {}, {}}); }
 
 Circuit& Circuit::Qft() {
   for (int j = n_ - 1; j >= 0; --j) {
@@ -125,7 +85,7 @@ Circuit Circuit::Fused() const {
     const bool same_pair = last && last->kind != Op::Kind::kOne &&
                            ((last->q0 == hi && last->q1 == lo) || (last->q0 == lo && last->q1 == hi));
     if (!has_pending && !same_pair) {
-      out.ops_.push_back(op);  // keeps the cheap specialised passes (CZ, CNOT, SWAP)
+      out.Add(op);  // keeps the cheap specialised passes (CZ, CNOT, SWAP)
       continue;
     }
     Mat4<double> m = Multiply(AsMatrix(op, hi, lo),
@@ -135,7 +95,7 @@ Circuit Circuit::Fused() const {
     if (same_pair) {
       *last = Op{Op::Kind::kTwo, hi, lo, {}, Multiply(m, AsMatrix(*last, hi, lo))};
     } else {
-      out.Gate2(hi, lo, m);
+      out.Add({Op::Kind::kTwo, hi, lo, {}, m});
     }
   }
   for (int q = 0; q < n_; ++q) flush(q);

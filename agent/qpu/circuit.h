@@ -83,6 +83,11 @@ class Circuit {
   }
 
  private:
+  Circuit& Add(const Op& op) {
+    ops_.push_back(op);
+    return *this;
+  }
+
   template <typename Real, size_t N>
   static std::array<Complex<Real>, N> Convert(const std::array<Complex<double>, N>& m) {
     std::array<Complex<Real>, N> out;
