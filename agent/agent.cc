@@ -93,6 +93,7 @@ bool Agent::RunConnection() {
   for (const v1::Device& d : devices_) *hello->add_devices() = d;
   for (const auto& [k, v] : config_.labels) (*hello->mutable_labels())[k] = v;
   for (const v1::SensorInfo& s : config_.sensors_tried) *hello->add_sensors() = s;
+  for (const v1::AbsentDevice& a : config_.absent) *hello->add_absent() = a;
 
   bool welcomed = false;
   connected_ = Write(hello_msg);

@@ -40,6 +40,8 @@ struct AgentConfig {
   double power_send_interval_seconds = 1.0;
   /// Every power sensor tried at startup, available or not (sent in Hello).
   std::vector<v1::SensorInfo> sensors_tried;
+  /// Device kinds looked for and not offered, with why (sent in Hello).
+  std::vector<v1::AbsentDevice> absent;
 };
 
 class Agent {

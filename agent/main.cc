@@ -17,7 +17,11 @@
 #include "agent/agent.h"
 #include "agent/devices/calibration.h"
 #include "agent/qpu/device.h"
+#include "agent/devices/accelerators.h"
 #include "agent/devices/cpu_discovery.h"
+#include "agent/devices/cuda.h"
+#include "agent/executors/routing_executor.h"
+#include "agent/executors/runner_executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
@@ -147,8 +151,21 @@ int main(int argc, char** argv) {
   app.add_option("--ipmi-command", ipmi_command,
                  "command printing a DCMI power reading, e.g. 'ipmitool dcmi power reading'");
   app.add_option("--nvml-library", nvml_library, "NVML library to load at run time")->capture_default_str();
-  app.add_option("--sysfs-root", sysfs_root, "prefix for /sys and /proc paths (tests)");
+  app.add_option("--sysfs-root", sysfs_root, "prefix for /sys, /proc and /dev paths (tests)");
+  std::string python_runner = "auto";
+  hetbench::agent::RunnerConfig runner_config;
+  app.add_option("--python-runner", python_runner,
+                 "the PyTorch runner: auto (/usr/bin/python3 with agent/runners/torch_runner.py), off, or a "
+                 "command, e.g. '/opt/venv/bin/python /opt/hetbench/torch_runner.py' (TPU VMs: a Python with "
+                 "torch_xla)")
+      ->capture_default_str();
+  app.add_option("--runner-deadline-seconds", runner_config.deadline_seconds,
+                 "a runner task running longer is killed and fails")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e7));
   CLI11_PARSE(app, argc, argv);
+  // NVML and CUDA number GPUs alike only in PCI bus order.
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
   if (config.agent_id.empty()) config.agent_id = config.hostname;
   exec_config.calibrate = calibration == "on";
   for (const std::string& l : labels) {
@@ -161,7 +178,7 @@ int main(int argc, char** argv) {
   }
   exec_config.hostname = config.hostname;
 
-  auto cpu = hetbench::agent::DiscoverCpu("/proc", hetbench::agent::AffinityCores());
+  auto cpu = hetbench::agent::DiscoverCpu(sysfs_root + "/proc", hetbench::agent::AffinityCores());
   if (!cpu.ok()) {
     std::cerr << "hetbench-agent: CPU discovery failed: " << cpu.status().message() << "\n";
     return 1;
@@ -185,12 +202,55 @@ int main(int argc, char** argv) {
   }
 
   if (cost_usd_per_hour > 0) (*cpu->mutable_attributes())["cost_usd_per_hour"] = absl::StrCat(cost_usd_per_hour);
+
+  // Every kind is looked for; what is not offered is reported with why.
+  namespace ag = hetbench::agent;
+  const ag::RealSysfsReader root(sysfs_root);
+  ag::Discovered found;
+  ag::ApplyBlueField(ag::DetectBlueField(root, cpu->attributes().contains("cpu_implementer")), &*cpu, &found);
+  cpu->add_executors("torch");
+  if (python_runner != "off") {
+    if (python_runner == "auto") {
+      const std::string script = ag::DefaultRunnerScript(argv[0]);
+      if (!script.empty()) runner_config.command = {"/usr/bin/python3", script};
+    } else {
+      runner_config.command = absl::StrSplit(python_runner, ' ', absl::SkipEmpty());
+    }
+  }
+  hetbench::v1::RunnerProbe probe;
+  if (runner_config.command.empty()) {
+    probe.set_error(python_runner == "off" ? "off (--python-runner off)" : "torch_runner.py not found");
+  } else {
+    probe = ag::RunnerExecutor::Probe(runner_config.command, 120);
+  }
+  if (probe.error().empty()) {
+    cpu->add_executors("python");
+    (*cpu->mutable_attributes())["python_runner"] =
+        absl::StrCat("Python ", probe.python(), ", PyTorch ", probe.torch_version());
+  } else {
+    (*cpu->mutable_attributes())["python_runner"] = absl::StrCat("unavailable: ", probe.error());
+  }
+  hetbench::LogInfo("agent", "python runner: ", (*cpu->mutable_attributes())["python_runner"]);
   std::vector<hetbench::v1::Device> devices = {*cpu};
+  ag::Discovered gpus = ag::DiscoverGpus(nvml_library, ag::CudaDeviceCount(), ag::CudaUnavailableReason());
+  ag::Discovered tpus = ag::DiscoverTpus(root, ag::ProcessEnvironment(), probe, !runner_config.command.empty());
+  for (ag::Discovered* d : {&gpus, &tpus}) {
+    devices.insert(devices.end(), d->devices.begin(), d->devices.end());
+    found.absent.insert(found.absent.end(), d->absent.begin(), d->absent.end());
+  }
   if (qpu_sim == "on") {
     const int64_t limit = qpu_memory_mib > 0 ? qpu_memory_mib << 20
                                              : std::min<int64_t>(int64_t{8} << 30, cpu->memory_bytes() / 2);
     exec_config.qpu_memory_limit_bytes = limit;
     devices.push_back(hetbench::agent::qpu::QpuSimDevice(*cpu, limit));
+  } else {
+    found.Absent(hetbench::v1::DEVICE_KIND_QPU_SIM, "the simulator is off (--qpu-sim off)");
+  }
+  for (const auto& d : devices) {
+    hetbench::LogInfo("agent", "offering ", d.id(), " (", hetbench::DeviceKindName(d.kind()), "): ", d.model());
+  }
+  for (const auto& a : found.absent) {
+    hetbench::LogInfo("agent", "no ", hetbench::DeviceKindName(a.kind()), ": ", a.reason());
   }
 
   // Power: every sensor source is tried; each device without a measured
@@ -216,6 +276,8 @@ int main(int argc, char** argv) {
                       t.available() ? "available: " : "unavailable: ", t.detail());
   }
   config.sensors_tried = power.tried;
+  config.absent = found.absent;
+  ag::AttachSensors(power.tried, &devices);
   hetbench::agent::PowerSampler sampler(std::move(power.sensors), sample_hz);
   sampler.Start();
 
@@ -225,8 +287,17 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  hetbench::agent::Agent agent(config, devices, std::make_unique<hetbench::agent::TorchExecutor>(exec_config),
-                               &sampler);
+  auto executor = std::make_unique<ag::RoutingExecutor>();
+  auto torch_executor = std::make_shared<ag::TorchExecutor>(exec_config);
+  executor->Add("torch", torch_executor);
+  executor->Add("qsim", torch_executor);  // the quantum workloads live in the torch executor
+  if (probe.error().empty()) {
+    runner_config.data_dir = exec_config.data_dir;
+    runner_config.threads = exec_config.threads;
+    runner_config.hostname = config.hostname;
+    executor->Add("python", std::make_shared<ag::RunnerExecutor>(runner_config));
+  }
+  hetbench::agent::Agent agent(config, devices, std::move(executor), &sampler);
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);

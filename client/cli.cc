@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "common/names.h"
@@ -131,7 +132,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_option("--dataset", dataset, "dataset (fashion-mnist)");
   submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")
       ->delimiter(',');
-  submit->add_option("-t,--target", targets, "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim); repeatable")
+  submit->add_option("-t,--target", targets, "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim), optionally :executor "
+                     "(cpu:python runs the PyTorch runner); repeatable")
       ->delimiter(',');
   submit->add_option("--warmup-steps", warmup_steps, "training steps before measuring");
   submit->add_option("--min-steps", min_steps, "measured training steps (0 = one pass of --epochs)");
@@ -164,7 +166,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   get_job->add_option("id", job_id, "job id")->required();
   auto* get_agents = get->add_subcommand("agents", "list connected agents and their devices");
   for (auto* sub : {get_jobs, get_job, get_agents}) {
-    sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+    sub->add_option("-o,--output", common.output, "table, wide (get agents: drivers, executors, sensors), json or csv")->capture_default_str();
   }
 
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
@@ -263,12 +265,17 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (!targets.empty()) {
       spec.clear_targets();
       for (const std::string& t : targets) {
-        auto kind = ParseDeviceKind(t);
+        // kind[:executor], e.g. cpu, tpu, cpu:python
+        std::vector<std::string> parts = absl::StrSplit(t, absl::MaxSplits(':', 1));
+        auto kind = ParseDeviceKind(parts[0]);
         if (!kind) {
-          err << "hetbench: --target " << t << ": unknown device kind; use cpu, gpu, tpu, dpu or qpu-sim\n";
+          err << "hetbench: --target " << t << ": unknown device kind; use cpu, gpu, tpu, dpu or qpu-sim"
+              << " (optionally :executor, e.g. cpu:python)\n";
           return kExitUsage;
         }
-        spec.add_targets()->set_device_kind(*kind);
+        v1::TargetSelector* target = spec.add_targets();
+        target->set_device_kind(*kind);
+        if (parts.size() > 1) target->set_executor(parts[1]);
       }
     }
     if (submit->count("--warmup-steps")) spec.mutable_train()->set_warmup_steps(warmup_steps);

@@ -65,9 +65,17 @@ const v1::PhaseResult* FindPhase(const v1::Task& t, v1::Phase phase) {
   return nullptr;
 }
 
+// The C++ executors are the default; another (the Python runner) is named.
+std::string ExecutorSuffix(const std::string& executor) {
+  return executor.empty() || executor == "torch" || executor == "qsim" ? "" : absl::StrCat(" via ", executor);
+}
+
 std::string DeviceLabel(const v1::Task& t) {
-  if (t.agent_id().empty()) return absl::StrCat("(", DeviceKindName(t.target().device_kind()), ")");
-  return absl::StrCat(t.agent_id(), "/", t.device_id(), " (", DeviceKindName(t.device_kind()), ")");
+  if (t.agent_id().empty()) {
+    return absl::StrCat("(", DeviceKindName(t.target().device_kind()), ExecutorSuffix(t.target().executor()), ")");
+  }
+  return absl::StrCat(t.agent_id(), "/", t.device_id(), " (", DeviceKindName(t.device_kind()),
+                      ExecutorSuffix(t.executor()), ")");
 }
 
 std::string TaskModel(const v1::Job& job, const v1::Task& t) {
@@ -91,8 +99,16 @@ const v1::Task* Baseline(const v1::Job& job, const v1::Task& of, v1::DeviceKind 
   return first;
 }
 
+// Same model fingerprint (architecture, initial weights, data). Between two
+// executors (C++ and the Python runner), whose weight and data hashes are
+// computed differently, the architecture fingerprints must match instead.
 bool SameFingerprint(const v1::Task& a, const v1::Task& b) {
-  return a.result().environment().model_fingerprint() == b.result().environment().model_fingerprint();
+  const v1::RunEnvironment& x = a.result().environment();
+  const v1::RunEnvironment& y = b.result().environment();
+  if (x.executor() != y.executor() && !x.architecture_fingerprint().empty()) {
+    return x.architecture_fingerprint() == y.architecture_fingerprint();
+  }
+  return x.model_fingerprint() == y.model_fingerprint();
 }
 
 // A task's samples/s over its baseline's in one phase: no ratio when either
@@ -165,7 +181,8 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name) {
   if (name == "table") return OutputFormat::kTable;
   if (name == "json") return OutputFormat::kJson;
   if (name == "csv") return OutputFormat::kCsv;
-  return absl::InvalidArgumentError(absl::StrCat("-o ", name, ": unknown format; use table, json or csv"));
+  if (name == "wide") return OutputFormat::kWide;
+  return absl::InvalidArgumentError(absl::StrCat("-o ", name, ": unknown format; use table, wide, json or csv"));
 }
 
 std::string FormatTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
@@ -600,8 +617,12 @@ std::string RenderJob(const v1::Job& job, OutputFormat format) {
   }
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
+    std::string note = t.error();
+    if (t.state() == v1::TASK_STATE_QUEUED && !t.pending_reason().empty()) {
+      note = note.empty() ? t.pending_reason() : absl::StrCat(t.pending_reason(), "; before: ", note);
+    }
     rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), TaskStateName(t.state()),
-                    absl::StrCat(t.attempt()), t.error().empty() ? "-" : t.error()});
+                    absl::StrCat(t.attempt()), note.empty() ? "-" : note});
   }
   absl::StrAppend(&out, "tasks:\n",
                   FormatTable({"TASK", "MODEL", "DEVICE", "BATCH", "STATE", "ATTEMPT", "NOTE"}, rows));
@@ -614,20 +635,48 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
     for (const auto& a : agents) *r.add_agents() = a;
     return ToJson(r);
   }
+  const bool wide = format == OutputFormat::kWide || format == OutputFormat::kCsv;
   std::vector<std::vector<std::string>> rows;
   for (const v1::AgentInfo& a : agents) {
     for (const v1::Device& d : a.devices()) {
       const bool busy =
           std::find(a.busy_device_ids().begin(), a.busy_device_ids().end(), d.id()) != a.busy_device_ids().end();
-      rows.push_back({a.agent_id(), d.id(), DeviceKindName(d.kind()), d.model(), absl::StrCat(d.cores()),
-                      absl::StrFormat("%.1f", static_cast<double>(d.memory_bytes()) / (1 << 30)),
-                      absl::StrJoin(d.isa_flags(), " "), busy ? "busy" : "idle", a.version()});
+      const std::string executors = d.executors().empty() ? "torch" : absl::StrJoin(d.executors(), ",");
+      std::vector<std::string> row = {a.agent_id(), d.id(), DeviceKindName(d.kind()), d.model(),
+                                      absl::StrCat(d.cores()),
+                                      absl::StrFormat("%.1f", static_cast<double>(d.memory_bytes()) / (1 << 30)),
+                                      executors};
+      if (wide) {
+        std::vector<std::string> details;
+        for (const char* key : {"uuid", "compute_capability", "power_limit_watts", "python_runner", "bluefield",
+                                "found", "blas"}) {
+          if (auto it = d.attributes().find(key); it != d.attributes().end()) {
+            details.push_back(absl::StrCat(key, "=", it->second));
+          }
+        }
+        row.insert(row.end(), {d.driver().empty() ? "-" : d.driver(),
+                               d.power_sensors().empty() ? "-" : absl::StrJoin(d.power_sensors(), ","),
+                               absl::StrJoin(d.isa_flags(), " "), absl::StrJoin(details, "; ")});
+      }
+      row.insert(row.end(), {busy ? "busy" : "idle", a.version()});
+      rows.push_back(std::move(row));
     }
   }
-  const std::vector<std::string> header = {"AGENT",   "DEVICE", "KIND",  "MODEL",  "CORES",
-                                           "MEM_GIB", "ISA",    "STATE", "VERSION"};
-  if (format == OutputFormat::kCsv) return CsvLines("agent,device,kind,model,cores,mem_gib,isa,state,version", rows);
-  return FormatTable(header, rows);
+  std::vector<std::string> header = {"AGENT", "DEVICE", "KIND", "MODEL", "CORES", "MEM_GIB", "EXECUTORS"};
+  if (wide) header.insert(header.end(), {"DRIVER", "POWER_SENSORS", "ISA", "DETAILS"});
+  header.insert(header.end(), {"STATE", "VERSION"});
+  if (format == OutputFormat::kCsv) {
+    return CsvLines("agent,device,kind,model,cores,mem_gib,executors,driver,power_sensors,isa,details,state,version",
+                    rows);
+  }
+  std::string out = FormatTable(header, rows);
+  // Kinds each agent looked for and did not offer, with the reason.
+  std::vector<std::vector<std::string>> absent;
+  for (const v1::AgentInfo& a : agents) {
+    for (const v1::AbsentDevice& d : a.absent()) absent.push_back({a.agent_id(), DeviceKindName(d.kind()), d.reason()});
+  }
+  if (!absent.empty()) absl::StrAppend(&out, "\nnot offered:\n", FormatTable({"AGENT", "KIND", "WHY"}, absent));
+  return out;
 }
 
 std::vector<std::string> ProgressLines(const v1::Job& job, int width) {

@@ -9,7 +9,8 @@
 
 namespace hetbench::client {
 
-enum class OutputFormat { kTable, kJson, kCsv };
+// kWide: a table with every column (get agents -o wide: drivers, executors, sensors).
+enum class OutputFormat { kTable, kJson, kCsv, kWide };
 absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
 
 /// The comparison report of one job: per task and phase, the timing

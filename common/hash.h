@@ -9,7 +9,7 @@
 
 namespace hetbench {
 
-inline constexpr uint64_t kFnv1aOffset = 1469598103934665603ULL;
+inline constexpr uint64_t kFnv1aOffset = 14695981039346656037ULL;
 
 /// Continues hash `h` over n bytes at p.
 inline uint64_t Fnv1a(uint64_t h, const void* p, size_t n) {

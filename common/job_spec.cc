@@ -17,6 +17,16 @@ const std::vector<std::string>& KnownModels() {
   return kModels;
 }
 
+const std::vector<std::string>& KnownExecutors() {
+  static const std::vector<std::string> kExecutors = {"torch", "python", "qsim"};
+  return kExecutors;
+}
+
+bool IsKnownExecutor(const std::string& name) {
+  const auto& k = KnownExecutors();
+  return std::find(k.begin(), k.end(), name) != k.end();
+}
+
 const std::vector<std::string>& KnownDatasets() {
   static const std::vector<std::string> kDatasets = {"fashion-mnist"};
   return kDatasets;
@@ -153,6 +163,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
           ": unknown kind; use cpu, gpu, tpu, dpu or qpu-sim");
     }
     if (t.agent_id().size() > 256) bad("targets[", i, "].agent_id: longer than 256 characters");
+    if (!t.executor().empty() && !IsKnownExecutor(t.executor())) {
+      bad("targets[", i, "].executor = \"", t.executor(), "\": unknown; use ", absl::StrJoin(KnownExecutors(), ", "),
+          " or leave it out for the device's default");
+    }
   }
   const int64_t tasks =
       static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() * std::max(spec.models_size(), 1);

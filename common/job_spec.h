@@ -31,6 +31,11 @@ const std::vector<std::string>& KnownModels();
 /// Datasets every agent of this version can load.
 const std::vector<std::string>& KnownDatasets();
 
+/// Executors a target may name: "torch" (C++ LibTorch), "python" (the
+/// external PyTorch runner; PyTorch/XLA on TPUs), "qsim" (the simulator).
+const std::vector<std::string>& KnownExecutors();
+bool IsKnownExecutor(const std::string& name);
+
 /// Fills every unset field with its default; returns the effective spec.
 v1::JobSpec WithDefaults(v1::JobSpec spec);
 

@@ -57,7 +57,7 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
     t->set_device_kind(*kind);
     return absl::OkStatus();
   }
-  if (auto s = CheckKeys(n, path, {"device_kind", "agent_id", "labels"}); !s.ok()) return s;
+  if (auto s = CheckKeys(n, path, {"device_kind", "agent_id", "labels", "executor"}); !s.ok()) return s;
   if (n["device_kind"]) {
     auto name = As<std::string>(n["device_kind"], path + ".device_kind", "a string");
     if (!name.ok()) return name.status();
@@ -70,6 +70,7 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
     t->set_device_kind(*kind);
   }
   if (n["agent_id"]) HB_ASSIGN(t->set_agent_id, As<std::string>(n["agent_id"], path + ".agent_id", "a string"));
+  if (n["executor"]) HB_ASSIGN(t->set_executor, As<std::string>(n["executor"], path + ".executor", "a string"));
   if (n["labels"]) {
     const YAML::Node labels = n["labels"];
     if (!labels.IsMap())
@@ -245,6 +246,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   for (const auto& t : spec.targets()) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "device_kind" << YAML::Value << DeviceKindName(t.device_kind());
     if (!t.agent_id().empty()) out << YAML::Key << "agent_id" << YAML::Value << t.agent_id();
+    if (!t.executor().empty()) out << YAML::Key << "executor" << YAML::Value << t.executor();
     if (!t.labels().empty()) {
       out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
       std::map<std::string, std::string> sorted(t.labels().begin(), t.labels().end());

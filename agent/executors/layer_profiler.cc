@@ -88,8 +88,8 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
   const int64_t rows = images.size(0);
   auto batch = [&](int step, torch::Tensor* x, torch::Tensor* y) {
     const int64_t lo = (static_cast<int64_t>(step) * batch_size) % std::max<int64_t>(1, rows - batch_size + 1);
-    *x = images.slice(0, lo, lo + batch_size);
-    *y = labels.slice(0, lo, lo + batch_size);
+    *x = images.slice(0, lo, lo + batch_size).to(device);
+    *y = labels.slice(0, lo, lo + batch_size).to(device);
   };
   net->train();
   for (int step = 0; step < steps; ++step) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/devices/calibration.h"
+#include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
@@ -58,11 +59,22 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
                                                   TaskControl* control) {
   const v1::JobSpec& spec = task.spec();
   const int64_t task_start_ns = control->task_start_ns;
-  const torch::Device torch_device(torch::kCPU);
   v1::TaskResult result;
   const std::string model = !task.model().empty()      ? task.model()
                             : spec.models_size() > 0 ? spec.models(0)
                                                      : spec.model();
+
+  // GPUs run on cuda:N (N from discovery); everything else on the CPU.
+  torch::Device torch_device(torch::kCPU);
+  if (device.kind() == v1::DEVICE_KIND_GPU) {
+    if (CudaDeviceCount() == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot run on ", device.id(), ": ", CudaUnavailableReason()));
+    }
+    int index = 0;
+    if (auto it = device.attributes().find("cuda_index"); it != device.attributes().end()) index = std::stoi(it->second);
+    torch_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  const bool on_cpu = torch_device.is_cpu();
 
   const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
   torch::set_num_threads(std::max(threads, 1));
@@ -74,7 +86,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
   try {
     // Once per device, outside every timed window: what the device can do.
-    if (config_.calibrate) *result.mutable_calibration() = DeviceCalibration();
+    if (config_.calibrate && on_cpu) *result.mutable_calibration() = DeviceCalibration();
 
     const int64_t preprocess_start_ns = SteadyNowNs();
     if (device.kind() == v1::DEVICE_KIND_QPU_SIM && model != "qnn" && model != "qsim") {
@@ -85,6 +97,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
                                       : MakeWorkload(model, spec, **dataset, config_.qpu_memory_limit_bytes);
     if (!made.ok()) return made.status();
     Workload& w = **made;
+    if (auto s = w.To(torch_device); !s.ok()) return s;
     const ImageDataset& ds = w.Data();
     result.set_dataset_train_size(ds.train.size());
     result.set_dataset_test_size(ds.test.size());
@@ -101,6 +114,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     env->set_hostname(config_.hostname);
     env->set_agent_version(HetbenchVersion());
     env->set_parameter_count(params);
+    env->set_architecture_fingerprint(ArchitectureFingerprint(model, w.Parameters()));
+    env->set_executor("torch");
+    env->set_torch_device(torch_device.str());
     env->set_model_fingerprint(
         absl::StrFormat("%s/params=%d/init=%016x/data=%016x", model, params, w.InitialHash(), ds.content_hash));
 
@@ -124,6 +140,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     torch::Tensor loss;
     control->phase = v1::PHASE_TRAIN;
     control->total_steps = w.Trainable() ? min_steps : 0;
+    if (!on_cpu) CudaResetPeakMemory(torch_device.index());
     const int64_t warmup_start_ns = SteadyNowNs();
     result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
     while (w.Trainable()) {
@@ -142,6 +159,11 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       torch::Tensor x = ds.train.images.index_select(0, idx);
       torch::Tensor y = ds.train.labels.index_select(0, idx);
       pos += bs;
+      if (!on_cpu) {  // the host-to-device copy is done before the timer starts
+        x = x.to(torch_device);
+        y = y.to(torch_device);
+        SyncDevice(torch_device);
+      }
 
       const int64_t t0 = SteadyNowNs();
       loss = w.TrainStep(x, y);
@@ -183,7 +205,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t infer_warmup_start_ns = SteadyNowNs();
     for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
       const int64_t lo = (i % batches_all) * bs;
-      (void)w.Infer(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)));
+      (void)w.Infer(ds.test.images.slice(0, lo, std::min(lo + bs, n_test)).to(torch_device));
     }
     result.set_warmup_seconds(static_cast<double>(train_warmup_ns + SteadyNowNs() - infer_warmup_start_ns) * 1e-9);
     QualityTotals quality;
@@ -192,7 +214,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     for (int64_t b = 0; b < batches; ++b) {
       if (control->cancel.load(std::memory_order_relaxed)) break;
       const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
-      torch::Tensor x = ds.test.images.slice(0, lo, hi);
+      torch::Tensor x = ds.test.images.slice(0, lo, hi).to(torch_device);
+      torch::Tensor y = ds.test.labels.slice(0, lo, hi).to(torch_device);
+      SyncDevice(torch_device);
       const int64_t t0 = SteadyNowNs();
       torch::Tensor out = w.Infer(x);
       SyncDevice(torch_device);
@@ -201,18 +225,19 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         return absl::ResourceExhaustedError(
             absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
       }
-      w.Score(x, ds.test.labels.slice(0, lo, hi), out, &quality);
+      w.Score(x, y, out, &quality);
       seen += hi - lo;
       control->step = b + 1;
     }
     const int64_t infer_end_ns = SteadyNowNs();
+    if (!on_cpu) result.set_device_memory_peak_bytes(CudaPeakMemoryBytes(torch_device.index()));
     if (seen > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, infer_end_ns - task_start_ns);
     result.set_evaluate_seconds(static_cast<double>(infer_end_ns - infer_start_ns) * 1e-9);
     SetQuality(quality, &result);
     if (control->cancel.load()) return result;
 
     // ---- after the measured phases, so they stay unperturbed: FLOPs, per-layer times
-    torch::Tensor probe = ds.test.images.slice(0, 0, std::min<int64_t>(bs, n_test));
+    torch::Tensor probe = ds.test.images.slice(0, 0, std::min<int64_t>(bs, n_test)).to(torch_device);
     const double n_probe = static_cast<double>(probe.size(0));
     result.set_forward_flops_per_sample(CountFlops([&] { (void)w.Infer(probe); }) / n_probe);
     if (w.Trainable()) {

@@ -15,6 +15,16 @@
 
 namespace hetbench::agent {
 
+std::string ArchitectureFingerprint(const std::string& model, const std::vector<torch::Tensor>& parameters) {
+  std::vector<std::string> shapes;
+  int64_t count = 0;
+  for (const torch::Tensor& p : parameters) {
+    shapes.push_back(absl::StrJoin(p.sizes(), "x"));
+    count += p.numel();
+  }
+  return absl::StrCat(model, "/params=", count, "/shapes=", absl::Hex(Fnv1a(absl::StrJoin(shapes, ";")), absl::kZeroPad16));
+}
+
 namespace {
 
 // A layer stack of the zoo: classifier (cross-entropy) or reconstruction (MSE on pixels).
@@ -48,6 +58,13 @@ class SequentialWorkload final : public Workload {
   }
   torch::nn::Sequential* Layers() override { return &built_.net; }
   v1::QpuRun Qpu() const override { return qpu_; }
+  absl::Status To(const torch::Device& device) override {
+    if (qpu_.qubits() > 0 && !device.is_cpu()) {
+      return absl::UnimplementedError("the quantum layer's simulator runs on the CPU only");
+    }
+    built_.net->to(device);  // in place: the optimizer keeps the same parameters
+    return absl::OkStatus();
+  }
   void set_qpu(v1::QpuRun q) { qpu_ = std::move(q); }
   torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) const override {
     return built_.reconstruction ? torch::mse_loss(out, PixelsFromNormalized(x))

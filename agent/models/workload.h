@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "agent/data/fashion_mnist.h"
 #include "hetbench/v1/common.pb.h"
 
@@ -55,7 +56,19 @@ class Workload {
   virtual std::string InputNote() const { return ""; }
   /// What a quantum model simulates per circuit; empty for classical models.
   virtual v1::QpuRun Qpu() const { return {}; }
+  /// Moves the model (and its optimizer's parameters, in place) to `device`
+  /// before the first step. Workloads that only run on the CPU refuse others.
+  virtual absl::Status To(const torch::Device& device) {
+    if (device.is_cpu()) return absl::OkStatus();
+    return absl::UnimplementedError(
+        absl::StrCat(Architecture().substr(0, 40), "... runs on the CPU only in this version of hetbench"));
+  }
 };
+
+/// "mlp/params=669706/shapes=<FNV-1a of \"512x784;512;...\">": the model's
+/// architecture as both the C++ and the Python runner compute it (parameter
+/// shapes in registration order), without weights or data.
+std::string ArchitectureFingerprint(const std::string& model, const std::vector<torch::Tensor>& parameters);
 
 /// Writes test_accuracy or test_mse from the totals.
 void SetQuality(const QualityTotals& q, v1::TaskResult* result);

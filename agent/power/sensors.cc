@@ -1,5 +1,7 @@
 #include "agent/power/sensors.h"
 
+#include "agent/devices/nvml.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -96,71 +98,6 @@ class HwmonSensor final : public PowerSensor {
 };
 
 // ------------------------------------------------------------------ NVML
-
-// The few NVML entry points used, resolved with dlsym so there is no build
-// or link dependency on the driver.
-using NvmlReturn = int;
-using NvmlDevice = void*;
-constexpr NvmlReturn kNvmlSuccess = 0;
-
-class NvmlLibrary {
- public:
-  static absl::StatusOr<std::shared_ptr<NvmlLibrary>> Load(const std::string& path) {
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* err = dlerror();
-      return absl::NotFoundError(
-          absl::StrCat("cannot load ", path, ": ", err ? err : "unknown error", " (no NVIDIA driver on this node)"));
-    }
-    auto lib = std::shared_ptr<NvmlLibrary>(new NvmlLibrary(handle));
-    if (auto s = lib->Resolve(); !s.ok()) return s;
-    if (NvmlReturn r = lib->init_(); r != kNvmlSuccess) {
-      return absl::UnavailableError(absl::StrCat("nvmlInit_v2: ", lib->Error(r)));
-    }
-    lib->initialized_ = true;
-    return lib;
-  }
-  ~NvmlLibrary() {
-    if (initialized_ && shutdown_) shutdown_();
-    dlclose(handle_);
-  }
-  std::string Error(NvmlReturn r) const {
-    const char* s = error_string_ ? error_string_(r) : nullptr;
-    return s ? absl::StrCat(s, " (", r, ")") : absl::StrCat("NVML error ", r);
-  }
-
-  NvmlReturn (*init_)() = nullptr;
-  NvmlReturn (*shutdown_)() = nullptr;
-  const char* (*error_string_)(NvmlReturn) = nullptr;
-  NvmlReturn (*count_)(unsigned*) = nullptr;
-  NvmlReturn (*handle_by_index_)(unsigned, NvmlDevice*) = nullptr;
-  NvmlReturn (*name_)(NvmlDevice, char*, unsigned) = nullptr;
-  NvmlReturn (*total_energy_)(NvmlDevice, unsigned long long*) = nullptr;  // millijoules
-  NvmlReturn (*power_usage_)(NvmlDevice, unsigned*) = nullptr;             // milliwatts
-
- private:
-  explicit NvmlLibrary(void* handle) : handle_(handle) {}
-  template <typename F>
-  absl::Status Sym(const char* name, F* fn) {
-    *fn = reinterpret_cast<F>(dlsym(handle_, name));
-    if (*fn == nullptr) return absl::UnavailableError(absl::StrCat("NVML library lacks ", name));
-    return absl::OkStatus();
-  }
-  absl::Status Resolve() {
-    for (absl::Status s :
-         {Sym("nvmlInit_v2", &init_), Sym("nvmlShutdown", &shutdown_), Sym("nvmlErrorString", &error_string_),
-          Sym("nvmlDeviceGetCount_v2", &count_), Sym("nvmlDeviceGetHandleByIndex_v2", &handle_by_index_),
-          Sym("nvmlDeviceGetName", &name_), Sym("nvmlDeviceGetPowerUsage", &power_usage_)}) {
-      if (!s.ok()) return s;
-    }
-    // Optional (Volta and newer): the cumulative energy counter.
-    total_energy_ = reinterpret_cast<decltype(total_energy_)>(dlsym(handle_, "nvmlDeviceGetTotalEnergyConsumption"));
-    return absl::OkStatus();
-  }
-
-  void* handle_;
-  bool initialized_ = false;
-};
 
 class NvmlSensor final : public PowerSensor {
  public:

@@ -24,6 +24,7 @@ v1::Device QpuSimDevice(const v1::Device& cpu, int64_t memory_limit_bytes) {
   a["threads"] = absl::StrCat(cpu.cores());
   a["host_device"] = cpu.id();
   a["executor"] = "state-vector simulator (agent/qpu); models qnn, qsim";
+  d.add_executors("qsim");
   return d;
 }
 

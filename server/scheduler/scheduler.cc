@@ -1,6 +1,26 @@
 #include "server/scheduler/scheduler.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/names.h"
+
 namespace hetbench::server {
+
+std::string DefaultExecutor(const v1::Device& device) {
+  if (device.executors_size() > 0) return device.executors(0);
+  return device.kind() == v1::DEVICE_KIND_QPU_SIM ? "qsim" : "torch";  // agents from before executors were listed
+}
+
+std::string ExecutorFor(const v1::TargetSelector& target, const v1::Device& device) {
+  return target.executor().empty() ? DefaultExecutor(device) : target.executor();
+}
+
+bool CanRun(const v1::Device& device, const std::string& executor) {
+  if (device.executors_size() == 0) return executor == DefaultExecutor(device);
+  return std::find(device.executors().begin(), device.executors().end(), executor) != device.executors().end();
+}
 
 bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1::Device& device) {
   if (target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED && target.device_kind() != device.kind()) return false;
@@ -9,7 +29,59 @@ bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1:
     auto it = hello.labels().find(key);
     if (it == hello.labels().end() || it->second != value) return false;
   }
-  return true;
+  return target.executor().empty() || CanRun(device, target.executor());
+}
+
+std::string DescribeTarget(const v1::TargetSelector& target) {
+  std::string out = target.device_kind() == v1::DEVICE_KIND_UNSPECIFIED
+                        ? "device"
+                        : absl::StrCat(DeviceKindName(target.device_kind()), " device");
+  if (!target.executor().empty()) absl::StrAppend(&out, " with the ", target.executor(), " executor");
+  if (!target.agent_id().empty()) absl::StrAppend(&out, " on agent ", target.agent_id());
+  if (!target.labels().empty()) {
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : target.labels()) kv.push_back(absl::StrCat(k, "=", v));
+    std::sort(kv.begin(), kv.end());
+    absl::StrAppend(&out, " labelled ", absl::StrJoin(kv, ","));
+  }
+  return out;
+}
+
+std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
+                          const DeviceLeases& leases) {
+  if (agents.empty()) return absl::StrCat("waiting for a ", DescribeTarget(target), ": no agent is connected");
+  std::vector<std::string> busy;
+  for (const v1::Hello* hello : agents) {
+    for (const v1::Device& device : hello->devices()) {
+      if (Matches(target, *hello, device)) {
+        busy.push_back(absl::StrCat(hello->agent_id(), "/", device.id(), " (",
+                                    leases.TaskOn(hello->agent_id(), device.id()), ")"));
+      }
+    }
+  }
+  if (!busy.empty()) {
+    return absl::StrCat("waiting: every matching device is busy: ", absl::StrJoin(busy, ", "));
+  }
+  std::string out = absl::StrCat("no connected agent offers a ", DescribeTarget(target));
+  // Say why, from what the agents reported about the kind.
+  std::vector<std::string> why;
+  for (const v1::Hello* hello : agents) {
+    for (const v1::AbsentDevice& a : hello->absent()) {
+      if (target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED && a.kind() == target.device_kind()) {
+        why.push_back(absl::StrCat(hello->agent_id(), ": ", a.reason()));
+      }
+    }
+    if (!target.executor().empty() && target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED) {
+      for (const v1::Device& device : hello->devices()) {
+        if (device.kind() == target.device_kind() && !CanRun(device, target.executor())) {
+          why.push_back(absl::StrCat(hello->agent_id(), "/", device.id(), " runs only ",
+                                     absl::StrJoin(device.executors(), ", ")));
+        }
+      }
+    }
+  }
+  if (!why.empty()) absl::StrAppend(&out, " (", absl::StrJoin(why, "; "), ")");
+  return out;
 }
 
 bool DeviceLeases::Acquire(const std::string& agent_id, const std::string& device_id, const std::string& task_id) {
@@ -22,6 +94,11 @@ void DeviceLeases::Release(const std::string& agent_id, const std::string& devic
 
 bool DeviceLeases::IsLeased(const std::string& agent_id, const std::string& device_id) const {
   return leases_.count({agent_id, device_id}) > 0;
+}
+
+std::string DeviceLeases::TaskOn(const std::string& agent_id, const std::string& device_id) const {
+  auto it = leases_.find({agent_id, device_id});
+  return it == leases_.end() ? "" : it->second;
 }
 
 std::vector<std::string> DeviceLeases::ReleaseAgent(const std::string& agent_id) {

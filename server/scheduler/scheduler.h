@@ -13,8 +13,18 @@
 
 namespace hetbench::server {
 
-/// True when `device` of the agent that said `hello` satisfies `target`.
+/// True when `device` of the agent that said `hello` satisfies `target`
+/// (kind, agent, labels, and the executor when one is asked for).
 bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1::Device& device);
+
+/// The executor a device uses when a target names none (its first listed).
+std::string DefaultExecutor(const v1::Device& device);
+/// The executor a task targeting `target` runs with on `device`.
+std::string ExecutorFor(const v1::TargetSelector& target, const v1::Device& device);
+/// Whether `device` lists `executor`.
+bool CanRun(const v1::Device& device, const std::string& executor);
+/// "tpu device with the python executor labelled pool=spot", for messages.
+std::string DescribeTarget(const v1::TargetSelector& target);
 
 /// Exclusive leases: (agent, device) -> task. Not thread-safe (event loop only).
 class DeviceLeases {
@@ -23,6 +33,8 @@ class DeviceLeases {
   bool Acquire(const std::string& agent_id, const std::string& device_id, const std::string& task_id);
   void Release(const std::string& agent_id, const std::string& device_id);
   bool IsLeased(const std::string& agent_id, const std::string& device_id) const;
+  /// The task holding the device, or "".
+  std::string TaskOn(const std::string& agent_id, const std::string& device_id) const;
   /// Drops every lease of an agent; returns the task ids they held.
   std::vector<std::string> ReleaseAgent(const std::string& agent_id);
   /// Device ids leased on one agent.
@@ -41,5 +53,11 @@ struct Placement {
 };
 std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                                     const DeviceLeases& leases);
+
+/// Why no device can take a task for `target` now: no agent, no agent with
+/// such a device (with the reasons agents gave for the kind being absent),
+/// or every matching device busy (and with what).
+std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
+                          const DeviceLeases& leases);
 
 }  // namespace hetbench::server

@@ -313,6 +313,8 @@ void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> don
         info.set_version(s.hello.version());
         *info.mutable_devices() = s.hello.devices();
         *info.mutable_labels() = s.hello.labels();
+        *info.mutable_absent() = s.hello.absent();
+        *info.mutable_sensors() = s.hello.sensors();
         for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
         info.set_connected_unix_seconds(s.connected_unix);
         info.set_last_seen_unix_seconds(s.last_seen_unix);
@@ -740,16 +742,25 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
 void Coordinator::Schedule() {
   std::vector<const v1::Hello*> agents;
   for (const auto& [agent_id, session_id] : agent_sessions_) agents.push_back(&sessions_[session_id].hello);
-  if (agents.empty()) return;
   for (const std::string& job_id : job_order_) {
     v1::Job& job = jobs_[job_id];
     if (IsTerminal(job.state())) continue;
-    bool changed = false;
+    bool changed = false, reasons_changed = false;
     for (v1::Task& task : *job.mutable_tasks()) {
       if (task.state() != v1::TASK_STATE_QUEUED) continue;
       auto placement = PickDevice(task.target(), agents, leases_);
-      if (!placement) continue;
+      if (!placement) {
+        std::string why = PendingReason(task.target(), agents, leases_);
+        if (why != task.pending_reason()) {
+          task.set_pending_reason(std::move(why));
+          reasons_changed = true;
+        }
+        continue;
+      }
       leases_.Acquire(placement->agent_id, placement->device.id(), task.id());
+      const std::string executor = ExecutorFor(task.target(), placement->device);
+      task.clear_pending_reason();
+      task.set_executor(executor);
       task.set_state(v1::TASK_STATE_RUNNING);
       task.set_attempt(task.attempt() + 1);
       task.set_agent_id(placement->agent_id);
@@ -768,6 +779,7 @@ void Coordinator::Schedule() {
       assign->set_device_id(placement->device.id());
       assign->set_batch_size(task.batch_size());
       assign->set_model(task.model());
+      assign->set_executor(executor);
       *assign->mutable_spec() = job.spec();
       auto sink = sessions_[agent_sessions_[placement->agent_id]].sink;
       Defer([sink, msg](const absl::Status& commit) {
@@ -780,6 +792,8 @@ void Coordinator::Schedule() {
       RecomputeJobState(job);
       Persist(job);
       Notify(job, "tasks assigned");
+    } else if (reasons_changed) {
+      Notify(job, "waiting for devices");
     }
   }
 }

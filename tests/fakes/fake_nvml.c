@@ -76,3 +76,38 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* mw) {
   *mw = (unsigned)g_power_mw;
   return NVML_SUCCESS;
 }
+
+/* Inventory entry points (GPU discovery):
+ *   FAKE_NVML_MEMORY_MIB=N    total memory per GPU (default 81920, an 80 GB card)
+ *   FAKE_NVML_DRIVER=S        driver version (default "535.104.05")
+ *   FAKE_NVML_LIMIT_MW=N      power management limit (default 400000)
+ */
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char* uuid, unsigned len) {
+  snprintf(uuid, len, "GPU-fa4e0000-0000-4000-8000-00000000000%d", *(int*)dev);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t* mem) {
+  (void)dev;
+  mem->total = (unsigned long long)env_int("FAKE_NVML_MEMORY_MIB", 81920) << 20;
+  mem->used = 0;
+  mem->free = mem->total;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned len) {
+  const char* v = getenv("FAKE_NVML_DRIVER");
+  snprintf(version, len, "%s", v ? v : "535.104.05");
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t dev, unsigned* mw) {
+  (void)dev;
+  *mw = (unsigned)env_int("FAKE_NVML_LIMIT_MW", 400000);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev, int* major, int* minor) {
+  (void)dev;
+  *major = 8;
+  *minor = 0;
+  return NVML_SUCCESS;
+}

@@ -1,0 +1,352 @@
+#include "agent/executors/runner_executor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/clock.h"
+#include "common/names.h"
+
+extern char** environ;
+
+namespace hetbench::agent {
+
+namespace {
+
+constexpr size_t kStderrTail = 4096;
+constexpr size_t kMaxLine = 64 << 20;  // a runner line larger than this is an error
+
+// A child process with its stdin, stdout and stderr on pipes, in its own
+// process group (so a cancel reaches whatever the runner starts).
+class Child {
+ public:
+  ~Child() {
+    Close(&in_);
+    Close(&out_);
+    Close(&err_);
+    if (pid_ > 0 && !reaped_) {
+      kill(-pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+    }
+  }
+
+  absl::Status Start(const std::vector<std::string>& argv) {
+    if (argv.empty()) return absl::FailedPreconditionError("no runner command configured (--python-runner)");
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);  // the agent blocks SIGTERM in its threads; the runner must not
+    posix_spawnattr_setsigdefault(&attr, &all);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = posix_spawnp(&pid_, args[0], &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+    if (rc != 0) {
+      pid_ = -1;
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot start the runner `", absl::StrJoin(argv, " "), "`: ", strerror(rc)));
+    }
+    return absl::OkStatus();
+  }
+
+  // Writes all of `data` to the child's stdin and closes it. A runner that
+  // exits without reading is reported by its exit status, not here.
+  void Feed(const std::string& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = write(in_, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // EPIPE: the runner is gone (SIGPIPE is ignored by the agent)
+      off += static_cast<size_t>(n);
+    }
+    Close(&in_);
+  }
+
+  // Waits up to `timeout_ms` for output; appends stdout to `out` and keeps
+  // the tail of stderr. Returns false once both pipes are closed.
+  bool Pump(int timeout_ms, std::string* out) {
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    if (out_ < 0 && err_ < 0) return false;
+    const int n = poll(fds, 2, timeout_ms);
+    if (n <= 0) return true;
+    char buf[65536];
+    if (out_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const ssize_t r = read(out_, buf, sizeof(buf));
+      if (r > 0) {
+        out->append(buf, static_cast<size_t>(r));
+      } else if (r == 0 || errno != EINTR) {
+        Close(&out_);
+      }
+    }
+    if (err_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const ssize_t r = read(err_, buf, sizeof(buf));
+      if (r > 0) {
+        stderr_.append(buf, static_cast<size_t>(r));
+        if (stderr_.size() > 2 * kStderrTail) stderr_.erase(0, stderr_.size() - kStderrTail);
+      } else if (r == 0 || errno != EINTR) {
+        Close(&err_);
+      }
+    }
+    return out_ >= 0 || err_ >= 0;
+  }
+
+  void Signal(int sig) {
+    if (pid_ > 0 && !reaped_) kill(-pid_, sig);
+  }
+
+  // Reaps the child; returns the wait status.
+  int Wait() {
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return st;
+  }
+
+  std::string StderrTail() const {
+    return stderr_.size() > kStderrTail ? stderr_.substr(stderr_.size() - kStderrTail) : stderr_;
+  }
+
+ private:
+  static void Close(int* fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string stderr_;
+};
+
+std::string DescribeExit(int st) {
+  if (WIFEXITED(st)) return absl::StrCat("exit status ", WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return absl::StrCat("killed by signal ", WTERMSIG(st));
+  return "stopped";
+}
+
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+RunnerExecutor::RunnerExecutor(RunnerConfig config) : config_(std::move(config)) {
+  // A runner that dies before reading its task must not take the agent down
+  // with SIGPIPE on the write.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const v1::Device& device,
+                                                   TaskControl* control) {
+  v1::RunnerTask rt;
+  *rt.mutable_assign() = task;
+  *rt.mutable_device() = device;
+  rt.set_task_start_ns(control->task_start_ns);
+  rt.set_data_dir(config_.data_dir);
+  const int threads =
+      task.spec().threads() > 0 ? task.spec().threads() : (config_.threads > 0 ? config_.threads : device.cores());
+  rt.set_threads(std::max(threads, 1));
+  rt.set_torch_device(device.kind() == v1::DEVICE_KIND_TPU ? "xla" : "cpu");
+  rt.set_max_samples_per_line(1000);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  if (auto s = google::protobuf::util::MessageToJsonString(rt, &json, print); !s.ok()) {
+    return absl::InternalError(absl::StrCat("encoding the runner task: ", s.ToString()));
+  }
+  json.push_back('\n');
+
+  Child child;
+  if (auto s = child.Start(config_.command); !s.ok()) return s;
+  child.Feed(json);
+
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;  // a newer runner may say more
+  const int64_t start_ns = SteadyNowNs();
+  const auto deadline_ns = static_cast<int64_t>(config_.deadline_seconds * 1e9);
+  const auto grace_ns = static_cast<int64_t>(config_.kill_grace_seconds * 1e9);
+  int64_t term_sent_ns = 0;
+  bool killed = false;
+  std::string stop_reason;  // why the agent stopped the runner
+  bool timed_out = false;
+  std::string buffer, runner_error;
+  bool have_result = false;
+  v1::TaskResult result;
+  int64_t line_no = 0;
+  bool open = true;
+  while (open) {
+    open = child.Pump(50, &buffer);
+    size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      const std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      ++line_no;
+      if (line.empty()) continue;
+      v1::RunnerEvent ev;
+      if (auto s = google::protobuf::util::JsonStringToMessage(line, &ev, parse); !s.ok()) {
+        if (stop_reason.empty()) {
+          stop_reason = absl::StrCat("runner output line ", line_no, " is not a RunnerEvent (", s.message().ToString(),
+                                     "): ", line.substr(0, 200));
+        }
+        continue;
+      }
+      switch (ev.kind_case()) {
+        case v1::RunnerEvent::kProgress:
+          control->phase = ev.progress().phase();
+          control->step = ev.progress().step();
+          control->total_steps = ev.progress().total_steps();
+          break;
+        case v1::RunnerEvent::kSamples: {
+          const v1::RunnerSamples& s = ev.samples();
+          if (s.start_ns_size() != s.duration_ns_size() || s.start_ns_size() != s.items_size()) {
+            if (stop_reason.empty()) stop_reason = absl::StrCat("runner line ", line_no, ": sample columns differ in length");
+            break;
+          }
+          for (int i = 0; i < s.start_ns_size(); ++i) {
+            if (!control->samples.Push({s.start_ns(i), s.duration_ns(i), s.items(i), s.phase()})) {
+              if (stop_reason.empty()) {
+                stop_reason = absl::StrCat("runner sent more samples than the task allows (",
+                                           control->samples.capacity(), ")");
+              }
+              break;
+            }
+          }
+          break;
+        }
+        case v1::RunnerEvent::kResult:
+          result = ev.result();
+          have_result = true;
+          break;
+        case v1::RunnerEvent::kError:
+          runner_error = ev.error();
+          break;
+        default:
+          break;
+      }
+    }
+    if (buffer.size() > kMaxLine && stop_reason.empty()) stop_reason = "runner printed a line over 64 MiB";
+    const int64_t now = SteadyNowNs();
+    if (stop_reason.empty() && deadline_ns > 0 && now - start_ns > deadline_ns) {
+      timed_out = true;
+      stop_reason = absl::StrCat("runner exceeded its deadline of ", config_.deadline_seconds,
+                                 " s (agent flag --runner-deadline-seconds)");
+    }
+    if (term_sent_ns == 0 && (control->cancel.load() || !stop_reason.empty())) {
+      child.Signal(SIGTERM);
+      term_sent_ns = now;
+    } else if (term_sent_ns > 0 && !killed && now - term_sent_ns > grace_ns) {
+      child.Signal(SIGKILL);
+      killed = true;
+    }
+  }
+  const int status = child.Wait();
+  if (!stop_reason.empty()) {
+    return timed_out ? absl::DeadlineExceededError(stop_reason) : absl::InternalError(stop_reason);
+  }
+  if (control->cancel.load()) return result;  // partial: the agent reports CANCELLED with what was streamed
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string why = runner_error.empty() ? LastLine(child.StderrTail()) : runner_error;
+    return absl::InternalError(absl::StrCat("runner `", absl::StrJoin(config_.command, " "), "` failed (",
+                                            DescribeExit(status), ")", why.empty() ? "" : ": ", why));
+  }
+  if (!runner_error.empty()) return absl::InternalError(absl::StrCat("runner: ", runner_error));
+  if (!have_result) return absl::InternalError("runner exited 0 without a result line");
+  v1::RunEnvironment* env = result.mutable_environment();
+  env->set_executor("python");
+  env->set_device_model(device.model());
+  env->set_hostname(config_.hostname);
+  env->set_agent_version(HetbenchVersion());
+  return result;
+}
+
+v1::RunnerProbe RunnerExecutor::Probe(const std::vector<std::string>& command, double timeout_seconds) {
+  v1::RunnerProbe probe;
+  std::vector<std::string> argv = command;
+  argv.push_back("--probe");
+  signal(SIGPIPE, SIG_IGN);
+  Child child;
+  if (auto s = child.Start(argv); !s.ok()) {
+    probe.set_error(std::string(s.message()));
+    return probe;
+  }
+  child.Feed("");
+  std::string out;
+  const int64_t end = SteadyNowNs() + static_cast<int64_t>(timeout_seconds * 1e9);
+  bool timed_out = false;
+  while (child.Pump(50, &out)) {
+    if (SteadyNowNs() > end) {
+      child.Signal(SIGKILL);
+      timed_out = true;
+    }
+  }
+  const int status = child.Wait();
+  if (timed_out) {
+    probe.set_error(absl::StrCat("`", absl::StrJoin(argv, " "), "` did not answer within ", timeout_seconds, " s"));
+    return probe;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    probe.set_error(absl::StrCat("`", absl::StrJoin(argv, " "), "` failed (", DescribeExit(status),
+                                 "): ", LastLine(child.StderrTail())));
+    return probe;
+  }
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  if (auto s = google::protobuf::util::JsonStringToMessage(LastLine(out), &probe, parse); !s.ok()) {
+    probe.Clear();
+    probe.set_error(absl::StrCat("probe output is not a RunnerProbe: ", s.message().ToString()));
+  }
+  return probe;
+}
+
+std::string DefaultRunnerScript(const std::string& agent_executable) {
+  const std::string dir = agent_executable.substr(0, agent_executable.rfind('/') + 1);
+  for (const std::string& candidate :
+       {std::string(HETBENCH_SOURCE_DIR "/agent/runners/torch_runner.py"),
+        dir + "../share/hetbench/runners/torch_runner.py", std::string("/usr/share/hetbench/runners/torch_runner.py")}) {
+    if (FileExists(candidate)) return candidate;
+  }
+  return "";
+}
+
+}  // namespace hetbench::agent
