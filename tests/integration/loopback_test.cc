@@ -12,6 +12,8 @@
 #include "agent/agent.h"
 #include "agent/qpu/device.h"
 #include "agent/devices/cpu_discovery.h"
+#include "agent/executors/routing_executor.h"
+#include "agent/executors/runner_executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
@@ -56,6 +58,13 @@ class LoopbackTest : public ::testing::Test {
     exec.blas.text = "checked by the test fixture";
     auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
     ASSERT_TRUE(cpu.ok());
+    // As the real agent: the CPU runs the C++ executor and the Python runner.
+    cpu->add_executors("torch");
+    cpu->add_executors("python");
+    v1::AbsentDevice tpu;
+    tpu.set_kind(v1::DEVICE_KIND_TPU);
+    tpu.set_reason("no /dev/accel* device (test fixture)");
+    config.absent = {tpu};
     // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to
     // the labelled modeled sensor, as the real agent does here.
     agent::PowerDiscoveryConfig power;
@@ -66,8 +75,18 @@ class LoopbackTest : public ::testing::Test {
     config.sensors_tried = sensors.tried;
     sampler_ = std::make_unique<agent::PowerSampler>(std::move(sensors.sensors), 20);
     sampler_->Start();
+    auto executor = std::make_unique<agent::RoutingExecutor>();
+    auto torch_executor = std::make_shared<agent::TorchExecutor>(exec);
+    executor->Add("torch", torch_executor);
+    executor->Add("qsim", torch_executor);
+    agent::RunnerConfig runner;
+    runner.command = {"/usr/bin/python3", HETBENCH_RUNNER_SCRIPT};
+    runner.data_dir = HETBENCH_DATA_DIR;
+    runner.threads = 2;
+    runner.hostname = "localhost";
+    executor->Add("python", std::make_shared<agent::RunnerExecutor>(runner));
     agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
-                                            std::make_unique<agent::TorchExecutor>(exec), sampler_.get());
+                                            std::move(executor), sampler_.get());
     agent_->set_batch_observer([this](const v1::SampleBatch& b) {
       absl::MutexLock l(&mu_);
       sent_.push_back(b);
@@ -136,6 +155,61 @@ class LoopbackTest : public ::testing::Test {
   absl::Mutex mu_;
   std::vector<v1::SampleBatch> sent_ ABSL_GUARDED_BY(mu_);
 };
+
+// The same model through the C++ executor and the Python runner on one CPU,
+// in one job: a side-by-side report with a speedup between the two.
+TEST_F(LoopbackTest, CppAndPythonRunTheSameModelSideBySide) {
+  ASSERT_TRUE(WaitForConnections(1));
+  std::vector<std::string> args = ShortJob();
+  args.insert(args.end(), {"-t", "cpu,cpu:python", "-m", "mlp"});
+  CliResult r = Cli(args);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  v1::Job job = GetJob("job-000001");
+  ASSERT_EQ(job.tasks_size(), 2);
+  for (const v1::Task& t : job.tasks()) {
+    ASSERT_EQ(t.state(), v1::TASK_STATE_SUCCEEDED) << t.id() << " " << t.error();
+    EXPECT_EQ(t.result().samples_stored(), 45) << t.id();  // 40 steps + 5 inference batches, streamed and acked
+    EXPECT_EQ(t.result().phases_size(), 2) << t.id();
+    EXPECT_GT(t.result().test_accuracy(), 0.5) << t.id();
+  }
+  EXPECT_EQ(job.tasks(0).executor(), "torch");
+  EXPECT_EQ(job.tasks(1).executor(), "python");
+  const v1::RunEnvironment& cpp = job.tasks(0).result().environment();
+  const v1::RunEnvironment& py = job.tasks(1).result().environment();
+  EXPECT_EQ(cpp.architecture_fingerprint(), py.architecture_fingerprint());
+  EXPECT_NE(cpp.model_fingerprint(), py.model_fingerprint());  // weights and data hashed differently
+  EXPECT_EQ(py.executor(), "python");
+
+  CliResult report = Cli({"--server", address_, "report", "job-000001"});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("loopback-agent/cpu0 (cpu via python)"));
+  EXPECT_THAT(report.out, ::testing::Not(HasSubstr("n/a: model fingerprints differ")));
+  // Both rows have a speedup against the C++ baseline (1.00x for itself).
+  EXPECT_THAT(report.out, ::testing::ContainsRegex("cpu via python\\)  64 +train .* [0-9]+\\.[0-9]+x "));
+}
+
+// A job for a kind no agent has stays queued, saying why; `get agents`
+// explains the absent kinds.
+TEST_F(LoopbackTest, AJobForAnAbsentKindStaysPendingWithTheReason) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult submit = Cli({"--server", address_, "submit", "-t", "tpu", "-b", "32"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  CliResult job = Cli({"--server", address_, "get", "job", "job-000001"});
+  ASSERT_EQ(job.code, 0) << job.err;
+  EXPECT_THAT(job.out, HasSubstr("queued"));
+  EXPECT_THAT(job.out,
+              HasSubstr("no connected agent offers a tpu device (loopback-agent: no /dev/accel* device (test fixture))"));
+  CliResult agents = Cli({"--server", address_, "get", "agents"});
+  ASSERT_EQ(agents.code, 0) << agents.err;
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("cpu0 +cpu .* torch,python"));
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("qpu0 +qpu-sim .* qsim"));
+  EXPECT_THAT(agents.out, HasSubstr("not offered:"));
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("loopback-agent +tpu +no /dev/accel"));
+  CliResult wide = Cli({"--server", address_, "get", "agents", "-o", "wide"});
+  EXPECT_THAT(wide.out, HasSubstr("POWER_SENSORS"));
+  EXPECT_THAT(wide.out, HasSubstr("DRIVER"));
+  Cli({"--server", address_, "cancel", "job-000001"});
+}
 
 TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
   ASSERT_TRUE(WaitForConnections(1));

@@ -54,5 +54,53 @@ TEST(SchedulerTest, ALeasedDeviceIsNeverPickedAgain) {
   EXPECT_TRUE(PickDevice(cpu, {&a, &b}, leases));
 }
 
+TEST(SchedulerTest, ATargetNamingAnExecutorGetsOnlyDevicesThatRunIt) {
+  v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
+  a.mutable_devices(0)->add_executors("torch");
+  a.mutable_devices(0)->add_executors("python");
+  a.mutable_devices(1)->add_executors("qsim");
+  v1::TargetSelector python;
+  python.set_executor("python");
+  EXPECT_TRUE(Matches(python, a, a.devices(0)));
+  EXPECT_FALSE(Matches(python, a, a.devices(1)));
+  v1::TargetSelector plain;
+  EXPECT_EQ(ExecutorFor(plain, a.devices(0)), "torch");  // the device's first executor
+  EXPECT_EQ(ExecutorFor(plain, a.devices(1)), "qsim");
+  EXPECT_EQ(ExecutorFor(python, a.devices(0)), "python");
+  // Agents from before executors were listed run the C++ executors only.
+  v1::Hello old = Agent("old", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  EXPECT_FALSE(Matches(python, old, old.devices(0)));
+  EXPECT_EQ(ExecutorFor(plain, old.devices(0)), "torch");
+}
+
+TEST(SchedulerTest, PendingReasonsSayWhatIsMissingAndWhy) {
+  DeviceLeases leases;
+  v1::TargetSelector tpu;
+  tpu.set_device_kind(v1::DEVICE_KIND_TPU);
+  EXPECT_EQ(PendingReason(tpu, {}, leases), "waiting for a tpu device: no agent is connected");
+
+  v1::Hello a = Agent("vm1", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  a.mutable_devices(0)->add_executors("torch");
+  v1::AbsentDevice* absent = a.add_absent();
+  absent->set_kind(v1::DEVICE_KIND_TPU);
+  absent->set_reason("no /dev/accel* device");
+  EXPECT_EQ(PendingReason(tpu, {&a}, leases), "no connected agent offers a tpu device (vm1: no /dev/accel* device)");
+
+  v1::TargetSelector cpu_python;
+  cpu_python.set_device_kind(v1::DEVICE_KIND_CPU);
+  cpu_python.set_executor("python");
+  EXPECT_EQ(PendingReason(cpu_python, {&a}, leases),
+            "no connected agent offers a cpu device with the python executor (vm1/cpu0 runs only torch)");
+
+  v1::TargetSelector labelled;
+  (*labelled.mutable_labels())["pool"] = "spot";
+  EXPECT_EQ(PendingReason(labelled, {&a}, leases), "no connected agent offers a device labelled pool=spot");
+
+  v1::TargetSelector cpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  ASSERT_TRUE(leases.Acquire("vm1", "cpu0", "job-000001-t0"));
+  EXPECT_EQ(PendingReason(cpu, {&a}, leases), "waiting: every matching device is busy: vm1/cpu0 (job-000001-t0)");
+}
+
 }  // namespace
 }  // namespace hetbench::server
