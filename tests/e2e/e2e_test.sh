@@ -45,6 +45,28 @@ PIDS+=("$AGENT_PID")
 wait_for 30 sh -c "\"$CLI\" get agents | grep -q e2e-agent" || fail "agent did not connect"
 [[ $("$CLI" health) == SERVING ]] || fail "health check"
 
+# inventory: this VM offers its CPU (C++ executor and the Python runner) and the simulator,
+# and says why there is no GPU, TPU or DPU
+"$CLI" get agents >"$WORK/agents.txt" || fail "get agents"
+cat "$WORK/agents.txt"
+grep -Eq "e2e-agent +cpu0 +cpu .* torch,python " "$WORK/agents.txt" || fail "cpu0 with both executors"
+grep -Eq "e2e-agent +qpu0 +qpu-sim " "$WORK/agents.txt" || fail "qpu0"
+grep -Eq "e2e-agent +gpu +NVML: cannot load" "$WORK/agents.txt" || fail "why no GPU"
+grep -Eq "e2e-agent +tpu +no /dev/accel" "$WORK/agents.txt" || fail "why no TPU"
+grep -Eq "e2e-agent +dpu +not a BlueField" "$WORK/agents.txt" || fail "why no DPU"
+"$CLI" get agents -o wide >"$WORK/agents-wide.txt" || fail "get agents -o wide"
+grep -q "python_runner=Python 3" "$WORK/agents-wide.txt" || fail "wide inventory lacks the runner"
+# the agent on a BlueField's Arm cores (fixture tree): its CPU is offered as a dpu
+"$AGENT" --agent-id e2e-dpu --sysfs-root "$FIXTURES/bluefield-arm" --python-runner off --qpu-sim off --blas-coretype keep \
+  --calibration off --threads 1 >"$WORK/agent-dpu.log" 2>&1 &
+DPU_PID=$!
+PIDS+=("$DPU_PID")
+wait_for 30 sh -c "\"$CLI\" get agents >\"$WORK/agents2.txt\" && grep -q e2e-dpu \"$WORK/agents2.txt\"" \
+  || fail "dpu agent did not connect: $(cat "$WORK/agent-dpu.log")"
+grep -Eq "e2e-dpu +dpu0 +dpu +BlueField-2 DPU: ARM Cortex-A72 +[0-9]+ +[0-9.]+ +torch " "$WORK/agents2.txt" || fail "BlueField fixture not a dpu"
+kill -TERM "$DPU_PID"
+wait_for 15 sh -c "! kill -0 $DPU_PID 2>/dev/null" || fail "dpu agent did not stop"
+
 # 1. a short job, end to end
 "$CLI" submit --wait -b 128 --warmup-steps 3 --min-steps 60 --min-duration 0 >"$WORK/report.txt" 2>"$WORK/submit.err" \
   || fail "job failed: $(cat "$WORK/submit.err" "$WORK/report.txt")"
