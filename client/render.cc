@@ -391,6 +391,14 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                             r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
                             e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
                             r.samples_stored(), t.attempt());
+      if (!e.executor().empty()) {
+        absl::StrAppend(&out, "\n    executor ", e.executor(), " on ", e.torch_device().empty() ? "cpu" : e.torch_device(),
+                        ", architecture ", e.architecture_fingerprint());
+      }
+      if (r.device_memory_peak_bytes() > 0) {
+        absl::StrAppendFormat(&out, ", device memory peak %.1f MiB",
+                              static_cast<double>(r.device_memory_peak_bytes()) / (1 << 20));
+      }
     }
     out += "\n";
   }

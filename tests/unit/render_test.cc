@@ -51,6 +51,64 @@ TEST(RenderTest, SpeedupIsRefusedAcrossDifferentFingerprintsUnlessAsked) {
   EXPECT_THAT(RenderReport(job, OutputFormat::kTable, /*compare_mismatched=*/true), HasSubstr("2.00x"));
 }
 
+// Two executors (C++ and the Python runner) hash weights and data
+// differently: they are compared by architecture, and only by that.
+TEST(RenderTest, ExecutorsAreComparedByArchitectureAndNamed) {
+  v1::Job job = TwoTaskJob();
+  job.mutable_tasks(1)->set_device_id("cpu0");
+  job.mutable_tasks(1)->set_device_kind(v1::DEVICE_KIND_CPU);
+  job.mutable_tasks(1)->set_executor("python");
+  auto* cpp = job.mutable_tasks(0)->mutable_result()->mutable_environment();
+  auto* py = job.mutable_tasks(1)->mutable_result()->mutable_environment();
+  cpp->set_model_fingerprint("mlp/init=aa");
+  py->set_model_fingerprint("mlp/init=sha256:bb");
+  cpp->set_executor("torch");
+  py->set_executor("python");
+  cpp->set_architecture_fingerprint("mlp/params=669706/shapes=a9fae6dd0d5073cd");
+  py->set_architecture_fingerprint("mlp/params=669706/shapes=a9fae6dd0d5073cd");
+  std::string table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("n1/cpu0 (cpu via python)"));
+  EXPECT_THAT(table, HasSubstr("2.00x"));
+  EXPECT_THAT(table, HasSubstr("executor python on cpu, architecture mlp/params=669706"));
+  py->set_architecture_fingerprint("mlp/params=669706/shapes=0000000000000000");
+  table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("model fingerprints differ"));
+  // A GPU task shows its device memory peak.
+  job.mutable_tasks(1)->mutable_result()->set_device_memory_peak_bytes(int64_t{512} << 20);
+  EXPECT_THAT(RenderReport(job, OutputFormat::kTable), HasSubstr("device memory peak 512.0 MiB"));
+}
+
+TEST(RenderTest, AgentsListExecutorsAndTheKindsNotOfferedWithWhy) {
+  v1::AgentInfo a;
+  a.set_agent_id("vm1");
+  v1::Device* cpu = a.add_devices();
+  cpu->set_id("cpu0");
+  cpu->set_kind(v1::DEVICE_KIND_CPU);
+  cpu->set_model("Xeon");
+  cpu->add_executors("torch");
+  cpu->add_executors("python");
+  cpu->add_power_sensors("rapl:package-0");
+  v1::Device* gpu = a.add_devices();
+  gpu->set_id("gpu0");
+  gpu->set_kind(v1::DEVICE_KIND_GPU);
+  gpu->set_model("A100");
+  gpu->set_driver("NVIDIA 535.104.05");
+  (*gpu->mutable_attributes())["uuid"] = "GPU-1234";
+  v1::AbsentDevice* tpu = a.add_absent();
+  tpu->set_kind(v1::DEVICE_KIND_TPU);
+  tpu->set_reason("no /dev/accel* device");
+  const std::string table = RenderAgents({a}, OutputFormat::kTable);
+  EXPECT_THAT(table, ::testing::ContainsRegex("cpu0 +cpu +Xeon .* torch,python"));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("DRIVER")));
+  EXPECT_THAT(table, ::testing::ContainsRegex("not offered:\nAGENT +KIND +WHY\nvm1 +tpu +no /dev/accel\\* device"));
+  const std::string wide = RenderAgents({a}, OutputFormat::kWide);
+  EXPECT_THAT(wide, ::testing::ContainsRegex("DRIVER +POWER_SENSORS"));
+  EXPECT_THAT(wide, ::testing::ContainsRegex("gpu0 +gpu +A100 .* NVIDIA 535.104.05 "));
+  EXPECT_THAT(wide, HasSubstr("rapl:package-0"));
+  EXPECT_THAT(wide, HasSubstr("uuid=GPU-1234"));
+  EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv), HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\""));
+}
+
 TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
   v1::Job job = TwoTaskJob();
   v1::PhaseResult* p = job.mutable_tasks(1)->mutable_result()->mutable_phases(0);
