@@ -3,62 +3,21 @@
 Debian's Python binding of the same LibTorch 1.13). Prints one JSON line with
 the per-step median and the wall time per step of the measured loop.
 
-Models are defined exactly as in agent/models/models.cc; data is
-Fashion-MNIST from dataset-fashion-mnist, normalised the same way."""
+Models and data come from hetbench's PyTorch runner (agent/runners/
+torch_runner.py), whose models match agent/models/models.cc layer for layer
+(a unit test checks it); data is Fashion-MNIST, normalised the same way."""
 import argparse
 import ctypes
-import gzip
 import json
+import os
+import sys
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
-MEAN, STD = 0.2860, 0.3530
-
-
-def load_images(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    n, rows, cols = (int.from_bytes(data[i:i + 4], "big") for i in (4, 8, 12))
-    pixels = np.frombuffer(data, dtype=np.uint8, offset=16).reshape(n, rows * cols)
-    return (torch.from_numpy(pixels.astype(np.float32)) / 255.0 - MEAN) / STD
-
-
-def load_labels(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    return torch.from_numpy(np.frombuffer(data, dtype=np.uint8, offset=8).astype(np.int64))
-
-
-class RowSequence(nn.Module):
-    def __init__(self, rnn):
-        super().__init__()
-        self.rnn = rnn
-
-    def forward(self, x):
-        out, _ = self.rnn(x.view(x.size(0), 28, 28))
-        return out[:, -1]
-
-
-def build(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 512), nn.ReLU(),
-                             nn.Dropout(0.2), nn.Linear(512, 10)), False
-    if name == "cnn":
-        return nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3),
-                             nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128),
-                             nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10)), False
-    if name == "rnn":
-        return nn.Sequential(RowSequence(nn.RNN(28, 128, nonlinearity="tanh", batch_first=True)),
-                             nn.Linear(128, 10)), False
-    if name == "lstm":
-        return nn.Sequential(RowSequence(nn.LSTM(28, 128, batch_first=True)), nn.Linear(128, 10)), False
-    if name == "autoencoder":
-        return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 32), nn.ReLU(), nn.Linear(32, 128),
-                             nn.ReLU(), nn.Linear(128, 784), nn.Sigmoid()), True
-    raise SystemExit(f"pytorch_reference: model {name!r} is not written here; use mlp, cnn, rnn, lstm, autoencoder")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "runners"))
+from torch_runner import MEAN, STD, build_model, load_fashion_mnist  # noqa: E402 (after the path)
 
 
 def blas_core():
@@ -82,9 +41,11 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    images = load_images(f"{a.data_dir}/train-images-idx3-ubyte.gz")
-    labels = load_labels(f"{a.data_dir}/train-labels-idx1-ubyte.gz")
-    net, reconstruction = build(a.model)
+    (images, labels), _, _ = load_fashion_mnist(torch, a.data_dir)
+    try:
+        net, reconstruction = build_model(torch, a.model)
+    except ValueError as e:
+        raise SystemExit(f"pytorch_reference: {e}")
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     net.train()
     perm = torch.randperm(images.size(0))
