@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/security.h"
 
 namespace hetbench::agent {
 
@@ -72,9 +73,11 @@ void Agent::Run() {
 bool Agent::RunConnection() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel(config_.server_address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(
+      config_.server_address, config_.credentials ? config_.credentials : grpc::InsecureChannelCredentials(), args);
   auto stub = v1::AgentGateway::NewStub(channel);
   grpc::ClientContext ctx;
+  AddToken(&ctx, config_.token);
   {
     absl::MutexLock l(&mu_);
     if (stop_) return false;

@@ -8,6 +8,7 @@
 /// its lock-free buffer.
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
 
 #include <atomic>
 #include <functional>
@@ -42,6 +43,9 @@ struct AgentConfig {
   std::vector<v1::SensorInfo> sensors_tried;
   /// Device kinds looked for and not offered, with why (sent in Hello).
   std::vector<v1::AbsentDevice> absent;
+  /// TLS (with this agent's client certificate for mutual TLS); null = plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string token;  // bearer token of role agent; "" = none
 };
 
 class Agent {

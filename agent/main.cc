@@ -27,6 +27,7 @@
 #include "agent/power/sensors.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/security.h"
 
 namespace {
 
@@ -163,7 +164,24 @@ int main(int argc, char** argv) {
                  "a runner task running longer is killed and fails")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
+  hetbench::ClientSecurity security;
+  app.add_option("--tls-ca", security.tls_ca, "the coordinator's CA (PEM): use TLS")->envname("HETBENCH_TLS_CA");
+  app.add_option("--tls-cert", security.tls_cert, "this agent's client certificate (PEM) for mutual TLS")
+      ->envname("HETBENCH_TLS_CERT");
+  app.add_option("--tls-key", security.tls_key, "its private key (PEM)")->envname("HETBENCH_TLS_KEY");
+  app.add_option("--token-file", security.token_file, "file holding this agent's bearer token (role agent)")
+      ->envname("HETBENCH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
+  {
+    auto credentials = hetbench::MakeChannelCredentials(security);
+    auto token = hetbench::LoadCallerToken(security.token_file);
+    if (!credentials.ok() || !token.ok()) {
+      std::cerr << "hetbench-agent: " << (credentials.ok() ? token.status() : credentials.status()).message() << "\n";
+      return 2;
+    }
+    config.credentials = *credentials;
+    config.token = *token;
+  }
   // NVML and CUDA number GPUs alike only in PCI bus order.
   setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
   if (config.agent_id.empty()) config.agent_id = config.hostname;

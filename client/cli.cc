@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "common/security.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
@@ -31,10 +32,14 @@ struct Common {
   std::string server = "127.0.0.1:50051";
   double timeout_seconds = 10.0;
   std::string output = "table";
+  ClientSecurity security;
+  std::string token;  // read from security.token_file
 };
 
-void SetDeadline(grpc::ClientContext* ctx, double seconds) {
+/// Every call: its deadline and this caller's bearer token.
+void Prepare(grpc::ClientContext* ctx, double seconds, const std::string& token) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  AddToken(ctx, token);
 }
 
 int RpcError(std::ostream& err, const std::string& what, const grpc::Status& s, const std::string& server) {
@@ -52,9 +57,9 @@ int ExitFor(const v1::Job& job) { return job.state() == v1::JOB_STATE_SUCCEEDED 
 /// Streams WatchJob until the job ends; draws progress bars when `draw`.
 /// Returns the last job seen.
 absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds, bool draw,
-                              std::ostream& err) {
+                              const std::string& token, std::ostream& err) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout_seconds);
+  Prepare(&ctx, timeout_seconds, token);
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
   auto reader = stub.WatchJob(&ctx, req);
@@ -101,6 +106,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.set_version_flag("--version", HetbenchVersion());
   app.require_subcommand(1);
   app.add_option("--server", common.server, "coordinator address (or HETBENCH_SERVER)")->capture_default_str();
+  app.add_option("--tls-ca", common.security.tls_ca, "the coordinator's CA (PEM): use TLS")
+      ->envname("HETBENCH_TLS_CA");
+  app.add_option("--token-file", common.security.token_file, "file holding this client's bearer token")
+      ->envname("HETBENCH_TOKEN_FILE");
   app.add_option("--timeout", common.timeout_seconds, "deadline of each request, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -207,13 +216,20 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(common.server, grpc::InsecureChannelCredentials(), args);
+  auto credentials = MakeChannelCredentials(common.security);
+  auto token = LoadCallerToken(common.security.token_file);
+  if (!credentials.ok() || !token.ok()) {
+    err << "hetbench: " << (credentials.ok() ? token.status() : credentials.status()).message() << "\n";
+    return kExitUsage;
+  }
+  common.token = *token;
+  auto channel = grpc::CreateCustomChannel(common.server, *credentials, args);
   auto stub = v1::Coordinator::NewStub(channel);
 
   if (health->parsed()) {
     auto hstub = grpc::health::v1::Health::NewStub(channel);
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, common.timeout_seconds);
+    Prepare(&ctx, common.timeout_seconds, common.token);
     grpc::health::v1::HealthCheckRequest req;
     grpc::health::v1::HealthCheckResponse resp;
     grpc::Status s = hstub->Check(&ctx, req, &resp);
@@ -300,7 +316,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
 
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, common.timeout_seconds);
+    Prepare(&ctx, common.timeout_seconds, common.token);
     v1::SubmitJobRequest req;
     *req.mutable_spec() = spec;
     v1::SubmitJobResponse resp;
@@ -311,14 +327,14 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return kExitOk;
     }
     err << "submitted " << resp.job_id() << "\n";
-    auto final_job = Watch(*stub, resp.job_id(), wait_timeout, follow, err);
+    auto final_job = Watch(*stub, resp.job_id(), wait_timeout, follow, common.token, err);
     if (!final_job.ok()) {
       err << "hetbench: watching " << resp.job_id() << ": " << final_job.status().message() << "\n";
       return kExitFailed;
     }
     // The watch stream carries live state; the report reads the stored job.
     grpc::ClientContext ctx2;
-    SetDeadline(&ctx2, common.timeout_seconds);
+    Prepare(&ctx2, common.timeout_seconds, common.token);
     v1::GetJobRequest get_req;
     get_req.set_job_id(resp.job_id());
     v1::Job job;
@@ -329,7 +345,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   }
 
   if (watch->parsed()) {
-    auto final_job = Watch(*stub, job_id, wait_timeout, true, err);
+    auto final_job = Watch(*stub, job_id, wait_timeout, true, common.token, err);
     if (!final_job.ok()) {
       err << "hetbench: watching " << job_id << ": " << final_job.status().message() << "\n";
       return kExitFailed;
@@ -339,7 +355,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   if (get_jobs->parsed()) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, common.timeout_seconds);
+    Prepare(&ctx, common.timeout_seconds, common.token);
     v1::ListJobsRequest req;
     req.set_limit(limit);
     v1::ListJobsResponse resp;
@@ -351,7 +367,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   if (get_agents->parsed()) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, common.timeout_seconds);
+    Prepare(&ctx, common.timeout_seconds, common.token);
     v1::ListAgentsResponse resp;
     grpc::Status s = stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
     if (!s.ok()) return RpcError(err, "list agents", s, common.server);
@@ -361,7 +377,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   if (get_job->parsed() || report->parsed() || cancel->parsed()) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, common.timeout_seconds);
+    Prepare(&ctx, common.timeout_seconds, common.token);
     v1::Job job;
     grpc::Status s;
     if (cancel->parsed()) {

@@ -26,6 +26,17 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--port-file", port_file, "write 'grpc=<port> metrics=<port>' here once listening");
+  auto& sec = config.security;
+  app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")->envname("HETBENCH_TLS_CERT");
+  app.add_option("--tls-key", sec.tls_key, "its private key (PEM)")->envname("HETBENCH_TLS_KEY");
+  app.add_option("--tls-client-ca", sec.tls_client_ca, "CA (PEM) that signs client certificates (mutual TLS)")
+      ->envname("HETBENCH_TLS_CLIENT_CA");
+  app.add_flag("--require-agent-cert", sec.require_agent_cert,
+               "agents must present a certificate signed by --tls-client-ca");
+  app.add_option("--token-file", sec.token_file,
+                 "bearer tokens, one 'ROLE TOKEN' per line (roles: agent = may only Connect, client = the client "
+                 "API); without it any caller may use both")
+      ->envname("HETBENCH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
 
   // Signals are taken by a normal thread via sigwait, never in a handler.

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 
@@ -16,6 +17,17 @@ HetbenchServer::HetbenchServer(ServerConfig config) : config_(std::move(config))
 HetbenchServer::~HetbenchServer() { Shutdown(0.5); }
 
 absl::Status HetbenchServer::Start() {
+  // Security first: a bad certificate or token file stops the start before anything is opened.
+  auto credentials = MakeServerCredentials(config_.security);
+  if (!credentials.ok()) return credentials.status();
+  TokenTable tokens;
+  if (!config_.security.token_file.empty()) {
+    auto loaded = TokenTable::Load(config_.security.token_file);
+    if (!loaded.ok()) return loaded.status();
+    tokens = *std::move(loaded);
+  }
+  const size_t agent_tokens = tokens.count(Role::kAgent), client_tokens = tokens.count(Role::kClient);
+  authorizer_ = std::make_unique<Authorizer>(std::move(tokens), config_.security.require_agent_cert);
   auto store = SqliteJobStore::Open(config_.db_path);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
@@ -23,11 +35,11 @@ absl::Status HetbenchServer::Start() {
   coordinator_ = std::make_unique<Coordinator>(store_.get(), metrics_.get(), &clock_, config_.coordinator);
   if (auto s = coordinator_->Start(); !s.ok()) return s;
 
-  coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get(), metrics_.get());
-  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get(), metrics_.get());
+  coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get(), metrics_.get(), authorizer_.get());
+  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get(), metrics_.get(), authorizer_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(config_.listen_address, *credentials, &grpc_port_);
   builder.RegisterService(coordinator_service_.get());
   builder.RegisterService(gateway_service_.get());
   builder.SetMaxReceiveMessageSize(config_.max_message_bytes);
@@ -52,6 +64,19 @@ absl::Status HetbenchServer::Start() {
   }
   LogInfo("server", "serving gRPC on port ", grpc_port_, ", /metrics on port ", metrics_port_, ", store ",
           config_.db_path);
+  // What protects the API, never the secrets themselves.
+  LogInfo("server", config_.security.tls_cert.empty() ? "plaintext gRPC (no --tls-cert)" : "TLS",
+          config_.security.tls_client_ca.empty() ? "" : ", client certificates verified",
+          config_.security.require_agent_cert ? " and required of agents" : "",
+          config_.security.token_file.empty()
+              ? "; no bearer tokens (--token-file): any caller may use both APIs"
+              : absl::StrCat("; bearer tokens: ", agent_tokens, " agent, ", client_tokens, " client"));
+  if (config_.security.tls_cert.empty() && !config_.security.token_file.empty() &&
+      !absl::StartsWith(config_.listen_address, "127.") && !absl::StartsWith(config_.listen_address, "localhost:") &&
+      !absl::StartsWith(config_.listen_address, "[::1]")) {
+    LogWarning("server", "bearer tokens over plaintext gRPC on ", config_.listen_address,
+               ": anyone on the path can read them; add --tls-cert/--tls-key");
+  }
   return absl::OkStatus();
 }
 

@@ -27,6 +27,8 @@ struct ServerConfig {
   std::string db_path = "hetbench.db";
   CoordinatorOptions coordinator;
   int max_message_bytes = 16 << 20;
+  /// TLS (optionally mutual for agents) and bearer tokens; default plaintext, no tokens.
+  ServerSecurity security;
 };
 
 class HetbenchServer {
@@ -50,6 +52,7 @@ class HetbenchServer {
   RealClock clock_;
   std::unique_ptr<SqliteJobStore> store_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> coordinator_service_;
   std::unique_ptr<AgentGatewayService> gateway_service_;

@@ -162,6 +162,17 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
   std::shared_ptr<ReactorSink<WatchStream, v1::JobEvent>> sink_;
 };
 
+/// A streaming call refused before it started (authorization).
+template <typename Base>
+class Refused final : public Base {
+ public:
+  Refused(Metrics* metrics, const char* method, const grpc::Status& status) {
+    RpcTimer(metrics, method).Done(status);
+    this->Finish(status);
+  }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerContext* ctx,
@@ -169,6 +180,10 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
                                                         v1::SubmitJobResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   RpcTimer timer(metrics_, "SubmitJob");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
   coordinator_->SubmitJob(request->spec(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) {
       response->set_job_id(job->id());
@@ -183,6 +198,10 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext
                                                      v1::Job* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   RpcTimer timer(metrics_, "GetJob");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
   coordinator_->GetJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
     FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
@@ -195,6 +214,10 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
                                                        v1::ListJobsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   RpcTimer timer(metrics_, "ListJobs");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
   coordinator_->ListJobs(request->limit(), [reactor, response, timer](std::vector<v1::Job> jobs) {
     for (v1::Job& j : jobs) *response->add_jobs() = std::move(j);
     FinishUnary(reactor, timer, grpc::Status::OK);
@@ -206,6 +229,10 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
                                                         const v1::CancelJobRequest* request, v1::Job* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   RpcTimer timer(metrics_, "CancelJob");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
   coordinator_->CancelJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
     FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
@@ -213,8 +240,11 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::CallbackServerContext* /*ctx*/,
+grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::CallbackServerContext* ctx,
                                                                      const v1::WatchJobRequest* request) {
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    return new Refused<grpc::ServerWriteReactor<v1::JobEvent>>(metrics_, "WatchJob", denied);
+  }
   return new WatchStream(coordinator_, metrics_, request->job_id());
 }
 
@@ -223,6 +253,10 @@ grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerCon
                                                          v1::ListAgentsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   RpcTimer timer(metrics_, "ListAgents");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
   coordinator_->ListAgents([reactor, response, timer](std::vector<v1::AgentInfo> agents) {
     for (v1::AgentInfo& a : agents) *response->add_agents() = std::move(a);
     FinishUnary(reactor, timer, grpc::Status::OK);
@@ -232,6 +266,9 @@ grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerCon
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(
     grpc::CallbackServerContext* ctx) {
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kAgent); !denied.ok()) {
+    return new Refused<grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>>(metrics_, "Connect", denied);
+  }
   return new AgentStream(coordinator_, metrics_, ctx);
 }
 

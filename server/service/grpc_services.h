@@ -4,14 +4,16 @@
 
 #include "hetbench/v1/agent.grpc.pb.h"
 #include "hetbench/v1/coordinator.grpc.pb.h"
+#include "common/security.h"
 #include "server/service/coordinator.h"
 
 namespace hetbench::server {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  /// `metrics` may be null (no RPC metrics).
-  CoordinatorService(Coordinator* coordinator, Metrics* metrics) : coordinator_(coordinator), metrics_(metrics) {}
+  /// `metrics` may be null (no RPC metrics). `auth` checks every call (client role) and must outlive the service.
+  CoordinatorService(Coordinator* coordinator, Metrics* metrics, const Authorizer* auth)
+      : coordinator_(coordinator), metrics_(metrics), auth_(auth) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* request,
                                       v1::SubmitJobResponse* response) override;
@@ -29,17 +31,20 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   Coordinator* const coordinator_;
   Metrics* const metrics_;
+  const Authorizer* const auth_;
 };
 
 class AgentGatewayService final : public v1::AgentGateway::CallbackService {
  public:
-  AgentGatewayService(Coordinator* coordinator, Metrics* metrics) : coordinator_(coordinator), metrics_(metrics) {}
+  AgentGatewayService(Coordinator* coordinator, Metrics* metrics, const Authorizer* auth)
+      : coordinator_(coordinator), metrics_(metrics), auth_(auth) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext* ctx) override;
 
  private:
   Coordinator* const coordinator_;
   Metrics* const metrics_;
+  const Authorizer* const auth_;
 };
 
 }  // namespace hetbench::server

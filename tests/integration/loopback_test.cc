@@ -19,6 +19,7 @@
 #include "agent/power/sensors.h"
 #include "client/cli.h"
 #include "server/server.h"
+#include "tests/testing/run_cli.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetbench {
@@ -26,19 +27,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult Cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "hetbench");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  std::ostringstream out, err;
-  int code = client::RunCli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::Cli;
+using testing::CliResult;
 
 class LoopbackTest : public ::testing::Test {
  protected:
