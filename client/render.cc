@@ -370,6 +370,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     const v1::TaskResult& r = t.result();
     absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
     if (!t.error().empty()) absl::StrAppend(&out, " (", t.error(), ")");
+    if (r.partial()) absl::StrAppend(&out, " PARTIAL: stopped before its end; the phases hold what was measured until then");
     if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
       const v1::RunEnvironment& e = r.environment();
       if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");

@@ -602,6 +602,7 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
   leases_.Release(task->agent_id(), task->device_id());
   *task->mutable_result() = d.result();
   task->mutable_result()->clear_phases();
+  task->mutable_result()->set_partial(d.state() == v1::TASK_STATE_CANCELLED);
 
   auto batches = store_->LoadSampleBatches(task->id(), task->attempt());
   v1::TaskState state = d.state();

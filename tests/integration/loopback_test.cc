@@ -178,6 +178,45 @@ TEST_F(LoopbackTest, CppAndPythonRunTheSameModelSideBySide) {
   EXPECT_THAT(report.out, ::testing::ContainsRegex("cpu via python\\)  64 +train .* [0-9]+\\.[0-9]+x "));
 }
 
+// `hetbench cancel` reaches the executor and the running task ends CANCELLED
+// within 2 s, its measured samples kept and marked partial.
+TEST_F(LoopbackTest, CancelStopsRunningTasksWithinTwoSecondsKeepingPartialResults) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult submit = Cli({"--server", address_, "submit", "-t", "cpu,cpu:python", "-b", "32", "--min-steps", "100000",
+                          "--min-duration", "0"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  // One CPU: the first task runs, the second waits; wait until the first has measured steps.
+  auto measuring = [&] {
+    v1::Job j = GetJob("job-000001");
+    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).phase() == v1::PHASE_TRAIN &&
+           j.tasks(0).step() >= 20;
+  };
+  for (int i = 0; i < 600 && !measuring(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(measuring());
+  const absl::Time cancel_at = absl::Now();
+  CliResult cancel = Cli({"--server", address_, "cancel", "job-000001"});
+  ASSERT_EQ(cancel.code, 0) << cancel.err;
+  v1::Job job;
+  for (int i = 0; i < 400; ++i) {
+    job = GetJob("job-000001");
+    if (job.tasks(0).state() == v1::TASK_STATE_CANCELLED) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - cancel_at);
+  ASSERT_EQ(job.tasks(0).state(), v1::TASK_STATE_CANCELLED);
+  EXPECT_LT(seconds, 2.0);
+  std::printf("cancel -> CANCELLED with results in %.3f s\n", seconds);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job.tasks(1).state(), v1::TASK_STATE_CANCELLED);  // never started
+  const v1::TaskResult& r = job.tasks(0).result();
+  EXPECT_TRUE(r.partial());
+  EXPECT_GE(r.samples_stored(), 20);
+  ASSERT_GE(r.phases_size(), 1);
+  EXPECT_EQ(r.phases(0).stats().count(), r.samples_stored());
+  CliResult report = Cli({"--server", address_, "report", "job-000001"});
+  EXPECT_THAT(report.out, HasSubstr("job-000001-t0: cancelled PARTIAL: stopped before its end"));
+}
+
 // A job for a kind no agent has stays queued, saying why; `get agents`
 // explains the absent kinds.
 TEST_F(LoopbackTest, AJobForAnAbsentKindStaysPendingWithTheReason) {
