@@ -66,6 +66,29 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
 
 namespace {
 
+// Valid UTF-8 without control characters: what a name, label or path may
+// hold (protobuf refuses to send invalid UTF-8, and a NUL or newline would
+// not survive the YAML and log lines the spec ends up in).
+bool IsPrintableUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    if (len == 1 && (c < 0x20 || c == 0x7f)) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp < 0xa0)) return false;
+    i += len;
+  }
+  return true;
+}
+
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -79,6 +102,17 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > SpecLimits::kMaxNameLength) {
     bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
   }
+  // Free text must be printable UTF-8 (found by fuzzing: a NUL in a name did not survive the YAML round trip).
+  auto printable = [&](const std::string& field, const std::string& value) {
+    if (!IsPrintableUtf8(value)) bad(field, ": contains a control character or invalid UTF-8; use printable text");
+  };
+  printable("name", spec.name());
+  printable("torchscript.path", spec.torchscript().path());
+  for (int i = 0; i < spec.targets_size(); ++i) {
+    printable(absl::StrCat("targets[", i, "].agent_id"), spec.targets(i).agent_id());
+    for (const auto& [k, v] : spec.targets(i).labels()) printable(absl::StrCat("targets[", i, "].labels"), k + v);
+  }
+  for (const auto& [k, v] : spec.cost().usd_per_hour()) printable("cost.usd_per_hour", k);
   const bool from_model = !spec.model().empty() && spec.models_size() == 1 && spec.models(0) == spec.model();
   if (!spec.model().empty() && !from_model) {
     bad("model = \"", spec.model(), "\" and models: both set; list every model under models");

@@ -235,3 +235,27 @@ TEST(ValidityTest, ExpectedInferenceBatchesCoverTheTestSetOrTheCap) {
 
 }  // namespace
 }  // namespace hetbench
+
+namespace hetbench {
+namespace {
+
+// Found by fuzzing (tests/fuzz/corpus/spec/crash-nul-in-name.yaml): free text
+// must be printable UTF-8, or it does not survive YAML, logs and protobuf.
+TEST(JobSpecTest, ControlCharactersAndInvalidUtf8AreRefusedByField) {
+  v1::JobSpec spec = WithDefaults({});
+  spec.set_name(std::string("a\0b", 3));
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
+              ::testing::HasSubstr("name: contains a control character or invalid UTF-8"));
+  spec.set_name("caf\xc3\xa9 \xe2\x9c\x93");  // é and a check mark: fine
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_name("bad \xd4x");  // a lead byte without its continuation
+  EXPECT_FALSE(ValidateJobSpec(spec).ok());
+  spec.set_name("overlong \xc0\xaf");
+  EXPECT_FALSE(ValidateJobSpec(spec).ok());
+  spec.set_name("ok");
+  spec.mutable_targets(0)->set_agent_id("node\n1");
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()), ::testing::HasSubstr("targets[0].agent_id: contains"));
+}
+
+}  // namespace
+}  // namespace hetbench
