@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include "agent/agent.h"
 #include "agent/qpu/device.h"
 #include "agent/devices/cpu_discovery.h"
@@ -421,6 +423,42 @@ TEST_F(LoopbackTest, HealthServiceAnswersServing) {
   CliResult r = Cli({"--server", address_, "health"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "SERVING\n");
+}
+
+// An oversized request is refused by gRPC's size limit, a malformed one by
+// the parser, and the coordinator keeps serving.
+TEST_F(LoopbackTest, OversizedAndMalformedMessagesAreRefusedAndTheServerGoesOn) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Coordinator::NewStub(channel);
+  v1::SubmitJobRequest big;
+  big.mutable_spec()->set_name(std::string(20 << 20, 'x'));  // 20 MiB, over the 16 MiB limit
+  v1::SubmitJobResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub->SubmitJob(&ctx, big, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+
+  // Bytes that are no SubmitJobRequest, sent through the generic stub.
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext gctx;
+  const char garbage[] = "\xff\xff\xff\xff\x0f not a protobuf";
+  grpc::Slice slice(garbage, sizeof(garbage) - 1);
+  grpc::ByteBuffer request(&slice, 1), reply;
+  absl::Notification done;
+  grpc::Status gs;
+  generic.UnaryCall(&gctx, "/hetbench.v1.Coordinator/SubmitJob", grpc::StubOptions(), &request, &reply,
+                    [&](grpc::Status st) {
+                      gs = st;
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  EXPECT_FALSE(gs.ok());
+  EXPECT_THAT(Cli({"--server", address_, "get", "job", "job-000001"}).err, HasSubstr("not found"));  // nothing stored
+  CliResult health = Cli({"--server", address_, "health"});
+  EXPECT_EQ(health.out, "SERVING\n");
+  CliResult jobs = Cli({"--server", address_, "get", "jobs"});
+  EXPECT_EQ(jobs.code, 0) << jobs.err;
 }
 
 }  // namespace
