@@ -53,11 +53,15 @@ absl::Status Coordinator::LoadFromStore() {
       if (task.state() != v1::TASK_STATE_RUNNING) continue;
       changed = true;
       ++requeued;
-      const std::string why = absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart");
+      std::string why = absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart");
+      task.set_restarts(task.restarts() + 1);
       if (job.state() == v1::JOB_STATE_CANCELLED) {
         task.set_state(v1::TASK_STATE_CANCELLED);
-      } else if (task.attempt() >= options_.max_attempts) {
+      } else if (task.restarts() > options_.max_restarts) {
+        // A task that keeps being interrupted by restarts may be what brings the coordinator down.
         task.set_state(v1::TASK_STATE_FAILED);
+        absl::StrAppend(&why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts,
+                        ")");
       } else {
         task.set_state(v1::TASK_STATE_QUEUED);
       }
@@ -725,7 +729,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
     const std::string why = absl::StrCat("attempt ", task.attempt(), " lost: agent ", agent_id, " ", reason);
     if (job->state() == v1::JOB_STATE_CANCELLED) {
       FinishTask(*job, task, v1::TASK_STATE_CANCELLED, why);
-    } else if (task.attempt() >= options_.max_attempts) {
+    } else if (task.attempt() - task.restarts() >= options_.max_attempts) {
       FinishTask(*job, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
     } else {
       task.set_state(v1::TASK_STATE_QUEUED);

@@ -49,6 +49,7 @@ struct CoordinatorOptions {
   double heartbeat_seconds = 5.0;  // coordinator -> agent heartbeat period
   double lease_seconds = 15.0;     // an agent silent this long is lost
   int max_attempts = 3;            // per task, counting re-queues after agent loss
+  int max_restarts = 10;           // coordinator restarts that may interrupt one task (not counted above)
   int max_samples_per_batch = 100000;
 };
 

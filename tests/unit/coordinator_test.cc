@@ -371,6 +371,30 @@ TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   EXPECT_TRUE(store_->CheckIntegrity().ok());
 }
 
+// Found by the chaos test (40 coordinator kills): restarts used to consume a
+// task's retry budget, so a job could fail for the coordinator's crashes.
+TEST_F(CoordinatorTest, RestartsDoNotUseUpATasksAttemptsButAreBounded) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  for (int i = 1; i <= options_.max_restarts + 1; ++i) {
+    auto sink = std::make_shared<FakeAgentSink>();
+    Connect("a1", sink);
+    ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+    Close();
+    Open();
+    v1::Job j = Get(job->id());
+    EXPECT_EQ(j.tasks(0).restarts(), i);
+    if (i <= options_.max_restarts) {
+      ASSERT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED) << "restart " << i << ": " << j.tasks(0).error();
+      EXPECT_EQ(j.tasks(0).attempt(), i);  // attempts still number the samples apart
+    } else {
+      EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_FAILED);
+      EXPECT_THAT(j.tasks(0).error(), HasSubstr("11 restarts interrupted it (at most 10)"));
+    }
+  }
+}
+
 TEST_F(CoordinatorTest, CancelStopsQueuedTasksAndTellsTheAgent) {
   v1::JobSpec spec;
   spec.add_batch_sizes(16);
