@@ -41,6 +41,14 @@ start_agent() {  # start_agent ID
   eval "PID_$1=$!"
 }
 field() { jq -r "$1" "$WORK/job.json"; }
+measuring() {  # measuring JOB: its task runs and has measured 20 steps
+  "$CLI" get job "$1" -o json >"$WORK/job.json" 2>/dev/null &&
+    [[ $(field '.tasks[0].state') == TASK_STATE_RUNNING && $(field '.tasks[0].step // "0"') -ge 20 ]]
+}
+on_attempt_2() {  # on_attempt_2 JOB: its task was re-queued and runs again
+  "$CLI" get job "$1" -o json >"$WORK/job.json" 2>/dev/null &&
+    [[ $(field '.tasks[0].attempt') == 2 && $(field '.tasks[0].state') == TASK_STATE_RUNNING ]]
+}
 
 start_server
 start_agent a1
@@ -50,20 +58,12 @@ wait_for 60 sh -c "\"$CLI\" get agents | grep -q a1 && \"$CLI\" get agents | gre
 # ---- A. agent killed mid-task
 MIN=300 INFER=4
 "$CLI" submit -b 64 --warmup-steps 2 --min-steps $MIN --min-duration 0 --infer-max-batches $INFER >/dev/null
-running() {
-  "$CLI" get job job-000001 -o json >"$WORK/job.json" 2>/dev/null &&
-    [[ $(field '.tasks[0].state') == TASK_STATE_RUNNING && $(field '.tasks[0].step // "0"') -ge 20 ]]
-}
-wait_for 120 running || fail "task did not start measuring"
+wait_for 120 measuring job-000001 || fail "task did not start measuring"
 VICTIM=$(field '.tasks[0].agent_id')
 [[ $VICTIM == a1 || $VICTIM == a2 ]] || fail "unexpected agent $VICTIM"
 eval "kill -9 \$PID_$VICTIM"
 KILLED_AT=$(date +%s.%N)
-requeued() {
-  "$CLI" get job job-000001 -o json >"$WORK/job.json" 2>/dev/null &&
-    [[ $(field '.tasks[0].attempt') == 2 && $(field '.tasks[0].state') == TASK_STATE_RUNNING ]]
-}
-wait_for 30 requeued || fail "task was not re-queued after the agent kill"
+wait_for 30 on_attempt_2 job-000001 || fail "task was not re-queued after the agent kill"
 REQUEUE_S=$(awk -v a="$(date +%s.%N)" -v b="$KILLED_AT" 'BEGIN { printf "%.1f", a - b }')
 "$CLI" watch job-000001 >/dev/null 2>&1 || true
 "$CLI" get job job-000001 -o json >"$WORK/job.json"
@@ -80,19 +80,11 @@ wait_for 60 sh -c "\"$CLI\" get agents | grep -q $VICTIM" || fail "$VICTIM did n
 # ---- A2. an agent frozen mid-task (SIGSTOP: its connection stays open, it just goes silent):
 # the lease expires, the task moves on, and when the agent wakes its old attempt is fenced.
 "$CLI" submit -b 64 --warmup-steps 2 --min-steps $MIN --min-duration 0 --infer-max-batches $INFER >/dev/null
-running2() {
-  "$CLI" get job job-000002 -o json >"$WORK/job.json" 2>/dev/null &&
-    [[ $(field '.tasks[0].state') == TASK_STATE_RUNNING && $(field '.tasks[0].step // "0"') -ge 20 ]]
-}
-wait_for 120 running2 || fail "second task did not start measuring"
+wait_for 120 measuring job-000002 || fail "second task did not start measuring"
 FROZEN=$(field '.tasks[0].agent_id')
 eval "kill -STOP \$PID_$FROZEN"
 STOPPED_AT=$(date +%s.%N)
-requeued2() {
-  "$CLI" get job job-000002 -o json >"$WORK/job.json" 2>/dev/null &&
-    [[ $(field '.tasks[0].attempt') == 2 && $(field '.tasks[0].state') == TASK_STATE_RUNNING ]]
-}
-wait_for 30 requeued2 || fail "task of the frozen agent was not re-queued"
+wait_for 30 on_attempt_2 job-000002 || fail "task of the frozen agent was not re-queued"
 LEASE_REQUEUE_S=$(awk -v a="$(date +%s.%N)" -v b="$STOPPED_AT" 'BEGIN { printf "%.1f", a - b }')
 eval "kill -CONT \$PID_$FROZEN"
 "$CLI" watch job-000002 >/dev/null 2>&1 || true
