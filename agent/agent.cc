@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "agent/power/sensors.h"
 #include "common/names.h"
 #include "common/security.h"
 
@@ -223,13 +224,7 @@ bool Agent::DrainPower(RunningTask& task) {
     int errors = 0;
     std::vector<TimedReading> readings = task.tap->Take(i, &errors);
     const v1::SensorInfo& info = sensors[i]->info();
-    // A task gets its own device's sensors and the node-level ones; a
-    // simulated device also gets its host's measured ones (the CPU it runs
-    // on), beside its own labelled model.
-    const auto host = task.device.attributes().find("host_device");
-    const bool host_sensor = host != task.device.attributes().end() && info.device_id() == host->second &&
-                             info.source() != v1::POWER_SOURCE_MODELED;
-    if (!info.device_id().empty() && info.device_id() != task.device.id() && !host_sensor) continue;
+    if (!SensorMeasures(info, task.device)) continue;
     if (readings.empty() && errors == 0) continue;
     size_t first = 0;
     do {  // at least one batch, so an errors-only interval is reported too

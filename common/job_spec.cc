@@ -22,6 +22,11 @@ const std::vector<std::string>& KnownExecutors() {
   return kExecutors;
 }
 
+std::string DefaultExecutor(const v1::Device& device) {
+  if (device.executors_size() > 0) return device.executors(0);
+  return device.kind() == v1::DEVICE_KIND_QPU_SIM ? "qsim" : "torch";
+}
+
 bool IsKnownExecutor(const std::string& name) {
   const auto& k = KnownExecutors();
   return std::find(k.begin(), k.end(), name) != k.end();

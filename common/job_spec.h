@@ -35,6 +35,9 @@ const std::vector<std::string>& KnownDatasets();
 /// external PyTorch runner; PyTorch/XLA on TPUs), "qsim" (the simulator).
 const std::vector<std::string>& KnownExecutors();
 bool IsKnownExecutor(const std::string& name);
+/// The executor a device uses when a target names none: its first listed
+/// (agents from before executors were listed: qsim on qpu-sim, else torch).
+std::string DefaultExecutor(const v1::Device& device);
 
 /// Fills every unset field with its default; returns the effective spec.
 v1::JobSpec WithDefaults(v1::JobSpec spec);

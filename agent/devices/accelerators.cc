@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/devices/nvml.h"
+#include "agent/power/sensors.h"
 
 extern char** environ;
 
@@ -256,13 +257,8 @@ void ApplyBlueField(const BlueField& bf, v1::Device* cpu, Discovered* out) {
 void AttachSensors(const std::vector<v1::SensorInfo>& sensors, std::vector<v1::Device>* devices) {
   for (v1::Device& d : *devices) {
     d.clear_power_sensors();
-    const auto host = d.attributes().find("host_device");
     for (const v1::SensorInfo& s : sensors) {
-      if (!s.available()) continue;
-      const bool own = s.device_id() == d.id() || s.device_id().empty();
-      const bool host_measured =
-          host != d.attributes().end() && s.device_id() == host->second && s.source() != v1::POWER_SOURCE_MODELED;
-      if (own || host_measured) d.add_power_sensors(s.name());
+      if (s.available() && SensorMeasures(s, d)) d.add_power_sensors(s.name());
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 
 namespace hetbench::agent {
 
@@ -13,9 +14,7 @@ void RoutingExecutor::Add(const std::string& name, std::shared_ptr<Executor> exe
 
 absl::StatusOr<v1::TaskResult> RoutingExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                     TaskControl* control) {
-  const std::string name = !task.executor().empty()      ? task.executor()
-                           : device.executors_size() > 0 ? device.executors(0)
-                                                         : "torch";
+  const std::string name = task.executor().empty() ? DefaultExecutor(device) : task.executor();
   if (device.executors_size() > 0 &&
       std::find(device.executors().begin(), device.executors().end(), name) == device.executors().end()) {
     return absl::FailedPreconditionError(absl::StrCat("device ", device.id(), " does not run the ", name,

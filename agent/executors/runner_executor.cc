@@ -151,6 +151,16 @@ class Child {
   std::string stderr_;
 };
 
+// A runner that dies before reading its task must not take the agent down
+// with SIGPIPE on the write.
+void IgnoreSigpipe() {
+  static const bool done = [] {
+    signal(SIGPIPE, SIG_IGN);
+    return true;
+  }();
+  (void)done;
+}
+
 std::string DescribeExit(int st) {
   if (WIFEXITED(st)) return absl::StrCat("exit status ", WEXITSTATUS(st));
   if (WIFSIGNALED(st)) return absl::StrCat("killed by signal ", WTERMSIG(st));
@@ -171,11 +181,7 @@ bool FileExists(const std::string& path) {
 
 }  // namespace
 
-RunnerExecutor::RunnerExecutor(RunnerConfig config) : config_(std::move(config)) {
-  // A runner that dies before reading its task must not take the agent down
-  // with SIGPIPE on the write.
-  signal(SIGPIPE, SIG_IGN);
-}
+RunnerExecutor::RunnerExecutor(RunnerConfig config) : config_(std::move(config)) { IgnoreSigpipe(); }
 
 absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                    TaskControl* control) {
@@ -304,7 +310,7 @@ v1::RunnerProbe RunnerExecutor::Probe(const std::vector<std::string>& command, d
   v1::RunnerProbe probe;
   std::vector<std::string> argv = command;
   argv.push_back("--probe");
-  signal(SIGPIPE, SIG_IGN);
+  IgnoreSigpipe();
   Child child;
   if (auto s = child.Start(argv); !s.ok()) {
     probe.set_error(std::string(s.message()));

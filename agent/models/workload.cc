@@ -17,12 +17,8 @@ namespace hetbench::agent {
 
 std::string ArchitectureFingerprint(const std::string& model, const std::vector<torch::Tensor>& parameters) {
   std::vector<std::string> shapes;
-  int64_t count = 0;
-  for (const torch::Tensor& p : parameters) {
-    shapes.push_back(absl::StrJoin(p.sizes(), "x"));
-    count += p.numel();
-  }
-  return absl::StrCat(model, "/params=", count, "/shapes=", absl::Hex(Fnv1a(absl::StrJoin(shapes, ";")), absl::kZeroPad16));
+  for (const torch::Tensor& p : parameters) shapes.push_back(absl::StrJoin(p.sizes(), "x"));
+  return absl::StrCat(model, "/params=", ParameterCount(parameters), "/shapes=", absl::Hex(Fnv1a(absl::StrJoin(shapes, ";")), absl::kZeroPad16));
 }
 
 namespace {

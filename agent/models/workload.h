@@ -61,7 +61,7 @@ class Workload {
   virtual absl::Status To(const torch::Device& device) {
     if (device.is_cpu()) return absl::OkStatus();
     return absl::UnimplementedError(
-        absl::StrCat(Architecture().substr(0, 40), "... runs on the CPU only in this version of hetbench"));
+        absl::StrCat("this model runs on the CPU only in this version of hetbench, not on ", device.str()));
   }
 };
 

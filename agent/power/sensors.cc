@@ -412,6 +412,13 @@ std::unique_ptr<PowerSensor> MakeModeledSensor(const v1::Device& device, double 
   return std::make_unique<ModeledSensor>(std::move(info), nominal_watts, assumptions, std::move(proc_reader), cpu_like);
 }
 
+bool SensorMeasures(const v1::SensorInfo& sensor, const v1::Device& device) {
+  if (sensor.device_id().empty() || sensor.device_id() == device.id()) return true;
+  const auto host = device.attributes().find("host_device");
+  return host != device.attributes().end() && sensor.device_id() == host->second &&
+         sensor.source() != v1::POWER_SOURCE_MODELED;
+}
+
 SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const std::vector<v1::Device>& devices) {
   SensorDiscovery out;
   std::string cpu_id = "cpu0";

@@ -48,6 +48,12 @@ struct PowerDiscoveryConfig {
 /// it is unavailable.
 SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const std::vector<v1::Device>& devices);
 
+/// Whether `sensor` measures `device`: its own sensors and the node-level
+/// ones; a simulated device also gets its host's measured ones (the CPU it
+/// runs on), beside its own labelled model. Tasks get these readings and the
+/// inventory lists them.
+bool SensorMeasures(const v1::SensorInfo& sensor, const v1::Device& device);
+
 /// Parses ipmitool's DCMI output; INVALID_ARGUMENT when no reading is found.
 absl::StatusOr<double> ParseIpmiPowerReading(const std::string& output);
 

@@ -164,11 +164,6 @@ def probe():
 # ---------------------------------------------------------------- task
 
 
-def num(d, key, default=0):
-    v = d.get(key, default)
-    return type(default)(v) if not isinstance(default, bool) else bool(v)
-
-
 def run(task):
     import torch
 
@@ -239,14 +234,14 @@ def run(task):
     pending = {"phase": PHASE_TRAIN, "start_ns": [], "duration_ns": [], "items": []}
     last_flush = [time.monotonic_ns()]
 
-    def record(phase, a, b, items, force=False):
+    def record(phase, a, b, items):
         if pending["phase"] != phase and pending["start_ns"]:
             flush()
         pending["phase"] = phase
         pending["start_ns"].append(rel(a))
         pending["duration_ns"].append(b - a)
         pending["items"].append(items)
-        if len(pending["start_ns"]) >= per_line or time.monotonic_ns() - last_flush[0] > 250e6 or force:
+        if len(pending["start_ns"]) >= per_line or time.monotonic_ns() - last_flush[0] > 250e6:
             flush()
 
     def flush():

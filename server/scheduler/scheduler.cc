@@ -4,14 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 #include "common/names.h"
 
 namespace hetbench::server {
-
-std::string DefaultExecutor(const v1::Device& device) {
-  if (device.executors_size() > 0) return device.executors(0);
-  return device.kind() == v1::DEVICE_KIND_QPU_SIM ? "qsim" : "torch";  // agents from before executors were listed
-}
 
 std::string ExecutorFor(const v1::TargetSelector& target, const v1::Device& device) {
   return target.executor().empty() ? DefaultExecutor(device) : target.executor();

@@ -17,8 +17,6 @@ namespace hetbench::server {
 /// (kind, agent, labels, and the executor when one is asked for).
 bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1::Device& device);
 
-/// The executor a device uses when a target names none (its first listed).
-std::string DefaultExecutor(const v1::Device& device);
 /// The executor a task targeting `target` runs with on `device`.
 std::string ExecutorFor(const v1::TargetSelector& target, const v1::Device& device);
 /// Whether `device` lists `executor`.

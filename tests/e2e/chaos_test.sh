@@ -10,20 +10,9 @@
 # Usage: chaos_test.sh SERVER AGENT CLI [ROUNDS=5]   (bench/chaos.sh runs many more rounds)
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3 ROUNDS=${4:-5}
-WORK=$(mktemp -d /tmp/hetbench-chaos.XXXXXX)
-PIDS=()
-ok=0
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ $ok == 1 ]]; then rm -rf "$WORK"; else echo "chaos: logs kept in $WORK"; fi
-}
-trap cleanup EXIT
-fail() { echo "chaos FAILED: $*"; tail -n 30 "$WORK"/*.log; exit 1; }
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "chaos"
 HEARTBEAT=1 LEASE=3
 PORT=$((20000 + RANDOM % 20000))
 export HETBENCH_SERVER=127.0.0.1:$PORT

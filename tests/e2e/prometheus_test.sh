@@ -5,20 +5,9 @@
 # without error. Also: promtool checks the exposition, the config and the rules.
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3 DEPLOY=$4
-WORK=$(mktemp -d /tmp/hetbench-prom.XXXXXX)
-PIDS=()
-ok=0
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ $ok == 1 ]]; then rm -rf "$WORK"; else echo "prometheus test: logs kept in $WORK"; fi
-}
-trap cleanup EXIT
-fail() { echo "FAILED: $*"; tail -20 "$WORK"/*.log; exit 1; }
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "prometheus-test"
 
 promtool check config "$DEPLOY/prometheus/prometheus.yml" >/dev/null || fail "promtool check config"
 promtool check rules "$DEPLOY/prometheus/rules/hetbench.rules.yml" >/dev/null || fail "promtool check rules"

@@ -5,20 +5,9 @@
 # coordinator's or agent's logs or in /metrics.
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
-WORK=$(mktemp -d /tmp/hetbench-sec.XXXXXX)
-PIDS=()
-ok=0
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ $ok == 1 ]]; then rm -rf "$WORK"; else echo "security e2e: logs kept in $WORK"; fi
-}
-trap cleanup EXIT
-fail() { echo "security e2e FAILED: $*"; tail -20 "$WORK"/*.log; exit 1; }
-wait_for() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "security-e2e"
 
 cd "$WORK"
 key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)

@@ -1,0 +1,22 @@
+# Shared by the e2e scripts (sourced): a work directory, the processes to kill
+# on exit, failure reports and polling.
+#   e2e_begin NAME   sets WORK (kept on failure), PIDS, ok=0 and the exit trap
+#   fail MESSAGE     prints it with the tail of every log in WORK and exits 1
+#   wait_for SECONDS COMMAND...   polls until the command succeeds (1 if it never does)
+e2e_begin() {
+  E2E_NAME=$1
+  WORK=$(mktemp -d "/tmp/hetbench-$1.XXXXXX")
+  PIDS=()
+  ok=0
+  trap e2e_cleanup EXIT
+}
+e2e_cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [[ $ok == 1 ]]; then rm -rf "$WORK"; else echo "$E2E_NAME: logs kept in $WORK"; fi
+}
+fail() { echo "$E2E_NAME FAILED: $*"; tail -n 30 "$WORK"/*.log; exit 1; }
+wait_for() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
+}
