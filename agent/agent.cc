@@ -32,13 +32,7 @@ Agent::Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_pt
 
 Agent::~Agent() {
   Shutdown();
-  absl::MutexLock l(&mu_);
-  for (auto& [id, task] : tasks_) {
-    if (task->thread.joinable()) task->thread.join();
-  }
-  for (auto& task : retired_) {
-    if (task->thread.joinable()) task->thread.join();
-  }
+  JoinFinishedTasks(/*all=*/true);
 }
 
 void Agent::Shutdown() {
@@ -57,9 +51,13 @@ void Agent::Run() {
     }
     const bool welcomed = RunConnection();
     failures = welcomed ? 0 : failures + 1;
+    AbandonIfLeaseLapsed();
+    JoinFinishedTasks(/*all=*/false);
     // Jittered exponential backoff: base * 2^failures, capped, times U(0.5, 1).
-    const double base =
+    double base =
         std::min(config_.max_backoff_seconds, config_.initial_backoff_seconds * std::pow(2.0, std::min(failures, 20)));
+    // Tasks held for resuming: try often enough to be back within the lease.
+    if (!HeldTasks().empty()) base = std::min(base, lease_seconds_.load() / 4);
     const double delay = base * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
     if (failures == 1 || failures % 20 == 0) {
       LogWarning(kLog, "cannot reach the coordinator at ", config_.server_address, " (attempt ", failures,
@@ -98,6 +96,16 @@ bool Agent::RunConnection() {
   for (const auto& [k, v] : config_.labels) (*hello->mutable_labels())[k] = v;
   for (const v1::SensorInfo& s : config_.sensors_tried) *hello->add_sensors() = s;
   for (const v1::AbsentDevice& a : config_.absent) *hello->add_absent() = a;
+  for (RunningTask* t : HeldTasks()) {
+    if (t->abandoned.load()) continue;
+    v1::ResumeTask* r = hello->add_resume();
+    r->set_task_id(t->assign.task_id());
+    r->set_attempt(t->assign.attempt());
+    r->set_finished(t->finished.load());
+  }
+  if (hello->resume_size() > 0) {
+    LogInfo(kLog, "reconnecting with ", hello->resume_size(), " task(s) to resume");
+  }
 
   bool welcomed = false;
   connected_ = Write(hello_msg);
@@ -108,6 +116,7 @@ bool Agent::RunConnection() {
   v1::CoordinatorMessage msg;
   while (connected_ && stream->Read(&msg)) {
     last_heard_ns_ = SteadyNowNs();
+    last_contact_ns_ = last_heard_ns_.load();
     switch (msg.kind_case()) {
       case v1::CoordinatorMessage::kWelcome:
         welcomed = true;
@@ -122,15 +131,16 @@ bool Agent::RunConnection() {
       case v1::CoordinatorMessage::kCancel:
         HandleCancel(msg.cancel());
         break;
-      default:  // heartbeats and acks only prove the coordinator is alive
+      case v1::CoordinatorMessage::kAck:
+        HandleAck(msg.ack());
+        break;
+      default:  // heartbeats only prove the coordinator is alive
         break;
     }
   }
   connected_ = false;
-  // Without a stream a task's samples cannot be delivered: stop them all.
-  CancelAllTasks();
+  // The tasks go on: what they record waits for the next stream.
   if (pump.joinable()) pump.join();
-  JoinFinishedTasks(/*all=*/true);
   {
     absl::MutexLock l(&write_mu_);
     stream_ = nullptr;
@@ -219,6 +229,7 @@ void Agent::RunTask(RunningTask* t) {
 
 bool Agent::DrainPower(RunningTask& task) {
   if (task.tap == nullptr) return true;
+  bool write_ok = true;
   const auto& sensors = sampler_->sensors();
   for (size_t i = 0; i < sensors.size(); ++i) {
     int errors = 0;
@@ -242,27 +253,78 @@ bool Agent::DrainPower(RunningTask& task) {
         b->add_watts(readings[k].watts);
         b->add_joules(readings[k].joules);
       }
-      if (!Write(msg)) return false;
       ++task.next_power_seq;
       first = last;
+      {
+        absl::MutexLock o(&task.out_mu);
+        task.unacked_power[b->seq()] = msg;
+      }
+      // Unsent batches are outstanding and go again on the next stream; the
+      // readings still in `readings` are sent in later batches of this loop
+      // once a stream is up, so none are dropped.
+      if (!Write(msg)) write_ok = false;
     } while (first < readings.size());
   }
-  return true;
+  return write_ok;
 }
 
 void Agent::HandleCancel(const v1::Cancel& cancel) {
   absl::MutexLock l(&mu_);
-  for (auto& [id, task] : tasks_) {
-    if (task->assign.task_id() == cancel.task_id() && task->assign.attempt() == cancel.attempt()) {
+  auto apply = [&](RunningTask& task) {
+    if (task.assign.task_id() != cancel.task_id() || task.assign.attempt() != cancel.attempt()) return;
+    if (cancel.fenced()) {
+      if (!task.abandoned.load()) {
+        LogWarning(kLog, "dropping ", cancel.task_id(), " attempt ", cancel.attempt(), ": ", cancel.reason());
+      }
+      task.abandoned = true;
+    } else {
       LogInfo(kLog, "cancelling ", cancel.task_id(), ": ", cancel.reason());
-      task->control->cancel = true;
     }
-  }
+    task.control->cancel = true;
+  };
+  for (auto& [id, task] : tasks_) apply(*task);
+  for (auto& task : retired_) apply(*task);
 }
 
-void Agent::CancelAllTasks() {
+void Agent::HandleAck(const v1::SampleAck& ack) {
   absl::MutexLock l(&mu_);
-  for (auto& [id, task] : tasks_) task->control->cancel = true;
+  auto apply = [&](RunningTask& task) {
+    if (task.assign.task_id() != ack.task_id() || task.assign.attempt() != ack.attempt()) return;
+    absl::MutexLock o(&task.out_mu);
+    if (ack.done()) {
+      task.done_acked = true;
+    } else if (ack.power()) {
+      task.unacked_power.erase(ack.seq());
+    } else {
+      task.unacked_samples.erase(ack.seq());
+    }
+  };
+  for (auto& [id, task] : tasks_) apply(*task);
+  for (auto& task : retired_) apply(*task);
+}
+
+std::vector<Agent::RunningTask*> Agent::HeldTasks() {
+  absl::MutexLock l(&mu_);
+  std::vector<RunningTask*> out;
+  for (auto& [id, t] : tasks_) out.push_back(t.get());
+  for (auto& t : retired_) out.push_back(t.get());
+  return out;
+}
+
+void Agent::AbandonIfLeaseLapsed() {
+  const double silent = (SteadyNowNs() - last_contact_ns_.load()) * 1e-9;
+  if (silent <= lease_seconds_.load()) return;
+  absl::MutexLock l(&mu_);
+  auto apply = [&](RunningTask& task) {
+    if (task.abandoned.load()) return;
+    LogWarning(kLog, "no contact with the coordinator for ", static_cast<int>(silent), " s (lease ",
+               lease_seconds_.load(), " s): it has re-queued ", task.assign.task_id(), " attempt ",
+               task.assign.attempt(), "; stopping it");
+    task.abandoned = true;
+    task.control->cancel = true;
+  };
+  for (auto& [id, task] : tasks_) apply(*task);
+  for (auto& task : retired_) apply(*task);
 }
 
 void Agent::JoinFinishedTasks(bool all) {
@@ -270,7 +332,7 @@ void Agent::JoinFinishedTasks(bool all) {
   {
     absl::MutexLock l(&mu_);
     for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (all || it->second->done_sent) {
+      if (all || it->second->Settled()) {
         done.push_back(std::move(it->second));
         it = tasks_.erase(it);
       } else {
@@ -278,7 +340,7 @@ void Agent::JoinFinishedTasks(bool all) {
       }
     }
     for (auto it = retired_.begin(); it != retired_.end();) {
-      if (all || (*it)->done_sent) {
+      if (all || (*it)->Settled()) {
         done.push_back(std::move(*it));
         it = retired_.erase(it);
       } else {
@@ -310,11 +372,32 @@ bool Agent::DrainSamples(RunningTask& task) {
       b->add_items(r.items);
       ++task.sent;
     }
-    if (!Write(msg)) return false;
-    if (observer_) observer_(*b);
     ++task.next_seq;
     task.samples_sent += b->duration_ns_size();
     samples_sent_ += b->duration_ns_size();
+    if (observer_) observer_(*b);
+    {
+      absl::MutexLock o(&task.out_mu);
+      task.unacked_samples[b->seq()] = msg;
+    }
+    if (!Write(msg)) return false;  // outstanding: sent again on the next stream
+  }
+  return true;
+}
+
+bool Agent::ResendOutstanding(RunningTask& task) {
+  std::vector<v1::AgentMessage> out;
+  {
+    absl::MutexLock o(&task.out_mu);
+    for (const auto& [seq, m] : task.unacked_samples) out.push_back(m);
+    for (const auto& [seq, m] : task.unacked_power) out.push_back(m);
+    // The TaskDone goes last: the coordinator checks it has every batch.
+    if (task.done.has_value() && !task.done_acked) out.push_back(*task.done);
+  }
+  task.done_written = false;
+  for (const v1::AgentMessage& m : out) {
+    if (!Write(m)) return false;
+    if (m.has_done()) task.done_written = true;
   }
   return true;
 }
@@ -322,10 +405,14 @@ bool Agent::DrainSamples(RunningTask& task) {
 void Agent::Pump(grpc::ClientContext* ctx) {
   int64_t last_heartbeat_ns = SteadyNowNs();
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
-  while (connected_) {
+  // First what an earlier stream left unacknowledged, in sequence order.
+  bool ok = true;
+  for (RunningTask* t : HeldTasks()) {
+    if (ok && !t->abandoned.load()) ok = ResendOutstanding(*t);
+  }
+  while (ok && connected_) {
     absl::SleepFor(interval);
     const int64_t now = SteadyNowNs();
-    bool ok = true;
     if (now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
       v1::AgentMessage hb;
       hb.mutable_heartbeat()->set_unix_seconds(UnixNow());
@@ -336,14 +423,9 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       LogWarning(kLog, "coordinator silent for ", lease_seconds_.load(), " s; reconnecting");
       ok = false;
     }
-    std::vector<RunningTask*> tasks;
-    {
-      absl::MutexLock l(&mu_);
-      for (auto& [id, t] : tasks_) tasks.push_back(t.get());
-      for (auto& t : retired_) tasks.push_back(t.get());
-    }
-    for (RunningTask* t : tasks) {
+    for (RunningTask* t : HeldTasks()) {
       if (!ok) break;
+      if (t->abandoned.load()) continue;
       const bool finished = t->finished.load();  // read before draining: all records are published by then
       // Samples go out in full batches, or when they have waited long enough, or at the end.
       const size_t pending = t->control->samples.published() - t->sent;
@@ -368,37 +450,41 @@ void Agent::Pump(grpc::ClientContext* ctx) {
         ok = Write(p);
         t->last_progress_ns = now;
       }
-      if (ok && finished) {
-        v1::AgentMessage msg;
-        v1::TaskDone* d = msg.mutable_done();
-        d->set_task_id(t->assign.task_id());
-        d->set_attempt(t->assign.attempt());
-        d->set_batches_sent(t->next_seq);
-        d->set_samples_sent(t->samples_sent);
-        d->set_power_batches_sent(t->next_power_seq);
-        if (!t->result.ok()) {
-          d->set_state(v1::TASK_STATE_FAILED);
-          d->set_error(std::string(t->result.status().message()));
-        } else {
-          d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
-          *d->mutable_result() = *t->result;
+      if (ok && finished && !t->done_written) {
+        std::optional<v1::AgentMessage> msg;
+        {
+          absl::MutexLock o(&t->out_mu);
+          if (!t->done.has_value()) {
+            // Built once, after the last batch: its counts cover every batch made.
+            v1::AgentMessage m;
+            v1::TaskDone* d = m.mutable_done();
+            d->set_task_id(t->assign.task_id());
+            d->set_attempt(t->assign.attempt());
+            d->set_batches_sent(t->next_seq);
+            d->set_samples_sent(t->samples_sent);
+            d->set_power_batches_sent(t->next_power_seq);
+            if (!t->result.ok()) {
+              d->set_state(v1::TASK_STATE_FAILED);
+              d->set_error(std::string(t->result.status().message()));
+            } else {
+              d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
+              *d->mutable_result() = *t->result;
+            }
+            t->done = std::move(m);
+            ++tasks_finished_;
+            LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (", t->samples_sent,
+                    " samples in ", t->next_seq, " batches)");
+          }
+          if (!t->done_acked) msg = t->done;
         }
-        ok = Write(msg);
-        if (ok) {
-          t->done_sent = true;
-          ++tasks_finished_;
-          LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (", t->samples_sent,
-                  " samples in ", t->next_seq, " batches)");
-        }
+        if (msg.has_value()) ok = Write(*msg);
+        t->done_written = ok;
       }
     }
-    if (ok) {
-      JoinFinishedTasks(/*all=*/false);
-    } else {
-      connected_ = false;
-      ctx->TryCancel();  // wakes the reader
-    }
+    if (ok) JoinFinishedTasks(/*all=*/false);
   }
+  connected_ = false;
+  ctx->TryCancel();  // wakes the reader
 }
 
 }  // namespace hetbench::agent

@@ -2,10 +2,16 @@
 /// hetbench-agent: dials out to the coordinator, holds one Connect stream,
 /// runs assigned tasks (one per device at a time) and streams their samples.
 ///
-/// Threads per connection: the reader (Run's thread) handles Assign/Cancel;
-/// a pump thread sends heartbeats, sample batches, progress and results; one
-/// task thread per running task runs the executor, which only records into
-/// its lock-free buffer.
+/// Threads per connection: the reader (Run's thread) handles Assign, Cancel
+/// and acks; a pump thread sends heartbeats, sample batches, progress and
+/// results; one task thread per running task runs the executor, which only
+/// records into its lock-free buffer.
+///
+/// A broken stream does not stop the work: tasks go on, their batches stay
+/// outstanding until acknowledged, and the next stream's Hello lists the
+/// attempts held so the coordinator re-binds them; outstanding messages are
+/// then sent again (the coordinator stores each (task, attempt, seq) once).
+/// Only after a whole lease without contact are the tasks stopped.
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
@@ -14,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -76,15 +83,33 @@ class Agent {
     std::thread thread;
     std::atomic<bool> finished{false};
     absl::StatusOr<v1::TaskResult> result;  // written by the task thread before `finished`
-    size_t sent = 0;                        // records already sent
+    // Fenced by the coordinator (the attempt is no longer ours): stop, send
+    // nothing more, forget it once the thread ends.
+    std::atomic<bool> abandoned{false};
+    // Pump thread only.
+    size_t sent = 0;  // records already put into batches
     uint64_t next_seq = 0;
     int64_t samples_sent = 0;
     int64_t last_progress_ns = 0;
     int64_t last_samples_send_ns = 0;
-    bool done_sent = false;         // pump thread only
     std::shared_ptr<PowerTap> tap;  // null without a sampler
     uint64_t next_power_seq = 0;
     int64_t last_power_send_ns = 0;
+    bool done_written = false;  // on the current stream
+    // Every batch and the TaskDone stay here until the coordinator acks them
+    // (it acks once they are durable) and go out again on the next stream.
+    absl::Mutex out_mu;
+    std::map<uint64_t, v1::AgentMessage> unacked_samples ABSL_GUARDED_BY(out_mu);
+    std::map<uint64_t, v1::AgentMessage> unacked_power ABSL_GUARDED_BY(out_mu);
+    std::optional<v1::AgentMessage> done ABSL_GUARDED_BY(out_mu);  // built once the task ends
+    bool done_acked ABSL_GUARDED_BY(out_mu) = false;
+
+    /// Nothing left to deliver, or nothing wanted: the pump may forget it.
+    bool Settled() {
+      if (abandoned.load()) return finished.load();
+      absl::MutexLock l(&out_mu);
+      return done_acked;
+    }
   };
 
   /// One connection's life; returns true if the coordinator welcomed us.
@@ -92,14 +117,23 @@ class Agent {
   void Pump(grpc::ClientContext* ctx);
   void HandleAssign(const v1::Assign& assign);
   void HandleCancel(const v1::Cancel& cancel);
-  /// Sends what the task recorded since the last call; true if all writes succeeded.
+  void HandleAck(const v1::SampleAck& ack);
+  /// Puts what the task recorded since the last call into batches and sends
+  /// them; true if all writes succeeded (unsent batches stay outstanding).
   bool DrainSamples(RunningTask& task);
-  /// Sends the power readings the task's tap collected; true if all writes succeeded.
+  /// The same for the power readings the task's tap collected.
   bool DrainPower(RunningTask& task);
+  /// Sends every outstanding (unacknowledged) message again, at the start of a stream.
+  bool ResendOutstanding(RunningTask& task);
   /// The task thread: idle baseline, executor, power reads at the boundaries.
   void RunTask(RunningTask* task);
   bool Write(const v1::AgentMessage& msg);
-  void CancelAllTasks();
+  /// Every task the agent holds (slots and retired), for one pass of the pump.
+  std::vector<RunningTask*> HeldTasks();
+  /// Without contact with the coordinator for a whole lease, it has given our
+  /// tasks away: stop them and forget what they did not deliver.
+  void AbandonIfLeaseLapsed();
+  /// Joins and forgets tasks with nothing left to deliver (all: every task).
   void JoinFinishedTasks(bool all);
 
   const AgentConfig config_;
@@ -119,7 +153,8 @@ class Agent {
   grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
 
   std::atomic<bool> connected_{false};
-  std::atomic<int64_t> last_heard_ns_{0};
+  std::atomic<int64_t> last_heard_ns_{0};    // last message, or the start of this stream
+  std::atomic<int64_t> last_contact_ns_{0};  // last message from the coordinator on any stream
   std::atomic<double> heartbeat_seconds_{5.0};
   std::atomic<double> lease_seconds_{15.0};
   std::atomic<int64_t> connections_{0};

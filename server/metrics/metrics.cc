@@ -34,6 +34,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             .Name("hetbench_sample_batches_duplicate_total")
                             .Help("Sample batches received again and not stored twice.")
                             .Register(*registry_);
+  resumed_ = &prometheus::BuildCounter()
+                  .Name("hetbench_tasks_resumed_total")
+                  .Help("Running task attempts an agent took up again on a new stream after its stream broke.")
+                  .Register(*registry_);
   rejected_ = &prometheus::BuildCounter()
                    .Name("hetbench_agent_messages_rejected_total")
                    .Help("Agent messages refused, by reason.")
@@ -110,6 +114,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   }
   for (v1::DeviceKind k : AllKinds()) agents_->Add({{"device_kind", DeviceKindName(k)}});
   duplicate_batches_->Add({});
+  resumed_->Add({});
 }
 
 void Metrics::SetJobsByState(const std::map<v1::JobState, int64_t>& counts) {
@@ -132,6 +137,8 @@ void Metrics::AddSamplesIngested(v1::Phase phase, v1::DeviceKind kind, int64_t n
 }
 
 void Metrics::AddDuplicateBatch() { duplicate_batches_->Add({}).Increment(); }
+
+void Metrics::AddResumedTask() { resumed_->Add({}).Increment(); }
 
 void Metrics::AddRejectedMessage(const std::string& reason) { rejected_->Add({{"reason", reason}}).Increment(); }
 

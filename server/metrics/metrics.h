@@ -35,6 +35,7 @@ class Metrics {
   void SetAgentsByKind(const std::map<std::string, int64_t>& counts);
   void AddSamplesIngested(v1::Phase phase, v1::DeviceKind kind, int64_t n);
   void AddDuplicateBatch();
+  void AddResumedTask();
   void AddRejectedMessage(const std::string& reason);
   void ObserveTaskFinished(const std::string& model, v1::DeviceKind kind, v1::TaskState state, double duration_seconds);
 
@@ -73,6 +74,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* agents_;
   prometheus::Family<prometheus::Counter>* samples_;
   prometheus::Family<prometheus::Counter>* duplicate_batches_;
+  prometheus::Family<prometheus::Counter>* resumed_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* tasks_finished_;
   prometheus::Family<prometheus::Histogram>* task_duration_;

@@ -445,6 +445,7 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   welcome.mutable_welcome()->set_heartbeat_seconds(options_.heartbeat_seconds);
   welcome.mutable_welcome()->set_lease_seconds(options_.lease_seconds);
   session.sink->Send(welcome);
+  ResumeTasks(session, hello);  // before scheduling: resumed tasks keep their devices
   Schedule();
 }
 
@@ -461,6 +462,16 @@ v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string&
   return task;
 }
 
+v1::Task* Coordinator::SettledTask(const std::string& agent_id, const std::string& task_id, int attempt) {
+  auto it = task_index_.find(task_id);
+  if (it == task_index_.end()) return nullptr;
+  v1::Job* j = FindJob(it->second.first);
+  if (j == nullptr || it->second.second >= j->tasks_size()) return nullptr;
+  v1::Task* task = j->mutable_tasks(it->second.second);
+  if (!IsTerminal(task->state()) || task->agent_id() != agent_id || task->attempt() != attempt) return nullptr;
+  return task;
+}
+
 void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
   v1::Job* job = nullptr;
   v1::Task* task = OwnedTask(session.hello.agent_id(), p.task_id(), p.attempt(), &job);
@@ -472,6 +483,9 @@ void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
 }
 
 void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b) {
+  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false))) {
+    return;
+  }
   v1::Job* job = nullptr;
   v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
   if (task == nullptr) return;
@@ -516,9 +530,21 @@ v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, 
     cancel.mutable_cancel()->set_task_id(task_id);
     cancel.mutable_cancel()->set_attempt(attempt);
     cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
+    cancel.mutable_cancel()->set_fenced(true);
     session.sink->Send(cancel);
   }
   return task;
+}
+
+bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, int attempt,
+                                v1::CoordinatorMessage ack) {
+  if (SettledTask(session.hello.agent_id(), task_id, attempt) == nullptr) return false;
+  // Sent again after a broken stream, for an attempt that has ended since:
+  // its result is final, so nothing is stored; the ack lets the agent let go.
+  metrics_->AddDuplicateBatch();
+  auto sink = session.sink;
+  Defer([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
+  return true;
 }
 
 v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt, uint64_t seq, bool power) {
@@ -539,6 +565,9 @@ std::string Coordinator::SensorDeviceKind(const v1::Hello& hello, const std::str
 }
 
 void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
+  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true))) {
+    return;
+  }
   v1::Job* job = nullptr;
   if (FencedTask(session, b.task_id(), b.attempt(), &job) == nullptr) return;
   const int n = b.t_ns_size();
@@ -597,12 +626,12 @@ void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b) {
 }
 
 void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
+  v1::CoordinatorMessage ack = Ack(d.task_id(), d.attempt(), 0, /*power=*/false);
+  ack.mutable_ack()->set_done(true);
+  if (AnswerSettled(session, d.task_id(), d.attempt(), ack)) return;
   v1::Job* job = nullptr;
-  v1::Task* task = OwnedTask(session.hello.agent_id(), d.task_id(), d.attempt(), &job);
-  if (task == nullptr) {
-    metrics_->AddRejectedMessage("stale_attempt");
-    return;
-  }
+  v1::Task* task = FencedTask(session, d.task_id(), d.attempt(), &job);
+  if (task == nullptr) return;
   leases_.Release(task->agent_id(), task->device_id());
   *task->mutable_result() = d.result();
   task->mutable_result()->clear_phases();
@@ -659,6 +688,10 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d) {
   }
   last_power_.erase(task->id());
   FinishTask(*job, *task, state, error);
+  auto sink = session.sink;
+  Defer([sink, ack](const absl::Status& commit) {
+    if (commit.ok()) sink->Send(ack);
+  });
   Schedule();
 }
 
@@ -718,30 +751,85 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   agent_sessions_.erase(a);
   gauges_dirty_ = true;
   metrics_->ForgetAgent(agent_id);
-  LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
-  for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
-    auto ti = task_index_.find(task_id);
-    if (ti == task_index_.end()) continue;
-    v1::Job* job = FindJob(ti->second.first);
-    if (job == nullptr) continue;
-    v1::Task& task = *job->mutable_tasks(ti->second.second);
-    if (task.state() != v1::TASK_STATE_RUNNING) continue;
-    const std::string why = absl::StrCat("attempt ", task.attempt(), " lost: agent ", agent_id, " ", reason);
-    if (job->state() == v1::JOB_STATE_CANCELLED) {
-      FinishTask(*job, task, v1::TASK_STATE_CANCELLED, why);
-    } else if (task.attempt() - task.restarts() >= options_.max_attempts) {
-      FinishTask(*job, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
-    } else {
-      task.set_state(v1::TASK_STATE_QUEUED);
-      task.set_error(why);
-      task.clear_agent_id();
-      task.clear_device_id();
-      RecomputeJobState(*job);
-      Persist(*job);
-      Notify(*job, absl::StrCat("task ", task.id(), " re-queued: ", why));
-    }
+  const size_t held = leases_.LeasedDevices(agent_id).size();
+  if (held == 0) {
+    LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
+  } else {
+    // The agent keeps running its tasks and buffering their samples: if it
+    // reconnects within its lease it resumes them (ResumeTasks); else Tick
+    // re-queues them at the deadline.
+    const int64_t deadline = session.last_seen_ns + static_cast<int64_t>(options_.lease_seconds * 1e9);
+    detached_[agent_id] = Detached{deadline, reason};
+    LogInfo(kLog, "agent ", agent_id, " gone: ", reason, "; its ", held, " running task(s) wait ",
+            absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
+            " s for it to resume");
   }
   Schedule();
+}
+
+void Coordinator::LoseTask(const std::string& task_id, const std::string& why) {
+  auto ti = task_index_.find(task_id);
+  if (ti == task_index_.end()) return;
+  v1::Job* job = FindJob(ti->second.first);
+  if (job == nullptr) return;
+  v1::Task& task = *job->mutable_tasks(ti->second.second);
+  if (task.state() != v1::TASK_STATE_RUNNING) return;
+  leases_.Release(task.agent_id(), task.device_id());
+  last_power_.erase(task.id());
+  if (job->state() == v1::JOB_STATE_CANCELLED) {
+    FinishTask(*job, task, v1::TASK_STATE_CANCELLED, why);
+  } else if (task.attempt() - task.restarts() >= options_.max_attempts) {
+    FinishTask(*job, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
+  } else {
+    task.set_state(v1::TASK_STATE_QUEUED);
+    task.set_error(why);
+    task.clear_agent_id();
+    task.clear_device_id();
+    RecomputeJobState(*job);
+    Persist(*job);
+    Notify(*job, absl::StrCat("task ", task.id(), " re-queued: ", why));
+  }
+}
+
+void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
+  const std::string& agent_id = hello.agent_id();
+  auto d = detached_.find(agent_id);
+  const std::string gone_reason = d == detached_.end() ? "its stream ended" : d->second.reason;
+  if (d != detached_.end()) detached_.erase(d);
+  auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
+    v1::CoordinatorMessage msg;
+    msg.mutable_cancel()->set_task_id(task_id);
+    msg.mutable_cancel()->set_attempt(attempt);
+    msg.mutable_cancel()->set_reason(reason);
+    msg.mutable_cancel()->set_fenced(fenced);
+    session.sink->Send(std::move(msg));
+  };
+  std::set<std::string> resumed;
+  for (const v1::ResumeTask& r : hello.resume()) {
+    v1::Job* job = nullptr;
+    if (v1::Task* task = OwnedTask(agent_id, r.task_id(), r.attempt(), &job); task != nullptr) {
+      resumed.insert(task->id());
+      task->set_resumes(task->resumes() + 1);
+      Persist(*job);
+      metrics_->AddResumedTask();
+      LogInfo(kLog, "agent ", agent_id, " resumed ", task->id(), " attempt ", task->attempt(), " (", gone_reason,
+              ")");
+      Notify(*job, absl::StrCat("task ", task->id(), " resumed on a new stream"));
+      if (job->state() == v1::JOB_STATE_CANCELLED) {
+        send_cancel(task->id(), task->attempt(), "job cancelled by user", /*fenced=*/false);
+      }
+    } else if (r.finished() && SettledTask(agent_id, r.task_id(), r.attempt()) != nullptr) {
+      // Already ended here: its outstanding messages will be answered as they come.
+    } else {
+      metrics_->AddRejectedMessage("stale_attempt");
+      send_cancel(r.task_id(), r.attempt(), "this attempt is no longer assigned to you", /*fenced=*/true);
+    }
+  }
+  for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
+    const std::string task_id = leases_.TaskOn(agent_id, device_id);
+    if (resumed.count(task_id)) continue;
+    LoseTask(task_id, absl::StrCat("attempt lost: agent ", agent_id, " came back without it (", gone_reason, ")"));
+  }
 }
 
 void Coordinator::Schedule() {
@@ -768,6 +856,7 @@ void Coordinator::Schedule() {
       task.set_executor(executor);
       task.set_state(v1::TASK_STATE_RUNNING);
       task.set_attempt(task.attempt() + 1);
+      task.set_resumes(0);
       task.set_agent_id(placement->agent_id);
       task.set_device_id(placement->device.id());
       task.set_device_kind(placement->device.kind());
@@ -821,6 +910,29 @@ void Coordinator::Tick() {
     sessions_[id].sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "lease expired: no message from agent"));
     DropSession(id, absl::StrCat("lease expired after ", options_.lease_seconds, " s of silence"));
   }
+  // Agents that did not come back within their lease lose their tasks.
+  bool lost = false;
+  for (auto it = detached_.begin(); it != detached_.end();) {
+    if (now < it->second.deadline_ns) {
+      ++it;
+      continue;
+    }
+    const std::string agent_id = it->first;
+    const std::string reason = it->second.reason;
+    it = detached_.erase(it);
+    for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
+      auto ti = task_index_.find(task_id);
+      if (ti == task_index_.end()) continue;
+      const v1::Job* job = FindJob(ti->second.first);
+      if (job == nullptr) continue;
+      const int attempt = job->tasks(ti->second.second).attempt();
+      // ReleaseAgent already freed the device; LoseTask's release is a no-op.
+      LoseTask(task_id, absl::StrCat("attempt ", attempt, " lost: agent ", agent_id, " ", reason,
+                                     " and did not resume within the lease"));
+    }
+    lost = true;
+  }
+  if (lost) Schedule();
 }
 
 void Coordinator::Persist(const v1::Job& job) {

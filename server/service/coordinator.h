@@ -114,10 +114,24 @@ class Coordinator {
   /// OwnedTask for a message of `session`; a stale attempt is refused, counted
   /// and answered with Cancel (fencing).
   v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, v1::Job** job);
+  /// When `task_id`'s attempt by this session's agent has ended, answers a
+  /// message of it sent again with `ack` and returns true.
+  bool AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack);
   static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
   /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
   static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
+  /// Ends a session. Its agent's running tasks stay leased to it until the
+  /// lease runs out (see detached_), so a reconnecting agent can resume them.
   void DropSession(uint64_t session_id, const std::string& reason);
+  /// Re-binds the attempts a reconnecting agent lists to its new session;
+  /// re-queues its leased attempts it does not list; fences the rest.
+  void ResumeTasks(Session& session, const v1::Hello& hello);
+  /// Re-queues (or fails, or cancels) the running attempt `task_id` whose
+  /// agent is gone, and frees its device.
+  void LoseTask(const std::string& task_id, const std::string& why);
+  /// The task `task_id` when `agent_id` ran attempt `attempt` of it and it has
+  /// ended: a message of it sent again is answered, not stored.
+  v1::Task* SettledTask(const std::string& agent_id, const std::string& task_id, int attempt);
   /// The task `task_id` when it is running attempt `attempt` on `agent_id`.
   v1::Task* OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, v1::Job** job);
   void FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, const std::string& error);
@@ -146,6 +160,13 @@ class Coordinator {
   int64_t next_job_number_ = 1;
   std::map<uint64_t, Session> sessions_;
   std::map<std::string, uint64_t> agent_sessions_;  // agent id -> session
+  // Agents whose stream ended while they held tasks: the tasks stay theirs
+  // until `deadline_ns` (last message + lease), then are re-queued.
+  struct Detached {
+    int64_t deadline_ns = 0;
+    std::string reason;
+  };
+  std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;
   std::multimap<std::string, std::shared_ptr<WatchSink>> watchers_;
   std::vector<Deferred> deferred_;

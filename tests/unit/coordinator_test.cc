@@ -124,10 +124,12 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   /// Connects a fake agent with `devices` CPU devices; returns its session id.
-  uint64_t Connect(const std::string& agent_id, std::shared_ptr<FakeAgentSink> sink, int devices = 1) {
+  uint64_t Connect(const std::string& agent_id, std::shared_ptr<FakeAgentSink> sink, int devices = 1,
+                   const std::vector<v1::ResumeTask>& resume = {}) {
     uint64_t session = coordinator_->NewSessionId();
     v1::AgentMessage m;
     m.mutable_hello()->set_agent_id(agent_id);
+    for (const v1::ResumeTask& r : resume) *m.mutable_hello()->add_resume() = r;
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = m.mutable_hello()->add_devices();
       d->set_id("cpu" + std::to_string(i));
@@ -232,9 +234,12 @@ TEST_F(CoordinatorTest, JobRunsOnAConnectedAgentAndAggregatesStoredSamples) {
   EXPECT_EQ(r.phases(1).stats().count(), 2);
   EXPECT_DOUBLE_EQ(r.test_accuracy(), 0.85);
 
-  int acks = 0;
-  for (auto& m : sink->messages()) acks += m.has_ack() ? 1 : 0;
+  int acks = 0, done_acks = 0;
+  for (auto& m : sink->messages()) {
+    if (m.has_ack()) (m.ack().done() ? done_acks : acks) += 1;
+  }
   EXPECT_EQ(acks, 3);  // the duplicate is acknowledged too, so the agent stops resending
+  EXPECT_EQ(done_acks, 1);
 }
 
 TEST_F(CoordinatorTest, EachModelGetsItsTasksAndAMathLibraryBelowTheCpuInvalidatesTheResult) {
@@ -349,6 +354,137 @@ TEST_F(CoordinatorTest, LostAgentsTaskIsRequeuedAndItsLateSamplesAreFenced) {
   EXPECT_EQ(done.tasks(0).result().samples_stored(), 2);
   EXPECT_DOUBLE_EQ(done.tasks(0).result().phases(0).stats().max_ns(), 20);
   (void)s1;
+}
+
+v1::ResumeTask Resume(const v1::Assign& a, bool finished = false) {
+  v1::ResumeTask r;
+  r.set_task_id(a.task_id());
+  r.set_attempt(a.attempt());
+  r.set_finished(finished);
+  return r;
+}
+
+int CountAcks(const std::vector<v1::CoordinatorMessage>& m, bool done) {
+  int n = 0;
+  for (const auto& x : m) n += x.has_ack() && x.ack().done() == done ? 1 : 0;
+  return n;
+}
+
+const v1::Cancel* FindCancel(const std::vector<v1::CoordinatorMessage>& m) {
+  for (const auto& x : m) {
+    if (x.has_cancel()) return &x.cancel();
+  }
+  return nullptr;
+}
+
+// Stream resume: the stream breaks mid-task, the agent reconnects within its
+// lease listing the attempt, sends its unacknowledged batches again and goes
+// on. Same attempt, no re-queue, each batch stored once.
+TEST_F(CoordinatorTest, ABrokenStreamIsResumedWithinTheLeaseAndResentBatchesAreStoredOnce) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink1).back();
+  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
+  SendSamples(s1, sink1, a, 1, v1::PHASE_TRAIN, {30, 40});  // stored, but its ack is lost with the stream
+  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds - 1) * 1e9));
+  coordinator_->RunSync([] {});
+  v1::Job j = Get(job->id());
+  ASSERT_EQ(j.tasks(0).state(), v1::TASK_STATE_RUNNING) << "the lease has not run out: the task waits";
+
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(CountAssigns(sink2->messages()), 0);  // re-bound, not re-assigned
+  EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
+  j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(j.tasks(0).attempt(), 1);
+  EXPECT_EQ(j.tasks(0).resumes(), 1);
+  // Past the old deadline nothing is re-queued: the agent is back.
+  clock_.AdvanceNs(static_cast<int64_t>(2 * 1e9));
+  SendSamples(s2, sink2, a, 1, v1::PHASE_TRAIN, {30, 40});  // sent again: acked, not stored twice
+  SendSamples(s2, sink2, a, 2, v1::PHASE_INFER, {5});
+  SendDone(s2, sink2, a, 3, 5);
+  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.tasks(0).error();
+  EXPECT_EQ(done.tasks(0).attempt(), 1);
+  EXPECT_EQ(done.tasks(0).result().samples_stored(), 5);
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAcks(v, false) == 2 && CountAcks(v, true) == 1; }));
+}
+
+TEST_F(CoordinatorTest, AnAgentThatDoesNotComeBackWithinTheLeaseLosesItsTask) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds - 0.5) * 1e9));
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_RUNNING);
+  clock_.AdvanceNs(static_cast<int64_t>(1e9));
+  coordinator_->RunSync([] {});
+  v1::Job j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("attempt 1 lost: agent a1 stream closed by peer"));
+  EXPECT_THAT(j.tasks(0).error(), HasSubstr("did not resume within the lease"));
+  // The same agent coming back later still holding attempt 1 is fenced.
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  Connect("a1", sink2, 1, {Resume(Assigns(*sink1).back())});
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return FindCancel(v) != nullptr; }));
+  const v1::Cancel cancel = *FindCancel(sink2->messages());
+  EXPECT_EQ(cancel.attempt(), 1);
+  EXPECT_TRUE(cancel.fenced());
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  EXPECT_EQ(Assigns(*sink2).back().attempt(), 2);
+}
+
+TEST_F(CoordinatorTest, AnAgentBackWithoutItsTaskHasItReQueuedAtOnce) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  Connect("a1", sink2);  // a restarted agent: it holds nothing
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  EXPECT_EQ(Assigns(*sink2).back().attempt(), 2);
+  EXPECT_THAT(Get(job->id()).tasks(0).error(), HasSubstr("came back without it"));
+}
+
+// The TaskDone went through but its ack was lost with the stream: the agent
+// sends it (and batches whose acks were lost) again; they are acknowledged
+// and the final result stays as it was.
+TEST_F(CoordinatorTest, MessagesOfAFinishedAttemptSentAgainAreAcknowledgedNotStored) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink1).back();
+  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(s1, sink1, a, 1, 2);
+  ASSERT_EQ(WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);
+  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a, /*finished=*/true)});
+  SendSamples(s2, sink2, a, 0, v1::PHASE_TRAIN, {99, 99});
+  SendDone(s2, sink2, a, 1, 2);
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAcks(v, false) == 1 && CountAcks(v, true) == 1; }));
+  EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
+  v1::Job j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).result().samples_stored(), 2);
+  EXPECT_DOUBLE_EQ(j.tasks(0).result().phases(0).stats().max_ns(), 20);
 }
 
 TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
