@@ -59,7 +59,7 @@ void Agent::Run() {
     // Tasks held for resuming: try often enough to be back within the lease.
     if (!HeldTasks().empty()) base = std::min(base, lease_seconds_.load() / 4);
     const double delay = base * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
-    if (failures == 1 || failures % 20 == 0) {
+    if (failures == 1 || (failures > 0 && failures % 20 == 0)) {
       LogWarning(kLog, "cannot reach the coordinator at ", config_.server_address, " (attempt ", failures,
                  "); retrying with backoff up to ", config_.max_backoff_seconds, " s");
     }
@@ -103,9 +103,7 @@ bool Agent::RunConnection() {
     r->set_attempt(t->assign.attempt());
     r->set_finished(t->finished.load());
   }
-  if (hello->resume_size() > 0) {
-    LogInfo(kLog, "reconnecting with ", hello->resume_size(), " task(s) to resume");
-  }
+  const int resuming = hello->resume_size();
 
   bool welcomed = false;
   connected_ = Write(hello_msg);
@@ -123,7 +121,8 @@ bool Agent::RunConnection() {
         ++connections_;
         if (msg.welcome().heartbeat_seconds() > 0) heartbeat_seconds_ = msg.welcome().heartbeat_seconds();
         if (msg.welcome().lease_seconds() > 0) lease_seconds_ = msg.welcome().lease_seconds();
-        LogInfo(kLog, "connected to ", config_.server_address, " as ", config_.agent_id);
+        LogInfo(kLog, "connected to ", config_.server_address, " as ", config_.agent_id,
+                resuming > 0 ? absl::StrCat("; resuming ", resuming, " task(s)") : "");
         break;
       case v1::CoordinatorMessage::kAssign:
         HandleAssign(msg.assign());
@@ -171,29 +170,18 @@ void Agent::HandleAssign(const v1::Assign& assign) {
   std::string refusal;
   {
     absl::MutexLock l(&mu_);
+    auto slot = tasks_.find(assign.device_id());
     if (device == nullptr) {
       refusal = absl::StrCat("agent ", config_.agent_id, " has no device ", assign.device_id());
-    } else if (tasks_.count(assign.device_id()) && !tasks_[assign.device_id()]->finished.load()) {
-      refusal =
-          absl::StrCat("device ", assign.device_id(), " is busy with ", tasks_[assign.device_id()]->assign.task_id());
+    } else if (slot != tasks_.end() && !slot->second->finished.load() && slot->second->abandoned.load()) {
+      // The device is still stopping an attempt the coordinator took back
+      // (fenced): the new task starts as soon as it has stopped.
+      LogInfo(kLog, assign.task_id(), " waits for ", assign.device_id(), " to stop ", slot->second->assign.task_id());
+      waiting_[assign.device_id()] = assign;
+    } else if (slot != tasks_.end() && !slot->second->finished.load()) {
+      refusal = absl::StrCat("device ", assign.device_id(), " is busy with ", slot->second->assign.task_id());
     } else {
-      // A finished task may still be on the device's slot for a moment: its
-      // TaskDone went out (so the coordinator sent this assignment) but the
-      // pump has not retired it yet. The pump still owns it until then.
-      if (auto it = tasks_.find(assign.device_id()); it != tasks_.end()) {
-        retired_.push_back(std::move(it->second));
-        tasks_.erase(it);
-      }
-      auto task = std::make_unique<RunningTask>();
-      task->assign = assign;
-      task->device = *device;
-      task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
-      if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
-      RunningTask* t = task.get();
-      tasks_[assign.device_id()] = std::move(task);
-      LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.model(),
-              ", batch ", assign.batch_size(), ") on ", assign.device_id());
-      t->thread = std::thread([this, t] { RunTask(t); });
+      StartTask(assign, *device);
     }
   }
   if (!refusal.empty()) {
@@ -203,6 +191,41 @@ void Agent::HandleAssign(const v1::Assign& assign) {
     done.mutable_done()->set_state(v1::TASK_STATE_FAILED);
     done.mutable_done()->set_error(refusal);
     Write(done);
+  }
+}
+
+void Agent::StartTask(const v1::Assign& assign, const v1::Device& device) {
+  // A finished task may still be on the device's slot for a moment: its
+  // TaskDone went out (so the coordinator sent this assignment) but is not
+  // acknowledged yet. The pump still owns it until then.
+  if (auto it = tasks_.find(assign.device_id()); it != tasks_.end()) {
+    retired_.push_back(std::move(it->second));
+    tasks_.erase(it);
+  }
+  auto task = std::make_unique<RunningTask>();
+  task->assign = assign;
+  task->device = device;
+  task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
+  if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
+  RunningTask* t = task.get();
+  tasks_[assign.device_id()] = std::move(task);
+  LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.model(), ", batch ",
+          assign.batch_size(), ") on ", assign.device_id());
+  t->thread = std::thread([this, t] { RunTask(t); });
+}
+
+void Agent::StartWaitingTasks() {
+  absl::MutexLock l(&mu_);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    auto slot = tasks_.find(it->first);
+    if (slot != tasks_.end() && !slot->second->finished.load()) {
+      ++it;
+      continue;
+    }
+    for (const v1::Device& d : devices_) {
+      if (d.id() == it->first) StartTask(it->second, d);
+    }
+    it = waiting_.erase(it);
   }
 }
 
@@ -397,6 +420,7 @@ bool Agent::ResendOutstanding(RunningTask& task) {
   task.done_written = false;
   for (const v1::AgentMessage& m : out) {
     if (!Write(m)) return false;
+    ++messages_resent_;
     if (m.has_done()) task.done_written = true;
   }
   return true;
@@ -482,6 +506,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       }
     }
     if (ok) JoinFinishedTasks(/*all=*/false);
+    StartWaitingTasks();
   }
   connected_ = false;
   ctx->TryCancel();  // wakes the reader

@@ -71,6 +71,8 @@ class Agent {
   int64_t connections() const { return connections_.load(); }
   int64_t samples_sent() const { return samples_sent_.load(); }
   int64_t tasks_finished() const { return tasks_finished_.load(); }
+  /// Messages sent again on a new stream because their ack had not come.
+  int64_t messages_resent() const { return messages_resent_.load(); }
   /// Called on the pump thread with every batch written (tests use it to
   /// compare what was sent with what was stored).
   void set_batch_observer(std::function<void(const v1::SampleBatch&)> observer) { observer_ = std::move(observer); }
@@ -116,6 +118,10 @@ class Agent {
   bool RunConnection();
   void Pump(grpc::ClientContext* ctx);
   void HandleAssign(const v1::Assign& assign);
+  /// Starts a task on `device`'s slot (a finished task there is retired).
+  void StartTask(const v1::Assign& assign, const v1::Device& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Starts assignments that waited for their device to stop a fenced attempt.
+  void StartWaitingTasks();
   void HandleCancel(const v1::Cancel& cancel);
   void HandleAck(const v1::SampleAck& ack);
   /// Puts what the task recorded since the last call into batches and sends
@@ -148,6 +154,8 @@ class Agent {
   std::map<std::string, std::unique_ptr<RunningTask>> tasks_ ABSL_GUARDED_BY(mu_);  // by device id
   // Finished tasks whose device took a new task before the pump retired them.
   std::vector<std::unique_ptr<RunningTask>> retired_ ABSL_GUARDED_BY(mu_);
+  // Assignments for a device still stopping a fenced attempt, by device id.
+  std::map<std::string, v1::Assign> waiting_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
@@ -160,6 +168,7 @@ class Agent {
   std::atomic<int64_t> connections_{0};
   std::atomic<int64_t> samples_sent_{0};
   std::atomic<int64_t> tasks_finished_{0};
+  std::atomic<int64_t> messages_resent_{0};
   std::mt19937_64 rng_;
 };
 

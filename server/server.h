@@ -46,6 +46,7 @@ class HetbenchServer {
   int metrics_port() const { return metrics_port_; }
   Coordinator& coordinator() { return *coordinator_; }
   SqliteJobStore& store() { return *store_; }
+  Metrics& metrics() { return *metrics_; }
 
  private:
   ServerConfig config_;

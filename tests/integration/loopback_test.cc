@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,8 +21,10 @@
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
 #include "client/cli.h"
+#include "common/names.h"
 #include "server/server.h"
 #include "tests/testing/run_cli.h"
+#include "tests/testing/tcp_proxy.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetbench {
@@ -38,6 +41,10 @@ class LoopbackTest : public ::testing::Test {
     StartServer("127.0.0.1:0");
     agent::AgentConfig config;
     config.server_address = address_;
+    if (ThroughProxy()) {
+      proxy_ = std::make_unique<hetbench::testing::TcpProxy>(server_->grpc_port());
+      config.server_address = proxy_->address();
+    }
     config.agent_id = "loopback-agent";
     config.hostname = "localhost";
     config.initial_backoff_seconds = 0.05;
@@ -90,7 +97,11 @@ class LoopbackTest : public ::testing::Test {
     agent_->Shutdown();
     agent_thread_.join();
     server_->Shutdown(1.0);
+    proxy_.reset();
   }
+
+  /// The agent reaches the coordinator through a TCP proxy that tests can cut.
+  virtual bool ThroughProxy() const { return false; }
 
   void StartServer(const std::string& listen) {
     server::ServerConfig config;
@@ -101,6 +112,10 @@ class LoopbackTest : public ::testing::Test {
     // loads libtorch; server_metrics_test and the e2e test scrape /metrics.
     config.metrics_address = "";
     config.db_path = dir_.path() + "/jobs.db";
+    if (lease_seconds_ > 0) {
+      config.coordinator.lease_seconds = lease_seconds_;
+      config.coordinator.heartbeat_seconds = lease_seconds_ / 4;
+    }
     server_ = std::make_unique<server::HetbenchServer>(config);
     absl::Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
@@ -139,8 +154,10 @@ class LoopbackTest : public ::testing::Test {
   }
 
   hetbench::testing::TempDir dir_{"hetbench-loop"};
+  double lease_seconds_ = 0;  // > 0: the coordinator's lease (heartbeats at a quarter of it)
   std::string address_;
   std::unique_ptr<server::HetbenchServer> server_;
+  std::unique_ptr<hetbench::testing::TcpProxy> proxy_;
   std::unique_ptr<agent::PowerSampler> sampler_;
   std::unique_ptr<agent::Agent> agent_;
   std::thread agent_thread_;
@@ -459,6 +476,135 @@ TEST_F(LoopbackTest, OversizedAndMalformedMessagesAreRefusedAndTheServerGoesOn) 
   EXPECT_EQ(health.out, "SERVING\n");
   CliResult jobs = Cli({"--server", address_, "get", "jobs"});
   EXPECT_EQ(jobs.code, 0) << jobs.err;
+}
+
+}  // namespace
+}  // namespace hetbench
+
+namespace hetbench {
+namespace {
+
+class StreamCutTest : public LoopbackTest {
+ protected:
+  bool ThroughProxy() const override { return true; }
+
+  /// The value of an unlabelled counter of the coordinator's /metrics registry.
+  double Counter(const std::string& family) {
+    for (const auto& f : server_->metrics().registry()->Collect()) {
+      if (f.name == family && !f.metric.empty()) return f.metric[0].counter.value;
+    }
+    return -1;
+  }
+};
+
+// Stream resume (#7): the link between agent and coordinator is cut again and
+// again while a task runs. The agent keeps training, reconnects, lists the
+// attempt in its Hello and sends what was not acknowledged; the coordinator
+// re-binds the attempt. The task finishes as attempt 1 with every batch stored
+// exactly once: what was received equals what was sent.
+TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch) {
+  ASSERT_TRUE(WaitForConnections(1));
+  constexpr int kSteps = 1500, kInfer = 40;
+  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps",
+                          std::to_string(kSteps), "--min-duration", "0", "--infer-max-batches", std::to_string(kInfer)});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  std::mt19937 rng(7);
+  int cuts = 0;
+  v1::Job job;
+  const absl::Time deadline = absl::Now() + absl::Minutes(4);
+  for (;;) {
+    job = GetJob("job-000001");
+    if (IsTerminal(job.state()) || absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(150, 450)(rng)));
+    if (GetJob("job-000001").tasks(0).state() == v1::TASK_STATE_RUNNING && proxy_->CutAll() > 0) ++cuts;
+  }
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.tasks(0).error();
+  const v1::Task& task = job.tasks(0);
+  EXPECT_EQ(task.attempt(), 1) << "a cut must not cost the attempt";
+  EXPECT_GE(cuts, 8) << "the task ran too briefly to be cut often";
+  // Every cut while the task ran was resumed, except one that came after the
+  // agent's last message (the task had ended but the job was not seen yet).
+  EXPECT_GE(task.resumes(), cuts - 1);
+
+  auto stored = server_->store().LoadSampleBatches(task.id(), 1);
+  ASSERT_TRUE(stored.ok());
+  std::vector<v1::SampleBatch> sent;
+  {
+    absl::MutexLock l(&mu_);
+    sent = sent_;
+  }
+  ASSERT_EQ(stored->size(), sent.size());
+  std::set<uint64_t> seqs;
+  int64_t train = 0, infer = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ((*stored)[i].SerializeAsString(), sent[i].SerializeAsString()) << "batch " << i;
+    EXPECT_TRUE(seqs.insert((*stored)[i].seq()).second) << "seq " << (*stored)[i].seq() << " stored twice";
+    ((*stored)[i].phase() == v1::PHASE_TRAIN ? train : infer) += (*stored)[i].duration_ns_size();
+  }
+  EXPECT_EQ(train, kSteps);
+  EXPECT_EQ(infer, kInfer);
+  EXPECT_EQ(task.result().samples_stored(), kSteps + kInfer);
+  // The cuts did catch messages in flight: some went again, and those the
+  // coordinator already had were recognised rather than stored twice.
+  EXPECT_GT(agent_->messages_resent(), 0);
+  EXPECT_EQ(Counter("hetbench_tasks_resumed_total"), task.resumes());
+  std::printf("stream cut %d times while the task ran (%ld TCP connections); %d resumes; attempt %d; "
+              "%zu batches / %ld samples sent, %zu / %ld stored, 0 duplicates; %ld messages sent again, "
+              "%.0f of them already stored\n",
+              cuts, static_cast<long>(proxy_->connections()), task.resumes(), task.attempt(), sent.size(),
+              static_cast<long>(train + infer), stored->size(), static_cast<long>(task.result().samples_stored()),
+              static_cast<long>(agent_->messages_resent()), Counter("hetbench_sample_batches_duplicate_total"));
+}
+
+
+class ShortLeaseStreamCutTest : public StreamCutTest {
+ protected:
+  ShortLeaseStreamCutTest() { lease_seconds_ = 2.0; }
+};
+
+// The other side of resume: an agent cut off for longer than its lease. The
+// coordinator takes the attempt back at the lease; the agent, without contact
+// for a whole lease, stops it by itself; when the link returns it does not
+// claim it, and the next attempt runs on the same device, apart from the first.
+TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAndTheTaskRunsAgain) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--min-steps", "100000", "--min-duration", "0"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  auto measuring = [&](int attempt) {
+    v1::Job j = GetJob("job-000001");
+    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).attempt() == attempt &&
+           j.tasks(0).phase() == v1::PHASE_TRAIN && j.tasks(0).step() >= 20;
+  };
+  for (int i = 0; i < 600 && !measuring(1); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(measuring(1));
+  proxy_->SetRefusing(true);
+  const absl::Time cut_at = absl::Now();
+  v1::Job job;
+  for (int i = 0; i < 400; ++i) {
+    job = GetJob("job-000001");
+    if (job.tasks(0).state() != v1::TASK_STATE_RUNNING) break;
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  const double requeue_s = absl::ToDoubleSeconds(absl::Now() - cut_at);
+  ASSERT_EQ(job.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_THAT(job.tasks(0).error(), HasSubstr("did not resume within the lease"));
+  EXPECT_GE(requeue_s, 1.0);  // not at the first broken stream: the agent may come back
+  EXPECT_LE(requeue_s, lease_seconds_ + 1.5);
+  absl::SleepFor(absl::Seconds(1));  // the agent's own lease runs out too
+  proxy_->SetRefusing(false);
+  for (int i = 0; i < 600 && !measuring(2); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(measuring(2)) << GetJob("job-000001").tasks(0).error();
+  job = GetJob("job-000001");
+  EXPECT_EQ(job.tasks(0).device_id(), "cpu0");  // the device was free: attempt 1 had stopped
+  EXPECT_EQ(job.tasks(0).resumes(), 0);
+  auto first = server_->store().LoadSampleBatches("job-000001-t0", 1);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->empty());  // attempt 1's samples stay under attempt 1
+  CliResult cancel = Cli({"--server", address_, "cancel", "job-000001"});
+  EXPECT_EQ(cancel.code, 0) << cancel.err;
+  std::printf("cut off for longer than the %.1f s lease: attempt 1 taken back after %.2f s, attempt 2 ran on the "
+              "same device\n",
+              lease_seconds_, requeue_s);
 }
 
 }  // namespace
