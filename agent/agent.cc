@@ -508,8 +508,10 @@ void Agent::Pump(grpc::ClientContext* ctx) {
     if (ok) JoinFinishedTasks(/*all=*/false);
     StartWaitingTasks();
   }
-  connected_ = false;
-  ctx->TryCancel();  // wakes the reader
+  if (!ok) {  // a write failed or the coordinator went silent: end the stream
+    connected_ = false;
+    ctx->TryCancel();  // wakes the reader
+  }
 }
 
 }  // namespace hetbench::agent

@@ -630,6 +630,10 @@ std::string RenderJob(const v1::Job& job, OutputFormat format) {
     if (t.state() == v1::TASK_STATE_QUEUED && !t.pending_reason().empty()) {
       note = note.empty() ? t.pending_reason() : absl::StrCat(t.pending_reason(), "; before: ", note);
     }
+    if (t.resumes() > 0) {
+      const std::string resumed = absl::StrCat("resumed after ", t.resumes(), " broken stream(s)");
+      note = note.empty() ? resumed : absl::StrCat(note, "; ", resumed);
+    }
     rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), TaskStateName(t.state()),
                     absl::StrCat(t.attempt()), note.empty() ? "-" : note});
   }

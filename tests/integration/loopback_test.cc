@@ -548,6 +548,8 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
   // coordinator already had were recognised rather than stored twice.
   EXPECT_GT(agent_->messages_resent(), 0);
   EXPECT_EQ(Counter("hetbench_tasks_resumed_total"), task.resumes());
+  CliResult shown = Cli({"--server", address_, "get", "job", "job-000001"});
+  EXPECT_THAT(shown.out, HasSubstr(absl::StrCat("resumed after ", task.resumes(), " broken stream(s)")));
   std::printf("stream cut %d times while the task ran (%ld TCP connections); %d resumes; attempt %d; "
               "%zu batches / %ld samples sent, %zu / %ld stored, 0 duplicates; %ld messages sent again, "
               "%.0f of them already stored\n",
