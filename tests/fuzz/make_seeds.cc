@@ -61,6 +61,18 @@ AgentMessage Done(hetbench::v1::TaskState state, uint64_t batches, int64_t sampl
   return m;
 }
 
+AgentMessage ResumingHello(bool finished) {
+  AgentMessage m = Hello();
+  auto* r = m.mutable_hello()->add_resume();
+  r->set_task_id("job-000001-t0");
+  r->set_attempt(1);
+  r->set_finished(finished);
+  auto* stale = m.mutable_hello()->add_resume();  // an attempt the coordinator never gave
+  stale->set_task_id("job-000001-t1");
+  stale->set_attempt(9);
+  return m;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +108,11 @@ int main(int argc, char** argv) {
       {"missing-batches", {Hello(), Samples(0, 5), Done(hetbench::v1::TASK_STATE_SUCCEEDED, 3, 15)}},
       {"stale-attempt", {Hello(), Samples(0, 5, 7), Done(hetbench::v1::TASK_STATE_FAILED, 0, 0)}},
       {"cancelled", {Hello(), Samples(0, 5), Done(hetbench::v1::TASK_STATE_CANCELLED, 1, 5)}},
+      // A stream resumed: batches sent again, then the rest and the result.
+      {"resume", {ResumingHello(false), Samples(0, 5), Samples(0, 5), Samples(1, 5),
+                  Done(hetbench::v1::TASK_STATE_SUCCEEDED, 2, 10)}},
+      {"resume-finished", {ResumingHello(true), Samples(0, 5), Done(hetbench::v1::TASK_STATE_SUCCEEDED, 1, 5),
+                           Done(hetbench::v1::TASK_STATE_SUCCEEDED, 1, 5)}},
   };
   for (const auto& [name, msgs] : seeds) {
     std::ofstream(dir + "/" + name, std::ios::binary) << Frame(msgs);
