@@ -461,6 +461,37 @@ TEST_F(CoordinatorTest, AnAgentBackWithoutItsTaskHasItReQueuedAtOnce) {
   EXPECT_THAT(Get(job->id()).tasks(0).error(), HasSubstr("came back without it"));
 }
 
+// A job cancelled while its agent's stream is down: the cancel reaches the
+// agent when it resumes (a user's cancel, so partial results are delivered).
+TEST_F(CoordinatorTest, ACancelMadeWhileTheStreamIsDownReachesTheAgentWhenItResumes) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink1).back();
+  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  absl::Notification cancelled;
+  coordinator_->CancelJob(job->id(), [&](absl::StatusOr<v1::Job> j) {
+    EXPECT_TRUE(j.ok());
+    cancelled.Notify();
+  });
+  cancelled.WaitForNotification();
+  EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_RUNNING);  // until the agent confirms
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  ASSERT_TRUE(sink2->WaitFor([](auto& v) { return FindCancel(v) != nullptr; }));
+  EXPECT_FALSE(FindCancel(sink2->messages())->fenced());
+  SendSamples(s2, sink2, a, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(s2, sink2, a, 1, 2, v1::TASK_STATE_CANCELLED);
+  v1::Job j = WaitForJobState(job->id(), v1::JOB_STATE_CANCELLED);
+  for (int i = 0; i < 100 && j.tasks(0).state() == v1::TASK_STATE_RUNNING; ++i) j = Get(job->id());
+  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_CANCELLED);
+  EXPECT_TRUE(j.tasks(0).result().partial());
+  EXPECT_EQ(j.tasks(0).result().samples_stored(), 2);
+}
+
 // The TaskDone went through but its ack was lost with the stream: the agent
 // sends it (and batches whose acks were lost) again; they are acknowledged
 // and the final result stays as it was.
