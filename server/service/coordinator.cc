@@ -44,30 +44,30 @@ absl::Status Coordinator::LoadFromStore() {
   job_order_.clear();
   task_index_.clear();
   if (auto s = store_->Begin(); !s.ok()) return s;
-  int requeued = 0;
+  int held = 0, ended = 0;
+  const int64_t deadline = clock_->MonotonicNowNs() + static_cast<int64_t>(options_.lease_seconds * 1e9);
   for (v1::Job& job : *jobs) {
-    // A task that was running when the previous coordinator stopped has no
-    // agent now: its attempt is over. Its samples stay under that attempt.
+    // A task that was running when the previous coordinator stopped may still
+    // be running on its agent: it stays leased to it for one lease, for the
+    // agent to reconnect and resume it (ResumeTasks); else Tick re-queues it
+    // as interrupted by the restart.
     bool changed = false;
     for (v1::Task& task : *job.mutable_tasks()) {
       if (task.state() != v1::TASK_STATE_RUNNING) continue;
-      changed = true;
-      ++requeued;
-      std::string why = absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart");
-      task.set_restarts(task.restarts() + 1);
-      if (job.state() == v1::JOB_STATE_CANCELLED) {
-        task.set_state(v1::TASK_STATE_CANCELLED);
-      } else if (task.restarts() > options_.max_restarts) {
-        // A task that keeps being interrupted by restarts may be what brings the coordinator down.
-        task.set_state(v1::TASK_STATE_FAILED);
-        absl::StrAppend(&why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts,
-                        ")");
-      } else {
-        task.set_state(v1::TASK_STATE_QUEUED);
+      if (job.state() == v1::JOB_STATE_CANCELLED || task.agent_id().empty()) {
+        changed = true;
+        ++ended;
+        task.set_state(job.state() == v1::JOB_STATE_CANCELLED ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_QUEUED);
+        task.set_error(absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart"));
+        task.clear_agent_id();
+        task.clear_device_id();
+        continue;
       }
-      task.set_error(why);
-      task.clear_agent_id();
-      task.clear_device_id();
+      ++held;
+      leases_.Acquire(task.agent_id(), task.device_id(), task.id());
+      if (!agent_sessions_.count(task.agent_id())) {  // (a reload after a failed commit keeps its sessions)
+        detached_[task.agent_id()] = Detached{deadline, "was cut off by a coordinator restart", /*restart=*/true};
+      }
     }
     if (changed) {
       RecomputeJobState(job);
@@ -83,7 +83,11 @@ absl::Status Coordinator::LoadFromStore() {
     jobs_[job.id()] = std::move(job);
   }
   if (auto s = store_->Commit(); !s.ok()) return s;
-  LogInfo(kLog, "loaded ", jobs_.size(), " jobs from the store; re-queued ", requeued, " interrupted tasks");
+  LogInfo(kLog, "loaded ", jobs_.size(), " jobs from the store",
+          held > 0 ? absl::StrCat("; ", held, " running task(s) wait ", options_.lease_seconds,
+                                  " s for their agents to resume them")
+                   : "",
+          ended > 0 ? absl::StrCat("; ", ended, " task(s) ended by the restart") : "");
   gauges_dirty_ = true;
   return absl::OkStatus();
 }
@@ -759,7 +763,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
     // reconnects within its lease it resumes them (ResumeTasks); else Tick
     // re-queues them at the deadline.
     const int64_t deadline = session.last_seen_ns + static_cast<int64_t>(options_.lease_seconds * 1e9);
-    detached_[agent_id] = Detached{deadline, reason};
+    detached_[agent_id] = Detached{deadline, reason, /*restart=*/false};
     LogInfo(kLog, "agent ", agent_id, " gone: ", reason, "; its ", held, " running task(s) wait ",
             absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
             " s for it to resume");
@@ -767,7 +771,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   Schedule();
 }
 
-void Coordinator::LoseTask(const std::string& task_id, const std::string& why) {
+void Coordinator::LoseTask(const std::string& task_id, const std::string& why, bool restart) {
   auto ti = task_index_.find(task_id);
   if (ti == task_index_.end()) return;
   v1::Job* job = FindJob(ti->second.first);
@@ -776,9 +780,17 @@ void Coordinator::LoseTask(const std::string& task_id, const std::string& why) {
   if (task.state() != v1::TASK_STATE_RUNNING) return;
   leases_.Release(task.agent_id(), task.device_id());
   last_power_.erase(task.id());
+  // Restarts are the coordinator's fault, not the task's: they are counted
+  // apart from attempts, and bounded on their own.
+  if (restart) task.set_restarts(task.restarts() + 1);
   if (job->state() == v1::JOB_STATE_CANCELLED) {
     FinishTask(*job, task, v1::TASK_STATE_CANCELLED, why);
-  } else if (task.attempt() - task.restarts() >= options_.max_attempts) {
+  } else if (restart && task.restarts() > options_.max_restarts) {
+    // A task that keeps being interrupted by restarts may be what brings the coordinator down.
+    FinishTask(*job, task, v1::TASK_STATE_FAILED,
+               absl::StrCat(why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts,
+                            ")"));
+  } else if (!restart && task.attempt() - task.restarts() >= options_.max_attempts) {
     FinishTask(*job, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
   } else {
     task.set_state(v1::TASK_STATE_QUEUED);
@@ -795,6 +807,7 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
   const std::string& agent_id = hello.agent_id();
   auto d = detached_.find(agent_id);
   const std::string gone_reason = d == detached_.end() ? "its stream ended" : d->second.reason;
+  const bool restart = d != detached_.end() && d->second.restart;
   if (d != detached_.end()) detached_.erase(d);
   auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
     v1::CoordinatorMessage msg;
@@ -828,7 +841,8 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
   for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
     const std::string task_id = leases_.TaskOn(agent_id, device_id);
     if (resumed.count(task_id)) continue;
-    LoseTask(task_id, absl::StrCat("attempt lost: agent ", agent_id, " came back without it (", gone_reason, ")"));
+    LoseTask(task_id,
+             absl::StrCat("attempt lost: agent ", agent_id, " came back without it (", gone_reason, ")"), restart);
   }
 }
 
@@ -919,6 +933,7 @@ void Coordinator::Tick() {
     }
     const std::string agent_id = it->first;
     const std::string reason = it->second.reason;
+    const bool restart = it->second.restart;
     it = detached_.erase(it);
     for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
       auto ti = task_index_.find(task_id);
@@ -927,8 +942,10 @@ void Coordinator::Tick() {
       if (job == nullptr) continue;
       const int attempt = job->tasks(ti->second.second).attempt();
       // ReleaseAgent already freed the device; LoseTask's release is a no-op.
-      LoseTask(task_id, absl::StrCat("attempt ", attempt, " lost: agent ", agent_id, " ", reason,
-                                     " and did not resume within the lease"));
+      LoseTask(task_id,
+               absl::StrCat("attempt ", attempt, " lost: agent ", agent_id, " ", reason,
+                            " and did not resume within the lease"),
+               restart);
     }
     lost = true;
   }

@@ -59,8 +59,9 @@ class Coordinator {
   Coordinator(JobStore* store, Metrics* metrics, const Clock* clock, CoordinatorOptions options);
   ~Coordinator();
 
-  /// Loads the store, re-queues tasks that were running when the previous
-  /// coordinator stopped, and starts the event loop.
+  /// Loads the store and starts the event loop. Tasks that were running when
+  /// the previous coordinator stopped stay leased to their agents for one
+  /// lease, to be resumed; then they are re-queued.
   absl::Status Start();
   /// Closes every agent and watch stream with UNAVAILABLE and refuses new
   /// ones; unary calls are still served. First step of a shutdown.
@@ -128,7 +129,8 @@ class Coordinator {
   void ResumeTasks(Session& session, const v1::Hello& hello);
   /// Re-queues (or fails, or cancels) the running attempt `task_id` whose
   /// agent is gone, and frees its device.
-  void LoseTask(const std::string& task_id, const std::string& why);
+  /// `restart`: lost to a coordinator restart (counted in Task.restarts, not attempts).
+  void LoseTask(const std::string& task_id, const std::string& why, bool restart = false);
   /// The task `task_id` when `agent_id` ran attempt `attempt` of it and it has
   /// ended: a message of it sent again is answered, not stored.
   v1::Task* SettledTask(const std::string& agent_id, const std::string& task_id, int attempt);
@@ -165,6 +167,7 @@ class Coordinator {
   struct Detached {
     int64_t deadline_ns = 0;
     std::string reason;
+    bool restart = false;  // detached by a coordinator restart, not a broken stream
   };
   std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;

@@ -126,8 +126,10 @@ while read -r id; do
   [[ $(field '.tasks[0].result.samples_stored') == 17 ]] || fail "$id stored $(field '.tasks[0].result.samples_stored') samples"
 done < <(sort -u "$WORK/acked")
 ATTEMPTS=$(jq '[.jobs[].tasks[].attempt] | add' "$WORK/jobs.json")
+RESUMED=$(jq '[.jobs[].tasks[] | (.resumes // 0)] | add' "$WORK/jobs.json")
 kill -9 "$SERVER_PID"
 [[ $(sqlite3 "$WORK/jobs.db" 'PRAGMA integrity_check;') == ok ]] || fail "store integrity_check"
 ok=1
 echo "chaos B: $ROUNDS coordinator kills (-9) survived; $ACKED acknowledged jobs all present and succeeded with" \
-  "exactly their samples (attempts in all: $ATTEMPTS); PRAGMA integrity_check ok"
+  "exactly their samples (attempts in all: $ATTEMPTS; attempts resumed across a restart: $RESUMED);" \
+  "PRAGMA integrity_check ok"

@@ -436,6 +436,44 @@ TEST_F(LoopbackTest, AgentReconnectsAfterTheCoordinatorRestartsAndTheNextJobRuns
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// A coordinator restart in the middle of a task: the agent keeps training,
+// reconnects to the new coordinator and resumes; nothing is re-run or lost.
+TEST_F(LoopbackTest, ATaskRunningAcrossACoordinatorRestartIsResumedNotReRun) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", "800",
+                          "--min-duration", "0", "--infer-max-batches", "10"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  auto measuring = [&] {
+    v1::Job j = GetJob("job-000001");
+    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).phase() == v1::PHASE_TRAIN &&
+           j.tasks(0).step() >= 50;
+  };
+  for (int i = 0; i < 600 && !measuring(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(measuring());
+  const std::string listen = address_;
+  server_->Shutdown(1.0);
+  server_.reset();
+  StartServer(listen);  // same port, same store
+  v1::Job job;
+  for (int i = 0; i < 1200; ++i) {
+    job = GetJob("job-000001");
+    if (IsTerminal(job.state())) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.tasks(0).error();
+  EXPECT_EQ(job.tasks(0).attempt(), 1);
+  EXPECT_EQ(job.tasks(0).restarts(), 0);
+  EXPECT_EQ(job.tasks(0).resumes(), 1);
+  auto stored = server_->store().LoadSampleBatches("job-000001-t0", 1);
+  ASSERT_TRUE(stored.ok());
+  absl::MutexLock l(&mu_);
+  ASSERT_EQ(stored->size(), sent_.size());
+  for (size_t i = 0; i < sent_.size(); ++i) {
+    EXPECT_EQ((*stored)[i].SerializeAsString(), sent_[i].SerializeAsString()) << "batch " << i;
+  }
+  EXPECT_EQ(job.tasks(0).result().samples_stored(), 810);
+}
+
 TEST_F(LoopbackTest, HealthServiceAnswersServing) {
   CliResult r = Cli({"--server", address_, "health"});
   EXPECT_EQ(r.code, 0) << r.err;

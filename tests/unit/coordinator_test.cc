@@ -518,6 +518,36 @@ TEST_F(CoordinatorTest, MessagesOfAFinishedAttemptSentAgainAreAcknowledgedNotSto
   EXPECT_DOUBLE_EQ(j.tasks(0).result().phases(0).stats().max_ns(), 20);
 }
 
+// A coordinator restart is a broken stream for every agent: an agent that
+// reconnects within the lease resumes its attempt; the restart costs nothing.
+TEST_F(CoordinatorTest, AfterARestartAnAgentResumesItsRunningTask) {
+  v1::JobSpec spec;
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto sink1 = std::make_shared<FakeAgentSink>();
+  uint64_t s1 = Connect("a1", sink1);
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink1).back();
+  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
+  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
+  Close();
+  Open();
+  auto sink2 = std::make_shared<FakeAgentSink>();
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(CountAssigns(sink2->messages()), 0);
+  EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));  // past the restart's deadline
+  SendSamples(s2, sink2, a, 1, v1::PHASE_TRAIN, {30});
+  SendDone(s2, sink2, a, 2, 3);
+  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.tasks(0).error();
+  EXPECT_EQ(done.tasks(0).attempt(), 1);
+  EXPECT_EQ(done.tasks(0).restarts(), 0);
+  EXPECT_EQ(done.tasks(0).resumes(), 1);
+  EXPECT_EQ(done.tasks(0).result().samples_stored(), 3);  // the batch acked before the restart, and the rest
+}
+
 TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   v1::JobSpec spec;
   auto job = Submit(spec);
@@ -527,6 +557,10 @@ TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
   Close();  // the coordinator stops while the task runs
   Open();
+  // The task waits a lease for its agent to resume it; the agent does not come.
+  EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_RUNNING);
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));
+  coordinator_->RunSync([] {});
   v1::Job j = Get(job->id());
   EXPECT_EQ(j.state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED);
@@ -550,6 +584,8 @@ TEST_F(CoordinatorTest, RestartsDoNotUseUpATasksAttemptsButAreBounded) {
     ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
     Close();
     Open();
+    clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));
+    coordinator_->RunSync([] {});
     v1::Job j = Get(job->id());
     EXPECT_EQ(j.tasks(0).restarts(), i);
     if (i <= options_.max_restarts) {
