@@ -291,9 +291,14 @@ bool Agent::DrainPower(RunningTask& task) {
   return write_ok;
 }
 
-void Agent::HandleCancel(const v1::Cancel& cancel) {
+void Agent::ForEachHeld(const std::function<void(RunningTask&)>& fn) {
   absl::MutexLock l(&mu_);
-  auto apply = [&](RunningTask& task) {
+  for (auto& [id, task] : tasks_) fn(*task);
+  for (auto& task : retired_) fn(*task);
+}
+
+void Agent::HandleCancel(const v1::Cancel& cancel) {
+  ForEachHeld([&](RunningTask& task) {
     if (task.assign.task_id() != cancel.task_id() || task.assign.attempt() != cancel.attempt()) return;
     if (cancel.fenced()) {
       if (!task.abandoned.load()) {
@@ -304,14 +309,11 @@ void Agent::HandleCancel(const v1::Cancel& cancel) {
       LogInfo(kLog, "cancelling ", cancel.task_id(), ": ", cancel.reason());
     }
     task.control->cancel = true;
-  };
-  for (auto& [id, task] : tasks_) apply(*task);
-  for (auto& task : retired_) apply(*task);
+  });
 }
 
 void Agent::HandleAck(const v1::SampleAck& ack) {
-  absl::MutexLock l(&mu_);
-  auto apply = [&](RunningTask& task) {
+  ForEachHeld([&](RunningTask& task) {
     if (task.assign.task_id() != ack.task_id() || task.assign.attempt() != ack.attempt()) return;
     absl::MutexLock o(&task.out_mu);
     if (ack.done()) {
@@ -321,33 +323,26 @@ void Agent::HandleAck(const v1::SampleAck& ack) {
     } else {
       task.unacked_samples.erase(ack.seq());
     }
-  };
-  for (auto& [id, task] : tasks_) apply(*task);
-  for (auto& task : retired_) apply(*task);
+  });
 }
 
 std::vector<Agent::RunningTask*> Agent::HeldTasks() {
-  absl::MutexLock l(&mu_);
   std::vector<RunningTask*> out;
-  for (auto& [id, t] : tasks_) out.push_back(t.get());
-  for (auto& t : retired_) out.push_back(t.get());
+  ForEachHeld([&](RunningTask& task) { out.push_back(&task); });
   return out;
 }
 
 void Agent::AbandonIfLeaseLapsed() {
   const double silent = (SteadyNowNs() - last_contact_ns_.load()) * 1e-9;
   if (silent <= lease_seconds_.load()) return;
-  absl::MutexLock l(&mu_);
-  auto apply = [&](RunningTask& task) {
+  ForEachHeld([&](RunningTask& task) {
     if (task.abandoned.load()) return;
     LogWarning(kLog, "no contact with the coordinator for ", static_cast<int>(silent), " s (lease ",
                lease_seconds_.load(), " s): it has re-queued ", task.assign.task_id(), " attempt ",
                task.assign.attempt(), "; stopping it");
     task.abandoned = true;
     task.control->cancel = true;
-  };
-  for (auto& [id, task] : tasks_) apply(*task);
-  for (auto& task : retired_) apply(*task);
+  });
 }
 
 void Agent::JoinFinishedTasks(bool all) {

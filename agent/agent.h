@@ -134,7 +134,10 @@ class Agent {
   /// The task thread: idle baseline, executor, power reads at the boundaries.
   void RunTask(RunningTask* task);
   bool Write(const v1::AgentMessage& msg);
-  /// Every task the agent holds (slots and retired), for one pass of the pump.
+  /// Calls `fn` on every task the agent holds (slots and retired), under mu_.
+  void ForEachHeld(const std::function<void(RunningTask&)>& fn);
+  /// Every task the agent holds, for one pass of the pump (only the pump and
+  /// the Run loop between streams retire tasks, so the pointers stay valid).
   std::vector<RunningTask*> HeldTasks();
   /// Without contact with the coordinator for a whole lease, it has given our
   /// tasks away: stop them and forget what they did not deliver.

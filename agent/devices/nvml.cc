@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 
 namespace hetbench::agent {
@@ -42,30 +44,29 @@ std::string NvmlLibrary::Error(NvmlReturn r) const {
 }
 
 absl::Status NvmlLibrary::Resolve() {
-  init_ = Symbol<decltype(init_)>(handle_, "nvmlInit_v2");
-  shutdown_ = Symbol<decltype(shutdown_)>(handle_, "nvmlShutdown");
-  error_string_ = Symbol<decltype(error_string_)>(handle_, "nvmlErrorString");
-  count_ = Symbol<decltype(count_)>(handle_, "nvmlDeviceGetCount_v2");
-  handle_by_index_ = Symbol<decltype(handle_by_index_)>(handle_, "nvmlDeviceGetHandleByIndex_v2");
-  name_ = Symbol<decltype(name_)>(handle_, "nvmlDeviceGetName");
-  power_usage_ = Symbol<decltype(power_usage_)>(handle_, "nvmlDeviceGetPowerUsage");
-  const std::pair<const char*, bool> required[] = {
-      {"nvmlInit_v2", init_ != nullptr},
-      {"nvmlShutdown", shutdown_ != nullptr},
-      {"nvmlErrorString", error_string_ != nullptr},
-      {"nvmlDeviceGetCount_v2", count_ != nullptr},
-      {"nvmlDeviceGetHandleByIndex_v2", handle_by_index_ != nullptr},
-      {"nvmlDeviceGetName", name_ != nullptr},
-      {"nvmlDeviceGetPowerUsage", power_usage_ != nullptr}};
-  for (const auto& [name, found] : required) {
-    if (!found) return absl::UnavailableError(absl::StrCat("NVML library lacks ", name));
-  }
-  total_energy_ = Symbol<decltype(total_energy_)>(handle_, "nvmlDeviceGetTotalEnergyConsumption");
-  uuid_ = Symbol<decltype(uuid_)>(handle_, "nvmlDeviceGetUUID");
-  memory_ = Symbol<decltype(memory_)>(handle_, "nvmlDeviceGetMemoryInfo");
-  driver_version_ = Symbol<decltype(driver_version_)>(handle_, "nvmlSystemGetDriverVersion");
-  power_limit_ = Symbol<decltype(power_limit_)>(handle_, "nvmlDeviceGetPowerManagementLimit");
-  compute_capability_ = Symbol<decltype(compute_capability_)>(handle_, "nvmlDeviceGetCudaComputeCapability");
+  const char* missing = nullptr;
+  auto bind = [this](auto& fn, const char* name) {
+    fn = Symbol<std::remove_reference_t<decltype(fn)>>(handle_, name);
+    return fn != nullptr;
+  };
+  auto require = [&](auto& fn, const char* name) {
+    if (!bind(fn, name) && missing == nullptr) missing = name;
+  };
+  require(init_, "nvmlInit_v2");
+  require(shutdown_, "nvmlShutdown");
+  require(error_string_, "nvmlErrorString");
+  require(count_, "nvmlDeviceGetCount_v2");
+  require(handle_by_index_, "nvmlDeviceGetHandleByIndex_v2");
+  require(name_, "nvmlDeviceGetName");
+  require(power_usage_, "nvmlDeviceGetPowerUsage");
+  if (missing != nullptr) return absl::UnavailableError(absl::StrCat("NVML library lacks ", missing));
+  // Optional: older drivers lack some; their fields stay empty.
+  bind(total_energy_, "nvmlDeviceGetTotalEnergyConsumption");
+  bind(uuid_, "nvmlDeviceGetUUID");
+  bind(memory_, "nvmlDeviceGetMemoryInfo");
+  bind(driver_version_, "nvmlSystemGetDriverVersion");
+  bind(power_limit_, "nvmlDeviceGetPowerManagementLimit");
+  bind(compute_capability_, "nvmlDeviceGetCudaComputeCapability");
   return absl::OkStatus();
 }
 

@@ -97,15 +97,6 @@ std::string DeviceLeases::TaskOn(const std::string& agent_id, const std::string&
   return it == leases_.end() ? "" : it->second;
 }
 
-std::vector<std::string> DeviceLeases::ReleaseAgent(const std::string& agent_id) {
-  std::vector<std::string> tasks;
-  for (auto it = leases_.lower_bound({agent_id, ""}); it != leases_.end() && it->first.first == agent_id;) {
-    tasks.push_back(it->second);
-    it = leases_.erase(it);
-  }
-  return tasks;
-}
-
 std::vector<std::string> DeviceLeases::LeasedDevices(const std::string& agent_id) const {
   std::vector<std::string> out;
   for (auto it = leases_.lower_bound({agent_id, ""}); it != leases_.end() && it->first.first == agent_id; ++it) {

@@ -33,8 +33,6 @@ class DeviceLeases {
   bool IsLeased(const std::string& agent_id, const std::string& device_id) const;
   /// The task holding the device, or "".
   std::string TaskOn(const std::string& agent_id, const std::string& device_id) const;
-  /// Drops every lease of an agent; returns the task ids they held.
-  std::vector<std::string> ReleaseAgent(const std::string& agent_id);
   /// Device ids leased on one agent.
   std::vector<std::string> LeasedDevices(const std::string& agent_id) const;
   size_t size() const { return leases_.size(); }

@@ -545,7 +545,7 @@ bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, in
   if (SettledTask(session.hello.agent_id(), task_id, attempt) == nullptr) return false;
   // Sent again after a broken stream, for an attempt that has ended since:
   // its result is final, so nothing is stored; the ack lets the agent let go.
-  metrics_->AddDuplicateBatch();
+  if (!ack.ack().done()) metrics_->AddDuplicateBatch();
   auto sink = session.sink;
   Defer([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
   return true;
@@ -771,14 +771,24 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   Schedule();
 }
 
-void Coordinator::LoseTask(const std::string& task_id, const std::string& why, bool restart) {
+void Coordinator::LoseAgentTasks(const std::string& agent_id, const std::string& detail, bool restart,
+                                 const std::set<std::string>& keep) {
+  for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
+    const std::string task_id = leases_.TaskOn(agent_id, device_id);
+    if (keep.count(task_id)) continue;
+    leases_.Release(agent_id, device_id);
+    LoseTask(task_id, detail, restart);
+  }
+}
+
+void Coordinator::LoseTask(const std::string& task_id, const std::string& detail, bool restart) {
   auto ti = task_index_.find(task_id);
   if (ti == task_index_.end()) return;
   v1::Job* job = FindJob(ti->second.first);
   if (job == nullptr) return;
   v1::Task& task = *job->mutable_tasks(ti->second.second);
   if (task.state() != v1::TASK_STATE_RUNNING) return;
-  leases_.Release(task.agent_id(), task.device_id());
+  const std::string why = absl::StrCat("attempt ", task.attempt(), " lost: agent ", task.agent_id(), " ", detail);
   last_power_.erase(task.id());
   // Restarts are the coordinator's fault, not the task's: they are counted
   // apart from attempts, and bounded on their own.
@@ -838,12 +848,7 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
       send_cancel(r.task_id(), r.attempt(), "this attempt is no longer assigned to you", /*fenced=*/true);
     }
   }
-  for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
-    const std::string task_id = leases_.TaskOn(agent_id, device_id);
-    if (resumed.count(task_id)) continue;
-    LoseTask(task_id,
-             absl::StrCat("attempt lost: agent ", agent_id, " came back without it (", gone_reason, ")"), restart);
-  }
+  LoseAgentTasks(agent_id, absl::StrCat("came back without it (", gone_reason, ")"), restart, resumed);
 }
 
 void Coordinator::Schedule() {
@@ -932,21 +937,9 @@ void Coordinator::Tick() {
       continue;
     }
     const std::string agent_id = it->first;
-    const std::string reason = it->second.reason;
-    const bool restart = it->second.restart;
+    const Detached gone = it->second;
     it = detached_.erase(it);
-    for (const std::string& task_id : leases_.ReleaseAgent(agent_id)) {
-      auto ti = task_index_.find(task_id);
-      if (ti == task_index_.end()) continue;
-      const v1::Job* job = FindJob(ti->second.first);
-      if (job == nullptr) continue;
-      const int attempt = job->tasks(ti->second.second).attempt();
-      // ReleaseAgent already freed the device; LoseTask's release is a no-op.
-      LoseTask(task_id,
-               absl::StrCat("attempt ", attempt, " lost: agent ", agent_id, " ", reason,
-                            " and did not resume within the lease"),
-               restart);
-    }
+    LoseAgentTasks(agent_id, absl::StrCat(gone.reason, " and did not resume within the lease"), gone.restart);
     lost = true;
   }
   if (lost) Schedule();

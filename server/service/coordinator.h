@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,10 +128,15 @@ class Coordinator {
   /// Re-binds the attempts a reconnecting agent lists to its new session;
   /// re-queues its leased attempts it does not list; fences the rest.
   void ResumeTasks(Session& session, const v1::Hello& hello);
+  /// Frees every device leased to `agent_id` except for the tasks in `keep`,
+  /// and loses their attempts (LoseTask).
+  void LoseAgentTasks(const std::string& agent_id, const std::string& detail, bool restart,
+                      const std::set<std::string>& keep = {});
   /// Re-queues (or fails, or cancels) the running attempt `task_id` whose
-  /// agent is gone, and frees its device.
-  /// `restart`: lost to a coordinator restart (counted in Task.restarts, not attempts).
-  void LoseTask(const std::string& task_id, const std::string& why, bool restart = false);
+  /// agent is gone; the caller has freed its device. The error reads
+  /// "attempt N lost: agent A <detail>". `restart`: lost to a coordinator
+  /// restart (counted in Task.restarts, not in attempts).
+  void LoseTask(const std::string& task_id, const std::string& detail, bool restart);
   /// The task `task_id` when `agent_id` ran attempt `attempt` of it and it has
   /// ended: a message of it sent again is answered, not stored.
   v1::Task* SettledTask(const std::string& agent_id, const std::string& task_id, int attempt);

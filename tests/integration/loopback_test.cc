@@ -148,6 +148,18 @@ class LoopbackTest : public ::testing::Test {
             "json"};
   }
 
+  /// Waits up to 30 s until job-000001's first task runs (attempt `attempt`,
+  /// or any when 0) and has measured at least `steps` training steps.
+  bool WaitUntilMeasuring(int64_t steps, int attempt = 0) {
+    auto measuring = [&] {
+      const v1::Task t = GetJob("job-000001").tasks(0);
+      return t.state() == v1::TASK_STATE_RUNNING && (attempt == 0 || t.attempt() == attempt) &&
+             t.phase() == v1::PHASE_TRAIN && t.step() >= steps;
+    };
+    for (int i = 0; i < 600 && !measuring(); ++i) absl::SleepFor(absl::Milliseconds(50));
+    return measuring();
+  }
+
   bool WaitForConnections(int64_t n) {
     for (int i = 0; i < 400 && agent_->connections() < n; ++i) absl::SleepFor(absl::Milliseconds(25));
     return agent_->connections() >= n;
@@ -205,13 +217,7 @@ TEST_F(LoopbackTest, CancelStopsRunningTasksWithinTwoSecondsKeepingPartialResult
                           "--min-duration", "0"});
   ASSERT_EQ(submit.code, 0) << submit.err;
   // One CPU: the first task runs, the second waits; wait until the first has measured steps.
-  auto measuring = [&] {
-    v1::Job j = GetJob("job-000001");
-    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).phase() == v1::PHASE_TRAIN &&
-           j.tasks(0).step() >= 20;
-  };
-  for (int i = 0; i < 600 && !measuring(); ++i) absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(measuring());
+  ASSERT_TRUE(WaitUntilMeasuring(20));
   const absl::Time cancel_at = absl::Now();
   CliResult cancel = Cli({"--server", address_, "cancel", "job-000001"});
   ASSERT_EQ(cancel.code, 0) << cancel.err;
@@ -443,13 +449,7 @@ TEST_F(LoopbackTest, ATaskRunningAcrossACoordinatorRestartIsResumedNotReRun) {
   CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", "800",
                           "--min-duration", "0", "--infer-max-batches", "10"});
   ASSERT_EQ(submit.code, 0) << submit.err;
-  auto measuring = [&] {
-    v1::Job j = GetJob("job-000001");
-    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).phase() == v1::PHASE_TRAIN &&
-           j.tasks(0).step() >= 50;
-  };
-  for (int i = 0; i < 600 && !measuring(); ++i) absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(measuring());
+  ASSERT_TRUE(WaitUntilMeasuring(50));
   const std::string listen = address_;
   server_->Shutdown(1.0);
   server_.reset();
@@ -610,13 +610,7 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   ASSERT_TRUE(WaitForConnections(1));
   CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--min-steps", "100000", "--min-duration", "0"});
   ASSERT_EQ(submit.code, 0) << submit.err;
-  auto measuring = [&](int attempt) {
-    v1::Job j = GetJob("job-000001");
-    return j.tasks(0).state() == v1::TASK_STATE_RUNNING && j.tasks(0).attempt() == attempt &&
-           j.tasks(0).phase() == v1::PHASE_TRAIN && j.tasks(0).step() >= 20;
-  };
-  for (int i = 0; i < 600 && !measuring(1); ++i) absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(measuring(1));
+  ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/1));
   proxy_->SetRefusing(true);
   const absl::Time cut_at = absl::Now();
   v1::Job job;
@@ -632,8 +626,7 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   EXPECT_LE(requeue_s, lease_seconds_ + 1.5);
   absl::SleepFor(absl::Seconds(1));  // the agent's own lease runs out too
   proxy_->SetRefusing(false);
-  for (int i = 0; i < 600 && !measuring(2); ++i) absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(measuring(2)) << GetJob("job-000001").tasks(0).error();
+  ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/2)) << GetJob("job-000001").tasks(0).error();
   job = GetJob("job-000001");
   EXPECT_EQ(job.tasks(0).device_id(), "cpu0");  // the device was free: attempt 1 had stopped
   EXPECT_EQ(job.tasks(0).resumes(), 0);

@@ -172,6 +172,26 @@ class CoordinatorTest : public ::testing::Test {
     coordinator_->OnAgentMessage(session, sink, m);
   }
 
+  /// A default job whose one task is assigned to a freshly connected agent.
+  struct Started {
+    std::string job_id;
+    uint64_t session = 0;
+    std::shared_ptr<FakeAgentSink> sink;
+    v1::Assign assign;
+  };
+  Started StartOneTask(const std::string& agent_id = "a1") {
+    Started out;
+    auto job = Submit(v1::JobSpec());
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (job.ok()) out.job_id = job->id();
+    out.sink = std::make_shared<FakeAgentSink>();
+    out.session = Connect(agent_id, out.sink);
+    EXPECT_TRUE(out.sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+    const std::vector<v1::Assign> assigns = Assigns(*out.sink);
+    if (!assigns.empty()) out.assign = assigns.back();
+    return out;
+  }
+
   v1::Job WaitForJobState(const std::string& id, v1::JobState state) {
     for (int i = 0; i < 1000; ++i) {
       v1::Job j = Get(id);
@@ -381,37 +401,32 @@ const v1::Cancel* FindCancel(const std::vector<v1::CoordinatorMessage>& m) {
 // lease listing the attempt, sends its unacknowledged batches again and goes
 // on. Same attempt, no re-queue, each batch stored once.
 TEST_F(CoordinatorTest, ABrokenStreamIsResumedWithinTheLeaseAndResentBatchesAreStoredOnce) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  const v1::Assign a = Assigns(*sink1).back();
-  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
-  SendSamples(s1, sink1, a, 1, v1::PHASE_TRAIN, {30, 40});  // stored, but its ack is lost with the stream
-  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  const Started t = StartOneTask();
+  SendSamples(t.session, t.sink, t.assign, 0, v1::PHASE_TRAIN, {10, 20});
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
+  // Stored, but its ack is lost with the stream.
+  SendSamples(t.session, t.sink, t.assign, 1, v1::PHASE_TRAIN, {30, 40});
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
   clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds - 1) * 1e9));
   coordinator_->RunSync([] {});
-  v1::Job j = Get(job->id());
+  v1::Job j = Get(t.job_id);
   ASSERT_EQ(j.tasks(0).state(), v1::TASK_STATE_RUNNING) << "the lease has not run out: the task waits";
 
   auto sink2 = std::make_shared<FakeAgentSink>();
-  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(t.assign)});
   coordinator_->RunSync([] {});
   EXPECT_EQ(CountAssigns(sink2->messages()), 0);  // re-bound, not re-assigned
   EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
-  j = Get(job->id());
+  j = Get(t.job_id);
   EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_RUNNING);
   EXPECT_EQ(j.tasks(0).attempt(), 1);
   EXPECT_EQ(j.tasks(0).resumes(), 1);
   // Past the old deadline nothing is re-queued: the agent is back.
   clock_.AdvanceNs(static_cast<int64_t>(2 * 1e9));
-  SendSamples(s2, sink2, a, 1, v1::PHASE_TRAIN, {30, 40});  // sent again: acked, not stored twice
-  SendSamples(s2, sink2, a, 2, v1::PHASE_INFER, {5});
-  SendDone(s2, sink2, a, 3, 5);
-  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  SendSamples(s2, sink2, t.assign, 1, v1::PHASE_TRAIN, {30, 40});  // sent again: acked, not stored twice
+  SendSamples(s2, sink2, t.assign, 2, v1::PHASE_INFER, {5});
+  SendDone(s2, sink2, t.assign, 3, 5);
+  v1::Job done = WaitForJobState(t.job_id, v1::JOB_STATE_SUCCEEDED);
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.tasks(0).error();
   EXPECT_EQ(done.tasks(0).attempt(), 1);
   EXPECT_EQ(done.tasks(0).result().samples_stored(), 5);
@@ -419,25 +434,20 @@ TEST_F(CoordinatorTest, ABrokenStreamIsResumedWithinTheLeaseAndResentBatchesAreS
 }
 
 TEST_F(CoordinatorTest, AnAgentThatDoesNotComeBackWithinTheLeaseLosesItsTask) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  const Started t = StartOneTask();
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
   clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds - 0.5) * 1e9));
   coordinator_->RunSync([] {});
-  EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(Get(t.job_id).tasks(0).state(), v1::TASK_STATE_RUNNING);
   clock_.AdvanceNs(static_cast<int64_t>(1e9));
   coordinator_->RunSync([] {});
-  v1::Job j = Get(job->id());
+  v1::Job j = Get(t.job_id);
   EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_QUEUED);
   EXPECT_THAT(j.tasks(0).error(), HasSubstr("attempt 1 lost: agent a1 stream closed by peer"));
   EXPECT_THAT(j.tasks(0).error(), HasSubstr("did not resume within the lease"));
   // The same agent coming back later still holding attempt 1 is fenced.
   auto sink2 = std::make_shared<FakeAgentSink>();
-  Connect("a1", sink2, 1, {Resume(Assigns(*sink1).back())});
+  Connect("a1", sink2, 1, {Resume(t.assign)});
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return FindCancel(v) != nullptr; }));
   const v1::Cancel cancel = *FindCancel(sink2->messages());
   EXPECT_EQ(cancel.attempt(), 1);
@@ -447,46 +457,35 @@ TEST_F(CoordinatorTest, AnAgentThatDoesNotComeBackWithinTheLeaseLosesItsTask) {
 }
 
 TEST_F(CoordinatorTest, AnAgentBackWithoutItsTaskHasItReQueuedAtOnce) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  const Started t = StartOneTask();
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
   auto sink2 = std::make_shared<FakeAgentSink>();
   Connect("a1", sink2);  // a restarted agent: it holds nothing
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
   EXPECT_EQ(Assigns(*sink2).back().attempt(), 2);
-  EXPECT_THAT(Get(job->id()).tasks(0).error(), HasSubstr("came back without it"));
+  EXPECT_THAT(Get(t.job_id).tasks(0).error(), HasSubstr("came back without it"));
 }
 
 // A job cancelled while its agent's stream is down: the cancel reaches the
 // agent when it resumes (a user's cancel, so partial results are delivered).
 TEST_F(CoordinatorTest, ACancelMadeWhileTheStreamIsDownReachesTheAgentWhenItResumes) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  const v1::Assign a = Assigns(*sink1).back();
-  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  const Started t = StartOneTask();
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
   absl::Notification cancelled;
-  coordinator_->CancelJob(job->id(), [&](absl::StatusOr<v1::Job> j) {
+  coordinator_->CancelJob(t.job_id, [&](absl::StatusOr<v1::Job> j) {
     EXPECT_TRUE(j.ok());
     cancelled.Notify();
   });
   cancelled.WaitForNotification();
-  EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_RUNNING);  // until the agent confirms
+  EXPECT_EQ(Get(t.job_id).tasks(0).state(), v1::TASK_STATE_RUNNING);  // until the agent confirms
   auto sink2 = std::make_shared<FakeAgentSink>();
-  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(t.assign)});
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return FindCancel(v) != nullptr; }));
   EXPECT_FALSE(FindCancel(sink2->messages())->fenced());
-  SendSamples(s2, sink2, a, 0, v1::PHASE_TRAIN, {10, 20});
-  SendDone(s2, sink2, a, 1, 2, v1::TASK_STATE_CANCELLED);
-  v1::Job j = WaitForJobState(job->id(), v1::JOB_STATE_CANCELLED);
-  for (int i = 0; i < 100 && j.tasks(0).state() == v1::TASK_STATE_RUNNING; ++i) j = Get(job->id());
+  SendSamples(s2, sink2, t.assign, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(s2, sink2, t.assign, 1, 2, v1::TASK_STATE_CANCELLED);
+  v1::Job j = WaitForJobState(t.job_id, v1::JOB_STATE_CANCELLED);
+  for (int i = 0; i < 100 && j.tasks(0).state() == v1::TASK_STATE_RUNNING; ++i) j = Get(t.job_id);
   EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_CANCELLED);
   EXPECT_TRUE(j.tasks(0).result().partial());
   EXPECT_EQ(j.tasks(0).result().samples_stored(), 2);
@@ -496,24 +495,18 @@ TEST_F(CoordinatorTest, ACancelMadeWhileTheStreamIsDownReachesTheAgentWhenItResu
 // sends it (and batches whose acks were lost) again; they are acknowledged
 // and the final result stays as it was.
 TEST_F(CoordinatorTest, MessagesOfAFinishedAttemptSentAgainAreAcknowledgedNotStored) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  const v1::Assign a = Assigns(*sink1).back();
-  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
-  SendDone(s1, sink1, a, 1, 2);
-  ASSERT_EQ(WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);
-  coordinator_->OnAgentGone(s1, "stream closed by peer");
+  const Started t = StartOneTask();
+  SendSamples(t.session, t.sink, t.assign, 0, v1::PHASE_TRAIN, {10, 20});
+  SendDone(t.session, t.sink, t.assign, 1, 2);
+  ASSERT_EQ(WaitForJobState(t.job_id, v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
   auto sink2 = std::make_shared<FakeAgentSink>();
-  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a, /*finished=*/true)});
-  SendSamples(s2, sink2, a, 0, v1::PHASE_TRAIN, {99, 99});
-  SendDone(s2, sink2, a, 1, 2);
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(t.assign, /*finished=*/true)});
+  SendSamples(s2, sink2, t.assign, 0, v1::PHASE_TRAIN, {99, 99});
+  SendDone(s2, sink2, t.assign, 1, 2);
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAcks(v, false) == 1 && CountAcks(v, true) == 1; }));
   EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
-  v1::Job j = Get(job->id());
+  v1::Job j = Get(t.job_id);
   EXPECT_EQ(j.tasks(0).result().samples_stored(), 2);
   EXPECT_DOUBLE_EQ(j.tasks(0).result().phases(0).stats().max_ns(), 20);
 }
@@ -521,26 +514,20 @@ TEST_F(CoordinatorTest, MessagesOfAFinishedAttemptSentAgainAreAcknowledgedNotSto
 // A coordinator restart is a broken stream for every agent: an agent that
 // reconnects within the lease resumes its attempt; the restart costs nothing.
 TEST_F(CoordinatorTest, AfterARestartAnAgentResumesItsRunningTask) {
-  v1::JobSpec spec;
-  auto job = Submit(spec);
-  ASSERT_TRUE(job.ok());
-  auto sink1 = std::make_shared<FakeAgentSink>();
-  uint64_t s1 = Connect("a1", sink1);
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
-  const v1::Assign a = Assigns(*sink1).back();
-  SendSamples(s1, sink1, a, 0, v1::PHASE_TRAIN, {10, 20});
-  ASSERT_TRUE(sink1->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
+  const Started t = StartOneTask();
+  SendSamples(t.session, t.sink, t.assign, 0, v1::PHASE_TRAIN, {10, 20});
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
   Close();
   Open();
   auto sink2 = std::make_shared<FakeAgentSink>();
-  uint64_t s2 = Connect("a1", sink2, 1, {Resume(a)});
+  uint64_t s2 = Connect("a1", sink2, 1, {Resume(t.assign)});
   coordinator_->RunSync([] {});
   EXPECT_EQ(CountAssigns(sink2->messages()), 0);
   EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
   clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));  // past the restart's deadline
-  SendSamples(s2, sink2, a, 1, v1::PHASE_TRAIN, {30});
-  SendDone(s2, sink2, a, 2, 3);
-  v1::Job done = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED);
+  SendSamples(s2, sink2, t.assign, 1, v1::PHASE_TRAIN, {30});
+  SendDone(s2, sink2, t.assign, 2, 3);
+  v1::Job done = WaitForJobState(t.job_id, v1::JOB_STATE_SUCCEEDED);
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.tasks(0).error();
   EXPECT_EQ(done.tasks(0).attempt(), 1);
   EXPECT_EQ(done.tasks(0).restarts(), 0);

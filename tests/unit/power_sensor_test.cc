@@ -339,6 +339,10 @@ TEST(NvmlTest, MissingLibraryAndFailedInitAreReportedAbsent) {
   unsetenv("FAKE_NVML_FAIL_INIT");
   EXPECT_TRUE(failed.sensors.empty());
   EXPECT_THAT(failed.tried.at(0).detail(), HasSubstr("nvmlInit_v2: Driver Not Loaded"));
+  // A library that is not NVML at all names the first entry point it lacks.
+  SensorDiscovery wrong = DiscoverNvml("libm.so.6");
+  EXPECT_TRUE(wrong.sensors.empty());
+  EXPECT_THAT(wrong.tried.at(0).detail(), HasSubstr("NVML library lacks nvmlInit_v2"));
 }
 
 // ------------------------------------------------------------ IPMI

@@ -50,7 +50,9 @@ TEST(SchedulerTest, ALeasedDeviceIsNeverPickedAgain) {
   EXPECT_NE(p2->agent_id, p1->agent_id);
   ASSERT_TRUE(leases.Acquire(p2->agent_id, p2->device.id(), "t2"));
   EXPECT_FALSE(PickDevice(cpu, {&a, &b}, leases));  // all busy
-  EXPECT_EQ(leases.ReleaseAgent("a"), std::vector<std::string>{"t1"});
+  EXPECT_EQ(leases.LeasedDevices("a"), std::vector<std::string>{p1->device.id()});
+  EXPECT_EQ(leases.TaskOn("a", p1->device.id()), "t1");
+  leases.Release("a", p1->device.id());
   EXPECT_TRUE(PickDevice(cpu, {&a, &b}, leases));
 }
 
