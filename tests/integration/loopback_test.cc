@@ -175,9 +175,9 @@ class LoopbackTest : public ::testing::Test {
 
   /// What a test failure should say about a task that did not end as expected.
   static std::string Describe(const v1::Task& t) {
-    return absl::StrCat("task ", t.id(), " state ", v1::TaskState_Name(t.state()), " attempt ", t.attempt(),
-                        " phase ", v1::Phase_Name(t.phase()), " step ", t.step(), "/", t.total_steps(), " error '",
-                        t.error(), "'");
+    return absl::StrCat("task ", t.id(), " state ", v1::TaskState_Name(t.state()), " attempt ", t.attempt(), " phase ",
+                        v1::Phase_Name(t.phase()), " step ", t.step(), "/", t.total_steps(), " error '", t.error(),
+                        "'");
   }
 
   bool WaitForConnections(int64_t n) {
