@@ -671,7 +671,9 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
                                d.power_sensors().empty() ? "-" : absl::StrJoin(d.power_sensors(), ","),
                                absl::StrJoin(d.isa_flags(), " "), absl::StrJoin(details, "; ")});
       }
-      row.insert(row.end(), {busy ? "busy" : "idle", a.version()});
+      std::string state = busy ? "busy" : "idle";
+      if (a.resume_deadline_unix_seconds() > 0) state += ", disconnected";
+      row.insert(row.end(), {state, a.version()});
       rows.push_back(std::move(row));
     }
   }
@@ -689,6 +691,17 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
     for (const v1::AbsentDevice& d : a.absent()) absent.push_back({a.agent_id(), DeviceKindName(d.kind()), d.reason()});
   }
   if (!absent.empty()) absl::StrAppend(&out, "\nnot offered:\n", FormatTable({"AGENT", "KIND", "WHY"}, absent));
+  // Agents whose stream ended while they ran tasks: the tasks wait for them.
+  std::vector<std::vector<std::string>> away;
+  for (const v1::AgentInfo& a : agents) {
+    if (a.resume_deadline_unix_seconds() <= 0) continue;
+    away.push_back({a.agent_id(), a.busy_device_ids().empty() ? "-" : absl::StrJoin(a.busy_device_ids(), ","),
+                    TimeString(a.resume_deadline_unix_seconds()), a.disconnect_reason()});
+  }
+  if (!away.empty()) {
+    absl::StrAppend(&out, "\ndisconnected; their running tasks are re-queued unless they resume by the deadline:\n",
+                    FormatTable({"AGENT", "DEVICES", "DEADLINE", "WHY"}, away));
+  }
   return out;
 }
 

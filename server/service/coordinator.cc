@@ -309,23 +309,37 @@ void Coordinator::ListJobs(int limit, std::function<void(std::vector<v1::Job>)> 
   });
 }
 
+v1::AgentInfo Coordinator::DescribeAgent(const std::string& agent_id, const v1::Hello& hello) {
+  v1::AgentInfo info;
+  info.set_agent_id(agent_id);
+  info.set_hostname(hello.hostname());
+  info.set_version(hello.version());
+  *info.mutable_devices() = hello.devices();
+  *info.mutable_labels() = hello.labels();
+  *info.mutable_absent() = hello.absent();
+  *info.mutable_sensors() = hello.sensors();
+  for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+  return info;
+}
+
 void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
   Post([this, done = std::move(done)] {
     Defer([this, done](const absl::Status&) {
       std::vector<v1::AgentInfo> out;
       for (const auto& [agent_id, session_id] : agent_sessions_) {
         const Session& s = sessions_[session_id];
-        v1::AgentInfo info;
-        info.set_agent_id(agent_id);
-        info.set_hostname(s.hello.hostname());
-        info.set_version(s.hello.version());
-        *info.mutable_devices() = s.hello.devices();
-        *info.mutable_labels() = s.hello.labels();
-        *info.mutable_absent() = s.hello.absent();
-        *info.mutable_sensors() = s.hello.sensors();
-        for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+        v1::AgentInfo info = DescribeAgent(agent_id, s.hello);
         info.set_connected_unix_seconds(s.connected_unix);
         info.set_last_seen_unix_seconds(s.last_seen_unix);
+        out.push_back(std::move(info));
+      }
+      // Disconnected agents whose tasks still wait for them to resume.
+      const int64_t now_ns = clock_->MonotonicNowNs();
+      const double now_unix = clock_->SystemNowSeconds();
+      for (const auto& [agent_id, d] : detached_) {
+        v1::AgentInfo info = DescribeAgent(agent_id, d.hello);
+        info.set_resume_deadline_unix_seconds(now_unix + std::max<int64_t>(0, d.deadline_ns - now_ns) * 1e-9);
+        info.set_disconnect_reason(d.reason);
         out.push_back(std::move(info));
       }
       done(std::move(out));
@@ -763,7 +777,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
     // reconnects within its lease it resumes them (ResumeTasks); else Tick
     // re-queues them at the deadline.
     const int64_t deadline = session.last_seen_ns + static_cast<int64_t>(options_.lease_seconds * 1e9);
-    detached_[agent_id] = Detached{deadline, reason, /*restart=*/false};
+    detached_[agent_id] = Detached{deadline, reason, /*restart=*/false, std::move(session.hello)};
     LogInfo(kLog, "agent ", agent_id, " gone: ", reason, "; its ", held, " running task(s) wait ",
             absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
             " s for it to resume");
@@ -937,7 +951,7 @@ void Coordinator::Tick() {
       continue;
     }
     const std::string agent_id = it->first;
-    const Detached gone = it->second;
+    const Detached gone = std::move(it->second);
     it = detached_.erase(it);
     LoseAgentTasks(agent_id, absl::StrCat(gone.reason, " and did not resume within the lease"), gone.restart);
     lost = true;

@@ -122,6 +122,8 @@ class Coordinator {
   static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
   /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
   static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
+  /// What `get agents` shows of an agent: its Hello and the devices it holds.
+  v1::AgentInfo DescribeAgent(const std::string& agent_id, const v1::Hello& hello);
   /// Ends a session. Its agent's running tasks stay leased to it until the
   /// lease runs out (see detached_), so a reconnecting agent can resume them.
   void DropSession(uint64_t session_id, const std::string& reason);
@@ -174,6 +176,7 @@ class Coordinator {
     int64_t deadline_ns = 0;
     std::string reason;
     bool restart = false;  // detached by a coordinator restart, not a broken stream
+    v1::Hello hello;       // what the agent offered; empty after a restart
   };
   std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;

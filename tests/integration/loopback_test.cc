@@ -1,6 +1,8 @@
 // An in-process coordinator and a real agent (LibTorch, real Fashion-MNIST)
 // on 127.0.0.1:0, driven through the real CLI code.
 #include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,17 +11,16 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
-#include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
 #include "agent/agent.h"
-#include "agent/qpu/device.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/routing_executor.h"
 #include "agent/executors/runner_executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
+#include "agent/qpu/device.h"
 #include "client/cli.h"
 #include "common/names.h"
 #include "server/server.h"
@@ -628,6 +629,15 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/1));
   proxy_->SetRefusing(true);
   const absl::Time cut_at = absl::Now();
+  // Meanwhile `get agents` shows the agent disconnected, its device held.
+  CliResult agents;
+  for (int i = 0; i < 20; ++i) {
+    agents = Cli({"--server", address_, "get", "agents"});
+    if (absl::StrContains(agents.out, "disconnected;")) break;
+  }
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("loopback-agent +cpu0 .* busy, disconnected"));
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("\nloopback-agent +cpu0 +[0-9-]+ [0-9:]+Z +stream closed by"));
+  std::printf("hetbench get agents, during the cut:\n%s", agents.out.c_str());
   v1::Job job;
   for (int i = 0; i < 400; ++i) {
     job = GetJob("job-000001");

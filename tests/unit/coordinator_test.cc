@@ -123,6 +123,17 @@ class CoordinatorTest : public ::testing::Test {
     return jobs;
   }
 
+  std::vector<v1::AgentInfo> Agents() {
+    absl::Notification done;
+    std::vector<v1::AgentInfo> agents;
+    coordinator_->ListAgents([&](std::vector<v1::AgentInfo> a) {
+      agents = std::move(a);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return agents;
+  }
+
   /// Connects a fake agent with `devices` CPU devices; returns its session id.
   uint64_t Connect(const std::string& agent_id, std::shared_ptr<FakeAgentSink> sink, int devices = 1,
                    const std::vector<v1::ResumeTask>& resume = {}) {
@@ -454,6 +465,40 @@ TEST_F(CoordinatorTest, AnAgentThatDoesNotComeBackWithinTheLeaseLosesItsTask) {
   EXPECT_TRUE(cancel.fenced());
   ASSERT_TRUE(sink2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
   EXPECT_EQ(Assigns(*sink2).back().attempt(), 2);
+}
+
+// `get agents` while an agent's tasks wait for it: it is listed, disconnected,
+// with the devices it holds, the deadline and why its stream ended; after a
+// coordinator restart with what the store knows (id and devices held).
+TEST_F(CoordinatorTest, AnAgentWaitingToResumeIsListedAsDisconnectedUntilItsLeaseRunsOut) {
+  const Started t = StartOneTask();
+  ASSERT_EQ(Agents().size(), 1u);
+  EXPECT_EQ(Agents()[0].resume_deadline_unix_seconds(), 0);  // connected
+  coordinator_->OnAgentGone(t.session, "stream closed by peer");
+  clock_.AdvanceNs(static_cast<int64_t>(1e9));
+  std::vector<v1::AgentInfo> agents = Agents();
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_EQ(agents[0].agent_id(), "a1");
+  EXPECT_EQ(agents[0].devices_size(), 1);  // what it offered, from its Hello
+  ASSERT_EQ(agents[0].busy_device_ids_size(), 1);
+  EXPECT_EQ(agents[0].busy_device_ids(0), "cpu0");
+  EXPECT_EQ(agents[0].disconnect_reason(), "stream closed by peer");
+  EXPECT_NEAR(agents[0].resume_deadline_unix_seconds(), clock_.SystemNowSeconds() + options_.lease_seconds - 1, 1e-3);
+
+  Close();
+  Open();
+  agents = Agents();
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_EQ(agents[0].agent_id(), "a1");
+  EXPECT_EQ(agents[0].devices_size(), 0);  // not in the store
+  ASSERT_EQ(agents[0].busy_device_ids_size(), 1);
+  EXPECT_THAT(agents[0].disconnect_reason(), HasSubstr("coordinator restart"));
+  EXPECT_GT(agents[0].resume_deadline_unix_seconds(), clock_.SystemNowSeconds());
+
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));
+  coordinator_->RunSync([] {});
+  EXPECT_TRUE(Agents().empty());  // its task is re-queued; nothing waits for it
+  EXPECT_EQ(Get(t.job_id).tasks(0).state(), v1::TASK_STATE_QUEUED);
 }
 
 TEST_F(CoordinatorTest, AnAgentBackWithoutItsTaskHasItReQueuedAtOnce) {

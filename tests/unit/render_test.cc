@@ -109,6 +109,28 @@ TEST(RenderTest, AgentsListExecutorsAndTheKindsNotOfferedWithWhy) {
   EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv), HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\""));
 }
 
+TEST(RenderTest, AnAgentWaitingToResumeIsShownDisconnectedWithItsDeadline) {
+  v1::AgentInfo a;
+  a.set_agent_id("vm1");
+  v1::Device* cpu = a.add_devices();
+  cpu->set_id("cpu0");
+  cpu->set_kind(v1::DEVICE_KIND_CPU);
+  a.add_busy_device_ids("cpu0");
+  a.set_resume_deadline_unix_seconds(1.7e9);
+  a.set_disconnect_reason("stream closed by ipv4:10.0.0.7:4711");
+  v1::AgentInfo restarted;  // after a coordinator restart: no Hello yet
+  restarted.set_agent_id("vm2");
+  restarted.add_busy_device_ids("gpu0");
+  restarted.set_resume_deadline_unix_seconds(1.7e9);
+  restarted.set_disconnect_reason("was cut off by a coordinator restart");
+  const std::string table = RenderAgents({a, restarted}, OutputFormat::kTable);
+  EXPECT_THAT(table, ::testing::ContainsRegex("vm1 +cpu0 .* busy, disconnected"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("unless they resume by the deadline:\nAGENT +DEVICES +DEADLINE +WHY\n"
+                                              "vm1 +cpu0 +[0-9-]+ [0-9:]+.* stream closed by ipv4:10.0.0.7:4711\n"
+                                              "vm2 +gpu0 +.* was cut off by a coordinator restart"));
+  EXPECT_THAT(RenderAgents({a}, OutputFormat::kJson), HasSubstr("\"disconnect_reason\""));
+}
+
 TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
   v1::Job job = TwoTaskJob();
   v1::PhaseResult* p = job.mutable_tasks(1)->mutable_result()->mutable_phases(0);
