@@ -98,6 +98,9 @@ class Agent {
     uint64_t next_power_seq = 0;
     int64_t last_power_send_ns = 0;
     bool done_written = false;  // on the current stream
+    // The TaskDone is built: its counts are final, so nothing more is drained
+    // (power readings go on after the end) and the tap is let go.
+    bool sealed = false;
     // Every batch and the TaskDone stay here until the coordinator acks them
     // (it acks once they are durable) and go out again on the next stream.
     absl::Mutex out_mu;

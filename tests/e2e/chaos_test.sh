@@ -42,7 +42,7 @@ on_attempt_2() {  # on_attempt_2 JOB: its task was re-queued and runs again
 start_server
 start_agent a1
 start_agent a2
-wait_for 60 sh -c "\"$CLI\" get agents | grep -q a1 && \"$CLI\" get agents | grep -q a2" || fail "agents did not connect"
+{ wait_for 60 agent_connected "$CLI" a1 && wait_for 60 agent_connected "$CLI" a2; } || fail "agents did not connect"
 
 # ---- A. agent killed mid-task
 MIN=300 INFER=4
@@ -64,7 +64,7 @@ echo "chaos A: agent $VICTIM killed; task re-queued and running elsewhere after 
   "(lease $LEASE s + heartbeat $HEARTBEAT s); finished with exactly $((MIN + INFER)) samples"
 awk -v s="$REQUEUE_S" -v l=$((LEASE + HEARTBEAT + 2)) 'BEGIN { exit !(s <= l) }' || fail "re-queue took ${REQUEUE_S} s"
 start_agent "$VICTIM"
-wait_for 60 sh -c "\"$CLI\" get agents | grep -q $VICTIM" || fail "$VICTIM did not come back"
+wait_for 60 agent_connected "$CLI" "$VICTIM" || fail "$VICTIM did not come back"
 
 # ---- A2. an agent frozen mid-task (SIGSTOP: its connection stays open, it just goes silent):
 # the lease expires, the task moves on, and when the agent wakes its old attempt is fenced.
@@ -84,7 +84,7 @@ eval "kill -CONT \$PID_$FROZEN"
   || fail "after fencing: $(field '.tasks[0].result.samples_stored') samples, expected $((MIN + INFER))"
 awk -v s="$LEASE_REQUEUE_S" -v l=$((LEASE + HEARTBEAT + 2)) 'BEGIN { exit !(s <= l) }' \
   || fail "lease re-queue took ${LEASE_REQUEUE_S} s"
-wait_for 60 sh -c "\"$CLI\" get agents | grep -q $FROZEN" || fail "$FROZEN did not reconnect after waking"
+wait_for 60 agent_connected "$CLI" "$FROZEN" || fail "$FROZEN did not reconnect after waking"
 echo "chaos A2: agent $FROZEN frozen (SIGSTOP); lease expired and the task was re-queued after ${LEASE_REQUEUE_S} s;" \
   "woken, it reconnected and nothing of its attempt 1 reached the result; attempt 2 finished elsewhere with exactly $((MIN + INFER)) samples"
 

@@ -3,6 +3,7 @@
 #   e2e_begin NAME   sets WORK (kept on failure), PIDS, ok=0 and the exit trap
 #   fail MESSAGE     prints it with the tail of every log in WORK and exits 1
 #   wait_for SECONDS COMMAND...   polls until the command succeeds (1 if it never does)
+#   agent_connected CLI ID        the agent is connected (not merely waiting to resume)
 e2e_begin() {
   E2E_NAME=$1
   WORK=$(mktemp -d "/tmp/hetbench-$1.XXXXXX")
@@ -19,4 +20,8 @@ fail() { echo "$E2E_NAME FAILED: $*"; tail -n 30 "$WORK"/*.log; exit 1; }
 wait_for() {
   local deadline=$((SECONDS + $1)); shift
   until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
+}
+agent_connected() {
+  "$1" get agents -o json 2>/dev/null |
+    jq -e --arg id "$2" '.agents[] | select(.agent_id == $id and (.resume_deadline_unix_seconds // 0) == 0)' >/dev/null
 }

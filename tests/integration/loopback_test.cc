@@ -612,6 +612,40 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
               static_cast<long>(agent_->messages_resent()), Counter("hetbench_sample_batches_duplicate_total"));
 }
 
+// The end of a task on a link that dies unseen: the agent finishes, builds its
+// TaskDone (counts of the batches it made) and writes it, but the coordinator
+// hears nothing of the last part of the task, and then the link is cut. The
+// agent, still holding the task, must not make further batches (power
+// readings taken after the end): on the next stream it sends again exactly
+// what the TaskDone counts, and the task succeeds as attempt 1. (Found by
+// e2e.chaos: a power batch made after the TaskDone, sent again before it on
+// resume, failed a task with "stored 3 of 2 batches".)
+TEST_F(StreamCutTest, WhatTheAgentSendsAgainAfterItsTaskEndedIsExactlyWhatItsTaskDoneCounts) {
+  ASSERT_TRUE(WaitForConnections(1));
+  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", "300",
+                          "--min-duration", "0", "--infer-max-batches", "10"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  ASSERT_TRUE(WaitUntilMeasuring(200));
+  proxy_->SetSwallowingClientBytes(true);  // from here the coordinator hears nothing
+  for (int i = 0; i < 1200 && agent_->tasks_finished() == 0; ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(agent_->tasks_finished(), 1);
+  // Power readings go on after the task's end: give the pump time to (not) send them.
+  absl::SleepFor(absl::Seconds(2.5));
+  EXPECT_EQ(GetJob("job-000001").tasks(0).state(), v1::TASK_STATE_RUNNING);  // the TaskDone was swallowed
+  proxy_->SetSwallowingClientBytes(false);
+  EXPECT_GT(proxy_->CutAll(), 0);
+  const v1::Job job = WaitUntilEnded(absl::Minutes(1));
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << Describe(job.tasks(0));
+  EXPECT_EQ(job.tasks(0).attempt(), 1);
+  EXPECT_EQ(job.tasks(0).resumes(), 1);
+  EXPECT_EQ(job.tasks(0).result().samples_stored(), 310);
+  auto power = server_->store().LoadPowerBatches("job-000001-t0", 1);
+  ASSERT_TRUE(power.ok());
+  EXPECT_FALSE(power->empty());
+  for (size_t i = 0; i < power->size(); ++i) EXPECT_EQ((*power)[i].seq(), i);
+  std::printf("TaskDone swallowed, link cut: resumed; %zu power batches and 310 samples stored, as counted\n",
+              power->size());
+}
 
 class ShortLeaseStreamCutTest : public StreamCutTest {
  protected:

@@ -3,6 +3,8 @@
 /// 127.0.0.1:port() to 127.0.0.1:upstream_port, and cuts them all on demand.
 /// A cut shuts both sockets of every open connection at once, so bytes in
 /// flight (in the proxy or in kernel buffers) are lost, as on a broken link.
+/// It can also swallow what clients send while passing replies on: a link
+/// that looks alive to the client while the server hears nothing.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -81,6 +83,11 @@ class TcpProxy {
     if (refusing) CutAll();
   }
 
+  /// While swallowing, bytes from clients are read and dropped; bytes from
+  /// the server still reach them. Cut the links afterwards: their streams
+  /// have lost bytes.
+  void SetSwallowingClientBytes(bool swallowing) { swallowing_ = swallowing; }
+
  private:
   struct Link {
     int client = -1, server = -1;
@@ -132,6 +139,7 @@ class TcpProxy {
           open = false;
           break;
         }
+        if (i == 0 && swallowing_) continue;
         const int to = p[1 - i].fd;
         for (ssize_t off = 0; off < n;) {
           const ssize_t w = send(to, buf + off, n - off, MSG_NOSIGNAL);
@@ -159,6 +167,7 @@ class TcpProxy {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> refusing_{false};
+  std::atomic<bool> swallowing_{false};
   std::atomic<int64_t> connections_{0};
   std::thread acceptor_;
   absl::Mutex mu_;
