@@ -564,13 +564,19 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
   ASSERT_EQ(submit.code, 0) << submit.err;
   std::mt19937 rng(7);
   int cuts = 0;
+  int64_t welcomed_at_cut = 0;  // cut a stream only once it is welcomed (its Hello, and so its resume, processed)
   v1::Job job;
   const absl::Time deadline = absl::Now() + absl::Minutes(4);
   for (;;) {
     job = GetJob("job-000001");
     if (IsTerminal(job.state()) || absl::Now() > deadline) break;
     absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(150, 450)(rng)));
-    if (GetJob("job-000001").tasks(0).state() == v1::TASK_STATE_RUNNING && proxy_->CutAll() > 0) ++cuts;
+    const int64_t welcomed = agent_->connections();
+    if (welcomed > welcomed_at_cut && GetJob("job-000001").tasks(0).state() == v1::TASK_STATE_RUNNING &&
+        proxy_->CutAll() > 0) {
+      ++cuts;
+      welcomed_at_cut = welcomed;
+    }
   }
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << Describe(job.tasks(0));
   const v1::Task& task = job.tasks(0);
