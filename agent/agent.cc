@@ -368,8 +368,14 @@ void Agent::JoinFinishedTasks(bool all) {
   }
   for (auto& t : done) {
     if (t->thread.joinable()) t->thread.join();
-    if (t->tap != nullptr) sampler_->Unsubscribe(t->tap);
+    ReleaseTap(*t);
   }
+}
+
+void Agent::ReleaseTap(RunningTask& task) {
+  if (task.tap == nullptr) return;
+  sampler_->Unsubscribe(task.tap);
+  task.tap = nullptr;
 }
 
 bool Agent::DrainSamples(RunningTask& task) {
@@ -448,16 +454,15 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       const bool finished = t->finished.load();  // read before draining: all records are published by then
       // Samples go out in full batches, or when they have waited long enough, or at the end.
       const size_t pending = t->control->samples.published() - t->sent;
-      // Once sealed only the TaskDone is left to deliver (below).
-      if (!t->sealed &&
-          (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
-           now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9))) {
+      if (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
+          now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9)) {
         ok = DrainSamples(*t);
         t->last_samples_send_ns = now;
       }
-      if (ok && !t->sealed &&
-          (finished ||
-           now - t->last_power_send_ns >= static_cast<int64_t>(config_.power_send_interval_seconds * 1e9))) {
+      // After the TaskDone is built these drain nothing: no record is
+      // published after the end, and the power tap is released then.
+      if (ok && (finished ||
+                 now - t->last_power_send_ns >= static_cast<int64_t>(config_.power_send_interval_seconds * 1e9))) {
         ok = DrainPower(*t);
         t->last_power_send_ns = now;
       }
@@ -493,11 +498,9 @@ void Agent::Pump(grpc::ClientContext* ctx) {
               *d->mutable_result() = *t->result;
             }
             t->done = std::move(m);
-            t->sealed = true;
-            if (t->tap != nullptr) {
-              sampler_->Unsubscribe(t->tap);
-              t->tap = nullptr;
-            }
+            // Its counts are final: readings taken after the end (the sampler
+            // goes on) must not become a batch the TaskDone does not count.
+            ReleaseTap(*t);
             ++tasks_finished_;
             LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (", t->samples_sent,
                     " samples in ", t->next_seq, " batches)");

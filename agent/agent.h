@@ -98,9 +98,6 @@ class Agent {
     uint64_t next_power_seq = 0;
     int64_t last_power_send_ns = 0;
     bool done_written = false;  // on the current stream
-    // The TaskDone is built: its counts are final, so nothing more is drained
-    // (power readings go on after the end) and the tap is let go.
-    bool sealed = false;
     // Every batch and the TaskDone stay here until the coordinator acks them
     // (it acks once they are durable) and go out again on the next stream.
     absl::Mutex out_mu;
@@ -132,6 +129,8 @@ class Agent {
   bool DrainSamples(RunningTask& task);
   /// The same for the power readings the task's tap collected.
   bool DrainPower(RunningTask& task);
+  /// Stops the task's power readings (pump thread, or once the pump is joined).
+  void ReleaseTap(RunningTask& task);
   /// Sends every outstanding (unacknowledged) message again, at the start of a stream.
   bool ResendOutstanding(RunningTask& task);
   /// The task thread: idle baseline, executor, power reads at the boundaries.

@@ -163,6 +163,13 @@ class LoopbackTest : public ::testing::Test {
     return measuring();
   }
 
+  /// Submits one mlp task (batch 32) that measures exactly `steps` training
+  /// steps and `infer` inference batches, whatever the time they take.
+  CliResult SubmitExactJob(int steps, int infer) {
+    return Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", std::to_string(steps),
+                "--min-duration", "0", "--infer-max-batches", std::to_string(infer)});
+  }
+
   /// Polls job-000001 until it ends or `timeout` passes; returns the last view.
   v1::Job WaitUntilEnded(absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
@@ -467,8 +474,7 @@ TEST_F(LoopbackTest, AgentReconnectsAfterTheCoordinatorRestartsAndTheNextJobRuns
 // reconnects to the new coordinator and resumes; nothing is re-run or lost.
 TEST_F(LoopbackTest, ATaskRunningAcrossACoordinatorRestartIsResumedNotReRun) {
   ASSERT_TRUE(WaitForConnections(1));
-  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", "400",
-                          "--min-duration", "0", "--infer-max-batches", "10"});
+  CliResult submit = SubmitExactJob(400, 10);
   ASSERT_EQ(submit.code, 0) << submit.err;
   ASSERT_TRUE(WaitUntilMeasuring(50));
   const std::string listen = address_;
@@ -559,8 +565,7 @@ class StreamCutTest : public LoopbackTest {
 TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch) {
   ASSERT_TRUE(WaitForConnections(1));
   constexpr int kSteps = 1500, kInfer = 40;
-  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps",
-                          std::to_string(kSteps), "--min-duration", "0", "--infer-max-batches", std::to_string(kInfer)});
+  CliResult submit = SubmitExactJob(kSteps, kInfer);
   ASSERT_EQ(submit.code, 0) << submit.err;
   std::mt19937 rng(7);
   int cuts = 0;
@@ -628,8 +633,7 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
 // resume, failed a task with "stored 3 of 2 batches".)
 TEST_F(StreamCutTest, WhatTheAgentSendsAgainAfterItsTaskEndedIsExactlyWhatItsTaskDoneCounts) {
   ASSERT_TRUE(WaitForConnections(1));
-  CliResult submit = Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", "300",
-                          "--min-duration", "0", "--infer-max-batches", "10"});
+  CliResult submit = SubmitExactJob(300, 10);
   ASSERT_EQ(submit.code, 0) << submit.err;
   ASSERT_TRUE(WaitUntilMeasuring(200));
   proxy_->SetSwallowingClientBytes(true);  // from here the coordinator hears nothing
