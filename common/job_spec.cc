@@ -104,6 +104,31 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   std::vector<std::string> errors;
   auto bad = [&](auto&&... parts) { errors.push_back(absl::StrCat(parts...)); };
 
+  // Counts first: a list over its limit is refused before any per-entry
+  // check, so the work done on a hostile spec does not grow with its size.
+  if (spec.models_size() > SpecLimits::kMaxModels) {
+    bad("models: ", spec.models_size(), " entries: at most ", SpecLimits::kMaxModels, " allowed");
+  }
+  if (spec.batch_sizes_size() > SpecLimits::kMaxBatchSizes) {
+    bad("batch_sizes: ", spec.batch_sizes_size(), " entries: at most ", SpecLimits::kMaxBatchSizes, " allowed");
+  }
+  if (spec.targets_size() > SpecLimits::kMaxTargets) {
+    bad("targets: ", spec.targets_size(), " entries: at most ", SpecLimits::kMaxTargets, " allowed");
+  }
+  if (spec.cost().usd_per_hour_size() > 256) {
+    bad("cost.usd_per_hour: ", spec.cost().usd_per_hour_size(), " entries: at most 256 allowed");
+  }
+  for (int i = 0; i < spec.targets_size() && i <= SpecLimits::kMaxTargets; ++i) {
+    if (spec.targets(i).labels_size() > 64) {
+      bad("targets[", i, "].labels: ", spec.targets(i).labels_size(), " entries: at most 64 allowed");
+    }
+  }
+  if (spec.torchscript().input_shape_size() > 8) {
+    bad("torchscript.input_shape: ", spec.torchscript().input_shape_size(),
+        " dimensions: give 1 to 8, without the batch, e.g. [1, 28, 28]");
+  }
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(errors, "; ")));
+
   if (spec.name().size() > SpecLimits::kMaxNameLength) {
     bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
   }
@@ -123,9 +148,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("model = \"", spec.model(), "\" and models: both set; list every model under models");
   }
   if (spec.models_size() == 0) bad("models: empty: give at least one, e.g. [mlp]");
-  if (spec.models_size() > SpecLimits::kMaxModels) {
-    bad("models: ", spec.models_size(), " entries: at most ", SpecLimits::kMaxModels, " allowed");
-  }
   for (int i = 0; i < spec.models_size(); ++i) {
     const std::string& m = spec.models(i);
     if (!Contains(KnownModels(), m)) {
@@ -177,9 +199,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ", absl::StrJoin(KnownDatasets(), ", "));
   }
   if (spec.batch_sizes_size() == 0) bad("batch_sizes: empty: give at least one batch size, e.g. [128]");
-  if (spec.batch_sizes_size() > SpecLimits::kMaxBatchSizes) {
-    bad("batch_sizes: ", spec.batch_sizes_size(), " entries: at most ", SpecLimits::kMaxBatchSizes, " allowed");
-  }
   for (int i = 0; i < spec.batch_sizes_size(); ++i) {
     const int b = spec.batch_sizes(i);
     if (b < 1) bad("batch_sizes[", i, "] = ", b, ": must be >= 1");
@@ -192,9 +211,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
   if (spec.targets_size() == 0) bad("targets: empty: give at least one, e.g. [{device_kind: cpu}]");
-  if (spec.targets_size() > SpecLimits::kMaxTargets) {
-    bad("targets: ", spec.targets_size(), " entries: at most ", SpecLimits::kMaxTargets, " allowed");
-  }
   for (int i = 0; i < spec.targets_size(); ++i) {
     const v1::TargetSelector& t = spec.targets(i);
     if (!v1::DeviceKind_IsValid(t.device_kind())) {
@@ -259,7 +275,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!(spread > 0) || spread > 100) {
     bad("validity.max_iqr_over_median = ", spread, ": must be in (0, 100]");
   }
-  if (spec.cost().usd_per_hour_size() > 256) bad("cost.usd_per_hour: more than 256 entries");
   const double price = spec.cost().electricity_usd_per_kwh();
   if (!(price >= 0) || price > 100) bad("cost.electricity_usd_per_kwh = ", price, ": must be in [0, 100]");
   if (errors.empty()) return absl::OkStatus();

@@ -14,6 +14,8 @@ std::atomic<int> g_min_level{0};
 
 void SetMinLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
 
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
+
 void LogLine(LogLevel level, std::string_view component, std::string_view message) {
   if (static_cast<int>(level) < g_min_level.load()) return;
   const auto now = std::chrono::system_clock::now();
@@ -23,7 +25,10 @@ void LogLine(LogLevel level, std::string_view component, std::string_view messag
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-  const char* tag = level == LogLevel::kError ? "E" : level == LogLevel::kWarning ? "W" : "I";
+  const char* tag = level == LogLevel::kError     ? "E"
+                    : level == LogLevel::kWarning ? "W"
+                    : level == LogLevel::kDebug   ? "D"
+                                                  : "I";
   char millis[8];
   std::snprintf(millis, sizeof(millis), ".%03d", static_cast<int>(ms));
   std::string line;

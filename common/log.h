@@ -8,12 +8,19 @@
 
 namespace hetbench {
 
-enum class LogLevel { kInfo, kWarning, kError };
+/// kDebug lines (per-task assignments and the like) are off by default.
+enum class LogLevel { kDebug = -1, kInfo = 0, kWarning = 1, kError = 2 };
 
 /// Lines below this level are dropped (default kInfo). Thread-safe.
 void SetMinLogLevel(LogLevel level);
 void LogLine(LogLevel level, std::string_view component, std::string_view message);
+bool LogEnabled(LogLevel level);
 
+template <typename... Args>
+void LogDebug(std::string_view component, const Args&... args) {
+  if (!LogEnabled(LogLevel::kDebug)) return;
+  LogLine(LogLevel::kDebug, component, absl::StrCat(args...));
+}
 template <typename... Args>
 void LogInfo(std::string_view component, const Args&... args) {
   LogLine(LogLevel::kInfo, component, absl::StrCat(args...));

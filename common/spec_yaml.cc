@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 #include "common/names.h"
 
 namespace hetbench {
@@ -28,8 +29,29 @@ absl::StatusOr<T> As(const YAML::Node& n, const std::string& path, const char* t
   }
 }
 
+// A key given twice is refused: yaml-cpp keeps both and lookups see the
+// first, so `model: mlp` then `model: cnn` would silently run mlp.
+absl::Status CheckUniqueKeys(const YAML::Node& map, const std::string& path) {
+  std::map<std::string, int> first_line;
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? "key" : path + ".key"),
+                                                     ": a key must be a plain name"));
+    }
+    const std::string key = kv.first.Scalar();
+    auto [it, inserted] = first_line.emplace(key, kv.first.Mark().line + 1);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? key : path + "." + key),
+                                                     ": duplicate key, first given on line ", it->second,
+                                                     "; keep one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& known) {
   if (!map.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Where(map, path), ": expected a mapping"));
+  if (auto s = CheckUniqueKeys(map, path); !s.ok()) return s;
   for (const auto& kv : map) {
     const std::string key = kv.first.as<std::string>();
     if (known.count(key) == 0) {
@@ -38,6 +60,14 @@ absl::Status CheckKeys(const YAML::Node& map, const std::string& path, const std
     }
   }
   return absl::OkStatus();
+}
+
+// Lists are counted before their entries are read, so a huge list costs
+// nothing but its parse.
+absl::Status CheckCount(const YAML::Node& seq, const std::string& path, size_t max) {
+  if (seq.size() <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(Where(seq, path), ": ", seq.size(), " entries: at most ", max, " allowed; split the job"));
 }
 
 #define HB_ASSIGN(lhs, expr)          \
@@ -75,6 +105,7 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
     const YAML::Node labels = n["labels"];
     if (!labels.IsMap())
       return absl::InvalidArgumentError(absl::StrCat(Where(labels, path + ".labels"), ": expected a mapping"));
+    if (auto s = CheckUniqueKeys(labels, path + ".labels"); !s.ok()) return s;
     for (const auto& kv : labels) {
       auto v = As<std::string>(kv.second, path + ".labels." + kv.first.as<std::string>(), "a string");
       if (!v.ok()) return v.status();
@@ -99,6 +130,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (m.IsScalar()) {
       HB_ASSIGN(spec.add_models, As<std::string>(m, "models", "a model name"));
     } else if (m.IsSequence()) {
+      if (auto s = CheckCount(m, "models", SpecLimits::kMaxModels); !s.ok()) return s;
       for (size_t i = 0; i < m.size(); ++i) {
         HB_ASSIGN(spec.add_models, As<std::string>(m[i], absl::StrCat("models[", i, "]"), "a model name"));
       }
@@ -142,6 +174,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (b.IsScalar()) {
       HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b, "batch_sizes", "an integer"));
     } else if (b.IsSequence()) {
+      if (auto s = CheckCount(b, "batch_sizes", SpecLimits::kMaxBatchSizes); !s.ok()) return s;
       for (size_t i = 0; i < b.size(); ++i) {
         HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b[i], absl::StrCat("batch_sizes[", i, "]"), "an integer"));
       }
@@ -151,6 +184,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   }
   if (const YAML::Node t = root["targets"]) {
     if (!t.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(Where(t, "targets"), ": expected a list"));
+    if (auto s = CheckCount(t, "targets", SpecLimits::kMaxTargets); !s.ok()) return s;
     for (size_t i = 0; i < t.size(); ++i) {
       if (auto s = ParseTarget(t[i], absl::StrCat("targets[", i, "]"), spec.add_targets()); !s.ok()) return s;
     }
@@ -203,6 +237,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
         return absl::InvalidArgumentError(
             absl::StrCat(Where(rates, "cost.usd_per_hour"), ": expected a mapping like {cpu: 0.10, gpu: 2.50}"));
       }
+      if (auto s = CheckUniqueKeys(rates, "cost.usd_per_hour"); !s.ok()) return s;
       for (const auto& kv : rates) {
         const std::string key = kv.first.as<std::string>();
         auto v = As<double>(kv.second, "cost.usd_per_hour." + key, "a number");

@@ -25,6 +25,20 @@ int main(int argc, char** argv) {
   app.add_option("--lease-seconds", config.coordinator.lease_seconds, "an agent silent this long is lost")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--max-queued-requests", config.coordinator.max_queued_requests,
+                 "client requests waiting for the event loop at most; more are refused with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  double retention_hours = 0;
+  app.add_option("--raw-retention-hours", retention_hours,
+                 "delete the raw sample and power batches of jobs finished this long ago (results stay); 0 = keep")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--max-concurrent-streams", config.max_concurrent_streams, "gRPC streams per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  bool debug = false;
+  app.add_flag("--debug", debug, "log every task assignment");
   app.add_option("--port-file", port_file, "write 'grpc=<port> metrics=<port>' here once listening");
   auto& sec = config.security;
   app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")->envname("HETBENCH_TLS_CERT");
@@ -38,6 +52,8 @@ int main(int argc, char** argv) {
                  "API); without it any caller may use both")
       ->envname("HETBENCH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
+  config.coordinator.raw_retention_seconds = retention_hours * 3600.0;
+  if (debug) hetbench::SetMinLogLevel(hetbench::LogLevel::kDebug);
 
   // Signals are taken by a normal thread via sigwait, never in a handler.
   sigset_t signals;

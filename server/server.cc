@@ -32,7 +32,8 @@ absl::Status HetbenchServer::Start() {
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   metrics_ = std::make_unique<Metrics>();
-  coordinator_ = std::make_unique<Coordinator>(store_.get(), metrics_.get(), &clock_, config_.coordinator);
+  const Clock* clock = config_.clock != nullptr ? config_.clock : &clock_;
+  coordinator_ = std::make_unique<Coordinator>(store_.get(), metrics_.get(), clock, config_.coordinator);
   if (auto s = coordinator_->Start(); !s.ok()) return s;
 
   coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get(), metrics_.get(), authorizer_.get());
@@ -44,6 +45,10 @@ absl::Status HetbenchServer::Start() {
   builder.RegisterService(gateway_service_.get());
   builder.SetMaxReceiveMessageSize(config_.max_message_bytes);
   builder.SetMaxSendMessageSize(config_.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config_.max_concurrent_streams);
+  grpc::ResourceQuota quota("hetbench-server");
+  quota.Resize(static_cast<size_t>(config_.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
     coordinator_->Stop();

@@ -15,6 +15,7 @@
 #include "server/service/coordinator.h"
 #include "server/service/grpc_services.h"
 #include "server/store/sqlite_job_store.h"
+#include <grpcpp/resource_quota.h>
 
 namespace hetbench::server {
 
@@ -27,6 +28,13 @@ struct ServerConfig {
   std::string db_path = "hetbench.db";
   CoordinatorOptions coordinator;
   int max_message_bytes = 16 << 20;
+  /// gRPC: concurrent streams per connection, and the memory gRPC may use
+  /// for its buffers (grpc::ResourceQuota) before it pushes back.
+  int max_concurrent_streams = 100;
+  int64_t grpc_memory_bytes = int64_t{1} << 30;
+  /// Time source of the coordinator (leases, heartbeats, timestamps); null =
+  /// the real clock. Must outlive the server.
+  const Clock* clock = nullptr;
   /// TLS (optionally mutual for agents) and bearer tokens; default plaintext, no tokens.
   ServerSecurity security;
 };

@@ -105,6 +105,56 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Name("hetbench_grpc_server_handling_seconds")
                       .Help("Time from the start of an RPC to its status, by method (streams: their lifetime).")
                       .Register(*registry_);
+  loop_latency_ = &prometheus::BuildHistogram()
+                       .Name("hetbench_coordinator_loop_latency_seconds")
+                       .Help("Wait of each message or request from its arrival to its handling on the event loop.")
+                       .Register(*registry_);
+  loop_latency_all_ = &loop_latency_->Add(
+      {}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                  0.25, 0.5, 1, 2.5, 5, 10});
+  loop_closures_ = &prometheus::BuildCounter()
+                        .Name("hetbench_coordinator_loop_closures_total")
+                        .Help("Messages and requests handled by the event loop.")
+                        .Register(*registry_);
+  live_jobs_ = &prometheus::BuildGauge()
+                    .Name("hetbench_coordinator_live_jobs")
+                    .Help("Jobs held in the coordinator's memory (not yet ended).")
+                    .Register(*registry_);
+  loop_depth_ = &prometheus::BuildGauge()
+                     .Name("hetbench_coordinator_loop_queue_depth")
+                     .Help("Closures waiting for the event loop.")
+                     .Register(*registry_);
+  shed_ = &prometheus::BuildCounter()
+               .Name("hetbench_requests_shed_total")
+               .Help("Client requests refused with RESOURCE_EXHAUSTED because the event loop's queue was full.")
+               .Register(*registry_);
+  specs_refused_ = &prometheus::BuildCounter()
+                        .Name("hetbench_job_specs_refused_total")
+                        .Help("Submitted job specs refused by validation at the edge.")
+                        .Register(*registry_);
+  tasks_assigned_ = &prometheus::BuildCounter()
+                         .Name("hetbench_tasks_assigned_total")
+                         .Help("Task attempts assigned to a device.")
+                         .Register(*registry_);
+  tasks_retried_ = &prometheus::BuildCounter()
+                        .Name("hetbench_tasks_retried_total")
+                        .Help("Task attempts that failed for a retryable reason and were queued again.")
+                        .Register(*registry_);
+  jobs_pruned_ = &prometheus::BuildCounter()
+                      .Name("hetbench_jobs_raw_batches_pruned_total")
+                      .Help("Finished jobs whose raw sample and power batches were deleted after their retention.")
+                      .Register(*registry_);
+  queue_overflow_ = &prometheus::BuildCounter()
+                         .Name("hetbench_stream_send_queue_overflows_total")
+                         .Help("Streams ended because their outbound queue reached its bound.")
+                         .Register(*registry_);
+  loop_closures_->Add({});
+  live_jobs_->Add({});
+  loop_depth_->Add({});
+  specs_refused_->Add({});
+  tasks_assigned_->Add({});
+  tasks_retried_->Add({});
+  jobs_pruned_->Add({});
   for (int s = v1::TASK_STATE_QUEUED; s <= v1::TASK_STATE_CANCELLED; ++s) {
     tasks_->Add({{"state", TaskStateName(static_cast<v1::TaskState>(s))}});
   }
@@ -154,22 +204,31 @@ void Metrics::SetPower(const std::string& agent, const std::string& device_kind,
   auto& g = power_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}});
   g.Set(watts);
   absl::MutexLock l(&mu_);
-  for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
-    if (it->second.second == &g) return;
-  }
-  agent_gauges_.emplace(agent, std::make_pair(power_, &g));
+  Track(agent, power_, &g);
+}
+
+template <typename T>
+void Metrics::Track(const std::string& agent, prometheus::Family<T>* family, T* metric) {
+  agent_series_[agent].emplace(metric, [family, metric] { family->Remove(metric); });
 }
 
 void Metrics::AddEnergy(const std::string& agent, const std::string& device_kind, v1::PowerSource source,
                         double joules) {
   if (joules > 0) {
-    energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}})
-        .Increment(joules);
+    auto& c = energy_->Add({{"agent", agent}, {"device_kind", device_kind}, {"source", PowerSourceName(source)}});
+    c.Increment(joules);
+    absl::MutexLock l(&mu_);
+    Track(agent, energy_, &c);
   }
 }
 
 void Metrics::AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n) {
-  if (n > 0) read_errors_->Add({{"agent", agent}, {"source", PowerSourceName(source)}}).Increment(n);
+  if (n > 0) {
+    auto& c = read_errors_->Add({{"agent", agent}, {"source", PowerSourceName(source)}});
+    c.Increment(n);
+    absl::MutexLock l(&mu_);
+    Track(agent, read_errors_, &c);
+  }
 }
 
 void Metrics::SetSensorsUp(const std::string& agent,
@@ -184,16 +243,25 @@ void Metrics::SetSensorsUp(const std::string& agent,
   for (const auto& [key, value] : up) {
     auto& g = sensor_up_->Add({{"agent", agent}, {"device_kind", key.first}, {"source", key.second}});
     g.Set(value ? 1 : 0);
-    bool tracked = false;
-    for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it)
-      tracked = tracked || it->second.second == &g;
-    if (!tracked) agent_gauges_.emplace(agent, std::make_pair(sensor_up_, &g));
+    Track(agent, sensor_up_, &g);
   }
 }
 
 void Metrics::AgentSeen(const std::string& agent, double unix_seconds) {
-  agent_up_->Add({{"agent", agent}}).Set(1);
-  agent_last_seen_->Add({{"agent", agent}}).Set(unix_seconds);
+  auto& up = agent_up_->Add({{"agent", agent}});
+  up.Set(1);
+  auto& seen = agent_last_seen_->Add({{"agent", agent}});
+  seen.Set(unix_seconds);
+  absl::MutexLock l(&mu_);
+  Track(agent, agent_up_, &up);
+  Track(agent, agent_last_seen_, &seen);
+}
+
+void Metrics::AgentDown(const std::string& agent) {
+  auto& up = agent_up_->Add({{"agent", agent}});
+  up.Set(0);
+  absl::MutexLock l(&mu_);
+  Track(agent, agent_up_, &up);
 }
 
 void Metrics::SetTasksByState(const std::map<v1::TaskState, int64_t>& counts) {
@@ -257,12 +325,37 @@ void Metrics::ObserveRpc(const std::string& method, const std::string& code, dou
 }
 
 void Metrics::ForgetAgent(const std::string& agent) {
-  agent_up_->Add({{"agent", agent}}).Set(0);
   absl::MutexLock l(&mu_);
-  for (auto [it, end] = agent_gauges_.equal_range(agent); it != end; ++it) {
-    it->second.first->Remove(it->second.second);
-  }
-  agent_gauges_.erase(agent);
+  auto it = agent_series_.find(agent);
+  if (it == agent_series_.end()) return;
+  for (auto& [metric, remove] : it->second) remove();
+  agent_series_.erase(it);
+}
+
+size_t Metrics::agent_series() {
+  absl::MutexLock l(&mu_);
+  size_t n = 0;
+  for (const auto& [agent, series] : agent_series_) n += series.size();
+  return n;
+}
+
+void Metrics::ObserveLoopBatch(const std::vector<double>& latencies_seconds, size_t closures) {
+  for (double s : latencies_seconds) loop_latency_all_->Observe(s);
+  if (closures > 0) loop_closures_->Add({}).Increment(static_cast<double>(closures));
+}
+
+void Metrics::SetLiveJobs(int64_t live_jobs, int64_t queue_depth) {
+  live_jobs_->Add({}).Set(static_cast<double>(live_jobs));
+  loop_depth_->Add({}).Set(static_cast<double>(queue_depth));
+}
+
+void Metrics::AddRequestShed(const std::string& method) { shed_->Add({{"method", method}}).Increment(); }
+void Metrics::AddSpecRefused() { specs_refused_->Add({}).Increment(); }
+void Metrics::AddTaskAssigned() { tasks_assigned_->Add({}).Increment(); }
+void Metrics::AddTaskRetried() { tasks_retried_->Add({}).Increment(); }
+void Metrics::AddJobsPruned(int n) { jobs_pruned_->Add({}).Increment(n); }
+void Metrics::AddSendQueueOverflow(const std::string& stream) {
+  queue_overflow_->Add({{"stream", stream}}).Increment();
 }
 
 }  // namespace hetbench::server

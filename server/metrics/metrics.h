@@ -9,6 +9,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,9 +46,15 @@ class Metrics {
   void AddPowerReadErrors(const std::string& agent, v1::PowerSource source, int n);
   /// Sensors an agent announced: up=1 when available, 0 when tried and unavailable.
   void SetSensorsUp(const std::string& agent, const std::vector<std::pair<std::string, v1::SensorInfo>>& sensors);
-  /// Drops an agent's power gauges when it disconnects (its counters stay)
-  /// and sets hetbench_agent_up{agent} to 0.
+  /// hetbench_agent_up{agent} = 0: disconnected while its tasks wait for it
+  /// to resume (its series stay until ForgetAgent).
+  void AgentDown(const std::string& agent);
+  /// Removes every series labelled with `agent` (up, last seen, power,
+  /// energy, sensors, read errors): the agent is gone and not waited for, so
+  /// the number of per-agent series is bounded by the agents known now.
   void ForgetAgent(const std::string& agent);
+  /// Per-agent series exported now (for tests and the bench).
+  size_t agent_series();
   /// hetbench_agent_up = 1 and the time of its latest message.
   void AgentSeen(const std::string& agent, double unix_seconds);
   /// Tasks by state (queued, running), replaced as a whole.
@@ -67,6 +74,17 @@ class Metrics {
   void SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result);
   /// One finished RPC: `method` is the short name ("SubmitJob"), `code` the gRPC code name.
   void ObserveRpc(const std::string& method, const std::string& code, double seconds);
+
+  /// One event-loop batch: the wait of each closure from Post to its start.
+  void ObserveLoopBatch(const std::vector<double>& latencies_seconds, size_t closures);
+  void SetLiveJobs(int64_t live_jobs, int64_t queue_depth);
+  void AddRequestShed(const std::string& method);
+  void AddSpecRefused();
+  void AddTaskAssigned();
+  void AddTaskRetried();
+  void AddJobsPruned(int n);
+  /// A stream's outbound queue overflowed and the stream was ended (`stream`: agent or watch).
+  void AddSendQueueOverflow(const std::string& stream);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -91,9 +109,25 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* tasks_;
   prometheus::Family<prometheus::Counter>* rpc_handled_;
   prometheus::Family<prometheus::Histogram>* rpc_seconds_;
+  prometheus::Family<prometheus::Histogram>* loop_latency_;
+  prometheus::Family<prometheus::Counter>* loop_closures_;
+  prometheus::Family<prometheus::Gauge>* live_jobs_;
+  prometheus::Family<prometheus::Gauge>* loop_depth_;
+  prometheus::Family<prometheus::Counter>* shed_;
+  prometheus::Family<prometheus::Counter>* specs_refused_;
+  prometheus::Family<prometheus::Counter>* tasks_assigned_;
+  prometheus::Family<prometheus::Counter>* tasks_retried_;
+  prometheus::Family<prometheus::Counter>* jobs_pruned_;
+  prometheus::Family<prometheus::Counter>* queue_overflow_;
+  prometheus::Histogram* loop_latency_all_ = nullptr;
+
+  /// Remembers a series of `agent` so ForgetAgent can remove it.
+  template <typename T>
+  void Track(const std::string& agent, prometheus::Family<T>* family, T* metric) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
-  std::multimap<std::string, std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>> agent_gauges_
-      ABSL_GUARDED_BY(mu_);  // for ForgetAgent
+  // For ForgetAgent: each agent's series, keyed by the metric's address.
+  std::map<std::string, std::map<const void*, std::function<void()>>> agent_series_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hetbench::server

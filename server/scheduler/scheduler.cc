@@ -45,37 +45,50 @@ std::string DescribeTarget(const v1::TargetSelector& target) {
 
 std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                           const DeviceLeases& leases) {
+  // Bounded whatever the fleet's size: a count, one example, at most
+  // kMaxReasons reasons and how many more there were.
+  constexpr size_t kMaxReasons = 3;
   if (agents.empty()) return absl::StrCat("waiting for a ", DescribeTarget(target), ": no agent is connected");
-  std::vector<std::string> busy;
+  int64_t busy = 0;
+  std::string example;
   for (const v1::Hello* hello : agents) {
     for (const v1::Device& device : hello->devices()) {
       if (Matches(target, *hello, device)) {
-        busy.push_back(absl::StrCat(hello->agent_id(), "/", device.id(), " (",
-                                    leases.TaskOn(hello->agent_id(), device.id()), ")"));
+        if (busy++ == 0) {
+          example = absl::StrCat(hello->agent_id(), "/", device.id(), " (", leases.TaskOn(hello->agent_id(), device.id()),
+                                 ")");
+        }
       }
     }
   }
-  if (!busy.empty()) {
-    return absl::StrCat("waiting: every matching device is busy: ", absl::StrJoin(busy, ", "));
-  }
+  if (busy == 1) return absl::StrCat("waiting: the one matching device is busy: ", example);
+  if (busy > 1) return absl::StrCat("waiting: ", busy, " matching devices busy, e.g. ", example);
   std::string out = absl::StrCat("no connected agent offers a ", DescribeTarget(target));
   // Say why, from what the agents reported about the kind.
   std::vector<std::string> why;
+  size_t more = 0;
+  auto add = [&](std::string reason) {
+    if (why.size() < kMaxReasons) {
+      why.push_back(std::move(reason));
+    } else {
+      ++more;
+    }
+  };
   for (const v1::Hello* hello : agents) {
     for (const v1::AbsentDevice& a : hello->absent()) {
       if (target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED && a.kind() == target.device_kind()) {
-        why.push_back(absl::StrCat(hello->agent_id(), ": ", a.reason()));
+        add(absl::StrCat(hello->agent_id(), ": ", a.reason()));
       }
     }
     if (!target.executor().empty() && target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED) {
       for (const v1::Device& device : hello->devices()) {
         if (device.kind() == target.device_kind() && !CanRun(device, target.executor())) {
-          why.push_back(absl::StrCat(hello->agent_id(), "/", device.id(), " runs only ",
-                                     absl::StrJoin(device.executors(), ", ")));
+          add(absl::StrCat(hello->agent_id(), "/", device.id(), " runs only ", absl::StrJoin(device.executors(), ", ")));
         }
       }
     }
   }
+  if (more > 0) why.push_back(absl::StrCat("and ", more, " more"));
   if (!why.empty()) absl::StrAppend(&out, " (", absl::StrJoin(why, "; "), ")");
   return out;
 }
@@ -115,6 +128,37 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
     }
   }
   return std::nullopt;
+}
+
+SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases)
+    : agents_(agents), leases_(leases) {
+  for (const v1::Hello* hello : agents) {
+    for (const v1::Device& device : hello->devices()) {
+      if (!leases.IsLeased(hello->agent_id(), device.id())) free_.push_back(Free{hello, &device});
+    }
+  }
+  free_left_ = free_.size();
+}
+
+std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) {
+  if (free_left_ == 0) return std::nullopt;
+  for (Free& f : free_) {
+    if (!f.taken && Matches(target, *f.hello, *f.device)) {
+      f.taken = true;
+      --free_left_;
+      return Placement{f.hello->agent_id(), *f.device};
+    }
+  }
+  return std::nullopt;
+}
+
+const std::string& SchedulingPass::Reason(const v1::TargetSelector& target) {
+  // Leases taken during this pass are not in `leases_` yet, so the reason
+  // speaks of the state at the start of the pass; the next pass refreshes it.
+  const std::string key = target.SerializeAsString();
+  auto it = reasons_.find(key);
+  if (it == reasons_.end()) it = reasons_.emplace(key, PendingReason(target, agents_, leases_)).first;
+  return it->second;
 }
 
 }  // namespace hetbench::server

@@ -56,4 +56,34 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
 std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                           const DeviceLeases& leases);
 
+/// One scheduling pass: the cheap, serial decision of which queued task goes
+/// to which free device (the binding, sending Assign, happens after the
+/// commit). Built once per event-loop batch from the connected agents and the
+/// leases; it lists the free devices once, so placing T queued tasks costs
+/// O(T x free devices) and no more, and answers pending reasons from a cache
+/// per distinct target. Not thread-safe; borrows `agents` and `leases`.
+class SchedulingPass {
+ public:
+  SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases);
+
+  /// A free device matching `target`, taken for the rest of the pass; or nothing.
+  std::optional<Placement> Take(const v1::TargetSelector& target);
+  /// Why `target` gets no device now (bounded; see PendingReason), cached per target.
+  const std::string& Reason(const v1::TargetSelector& target);
+  /// Free devices not yet taken in this pass.
+  size_t free_devices() const { return free_left_; }
+
+ private:
+  struct Free {
+    const v1::Hello* hello;
+    const v1::Device* device;
+    bool taken = false;
+  };
+  const std::vector<const v1::Hello*>& agents_;
+  const DeviceLeases& leases_;
+  std::vector<Free> free_;
+  size_t free_left_ = 0;
+  std::map<std::string, std::string> reasons_;  // by serialized target
+};
+
 }  // namespace hetbench::server

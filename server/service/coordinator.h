@@ -1,31 +1,40 @@
 #pragma once
-/// The coordinator's core: job lifecycle, scheduling, agent sessions, sample
-/// ingestion and aggregation.
+/// The coordinator's core: job lifecycle and the client API, agent sessions,
+/// ingest, and the scheduling pass, all on one event loop (server/loop).
 ///
-/// Threading: every state change runs on one event-loop thread. gRPC reactions
-/// only post closures to it and return. The loop takes all pending closures,
-/// runs them inside one store transaction, commits, and only then sends what
-/// they produced (acks, assignments, replies): nothing is acknowledged before
-/// it is durable.
+/// Threading: every state change runs on the loop thread. gRPC reactions do
+/// the work proportional to a request's size at the edge (spec defaults and
+/// validation, batch column checks, histogram counts) on their own thread,
+/// then post a closure and return. The loop runs closures in batches inside
+/// one store transaction, commits, and only then sends what they produced.
+///
+/// Memory: only live (unfinished) jobs are held; a job that ends is evicted
+/// after the commit that stored its end, and read from the store on demand.
+/// Per running task the coordinator keeps an incremental aggregate of its
+/// samples (server/ingest/step_aggregator.h), so a task's end is bounded work.
+///
+/// Files: coordinator.cc (lifecycle, client API, job state, watches, gauges),
+/// agent_sessions.cc (Hello, leases, resume, fencing, agent loss),
+/// ingest.cc (progress, samples, power, TaskDone, protocol errors).
 
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
+#include "server/ingest/step_aggregator.h"
+#include "server/loop/event_loop.h"
 #include "server/metrics/metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
@@ -41,6 +50,9 @@ class MessageSink {
   virtual void Send(T msg) = 0;
   /// Ends the stream with `status` once queued messages are written. Idempotent.
   virtual void Close(const grpc::Status& status) = 0;
+  /// The coordinator finished handling one message read from this stream:
+  /// the stream may read another (its in-flight window). Default: nothing.
+  virtual void Handled() {}
 };
 
 using AgentSink = MessageSink<v1::CoordinatorMessage>;
@@ -49,20 +61,30 @@ using WatchSink = MessageSink<v1::JobEvent>;
 struct CoordinatorOptions {
   double heartbeat_seconds = 5.0;  // coordinator -> agent heartbeat period
   double lease_seconds = 15.0;     // an agent silent this long is lost
-  int max_attempts = 3;            // per task, counting re-queues after agent loss
+  int max_attempts = 3;            // per task, counting re-queues after agent loss and retryable failures
   int max_restarts = 10;           // coordinator restarts that may interrupt one task (not counted above)
   int max_samples_per_batch = 100000;
+  /// Client requests queued on the loop at most; past it they are refused
+  /// with RESOURCE_EXHAUSTED and a retry hint.
+  int max_queued_requests = 20000;
+  /// A job's watchers get at most one event per this many seconds (the
+  /// latest state; a job's end is sent at once).
+  double watch_interval_seconds = 0.1;
+  /// Raw sample and power batches of jobs finished longer ago than this are
+  /// deleted (aggregated results stay); 0 keeps them forever.
+  double raw_retention_seconds = 0;
 };
 
 class Coordinator {
  public:
-  /// `store`, `metrics` and `clock` must outlive the coordinator.
+  /// `store`, `metrics` and `clock` must outlive the coordinator. `clock`
+  /// drives leases, heartbeats and timestamps (tests pass a SimulatedClock).
   Coordinator(JobStore* store, Metrics* metrics, const Clock* clock, CoordinatorOptions options);
   ~Coordinator();
 
-  /// Loads the store and starts the event loop. Tasks that were running when
-  /// the previous coordinator stopped stay leased to their agents for one
-  /// lease, to be resumed; then they are re-queued.
+  /// Loads the live jobs from the store and starts the event loop. Tasks that
+  /// were running when the previous coordinator stopped stay leased to their
+  /// agents for one lease, to be resumed; then they are re-queued.
   absl::Status Start();
   /// Closes every agent and watch stream with UNAVAILABLE and refuses new
   /// ones; unary calls are still served. First step of a shutdown.
@@ -70,14 +92,26 @@ class Coordinator {
   /// Stops the loop. Call after the gRPC server has shut down. Idempotent.
   void Stop();
 
-  // Client API. Callbacks run on the event loop after the commit.
+  // Client API. Callbacks run on the event loop after the commit. Refused
+  // with RESOURCE_EXHAUSTED when the loop's queue is full.
   using JobCallback = std::function<void(absl::StatusOr<v1::Job>)>;
+  struct Submitted {
+    v1::Job job;
+    bool existing = false;  // the request id named an earlier job
+  };
+  /// Fills defaults and validates on the calling thread (the edge), then
+  /// posts. `request_id` makes it idempotent; a request still queued past
+  /// `deadline` is dropped without creating anything.
+  void SubmitJob(v1::JobSpec spec, std::string request_id, absl::Time deadline,
+                 std::function<void(absl::StatusOr<Submitted>)> done);
+  /// Shorthand without request id or deadline (tests).
   void SubmitJob(v1::JobSpec spec, JobCallback done);
   void GetJob(std::string job_id, JobCallback done);
   void CancelJob(std::string job_id, JobCallback done);
-  void ListJobs(int limit, std::function<void(std::vector<v1::Job>)> done);
+  void ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPage>)> done);
   void ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done);
-  /// Sends a snapshot, then an event per change; closes with OK once the job ends.
+  /// Sends a snapshot, then the latest state at most once per
+  /// watch_interval_seconds while it changes; closes with OK once the job ends.
   void WatchJob(std::string job_id, std::shared_ptr<WatchSink> sink);
 
   // Agent streams. Every stream gets its own session id.
@@ -87,7 +121,9 @@ class Coordinator {
 
   /// Runs `fn` on the loop; returns once its batch is committed and its
   /// messages are sent (tests, admin).
-  void RunSync(std::function<void()> fn);
+  void RunSync(std::function<void()> fn) { loop_.RunSync(std::move(fn)); }
+  /// Jobs held in memory now (live ones). Loop thread or RunSync only.
+  size_t live_jobs() const { return jobs_.size(); }
 
  private:
   struct Session {
@@ -97,33 +133,52 @@ class Coordinator {
     int64_t last_seen_ns = 0;
     double connected_unix = 0;
     double last_seen_unix = 0;
+    int64_t last_seen_metric_ns = 0;
   };
-  using Deferred = std::function<void(const absl::Status& commit_status)>;
+  struct LiveJob {
+    v1::Job job;
+    std::string request_id;
+    bool header_dirty = false;
+    std::set<int> dirty_tasks;
+    bool watch_dirty = false;
+    std::string watch_message;
+    int64_t last_watch_ns = 0;
+  };
+  /// What the edge found in an agent message before it reached the loop.
+  struct Checked {
+    std::string problem;  // non-empty: malformed, with the field named
+    Metrics::StepCounts steps;
+  };
 
-  void Post(std::function<void()> fn);
-  void Loop();
-  void Defer(Deferred fn) { deferred_.push_back(std::move(fn)); }
-
-  // All below run on the loop thread only.
+  // ---- coordinator.cc: lifecycle, client API, job state, watches, gauges
   absl::Status LoadFromStore();
-  void Tick();
+  void EndOfBatch();
+  void AfterCommit();
+  void CreateJob(v1::JobSpec effective, const std::string& request_id,
+                 std::function<void(absl::StatusOr<Submitted>)> done);
+  LiveJob* FindJob(const std::string& job_id);
+  /// The task `task_id` of a live job, or null (with its job in `*job`).
+  v1::Task* LiveTask(const std::string& task_id, LiveJob** job = nullptr);
+  void FinishTask(LiveJob& job, v1::Task& task, v1::TaskState state, const std::string& error);
+  /// Puts a running attempt back in the queue, or fails it when it has no
+  /// attempts left; `why` becomes its error. The caller freed its device.
+  void RequeueOrFail(LiveJob& job, v1::Task& task, const std::string& why, bool restart);
+  void RecomputeJobState(LiveJob& job);
+  void MarkTask(LiveJob& job, const v1::Task& task);
+  void MarkHeader(LiveJob& job);
+  void Notify(LiveJob& job, const std::string& message);
+  void FlushWatches(bool force);
+  void UpdateGauges();
   void Schedule();
+  bool PostRequest(std::function<void()> fn);
+
+  // ---- agent_sessions.cc
+  void Tick();
   void HandleHello(uint64_t session_id, Session& session, const v1::Hello& hello);
-  void HandleProgress(Session& session, const v1::Progress& p);
-  void HandleSamples(Session& session, const v1::SampleBatch& b);
-  void HandleDone(Session& session, const v1::TaskDone& d);
-  void HandlePower(Session& session, const v1::PowerBatch& b);
-  /// OwnedTask for a message of `session`; a stale attempt is refused, counted
-  /// and answered with Cancel (fencing).
-  v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, v1::Job** job);
-  /// When `task_id`'s attempt by this session's agent has ended, answers a
-  /// message of it sent again with `ack` and returns true.
-  bool AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack);
-  static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
-  /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
-  static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
   /// What `get agents` shows of an agent: its Hello and the devices it holds.
   v1::AgentInfo DescribeAgent(const std::string& agent_id, const v1::Hello& hello);
+  /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
+  static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
   /// Ends a session. Its agent's running tasks stay leased to it until the
   /// lease runs out (see detached_), so a reconnecting agent can resume them.
   void DropSession(uint64_t session_id, const std::string& reason);
@@ -139,35 +194,54 @@ class Coordinator {
   /// "attempt N lost: agent A <detail>". `restart`: lost to a coordinator
   /// restart (counted in Task.restarts, not in attempts).
   void LoseTask(const std::string& task_id, const std::string& detail, bool restart);
-  /// The task `task_id` when `agent_id` ran attempt `attempt` of it and it has
-  /// ended: a message of it sent again is answered, not stored.
-  v1::Task* SettledTask(const std::string& agent_id, const std::string& task_id, int attempt);
+  /// Removes every per-agent metric series of an agent no longer connected
+  /// nor waited for.
+  void ForgetAgent(const std::string& agent_id);
+
+  // ---- ingest.cc
+  static Checked CheckAgentMessage(const v1::AgentMessage& m, int max_samples_per_batch);
+  void HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink, const v1::AgentMessage& m,
+                          const Checked& checked);
+  void HandleProgress(Session& session, const v1::Progress& p);
+  void HandleSamples(Session& session, const v1::SampleBatch& b, const Checked& checked);
+  void HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked);
+  void HandleDone(Session& session, const v1::TaskDone& d, const Checked& checked);
+  /// Refuses a malformed message of a running attempt: tells the agent
+  /// (Rejected, then Cancel{fenced}), counts it, and fails the attempt.
+  void Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
+              const std::string& reason, const std::string& metric_reason);
+  /// OwnedTask for a message of `session`; a stale attempt is refused, counted
+  /// and answered with Cancel (fencing).
+  v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job);
+  /// When `task_id`'s attempt by this session's agent has ended, answers a
+  /// message of it sent again with `ack` and returns true.
+  bool AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack);
+  static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
+  /// Whether `agent_id` ran attempt `attempt` of `task_id` and it has ended
+  /// (live jobs in memory, else the store).
+  bool IsSettled(const std::string& agent_id, const std::string& task_id, int attempt);
   /// The task `task_id` when it is running attempt `attempt` on `agent_id`.
-  v1::Task* OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, v1::Job** job);
-  void FinishTask(v1::Job& job, v1::Task& task, v1::TaskState state, const std::string& error);
-  void RecomputeJobState(v1::Job& job);
-  void Persist(const v1::Job& job);
-  void Notify(const v1::Job& job, const std::string& message);
-  void UpdateGauges();
-  v1::Job* FindJob(const std::string& job_id);
+  v1::Task* OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, LiveJob** job);
+  /// Rebuilds the aggregate of a running attempt from its stored batches
+  /// (start-up only: after a restart the attempt may resume).
+  absl::Status RebuildAggregate(const v1::Task& task);
 
   JobStore* const store_;
   Metrics* const metrics_;
   const Clock* const clock_;
   const CoordinatorOptions options_;
-
-  absl::Mutex mu_;
-  std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  EventLoop loop_;
   std::atomic<uint64_t> next_session_{1};
-  std::thread loop_;
 
   // Loop-thread state.
-  std::map<std::string, v1::Job> jobs_;
-  std::vector<std::string> job_order_;
-  std::map<std::string, std::pair<std::string, int>> task_index_;  // task id -> (job id, index)
+  std::map<int64_t, LiveJob> jobs_;  // live jobs by number, in submit order
+  std::map<std::string, std::string> task_index_;  // live task id -> job id
+  std::map<std::string, std::string> requests_;    // request id -> job id, live jobs
+  std::vector<int64_t> ended_jobs_;                // evicted after this batch's commit
+  std::set<int64_t> dirty_jobs_;
+  std::set<int64_t> watch_dirty_jobs_;
   int64_t next_job_number_ = 1;
+  bool schedule_needed_ = true;
   std::map<uint64_t, Session> sessions_;
   std::map<std::string, uint64_t> agent_sessions_;  // agent id -> session
   // Agents whose stream ended while they held tasks: the tasks stay theirs
@@ -181,11 +255,16 @@ class Coordinator {
   std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;
   std::multimap<std::string, std::shared_ptr<WatchSink>> watchers_;
-  std::vector<Deferred> deferred_;
-  std::vector<std::string> dirty_jobs_;
+  std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
   int64_t last_heartbeat_ns_ = 0;
-  bool gauges_dirty_ = true;
+  int64_t last_tick_ns_ = 0;       // clock_
+  int64_t last_tick_real_ns_ = 0;  // SteadyNowNs
+  int64_t last_gauges_ns_ = 0;
+  int64_t last_prune_ns_ = 0;
   bool closing_streams_ = false;
+  // Ended jobs and their tasks, by state (evicted from memory; counted for gauges).
+  std::map<v1::JobState, int64_t> ended_job_counts_;
+  std::map<v1::TaskState, int64_t> ended_task_counts_;
   struct LastReading {
     int64_t t_ns = 0;
     double watts = 0, joules = 0;

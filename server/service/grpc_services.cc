@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/status_util.h"
 
 namespace hetbench::server {
@@ -47,16 +48,50 @@ void FinishUnary(grpc::ServerUnaryReactor* reactor, const RpcTimer& timer, const
 /// The outbound half of a server stream: a queue with one write in flight.
 /// Owned jointly by the reactor and the coordinator (shared_ptr); once the
 /// reactor is done, Send and Close do nothing. Thread-safe.
+///
+/// Bounded: with `coalesce` (watch streams) at most one message waits behind
+/// the one being written and a newer one replaces it (the latest state is
+/// all a watcher needs); otherwise (agent streams, whose acks and assignments
+/// cannot be dropped) a queue reaching `max_queue` ends the stream with
+/// RESOURCE_EXHAUSTED, and the agent reconnects and resumes.
 template <typename Reactor, typename W>
-class ReactorSink final : public MessageSink<W> {
+class ReactorSink : public MessageSink<W> {
  public:
-  ReactorSink(Reactor* reactor, RpcTimer timer) : reactor_(reactor), timer_(timer) {}
+  ReactorSink(Reactor* reactor, RpcTimer timer, Metrics* metrics, const char* stream, bool coalesce, size_t max_queue)
+      : reactor_(reactor),
+        timer_(timer),
+        metrics_(metrics),
+        stream_(stream),
+        coalesce_(coalesce),
+        max_queue_(max_queue) {}
 
   void Send(W msg) override {
     absl::MutexLock l(&mu_);
     if (reactor_ == nullptr || closing_) return;
+    if (coalesce_ && queue_.size() == 2) {
+      queue_.back() = std::move(msg);  // the front is being written
+      return;
+    }
+    if (queue_.size() >= max_queue_) {
+      if (metrics_ != nullptr) metrics_->AddSendQueueOverflow(stream_);
+      // The write in flight still uses the front; nothing after it goes out.
+      if (writing_) {
+        queue_.erase(queue_.begin() + 1, queue_.end());
+      } else {
+        queue_.clear();
+      }
+      closing_ = true;
+      status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "the coordinator's send queue to this stream is full (the peer reads too slowly); "
+                             "reconnect");
+      if (!writing_) FinishLocked();
+      return;
+    }
     queue_.push_back(std::move(msg));
-    if (queue_.size() == 1) reactor_->StartWrite(&queue_.front());
+    if (!writing_) {
+      writing_ = true;
+      reactor_->StartWrite(&queue_.front());
+    }
   }
 
   void Close(const grpc::Status& status) override {
@@ -64,12 +99,13 @@ class ReactorSink final : public MessageSink<W> {
     if (reactor_ == nullptr || closing_) return;
     closing_ = true;
     status_ = status;
-    if (queue_.empty()) FinishLocked();
+    if (!writing_) FinishLocked();
   }
 
   /// Called by the reactor's OnWriteDone.
   void WriteDone(bool ok) {
     absl::MutexLock l(&mu_);
+    writing_ = false;
     if (reactor_ == nullptr) return;
     if (!queue_.empty()) queue_.pop_front();
     if (!ok) {  // the peer is gone: nothing more can be written
@@ -78,6 +114,7 @@ class ReactorSink final : public MessageSink<W> {
       if (status_.ok()) status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
     }
     if (!queue_.empty()) {
+      writing_ = true;
       reactor_->StartWrite(&queue_.front());
     } else if (closing_) {
       FinishLocked();
@@ -91,7 +128,7 @@ class ReactorSink final : public MessageSink<W> {
     queue_.clear();
   }
 
- private:
+ protected:
   void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
@@ -102,10 +139,44 @@ class ReactorSink final : public MessageSink<W> {
   absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
   const RpcTimer timer_;
+  Metrics* const metrics_;
+  const char* const stream_;
+  const bool coalesce_;
+  const size_t max_queue_;
   std::deque<W> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+class AgentStream;
+
+/// An agent stream's sink, which also keeps its read window: at most
+/// kReadWindow messages of one stream wait for the event loop; the next read
+/// starts when the loop has handled one (Handled). A coordinator that falls
+/// behind thus slows its agents through HTTP/2 flow control instead of
+/// queueing without bound.
+class AgentStreamSink final : public ReactorSink<AgentStream, v1::CoordinatorMessage> {
+ public:
+  static constexpr int kReadWindow = 16;
+  static constexpr size_t kMaxQueue = 8192;
+  AgentStreamSink(AgentStream* reactor, Metrics* metrics)
+      : ReactorSink(reactor, RpcTimer(metrics, "Connect"), metrics, "agent", /*coalesce=*/false, kMaxQueue) {}
+
+  /// A message was read and posted: read the next one unless the window is full.
+  void ReadNext();
+  void Handled() override;
+  /// No more reads (the agent half-closed or the stream broke).
+  void ReadsEnded() {
+    absl::MutexLock l(&mu_);
+    reads_ended_ = true;
+  }
+
+ private:
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
@@ -114,19 +185,20 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
       : coordinator_(coordinator),
         session_(coordinator->NewSessionId()),
         peer_(ctx->peer()),
-        sink_(std::make_shared<ReactorSink<AgentStream, v1::CoordinatorMessage>>(this, RpcTimer(metrics, "Connect"))) {
+        sink_(std::make_shared<AgentStreamSink>(this, metrics)) {
     StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent half-closed or the stream broke
+      sink_->ReadsEnded();
       coordinator_->OnAgentGone(session_, "stream closed by " + peer_);
       sink_->Close(grpc::Status::OK);
       return;
     }
     coordinator_->OnAgentMessage(session_, sink_, std::move(in_));
     in_.Clear();
-    StartRead(&in_);
+    sink_->ReadNext();
   }
 
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
@@ -137,18 +209,41 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
     delete this;
   }
 
+  void ReadAgain() { StartRead(&in_); }
+
  private:
   Coordinator* const coordinator_;
   const uint64_t session_;
   const std::string peer_;
-  std::shared_ptr<ReactorSink<AgentStream, v1::CoordinatorMessage>> sink_;
+  std::shared_ptr<AgentStreamSink> sink_;
   v1::AgentMessage in_;
 };
+
+void AgentStreamSink::ReadNext() {
+  absl::MutexLock l(&mu_);
+  ++in_flight_;
+  if (reactor_ == nullptr || reads_ended_) return;
+  if (in_flight_ < kReadWindow) {
+    reactor_->ReadAgain();
+  } else {
+    paused_ = true;
+  }
+}
+
+void AgentStreamSink::Handled() {
+  absl::MutexLock l(&mu_);
+  --in_flight_;
+  if (paused_ && in_flight_ < kReadWindow && reactor_ != nullptr && !reads_ended_) {
+    paused_ = false;
+    reactor_->ReadAgain();
+  }
+}
 
 class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
   WatchStream(Coordinator* coordinator, Metrics* metrics, const std::string& job_id)
-      : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this, RpcTimer(metrics, "WatchJob"))) {
+      : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this, RpcTimer(metrics, "WatchJob"), metrics,
+                                                                       "watch", /*coalesce=*/true, 2)) {
     coordinator->WatchJob(job_id, sink_);
   }
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
@@ -184,13 +279,18 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
     FinishUnary(reactor, timer, denied);
     return reactor;
   }
-  coordinator_->SubmitJob(request->spec(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
-    if (job.ok()) {
-      response->set_job_id(job->id());
-      *response->mutable_job() = *std::move(job);
-    }
-    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
-  });
+  const auto deadline = ctx->deadline();
+  const absl::Time until = deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
+                                                                                     : absl::FromChrono(deadline);
+  coordinator_->SubmitJob(request->spec(), request->request_id(), until,
+                          [reactor, response, timer](absl::StatusOr<Coordinator::Submitted> submitted) {
+                            if (submitted.ok()) {
+                              response->set_job_id(submitted->job.id());
+                              response->set_existing(submitted->existing);
+                              *response->mutable_job() = std::move(submitted->job);
+                            }
+                            FinishUnary(reactor, timer, ToGrpcStatus(submitted.status()));
+                          });
   return reactor;
 }
 
@@ -218,9 +318,18 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
     FinishUnary(reactor, timer, denied);
     return reactor;
   }
-  coordinator_->ListJobs(request->limit(), [reactor, response, timer](std::vector<v1::Job> jobs) {
-    for (v1::Job& j : jobs) *response->add_jobs() = std::move(j);
-    FinishUnary(reactor, timer, grpc::Status::OK);
+  JobFilter filter;
+  filter.page_size = request->page_size() > 0 ? request->page_size() : request->limit();
+  filter.page_token = request->page_token();
+  filter.state = request->state();
+  filter.model = request->model();
+  filter.device_kind = request->device_kind();
+  coordinator_->ListJobs(std::move(filter), [reactor, response, timer](absl::StatusOr<JobPage> page) {
+    if (page.ok()) {
+      for (v1::Job& j : page->jobs) *response->add_jobs() = std::move(j);
+      response->set_next_page_token(page->next_page_token);
+    }
+    FinishUnary(reactor, timer, ToGrpcStatus(page.status()));
   });
   return reactor;
 }

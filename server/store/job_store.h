@@ -1,6 +1,13 @@
 #pragma once
-/// Durable storage of jobs and timing samples.
+/// Durable storage of jobs, tasks and the batches agents stream.
+///
+/// Layout: a job is one row (its spec and header) and each task one row, so a
+/// task's change writes that task alone. Only live (unfinished) jobs are
+/// loaded at start; finished ones are read on demand, a job or a page at a time.
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,8 +15,28 @@
 #include "absl/status/statusor.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/common.pb.h"
+#include "hetbench/v1/coordinator.pb.h"
 
 namespace hetbench::server {
+
+/// Which jobs a listing shows, newest first.
+struct JobFilter {
+  int page_size = 50;
+  std::string page_token;  // from JobPage::next_page_token; empty = newest
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  std::string model;
+  v1::DeviceKind device_kind = v1::DEVICE_KIND_UNSPECIFIED;
+};
+
+struct JobPage {
+  std::vector<v1::Job> jobs;    // tasks carry states, not results
+  std::string next_page_token;  // empty on the last page
+};
+
+struct StateCounts {
+  std::map<v1::JobState, int64_t> jobs;
+  std::map<v1::TaskState, int64_t> tasks;
+};
 
 /// Not thread-safe: the coordinator calls it from its one event-loop thread.
 /// Writes between Begin() and Commit() become durable together at Commit();
@@ -23,10 +50,26 @@ class JobStore {
   /// Discards writes since Begin().
   virtual absl::Status Rollback() = 0;
 
-  /// Inserts or replaces a job, tasks included.
-  virtual absl::Status PutJob(const v1::Job& job) = 0;
-  /// Every stored job, oldest first.
-  virtual absl::StatusOr<std::vector<v1::Job>> LoadJobs() = 0;
+  /// Inserts a new job: its header row and one row per task. `request_id`
+  /// (may be empty) is its idempotency key, unique across the store.
+  virtual absl::Status InsertJob(const v1::Job& job, const std::string& request_id) = 0;
+  /// Rewrites a job's header (state, error, times); its tasks are untouched.
+  virtual absl::Status PutJobHeader(const v1::Job& job) = 0;
+  /// Rewrites one task's row.
+  virtual absl::Status PutTask(const v1::Task& task) = 0;
+  /// Jobs that have not ended, with their tasks, oldest first.
+  virtual absl::StatusOr<std::vector<v1::Job>> LoadLiveJobs() = 0;
+  /// One job with its tasks (results included), or nullopt.
+  virtual absl::StatusOr<std::optional<v1::Job>> GetJob(const std::string& job_id) = 0;
+  /// One task, or nullopt.
+  virtual absl::StatusOr<std::optional<v1::Task>> GetTask(const std::string& task_id) = 0;
+  /// The job made for `request_id`, or "".
+  virtual absl::StatusOr<std::string> FindRequest(const std::string& request_id) = 0;
+  virtual absl::StatusOr<JobPage> ListJobs(const JobFilter& filter) = 0;
+  /// Jobs and tasks per state, over the whole store.
+  virtual absl::StatusOr<StateCounts> CountByState() = 0;
+  /// The highest job number ("job-000042" is 42); 0 when empty.
+  virtual absl::StatusOr<int64_t> MaxJobNumber() = 0;
 
   /// Stores a batch once per (task_id, attempt, seq). Returns false, and
   /// stores nothing, when that key is already stored.
@@ -37,6 +80,16 @@ class JobStore {
   /// Power readings, stored once per (task_id, attempt, seq) like samples.
   virtual absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) = 0;
   virtual absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) = 0;
+
+  /// Deletes the raw sample and power batches of up to `max_jobs` jobs that
+  /// finished before `finished_before_unix` (their aggregated results stay).
+  /// Returns how many jobs were pruned; bounded work per call.
+  virtual absl::StatusOr<int> PruneRawBatches(double finished_before_unix, int max_jobs) = 0;
 };
+
+/// "job-000042" -> 42; 0 when the id has another shape.
+int64_t JobNumber(const std::string& job_id);
+/// "job-000042-t7" -> ("job-000042", 7); nullopt when malformed.
+std::optional<std::pair<std::string, int>> SplitTaskId(const std::string& task_id);
 
 }  // namespace hetbench::server

@@ -1,18 +1,57 @@
 #include "server/store/sqlite_job_store.h"
 
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/names.h"
 
 namespace hetbench::server {
 
+int64_t JobNumber(const std::string& job_id) {
+  int64_t n = 0;
+  if (job_id.rfind("job-", 0) != 0 || !absl::SimpleAtoi(job_id.substr(4), &n) || n < 0) return 0;
+  return n;
+}
+
+std::optional<std::pair<std::string, int>> SplitTaskId(const std::string& task_id) {
+  const size_t t = task_id.rfind("-t");
+  int index = 0;
+  if (t == std::string::npos || !absl::SimpleAtoi(task_id.substr(t + 2), &index) || index < 0) return std::nullopt;
+  std::string job_id = task_id.substr(0, t);
+  if (JobNumber(job_id) == 0) return std::nullopt;
+  return std::make_pair(std::move(job_id), index);
+}
+
 namespace {
 
+// Schema 2: a row per job and a row per task. (Schema 1 kept a whole job,
+// tasks included, in one blob rewritten on every change.)
+constexpr int kSchemaVersion = 2;
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
-  id TEXT PRIMARY KEY,
+  number INTEGER PRIMARY KEY,     -- "job-000042" is 42
+  id TEXT NOT NULL UNIQUE,
   created_unix_seconds REAL NOT NULL,
+  finished_unix_seconds REAL NOT NULL DEFAULT 0,
   state INTEGER NOT NULL,
-  job BLOB NOT NULL              -- hetbench.v1.Job, tasks included
+  request_id TEXT UNIQUE,         -- idempotency key of its submit; NULL when none
+  models TEXT NOT NULL,           -- ",mlp,cnn,": for listing filters
+  kinds TEXT NOT NULL,            -- ",cpu,gpu,"; ",any," for a target of any kind
+  raw_pruned INTEGER NOT NULL DEFAULT 0,
+  header BLOB NOT NULL            -- hetbench.v1.Job without its tasks
 );
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_to_prune ON jobs(finished_unix_seconds) WHERE raw_pruned = 0 AND state >= 3;
+CREATE TABLE IF NOT EXISTS tasks (
+  job_number INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  task BLOB NOT NULL,             -- hetbench.v1.Task
+  PRIMARY KEY (job_number, idx)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state);
 CREATE TABLE IF NOT EXISTS sample_batches (
   task_id TEXT NOT NULL,
   attempt INTEGER NOT NULL,
@@ -33,6 +72,57 @@ CREATE TABLE IF NOT EXISTS power_batches (
 ) WITHOUT ROWID;
 )sql";
 
+/// A statement prepared for one use, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK; }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return ok_; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  bool ok_ = false;
+};
+
+void BindText(sqlite3_stmt* stmt, int i, const std::string& s) {
+  sqlite3_bind_text(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+void BindBlob(sqlite3_stmt* stmt, int i, const std::string& s) {
+  sqlite3_bind_blob(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+std::string ColumnText(sqlite3_stmt* stmt, int i) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, i));
+  return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt, i)));
+}
+
+/// The job without its tasks: what its header row holds.
+std::string HeaderBlob(const v1::Job& job) {
+  v1::Job header;
+  header.set_id(job.id());
+  *header.mutable_spec() = job.spec();
+  header.set_state(job.state());
+  header.set_created_unix_seconds(job.created_unix_seconds());
+  header.set_finished_unix_seconds(job.finished_unix_seconds());
+  header.set_error(job.error());
+  return header.SerializeAsString();
+}
+
+std::string ModelsKey(const v1::JobSpec& spec) {
+  std::vector<std::string> models(spec.models().begin(), spec.models().end());
+  return absl::StrCat(",", absl::StrJoin(models, ","), ",");
+}
+
+std::string KindsKey(const v1::JobSpec& spec) {
+  std::vector<std::string> kinds;
+  for (const v1::TargetSelector& t : spec.targets()) {
+    kinds.push_back(t.device_kind() == v1::DEVICE_KIND_UNSPECIFIED ? "any" : DeviceKindName(t.device_kind()));
+  }
+  return absl::StrCat(",", absl::StrJoin(kinds, ","), ",");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
@@ -50,47 +140,92 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
   for (const char* pragma : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA foreign_keys=ON;"}) {
     if (auto s = store->Exec(pragma); !s.ok()) return s;
   }
+  if (auto s = store->MigrateFromBlobs(); !s.ok()) return s;
   if (auto s = store->Exec(kSchema); !s.ok()) return s;
-  auto prepare = [&](const char* sql, sqlite3_stmt** stmt) {
-    return sqlite3_prepare_v2(db, sql, -1, stmt, nullptr) == SQLITE_OK ? absl::OkStatus() : store->Error("prepare");
+  if (auto s = store->Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str()); !s.ok()) return s;
+  struct {
+    const char* sql;
+    sqlite3_stmt** stmt;
+  } statements[] = {
+      {"INSERT INTO jobs (number, id, created_unix_seconds, finished_unix_seconds, state, request_id, models, kinds, "
+       "header) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+       &store->insert_job_},
+      {"UPDATE jobs SET state = ?, finished_unix_seconds = ?, header = ? WHERE number = ?", &store->put_header_},
+      {"INSERT OR REPLACE INTO tasks (job_number, idx, state, task) VALUES (?, ?, ?, ?)", &store->put_task_},
+      {"SELECT header FROM jobs WHERE number = ?", &store->get_header_},
+      {"SELECT task FROM tasks WHERE job_number = ? ORDER BY idx", &store->get_tasks_},
+      {"SELECT task FROM tasks WHERE job_number = ? AND idx = ?", &store->get_task_},
+      {"SELECT id FROM jobs WHERE request_id = ?", &store->find_request_},
+      {"INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
+       "VALUES (?, ?, ?, ?, ?, ?)",
+       &store->put_batch_},
+      {"SELECT batch FROM sample_batches WHERE task_id = ? AND attempt = ? ORDER BY seq", &store->load_batches_},
+      {"INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
+       "VALUES (?, ?, ?, ?, ?, ?)",
+       &store->put_power_},
+      {"SELECT batch FROM power_batches WHERE task_id = ? AND attempt = ? ORDER BY seq", &store->load_power_},
   };
-  if (auto s = prepare("INSERT OR REPLACE INTO jobs (id, created_unix_seconds, state, job) VALUES (?, ?, ?, ?)",
-                       &store->put_job_);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = prepare("INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       &store->put_batch_);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = prepare("SELECT batch FROM sample_batches WHERE task_id = ? AND attempt = ? ORDER BY seq",
-                       &store->load_batches_);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = prepare("INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       &store->put_power_);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = prepare("SELECT batch FROM power_batches WHERE task_id = ? AND attempt = ? ORDER BY seq",
-                       &store->load_power_);
-      !s.ok()) {
-    return s;
+  for (const auto& st : statements) {
+    if (auto s = store->Prepare(st.sql, st.stmt); !s.ok()) return s;
   }
   return store;
 }
 
 SqliteJobStore::~SqliteJobStore() {
-  sqlite3_finalize(put_job_);
-  sqlite3_finalize(put_batch_);
-  sqlite3_finalize(load_batches_);
-  sqlite3_finalize(put_power_);
-  sqlite3_finalize(load_power_);
+  for (sqlite3_stmt* s : {insert_job_, put_header_, put_task_, get_header_, get_tasks_, get_task_, find_request_,
+                          put_batch_, load_batches_, put_power_, load_power_}) {
+    sqlite3_finalize(s);
+  }
   sqlite3_close(db_);
+}
+
+absl::Status SqliteJobStore::Prepare(const char* sql, sqlite3_stmt** stmt) {
+  return sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) == SQLITE_OK ? absl::OkStatus() : Error("prepare");
+}
+
+absl::Status SqliteJobStore::MigrateFromBlobs() {
+  bool old_layout = false;
+  {
+    Stmt info(db_, "PRAGMA table_info(jobs)");
+    if (!info.ok()) return Error("read schema");
+    while (sqlite3_step(info.get()) == SQLITE_ROW) old_layout = old_layout || ColumnText(info.get(), 1) == "job";
+  }
+  if (!old_layout) return absl::OkStatus();
+  if (auto s = Exec("BEGIN IMMEDIATE; ALTER TABLE jobs RENAME TO jobs_v1;"); !s.ok()) return s;
+  auto fail = [this](absl::Status s) {
+    (void)Exec("ROLLBACK;");
+    return absl::Status(s.code(), absl::StrCat("job store: migrating to one row per task: ", s.message()));
+  };
+  if (auto s = Exec(kSchema); !s.ok()) return fail(s);
+  if (auto s = Prepare("INSERT INTO jobs (number, id, created_unix_seconds, finished_unix_seconds, state, request_id, "
+                       "models, kinds, header) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       &insert_job_);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (auto s = Prepare("INSERT OR REPLACE INTO tasks (job_number, idx, state, task) VALUES (?, ?, ?, ?)", &put_task_);
+      !s.ok()) {
+    return fail(s);
+  }
+  int64_t migrated = 0;
+  {
+    Stmt rows(db_, "SELECT job FROM jobs_v1 ORDER BY created_unix_seconds, id");
+    if (!rows.ok()) return fail(Error("read old jobs"));
+    while (sqlite3_step(rows.get()) == SQLITE_ROW) {
+      v1::Job job;
+      if (!job.ParseFromArray(sqlite3_column_blob(rows.get(), 0), sqlite3_column_bytes(rows.get(), 0))) {
+        return fail(absl::DataLossError("a job of the old layout does not parse"));
+      }
+      if (auto s = InsertJob(job, ""); !s.ok()) return fail(s);
+      ++migrated;
+    }
+  }
+  sqlite3_finalize(insert_job_);
+  sqlite3_finalize(put_task_);
+  insert_job_ = put_task_ = nullptr;
+  if (auto s = Exec("DROP TABLE jobs_v1; COMMIT;"); !s.ok()) return fail(s);
+  std::fprintf(stderr, "job store: migrated %lld jobs to one row per task\n", static_cast<long long>(migrated));
+  return absl::OkStatus();
 }
 
 absl::Status SqliteJobStore::Error(const char* what) const {
@@ -115,50 +250,201 @@ absl::Status SqliteJobStore::Begin() { return Exec("BEGIN IMMEDIATE;"); }
 absl::Status SqliteJobStore::Commit() { return Exec("COMMIT;"); }
 absl::Status SqliteJobStore::Rollback() { return Exec("ROLLBACK;"); }
 
-absl::Status SqliteJobStore::PutJob(const v1::Job& job) {
-  const std::string blob = job.SerializeAsString();
-  sqlite3_reset(put_job_);
-  sqlite3_bind_text(put_job_, 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_TRANSIENT);
-  sqlite3_bind_double(put_job_, 2, job.created_unix_seconds());
-  sqlite3_bind_int(put_job_, 3, job.state());
-  sqlite3_bind_blob(put_job_, 4, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(put_job_) != SQLITE_DONE) return Error("store job");
+absl::Status SqliteJobStore::InsertJob(const v1::Job& job, const std::string& request_id) {
+  const int64_t number = JobNumber(job.id());
+  if (number == 0) return absl::InvalidArgumentError(absl::StrCat("job store: job id '", job.id(), "' is malformed"));
+  sqlite3_reset(insert_job_);
+  sqlite3_clear_bindings(insert_job_);
+  sqlite3_bind_int64(insert_job_, 1, number);
+  BindText(insert_job_, 2, job.id());
+  sqlite3_bind_double(insert_job_, 3, job.created_unix_seconds());
+  sqlite3_bind_double(insert_job_, 4, job.finished_unix_seconds());
+  sqlite3_bind_int(insert_job_, 5, job.state());
+  if (request_id.empty()) {
+    sqlite3_bind_null(insert_job_, 6);
+  } else {
+    BindText(insert_job_, 6, request_id);
+  }
+  BindText(insert_job_, 7, ModelsKey(job.spec()));
+  BindText(insert_job_, 8, KindsKey(job.spec()));
+  BindBlob(insert_job_, 9, HeaderBlob(job));
+  if (sqlite3_step(insert_job_) != SQLITE_DONE) return Error("store job");
+  for (const v1::Task& task : job.tasks()) {
+    if (auto s = PutTask(task); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadJobs() {
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT id, job FROM jobs ORDER BY created_unix_seconds, id", -1, &stmt, nullptr) !=
-      SQLITE_OK) {
-    return Error("load jobs");
+absl::Status SqliteJobStore::PutJobHeader(const v1::Job& job) {
+  sqlite3_reset(put_header_);
+  sqlite3_bind_int(put_header_, 1, job.state());
+  sqlite3_bind_double(put_header_, 2, job.finished_unix_seconds());
+  BindBlob(put_header_, 3, HeaderBlob(job));
+  sqlite3_bind_int64(put_header_, 4, JobNumber(job.id()));
+  if (sqlite3_step(put_header_) != SQLITE_DONE) return Error("store job");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::PutTask(const v1::Task& task) {
+  const std::string blob = task.SerializeAsString();
+  sqlite3_reset(put_task_);
+  sqlite3_bind_int64(put_task_, 1, JobNumber(task.job_id()));
+  sqlite3_bind_int(put_task_, 2, task.index());
+  sqlite3_bind_int(put_task_, 3, task.state());
+  BindBlob(put_task_, 4, blob);
+  if (sqlite3_step(put_task_) != SQLITE_DONE) return Error("store task");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::LoadTasks(int64_t number, bool with_results, v1::Job* job) {
+  sqlite3_reset(get_tasks_);
+  sqlite3_bind_int64(get_tasks_, 1, number);
+  int rc;
+  while ((rc = sqlite3_step(get_tasks_)) == SQLITE_ROW) {
+    v1::Task* task = job->add_tasks();
+    if (!task->ParseFromArray(sqlite3_column_blob(get_tasks_, 0), sqlite3_column_bytes(get_tasks_, 0))) {
+      return absl::DataLossError(absl::StrCat("job store: a task of '", job->id(), "' does not parse"));
+    }
+    if (!with_results) task->clear_result();
   }
+  if (rc != SQLITE_DONE) return Error("load tasks");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadLiveJobs() {
+  Stmt stmt(db_, "SELECT number, header FROM jobs WHERE state IN (1, 2) ORDER BY number");
+  if (!stmt.ok()) return Error("load jobs");
   std::vector<v1::Job> jobs;
   int rc;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
     v1::Job job;
-    const void* data = sqlite3_column_blob(stmt, 1);
-    const int size = sqlite3_column_bytes(stmt, 1);
-    if (!job.ParseFromArray(data, size)) {
-      std::string id = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-      sqlite3_finalize(stmt);
-      return absl::DataLossError(absl::StrCat("job store: job '", id, "' does not parse"));
+    if (!job.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
+      return absl::DataLossError(
+          absl::StrCat("job store: job number ", sqlite3_column_int64(stmt.get(), 0), " does not parse"));
     }
+    if (auto s = LoadTasks(sqlite3_column_int64(stmt.get(), 0), /*with_results=*/true, &job); !s.ok()) return s;
     jobs.push_back(std::move(job));
   }
-  sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return Error("load jobs");
   return jobs;
+}
+
+absl::StatusOr<std::optional<v1::Job>> SqliteJobStore::GetJob(const std::string& job_id) {
+  const int64_t number = JobNumber(job_id);
+  if (number == 0) return std::optional<v1::Job>();
+  sqlite3_reset(get_header_);
+  sqlite3_bind_int64(get_header_, 1, number);
+  const int rc = sqlite3_step(get_header_);
+  if (rc == SQLITE_DONE) return std::optional<v1::Job>();
+  if (rc != SQLITE_ROW) return Error("load job");
+  v1::Job job;
+  if (!job.ParseFromArray(sqlite3_column_blob(get_header_, 0), sqlite3_column_bytes(get_header_, 0))) {
+    return absl::DataLossError(absl::StrCat("job store: job '", job_id, "' does not parse"));
+  }
+  sqlite3_reset(get_header_);
+  if (job.id() != job_id) return std::optional<v1::Job>();  // "job-42" vs "job-000042"
+  if (auto s = LoadTasks(number, /*with_results=*/true, &job); !s.ok()) return s;
+  return std::optional<v1::Job>(std::move(job));
+}
+
+absl::StatusOr<std::optional<v1::Task>> SqliteJobStore::GetTask(const std::string& task_id) {
+  auto key = SplitTaskId(task_id);
+  if (!key) return std::optional<v1::Task>();
+  sqlite3_reset(get_task_);
+  sqlite3_bind_int64(get_task_, 1, JobNumber(key->first));
+  sqlite3_bind_int(get_task_, 2, key->second);
+  const int rc = sqlite3_step(get_task_);
+  if (rc == SQLITE_DONE) return std::optional<v1::Task>();
+  if (rc != SQLITE_ROW) return Error("load task");
+  v1::Task task;
+  if (!task.ParseFromArray(sqlite3_column_blob(get_task_, 0), sqlite3_column_bytes(get_task_, 0))) {
+    return absl::DataLossError(absl::StrCat("job store: task '", task_id, "' does not parse"));
+  }
+  sqlite3_reset(get_task_);
+  if (task.id() != task_id) return std::optional<v1::Task>();
+  return std::optional<v1::Task>(std::move(task));
+}
+
+absl::StatusOr<std::string> SqliteJobStore::FindRequest(const std::string& request_id) {
+  sqlite3_reset(find_request_);
+  BindText(find_request_, 1, request_id);
+  const int rc = sqlite3_step(find_request_);
+  if (rc == SQLITE_DONE) return std::string();
+  if (rc != SQLITE_ROW) return Error("find request");
+  std::string id = ColumnText(find_request_, 0);
+  sqlite3_reset(find_request_);
+  return id;
+}
+
+absl::StatusOr<JobPage> SqliteJobStore::ListJobs(const JobFilter& filter) {
+  int64_t before = INT64_MAX;
+  if (!filter.page_token.empty() && (!absl::SimpleAtoi(filter.page_token, &before) || before <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token '", filter.page_token, "': not a token this coordinator gave; start without one"));
+  }
+  Stmt stmt(db_,
+            "SELECT number, header FROM jobs WHERE number < ?1 AND (?2 = 0 OR state = ?2) AND (?3 = '' OR models "
+            "LIKE '%,' || ?3 || ',%') AND (?4 = '' OR kinds LIKE '%,' || ?4 || ',%') ORDER BY number DESC LIMIT ?5");
+  if (!stmt.ok()) return Error("list jobs");
+  sqlite3_bind_int64(stmt.get(), 1, before);
+  sqlite3_bind_int(stmt.get(), 2, filter.state);
+  BindText(stmt.get(), 3, filter.model);
+  BindText(stmt.get(), 4,
+           filter.device_kind == v1::DEVICE_KIND_UNSPECIFIED ? std::string() : DeviceKindName(filter.device_kind));
+  const int page_size = std::max(1, filter.page_size);
+  sqlite3_bind_int(stmt.get(), 5, page_size + 1);  // one more tells whether a next page exists
+  JobPage page;
+  int64_t last_number = 0;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    if (static_cast<int>(page.jobs.size()) == page_size) {
+      page.next_page_token = absl::StrCat(last_number);
+      break;
+    }
+    last_number = sqlite3_column_int64(stmt.get(), 0);
+    v1::Job job;
+    if (!job.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
+      return absl::DataLossError(absl::StrCat("job store: job number ", last_number, " does not parse"));
+    }
+    if (auto s = LoadTasks(last_number, /*with_results=*/false, &job); !s.ok()) return s;
+    page.jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error("list jobs");
+  return page;
+}
+
+absl::StatusOr<StateCounts> SqliteJobStore::CountByState() {
+  StateCounts counts;
+  {
+    Stmt stmt(db_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+    if (!stmt.ok()) return Error("count jobs");
+    while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+      counts.jobs[static_cast<v1::JobState>(sqlite3_column_int(stmt.get(), 0))] = sqlite3_column_int64(stmt.get(), 1);
+    }
+  }
+  Stmt stmt(db_, "SELECT state, COUNT(*) FROM tasks GROUP BY state");
+  if (!stmt.ok()) return Error("count tasks");
+  while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+    counts.tasks[static_cast<v1::TaskState>(sqlite3_column_int(stmt.get(), 0))] = sqlite3_column_int64(stmt.get(), 1);
+  }
+  return counts;
+}
+
+absl::StatusOr<int64_t> SqliteJobStore::MaxJobNumber() {
+  Stmt stmt(db_, "SELECT COALESCE(MAX(number), 0) FROM jobs");
+  if (!stmt.ok() || sqlite3_step(stmt.get()) != SQLITE_ROW) return Error("max job number");
+  return sqlite3_column_int64(stmt.get(), 0);
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
   const std::string blob = batch.SerializeAsString();
   sqlite3_reset(put_batch_);
-  sqlite3_bind_text(put_batch_, 1, batch.task_id().data(), static_cast<int>(batch.task_id().size()), SQLITE_TRANSIENT);
+  BindText(put_batch_, 1, batch.task_id());
   sqlite3_bind_int(put_batch_, 2, batch.attempt());
   sqlite3_bind_int64(put_batch_, 3, static_cast<sqlite3_int64>(batch.seq()));
   sqlite3_bind_int(put_batch_, 4, batch.phase());
   sqlite3_bind_int(put_batch_, 5, batch.duration_ns_size());
-  sqlite3_bind_blob(put_batch_, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  BindBlob(put_batch_, 6, blob);
   if (sqlite3_step(put_batch_) != SQLITE_DONE) return Error("store sample batch");
   return sqlite3_changes(db_) == 1;
 }
@@ -171,13 +457,12 @@ absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(c
 absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
   const std::string blob = batch.SerializeAsString();
   sqlite3_reset(put_power_);
-  sqlite3_bind_text(put_power_, 1, batch.task_id().data(), static_cast<int>(batch.task_id().size()), SQLITE_TRANSIENT);
+  BindText(put_power_, 1, batch.task_id());
   sqlite3_bind_int(put_power_, 2, batch.attempt());
   sqlite3_bind_int64(put_power_, 3, static_cast<sqlite3_int64>(batch.seq()));
-  sqlite3_bind_text(put_power_, 4, batch.sensor().name().data(), static_cast<int>(batch.sensor().name().size()),
-                    SQLITE_TRANSIENT);
+  BindText(put_power_, 4, batch.sensor().name());
   sqlite3_bind_int(put_power_, 5, batch.t_ns_size());
-  sqlite3_bind_blob(put_power_, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  BindBlob(put_power_, 6, blob);
   if (sqlite3_step(put_power_) != SQLITE_DONE) return Error("store power batch");
   return sqlite3_changes(db_) == 1;
 }
@@ -186,7 +471,7 @@ template <typename Message>
 absl::StatusOr<std::vector<Message>> SqliteJobStore::LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id,
                                                                int attempt, const char* what) {
   sqlite3_reset(stmt);
-  sqlite3_bind_text(stmt, 1, task_id.data(), static_cast<int>(task_id.size()), SQLITE_TRANSIENT);
+  BindText(stmt, 1, task_id);
   sqlite3_bind_int(stmt, 2, attempt);
   std::vector<Message> out;
   int rc;
@@ -205,13 +490,42 @@ absl::StatusOr<std::vector<v1::PowerBatch>> SqliteJobStore::LoadPowerBatches(con
   return LoadBlobs<v1::PowerBatch>(load_power_, task_id, attempt, "power batch");
 }
 
+absl::StatusOr<int> SqliteJobStore::PruneRawBatches(double finished_before_unix, int max_jobs) {
+  std::vector<std::pair<int64_t, std::string>> jobs;
+  {
+    Stmt stmt(db_,
+              "SELECT number, id FROM jobs WHERE raw_pruned = 0 AND state >= 3 AND finished_unix_seconds < ? "
+              "ORDER BY finished_unix_seconds LIMIT ?");
+    if (!stmt.ok()) return Error("prune");
+    sqlite3_bind_double(stmt.get(), 1, finished_before_unix);
+    sqlite3_bind_int(stmt.get(), 2, max_jobs);
+    while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+      jobs.emplace_back(sqlite3_column_int64(stmt.get(), 0), ColumnText(stmt.get(), 1));
+    }
+  }
+  for (const auto& [number, id] : jobs) {
+    // Task ids of a job share the prefix "<job>-t": a range over the key.
+    const std::string lo = id + "-t", hi = id + "-u";
+    for (const char* sql : {"DELETE FROM sample_batches WHERE task_id >= ? AND task_id < ?",
+                            "DELETE FROM power_batches WHERE task_id >= ? AND task_id < ?"}) {
+      Stmt del(db_, sql);
+      if (!del.ok()) return Error("prune");
+      BindText(del.get(), 1, lo);
+      BindText(del.get(), 2, hi);
+      if (sqlite3_step(del.get()) != SQLITE_DONE) return Error("prune");
+    }
+    Stmt mark(db_, "UPDATE jobs SET raw_pruned = 1 WHERE number = ?");
+    sqlite3_bind_int64(mark.get(), 1, number);
+    if (!mark.ok() || sqlite3_step(mark.get()) != SQLITE_DONE) return Error("prune");
+  }
+  return static_cast<int>(jobs.size());
+}
+
 absl::Status SqliteJobStore::CheckIntegrity() {
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "PRAGMA integrity_check", -1, &stmt, nullptr) != SQLITE_OK)
-    return Error("integrity_check");
+  Stmt stmt(db_, "PRAGMA integrity_check");
+  if (!stmt.ok()) return Error("integrity_check");
   std::string answer;
-  if (sqlite3_step(stmt) == SQLITE_ROW) answer = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-  sqlite3_finalize(stmt);
+  if (sqlite3_step(stmt.get()) == SQLITE_ROW) answer = ColumnText(stmt.get(), 0);
   if (answer != "ok") return absl::DataLossError(absl::StrCat("job store: integrity_check: ", answer));
   return absl::OkStatus();
 }

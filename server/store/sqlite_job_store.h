@@ -14,18 +14,29 @@ namespace hetbench::server {
 class SqliteJobStore final : public JobStore {
  public:
   /// Opens (creating if needed) the database at `path`; ":memory:" for tests.
+  /// A store written by an older hetbench (one blob per job) is migrated to
+  /// rows once, in one transaction.
   static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
   ~SqliteJobStore() override;
 
   absl::Status Begin() override;
   absl::Status Commit() override;
   absl::Status Rollback() override;
-  absl::Status PutJob(const v1::Job& job) override;
-  absl::StatusOr<std::vector<v1::Job>> LoadJobs() override;
+  absl::Status InsertJob(const v1::Job& job, const std::string& request_id) override;
+  absl::Status PutJobHeader(const v1::Job& job) override;
+  absl::Status PutTask(const v1::Task& task) override;
+  absl::StatusOr<std::vector<v1::Job>> LoadLiveJobs() override;
+  absl::StatusOr<std::optional<v1::Job>> GetJob(const std::string& job_id) override;
+  absl::StatusOr<std::optional<v1::Task>> GetTask(const std::string& task_id) override;
+  absl::StatusOr<std::string> FindRequest(const std::string& request_id) override;
+  absl::StatusOr<JobPage> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<StateCounts> CountByState() override;
+  absl::StatusOr<int64_t> MaxJobNumber() override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
   absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) override;
   absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) override;
   absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) override;
+  absl::StatusOr<int> PruneRawBatches(double finished_before_unix, int max_jobs) override;
 
   /// Runs PRAGMA integrity_check; OK when SQLite answers "ok".
   absl::Status CheckIntegrity();
@@ -34,12 +45,22 @@ class SqliteJobStore final : public JobStore {
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql);
   absl::Status Error(const char* what) const;
+  absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
+  absl::Status MigrateFromBlobs();
+  /// The tasks of job `number`, in index order; `with_results` false clears them.
+  absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
   template <typename Message>
   absl::StatusOr<std::vector<Message>> LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id, int attempt,
                                                  const char* what);
 
   sqlite3* db_;
-  sqlite3_stmt* put_job_ = nullptr;
+  sqlite3_stmt* insert_job_ = nullptr;
+  sqlite3_stmt* put_header_ = nullptr;
+  sqlite3_stmt* put_task_ = nullptr;
+  sqlite3_stmt* get_header_ = nullptr;
+  sqlite3_stmt* get_tasks_ = nullptr;
+  sqlite3_stmt* get_task_ = nullptr;
+  sqlite3_stmt* find_request_ = nullptr;
   sqlite3_stmt* put_batch_ = nullptr;
   sqlite3_stmt* load_batches_ = nullptr;
   sqlite3_stmt* put_power_ = nullptr;

@@ -115,8 +115,9 @@ class CoordinatorTest : public ::testing::Test {
   std::vector<v1::Job> List() {
     absl::Notification done;
     std::vector<v1::Job> jobs;
-    coordinator_->ListJobs(0, [&](std::vector<v1::Job> j) {
-      jobs = std::move(j);
+    coordinator_->ListJobs(JobFilter{1000}, [&](absl::StatusOr<JobPage> page) {
+      // Newest first; tests read them oldest first.
+      if (page.ok()) jobs.assign(page->jobs.rbegin(), page->jobs.rend());
       done.Notify();
     });
     done.WaitForNotification();

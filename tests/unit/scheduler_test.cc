@@ -101,7 +101,7 @@ TEST(SchedulerTest, PendingReasonsSayWhatIsMissingAndWhy) {
   v1::TargetSelector cpu;
   cpu.set_device_kind(v1::DEVICE_KIND_CPU);
   ASSERT_TRUE(leases.Acquire("vm1", "cpu0", "job-000001-t0"));
-  EXPECT_EQ(PendingReason(cpu, {&a}, leases), "waiting: every matching device is busy: vm1/cpu0 (job-000001-t0)");
+  EXPECT_EQ(PendingReason(cpu, {&a}, leases), "waiting: the one matching device is busy: vm1/cpu0 (job-000001-t0)");
 }
 
 }  // namespace

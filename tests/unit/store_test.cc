@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/names.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/testing/temp_dir.h"
 
@@ -41,31 +44,183 @@ TEST(SqliteJobStoreTest, SampleBatchIsStoredOncePerSequenceNumber) {
   EXPECT_EQ((*batches)[1].duration_ns_size(), 3);
 }
 
+v1::Job MakeJob(int number, v1::JobState state, int tasks, const std::string& model = "mlp") {
+  v1::Job job;
+  job.set_id(absl::StrFormat("job-%06d", number));
+  job.set_state(state);
+  job.set_created_unix_seconds(1000 + number);
+  job.mutable_spec()->add_models(model);
+  job.mutable_spec()->add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
+  for (int i = 0; i < tasks; ++i) {
+    v1::Task* t = job.add_tasks();
+    t->set_id(absl::StrCat(job.id(), "-t", i));
+    t->set_job_id(job.id());
+    t->set_index(i);
+    t->set_state(IsTerminal(state) ? v1::TASK_STATE_SUCCEEDED : v1::TASK_STATE_QUEUED);
+    t->mutable_result()->set_test_accuracy(0.5);
+  }
+  return job;
+}
+
 TEST(SqliteJobStoreTest, CommittedJobsSurviveReopenAndRolledBackOnesDoNot) {
   testing::TempDir dir("hetbench-store");
   const std::string path = dir.path() + "/jobs.db";
   {
     auto store = SqliteJobStore::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
-    v1::Job job;
-    job.set_id("job-000001");
-    job.set_state(v1::JOB_STATE_QUEUED);
-    job.add_tasks()->set_id("job-000001-t0");
     ASSERT_TRUE((*store)->Begin().ok());
-    ASSERT_TRUE((*store)->PutJob(job).ok());
+    ASSERT_TRUE((*store)->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
-    job.set_id("job-000002");
     ASSERT_TRUE((*store)->Begin().ok());
-    ASSERT_TRUE((*store)->PutJob(job).ok());
+    ASSERT_TRUE((*store)->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "").ok());
     ASSERT_TRUE((*store)->Rollback().ok());
   }
   auto store = SqliteJobStore::Open(path);
   ASSERT_TRUE(store.ok());
-  auto jobs = (*store)->LoadJobs();
+  auto jobs = (*store)->LoadLiveJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
   EXPECT_EQ((*jobs)[0].id(), "job-000001");
   EXPECT_EQ((*jobs)[0].tasks(0).id(), "job-000001-t0");
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+}
+
+TEST(SqliteJobStoreTest, ATaskIsARowAndOnlyLiveJobsAreLoaded) {
+  auto store = *SqliteJobStore::Open(":memory:");
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(store->InsertJob(MakeJob(1, v1::JOB_STATE_SUCCEEDED, 2), "").ok());
+  v1::Job live = MakeJob(2, v1::JOB_STATE_QUEUED, 3);
+  ASSERT_TRUE(store->InsertJob(live, "").ok());
+  // One task changes: only its row is written; the header keeps its state.
+  live.mutable_tasks(1)->set_state(v1::TASK_STATE_RUNNING);
+  live.mutable_tasks(1)->set_agent_id("a1");
+  ASSERT_TRUE(store->PutTask(live.tasks(1)).ok());
+  ASSERT_TRUE(store->Commit().ok());
+  auto loaded = store->LoadLiveJobs();
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->size(), 1u);
+  EXPECT_EQ((*loaded)[0].id(), "job-000002");
+  ASSERT_EQ((*loaded)[0].tasks_size(), 3);
+  EXPECT_EQ((*loaded)[0].tasks(1).agent_id(), "a1");
+  auto task = store->GetTask("job-000002-t1");
+  ASSERT_TRUE(task.ok() && task->has_value());
+  EXPECT_EQ((*task)->state(), v1::TASK_STATE_RUNNING);
+  EXPECT_FALSE(store->GetTask("job-000002-t9")->has_value());
+  auto ended = store->GetJob("job-000001");
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  EXPECT_EQ((*ended)->tasks(0).result().test_accuracy(), 0.5);  // a job read alone keeps its results
+  EXPECT_FALSE(store->GetJob("job-1")->has_value());
+  auto counts = store->CountByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->jobs[v1::JOB_STATE_SUCCEEDED], 1);
+  EXPECT_EQ(counts->tasks[v1::TASK_STATE_QUEUED], 2);
+  EXPECT_EQ(*store->MaxJobNumber(), 2);
+}
+
+TEST(SqliteJobStoreTest, ARequestIdNamesOneJob) {
+  auto store = *SqliteJobStore::Open(":memory:");
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(store->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "req-a").ok());
+  EXPECT_FALSE(store->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "req-a").ok());  // unique
+  ASSERT_TRUE(store->Commit().ok());
+  EXPECT_EQ(*store->FindRequest("req-a"), "job-000001");
+  EXPECT_EQ(*store->FindRequest("req-b"), "");
+}
+
+TEST(SqliteJobStoreTest, ListingPagesNewestFirstWithFilters) {
+  auto store = *SqliteJobStore::Open(":memory:");
+  ASSERT_TRUE(store->Begin().ok());
+  for (int i = 1; i <= 7; ++i) {
+    ASSERT_TRUE(store->InsertJob(MakeJob(i, i % 2 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED, 2,
+                                         i <= 3 ? "cnn" : "mlp"),
+                                 "")
+                    .ok());
+  }
+  ASSERT_TRUE(store->Commit().ok());
+  JobFilter filter;
+  filter.page_size = 3;
+  std::vector<std::string> seen;
+  int pages = 0;
+  do {
+    auto page = store->ListJobs(filter);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Job& j : page->jobs) {
+      seen.push_back(j.id());
+      EXPECT_EQ(j.tasks_size(), 2);
+      EXPECT_FALSE(j.tasks(0).has_result());  // listings carry states, not results
+    }
+    filter.page_token = page->next_page_token;
+    ++pages;
+  } while (!filter.page_token.empty());
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(seen, ::testing::ElementsAre("job-000007", "job-000006", "job-000005", "job-000004", "job-000003",
+                                           "job-000002", "job-000001"));
+  JobFilter failed_mlp;
+  failed_mlp.state = v1::JOB_STATE_FAILED;
+  failed_mlp.model = "mlp";
+  auto page = store->ListJobs(failed_mlp);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 2u);  // 6 and 4 (2 is a cnn job)
+  EXPECT_EQ(page->jobs[0].id(), "job-000006");
+  JobFilter bad;
+  bad.page_token = "x";
+  EXPECT_EQ(store->ListJobs(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SqliteJobStoreTest, RawBatchesOfOldFinishedJobsArePrunedAndResultsStay) {
+  auto store = *SqliteJobStore::Open(":memory:");
+  ASSERT_TRUE(store->Begin().ok());
+  v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
+  old_job.set_finished_unix_seconds(100);
+  v1::Job recent = MakeJob(10, v1::JOB_STATE_SUCCEEDED, 1);
+  recent.set_finished_unix_seconds(900);
+  ASSERT_TRUE(store->InsertJob(old_job, "").ok());
+  ASSERT_TRUE(store->InsertJob(recent, "").ok());
+  ASSERT_TRUE(store->PutSampleBatch(Batch("job-000001-t0", 1, 0, 4)).ok());
+  ASSERT_TRUE(store->PutSampleBatch(Batch("job-000010-t0", 1, 0, 4)).ok());
+  auto pruned = store->PruneRawBatches(500, 8);
+  ASSERT_TRUE(store->Commit().ok());
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_TRUE(store->LoadSampleBatches("job-000001-t0", 1)->empty());
+  EXPECT_EQ(store->LoadSampleBatches("job-000010-t0", 1)->size(), 1u);  // job-00001 is not a prefix of job-000010
+  EXPECT_EQ((*store->GetJob("job-000001"))->tasks(0).result().test_accuracy(), 0.5);
+  EXPECT_EQ(*store->PruneRawBatches(500, 8), 0);  // done once
+}
+
+TEST(SqliteJobStoreTest, AStoreOfTheOldOneBlobPerJobLayoutIsMigrated) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/old.db";
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE jobs (id TEXT PRIMARY KEY, created_unix_seconds REAL NOT NULL, state INTEGER "
+                           "NOT NULL, job BLOB NOT NULL);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    for (const v1::Job& job : {MakeJob(1, v1::JOB_STATE_SUCCEEDED, 2), MakeJob(2, v1::JOB_STATE_QUEUED, 1)}) {
+      sqlite3_stmt* stmt = nullptr;
+      sqlite3_prepare_v2(db, "INSERT INTO jobs VALUES (?, ?, ?, ?)", -1, &stmt, nullptr);
+      const std::string blob = job.SerializeAsString();
+      sqlite3_bind_text(stmt, 1, job.id().c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_double(stmt, 2, job.created_unix_seconds());
+      sqlite3_bind_int(stmt, 3, job.state());
+      sqlite3_bind_blob(stmt, 4, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+      sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+  }
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto live = (*store)->LoadLiveJobs();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].id(), "job-000002");
+  auto ended = (*store)->GetJob("job-000001");
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  EXPECT_EQ((*ended)->tasks_size(), 2);
   EXPECT_TRUE((*store)->CheckIntegrity().ok());
 }
 

@@ -1,0 +1,120 @@
+#include "server/ingest/step_aggregator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/stats.h"
+
+namespace hetbench::server {
+
+void PhaseAccumulator::Add(int64_t start_ns, int64_t duration_ns, int32_t items) {
+  const int64_t end = start_ns + duration_ns;
+  if (count_ == 0) {
+    min_ = max_ = duration_ns;
+    first_start_ = start_ns;
+    last_end_ = end;
+  } else {
+    min_ = std::min(min_, duration_ns);
+    max_ = std::max(max_, duration_ns);
+    first_start_ = std::min(first_start_, start_ns);
+    last_end_ = std::max(last_end_, end);
+  }
+  ++count_;
+  items_ += items;
+  const double d = static_cast<double>(duration_ns);
+  total_ += d;
+  const double delta = d - mean_;
+  mean_ += delta / static_cast<double>(count_);
+  m2_ += delta * (d - mean_);
+  if (histogram_.empty()) {
+    exact_.push_back(duration_ns);
+    if (exact_.size() > kExactLimit) MoveToHistogram();
+  } else {
+    ++histogram_[Bucket(duration_ns)];
+  }
+}
+
+void PhaseAccumulator::MoveToHistogram() {
+  for (int64_t v : exact_) ++histogram_[Bucket(v)];
+  exact_.clear();
+  exact_.shrink_to_fit();
+}
+
+int32_t PhaseAccumulator::Bucket(int64_t v) {
+  if (v < (int64_t{1} << kSubBucketBits)) return static_cast<int32_t>(std::max<int64_t>(v, 0));
+  const int e = 63 - __builtin_clzll(static_cast<uint64_t>(v));  // 2^e <= v < 2^(e+1)
+  const int shift = e - kSubBucketBits;
+  const int64_t mantissa = v >> shift;  // in [2^bits, 2^(bits+1))
+  return static_cast<int32_t>((shift + 1) << kSubBucketBits) + static_cast<int32_t>(mantissa - (1 << kSubBucketBits));
+}
+
+double PhaseAccumulator::BucketMid(int32_t b) {
+  if (b < (1 << kSubBucketBits)) return b;
+  const int shift = (b >> kSubBucketBits) - 1;
+  const int64_t mantissa = (b & ((1 << kSubBucketBits) - 1)) + (1 << kSubBucketBits);
+  const double lo = std::ldexp(static_cast<double>(mantissa), shift);
+  return lo + std::ldexp(0.5, shift);
+}
+
+v1::TimingStats PhaseAccumulator::Finish() const {
+  v1::TimingStats out;
+  if (count_ == 0) return out;
+  const double n = static_cast<double>(count_);
+  out.set_count(count_);
+  out.set_items(items_);
+  out.set_mean_ns(mean_);
+  out.set_stddev_ns(count_ > 1 ? std::sqrt(m2_ / (n - 1.0)) : 0.0);
+  out.set_min_ns(static_cast<double>(min_));
+  out.set_max_ns(static_cast<double>(max_));
+  out.set_total_ns(total_);
+  out.set_samples_per_second(total_ > 0 ? static_cast<double>(items_) / (total_ * 1e-9) : 0.0);
+  out.set_window_seconds(static_cast<double>(last_end_ - first_start_) * 1e-9);
+  const double qs[] = {0.25, 0.50, 0.75, 0.90, 0.99};
+  double p[5];
+  if (histogram_.empty()) {
+    // Type-7 percentiles by selection, not a full sort: O(n) per percentile.
+    std::vector<int64_t> v = exact_;
+    auto kth = [&v](size_t k, size_t from) {
+      std::nth_element(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(k),
+                       v.end());
+      return static_cast<double>(v[k]);
+    };
+    size_t from = 0;
+    for (int i = 0; i < 5; ++i) {
+      const double pos = qs[i] * (n - 1.0);
+      const auto lo = static_cast<size_t>(std::floor(pos));
+      const double a = kth(lo, from);
+      double b = a;
+      if (lo + 1 < v.size()) b = static_cast<double>(*std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end()));
+      p[i] = a + (b - a) * (pos - static_cast<double>(lo));
+      from = lo;
+    }
+  } else {
+    out.set_quantile_relative_error(kRelativeError);
+    int i = 0;
+    int64_t seen = 0;
+    for (const auto& [bucket, c] : histogram_) {
+      seen += c;
+      while (i < 5 && static_cast<double>(seen) > qs[i] * (n - 1.0)) {
+        p[i++] = std::clamp(BucketMid(bucket), static_cast<double>(min_), static_cast<double>(max_));
+      }
+    }
+    while (i < 5) p[i++] = static_cast<double>(max_);
+  }
+  out.set_p25_ns(p[0]);
+  out.set_p50_ns(p[1]);
+  out.set_p75_ns(p[2]);
+  out.set_p90_ns(p[3]);
+  out.set_p99_ns(p[4]);
+  out.set_iqr_ns(p[2] - p[0]);
+  return out;
+}
+
+void TaskAggregate::Add(const v1::SampleBatch& batch) {
+  PhaseAccumulator& acc = phases[batch.phase()];
+  for (int i = 0; i < batch.duration_ns_size(); ++i) acc.Add(batch.start_ns(i), batch.duration_ns(i), batch.items(i));
+  ++batches_stored;
+  samples_stored += batch.duration_ns_size();
+}
+
+}  // namespace hetbench::server

@@ -1,0 +1,244 @@
+// Agent sessions: Hello, heartbeats and leases, resume after a broken stream,
+// fencing, and what happens to an agent's tasks when it is gone.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "server/service/coordinator.h"
+
+namespace hetbench::server {
+
+namespace {
+constexpr char kLog[] = "coordinator";
+constexpr size_t kMaxAgentIdLength = 256;
+constexpr int kMaxDevicesPerAgent = 1024;
+}  // namespace
+
+void Coordinator::OnAgentGone(uint64_t session_id, std::string reason) {
+  loop_.Post([this, session_id, reason = std::move(reason)] { DropSession(session_id, reason); });
+}
+
+void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
+  auto shared_done = std::make_shared<std::function<void(std::vector<v1::AgentInfo>)>>(std::move(done));
+  const bool posted = PostRequest([this, shared_done] {
+    loop_.Defer([this, shared_done](const absl::Status&) {
+      std::vector<v1::AgentInfo> out;
+      for (const auto& [agent_id, session_id] : agent_sessions_) {
+        const Session& s = sessions_[session_id];
+        v1::AgentInfo info = DescribeAgent(agent_id, s.hello);
+        info.set_connected_unix_seconds(s.connected_unix);
+        info.set_last_seen_unix_seconds(s.last_seen_unix);
+        out.push_back(std::move(info));
+      }
+      // Disconnected agents whose tasks still wait for them to resume.
+      const int64_t now_ns = clock_->MonotonicNowNs();
+      const double now_unix = clock_->SystemNowSeconds();
+      for (const auto& [agent_id, d] : detached_) {
+        v1::AgentInfo info = DescribeAgent(agent_id, d.hello);
+        info.set_resume_deadline_unix_seconds(now_unix + std::max<int64_t>(0, d.deadline_ns - now_ns) * 1e-9);
+        info.set_disconnect_reason(d.reason);
+        out.push_back(std::move(info));
+      }
+      (*shared_done)(std::move(out));
+    });
+  });
+  if (!posted) {
+    metrics_->AddRequestShed("ListAgents");
+    (*shared_done)({});
+  }
+}
+
+v1::AgentInfo Coordinator::DescribeAgent(const std::string& agent_id, const v1::Hello& hello) {
+  v1::AgentInfo info;
+  info.set_agent_id(agent_id);
+  info.set_hostname(hello.hostname());
+  info.set_version(hello.version());
+  *info.mutable_devices() = hello.devices();
+  *info.mutable_labels() = hello.labels();
+  *info.mutable_absent() = hello.absent();
+  *info.mutable_sensors() = hello.sensors();
+  for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+  return info;
+}
+
+std::string Coordinator::SensorDeviceKind(const v1::Hello& hello, const std::string& device_id) {
+  if (device_id.empty()) return "node";
+  for (const v1::Device& d : hello.devices()) {
+    if (d.id() == device_id) return DeviceKindName(d.kind());
+  }
+  return "node";
+}
+
+void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::Hello& hello) {
+  std::string problem;
+  if (session.has_hello) problem = "Hello sent twice on one stream";
+  if (hello.agent_id().empty() || hello.agent_id().size() > kMaxAgentIdLength) {
+    problem = "hello.agent_id: must be 1 to 256 characters";
+  }
+  if (hello.devices_size() > kMaxDevicesPerAgent) problem = "hello.devices: more than 1024 devices";
+  std::set<std::string> ids;
+  for (const v1::Device& d : hello.devices()) {
+    if (d.id().empty() || !ids.insert(d.id()).second)
+      problem = "hello.devices: device ids must be unique and non-empty";
+  }
+  if (!problem.empty()) {
+    metrics_->AddRejectedMessage("bad_hello");
+    session.sink->Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, problem));
+    DropSession(session_id, problem);
+    return;
+  }
+  if (auto old = agent_sessions_.find(hello.agent_id()); old != agent_sessions_.end() && old->second != session_id) {
+    const uint64_t old_session = old->second;
+    sessions_[old_session].sink->Close(
+        grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer connection of the same agent"));
+    DropSession(old_session, "replaced by a newer connection");
+  }
+  session.has_hello = true;
+  session.hello = hello;
+  agent_sessions_[hello.agent_id()] = session_id;
+  std::vector<std::pair<std::string, v1::SensorInfo>> sensors;
+  for (const v1::SensorInfo& s : hello.sensors()) sensors.emplace_back(SensorDeviceKind(hello, s.device_id()), s);
+  metrics_->SetSensorsUp(hello.agent_id(), sensors);
+  metrics_->AgentSeen(hello.agent_id(), session.last_seen_unix);
+  session.last_seen_metric_ns = session.last_seen_ns;
+  LogInfo(kLog, "agent ", hello.agent_id(), " connected from ", hello.hostname(), " with ", hello.devices_size(),
+          " devices");
+  v1::CoordinatorMessage welcome;
+  welcome.mutable_welcome()->set_heartbeat_seconds(options_.heartbeat_seconds);
+  welcome.mutable_welcome()->set_lease_seconds(options_.lease_seconds);
+  session.sink->Send(welcome);
+  ResumeTasks(session, hello);  // before scheduling: resumed tasks keep their devices
+  schedule_needed_ = true;
+}
+
+void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  Session session = std::move(it->second);
+  sessions_.erase(it);
+  if (!session.has_hello) return;
+  const std::string& agent_id = session.hello.agent_id();
+  auto a = agent_sessions_.find(agent_id);
+  if (a == agent_sessions_.end() || a->second != session_id) return;  // already replaced
+  agent_sessions_.erase(a);
+  const size_t held = leases_.LeasedDevices(agent_id).size();
+  if (held == 0) {
+    LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
+    ForgetAgent(agent_id);
+  } else {
+    // The agent keeps running its tasks and buffering their samples: if it
+    // reconnects within its lease it resumes them (ResumeTasks); else Tick
+    // re-queues them at the deadline.
+    metrics_->AgentDown(agent_id);
+    const int64_t deadline = session.last_seen_ns + static_cast<int64_t>(options_.lease_seconds * 1e9);
+    detached_[agent_id] = Detached{deadline, reason, /*restart=*/false, std::move(session.hello)};
+    LogInfo(kLog, "agent ", agent_id, " gone: ", reason, "; its ", held, " running task(s) wait ",
+            absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
+            " s for it to resume");
+  }
+  schedule_needed_ = true;
+}
+
+void Coordinator::ForgetAgent(const std::string& agent_id) {
+  if (agent_sessions_.count(agent_id) || detached_.count(agent_id)) return;  // back, or still waited for
+  metrics_->ForgetAgent(agent_id);
+}
+
+void Coordinator::LoseAgentTasks(const std::string& agent_id, const std::string& detail, bool restart,
+                                 const std::set<std::string>& keep) {
+  for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
+    const std::string task_id = leases_.TaskOn(agent_id, device_id);
+    if (keep.count(task_id)) continue;
+    leases_.Release(agent_id, device_id);
+    LoseTask(task_id, detail, restart);
+  }
+  schedule_needed_ = true;
+}
+
+void Coordinator::LoseTask(const std::string& task_id, const std::string& detail, bool restart) {
+  LiveJob* live = nullptr;
+  v1::Task* task = LiveTask(task_id, &live);
+  if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING) return;
+  RequeueOrFail(*live, *task, absl::StrCat("attempt ", task->attempt(), " lost: agent ", task->agent_id(), " ", detail),
+                restart);
+}
+
+void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
+  const std::string& agent_id = hello.agent_id();
+  auto d = detached_.find(agent_id);
+  const std::string gone_reason = d == detached_.end() ? "its stream ended" : d->second.reason;
+  const bool restart = d != detached_.end() && d->second.restart;
+  if (d != detached_.end()) detached_.erase(d);
+  auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
+    v1::CoordinatorMessage msg;
+    msg.mutable_cancel()->set_task_id(task_id);
+    msg.mutable_cancel()->set_attempt(attempt);
+    msg.mutable_cancel()->set_reason(reason);
+    msg.mutable_cancel()->set_fenced(fenced);
+    session.sink->Send(std::move(msg));
+  };
+  std::set<std::string> resumed;
+  for (const v1::ResumeTask& r : hello.resume()) {
+    LiveJob* job = nullptr;
+    if (v1::Task* task = OwnedTask(agent_id, r.task_id(), r.attempt(), &job); task != nullptr) {
+      resumed.insert(task->id());
+      task->set_resumes(task->resumes() + 1);
+      MarkTask(*job, *task);
+      metrics_->AddResumedTask();
+      LogInfo(kLog, "agent ", agent_id, " resumed ", task->id(), " attempt ", task->attempt(), " (", gone_reason,
+              ")");
+      Notify(*job, absl::StrCat("task ", task->id(), " resumed on a new stream"));
+      if (job->job.state() == v1::JOB_STATE_CANCELLED) {
+        send_cancel(task->id(), task->attempt(), "job cancelled by user", /*fenced=*/false);
+      }
+    } else if (r.finished() && IsSettled(agent_id, r.task_id(), r.attempt())) {
+      // Already ended here: its outstanding messages will be answered as they come.
+    } else {
+      metrics_->AddRejectedMessage("stale_attempt");
+      send_cancel(r.task_id(), r.attempt(), "this attempt is no longer assigned to you", /*fenced=*/true);
+    }
+  }
+  LoseAgentTasks(agent_id, absl::StrCat("came back without it (", gone_reason, ")"), restart, resumed);
+}
+
+void Coordinator::Tick() {
+  // Timers run at most once per 50 ms however many batches the loop runs:
+  // each pass is O(sessions).
+  const int64_t now = clock_->MonotonicNowNs();
+  const int64_t real_now = SteadyNowNs();
+  const auto heartbeat_ns = static_cast<int64_t>(options_.heartbeat_seconds * 1e9);
+  if (now - last_heartbeat_ns_ >= heartbeat_ns) {
+    last_heartbeat_ns_ = now;
+    v1::CoordinatorMessage hb;
+    hb.mutable_heartbeat()->set_unix_seconds(clock_->SystemNowSeconds());
+    for (auto& [id, session] : sessions_) session.sink->Send(hb);
+  }
+  if (real_now - last_tick_real_ns_ < 50'000'000 && now - last_tick_ns_ < 50'000'000) return;
+  last_tick_ns_ = now;
+  last_tick_real_ns_ = real_now;
+  const auto lease_ns = static_cast<int64_t>(options_.lease_seconds * 1e9);
+  std::vector<uint64_t> expired;
+  for (const auto& [id, session] : sessions_) {
+    if (now - session.last_seen_ns > lease_ns) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    sessions_[id].sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "lease expired: no message from agent"));
+    DropSession(id, absl::StrCat("lease expired after ", options_.lease_seconds, " s of silence"));
+  }
+  // Agents that did not come back within their lease lose their tasks.
+  for (auto it = detached_.begin(); it != detached_.end();) {
+    if (now < it->second.deadline_ns) {
+      ++it;
+      continue;
+    }
+    const std::string agent_id = it->first;
+    const Detached gone = std::move(it->second);
+    it = detached_.erase(it);
+    LoseAgentTasks(agent_id, absl::StrCat(gone.reason, " and did not resume within the lease"), gone.restart);
+    ForgetAgent(agent_id);
+  }
+}
+
+}  // namespace hetbench::server

@@ -1,0 +1,402 @@
+// Ingest: what agents stream up (progress, sample and power batches, the
+// TaskDone), stored exactly once, aggregated as it arrives, checked strictly.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "server/ingest/energy_cost.h"
+#include "server/service/coordinator.h"
+
+namespace hetbench::server {
+
+namespace {
+constexpr char kLog[] = "coordinator";
+
+bool IsTerminalTaskState(v1::TaskState s) {
+  return s == v1::TASK_STATE_SUCCEEDED || s == v1::TASK_STATE_FAILED || s == v1::TASK_STATE_CANCELLED;
+}
+}  // namespace
+
+Coordinator::Checked Coordinator::CheckAgentMessage(const v1::AgentMessage& m, int max_samples_per_batch) {
+  // Runs at the edge, on the stream's thread: O(message) checks and the
+  // histogram counts, so the loop only stores and adds.
+  Checked c;
+  if (m.has_samples()) {
+    const v1::SampleBatch& b = m.samples();
+    const int n = b.duration_ns_size();
+    if (n > max_samples_per_batch) {
+      c.problem = absl::StrCat("samples.duration_ns: ", n, " samples in one batch: at most ", max_samples_per_batch);
+    } else if (b.start_ns_size() != n) {
+      c.problem = absl::StrCat("samples.start_ns: ", b.start_ns_size(), " values, duration_ns has ", n);
+    } else if (b.items_size() != n) {
+      c.problem = absl::StrCat("samples.items: ", b.items_size(), " values, duration_ns has ", n);
+    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER) {
+      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN or INFER");
+    } else {
+      for (int i = 0; i < n && c.problem.empty(); ++i) {
+        if (b.duration_ns(i) < 0 || b.items(i) < 0) {
+          c.problem = absl::StrCat("samples[", i, "]: negative duration or items");
+        }
+      }
+      if (c.problem.empty()) c.steps = Metrics::CountSteps(b.duration_ns());
+    }
+  } else if (m.has_power()) {
+    const v1::PowerBatch& b = m.power();
+    const int n = b.t_ns_size();
+    if (n > max_samples_per_batch) {
+      c.problem = absl::StrCat("power.t_ns: ", n, " readings in one batch: at most ", max_samples_per_batch);
+    } else if (b.watts_size() != n || b.joules_size() != n) {
+      c.problem = absl::StrCat("power: columns of unequal length (t_ns ", n, ", watts ", b.watts_size(), ", joules ",
+                               b.joules_size(), ")");
+    } else if (b.sensor().name().empty() || b.sensor().name().size() > 256) {
+      c.problem = "power.sensor.name: must be 1 to 256 characters";
+    }
+  } else if (m.has_done()) {
+    if (!IsTerminalTaskState(m.done().state())) {
+      c.problem = absl::StrCat("done.state = ", TaskStateName(m.done().state()),
+                               ": a TaskDone must say SUCCEEDED, FAILED or CANCELLED");
+    }
+  }
+  return c;
+}
+
+void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg) {
+  auto checked = std::make_shared<Checked>(CheckAgentMessage(msg, options_.max_samples_per_batch));
+  auto shared = std::make_shared<v1::AgentMessage>(std::move(msg));
+  // Not sheddable: each stream bounds its own in-flight messages (Handled).
+  loop_.Post([this, session_id, sink = std::move(sink), shared, checked] {
+    HandleAgentMessage(session_id, sink, *shared, *checked);
+    sink->Handled();
+  });
+}
+
+void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
+                                     const v1::AgentMessage& m, const Checked& checked) {
+  if (closing_streams_) {
+    sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
+    return;
+  }
+  auto [it, inserted] = sessions_.try_emplace(session_id);
+  Session& session = it->second;
+  if (inserted) {
+    session.sink = sink;
+    session.connected_unix = clock_->SystemNowSeconds();
+  }
+  session.last_seen_ns = clock_->MonotonicNowNs();
+  session.last_seen_unix = clock_->SystemNowSeconds();
+  // The last-seen gauge moves at most once a second per agent.
+  if (session.has_hello && session.last_seen_ns - session.last_seen_metric_ns >= 1'000'000'000) {
+    session.last_seen_metric_ns = session.last_seen_ns;
+    metrics_->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
+  }
+  if (m.kind_case() == v1::AgentMessage::kHello) {
+    HandleHello(session_id, session, m.hello());
+    return;
+  }
+  if (!session.has_hello) {
+    metrics_->AddRejectedMessage("no_hello");
+    sink->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "send Hello first"));
+    sessions_.erase(session_id);
+    return;
+  }
+  switch (m.kind_case()) {
+    case v1::AgentMessage::kHeartbeat:
+      break;
+    case v1::AgentMessage::kProgress:
+      HandleProgress(session, m.progress());
+      break;
+    case v1::AgentMessage::kSamples:
+      HandleSamples(session, m.samples(), checked);
+      break;
+    case v1::AgentMessage::kDone:
+      HandleDone(session, m.done(), checked);
+      break;
+    case v1::AgentMessage::kPower:
+      HandlePower(session, m.power(), checked);
+      break;
+    default:
+      metrics_->AddRejectedMessage("unknown_kind");
+      break;
+  }
+}
+
+v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt,
+                                 LiveJob** job) {
+  LiveJob* live = nullptr;
+  v1::Task* task = LiveTask(task_id, &live);
+  if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING || task->agent_id() != agent_id ||
+      task->attempt() != attempt) {
+    return nullptr;
+  }
+  *job = live;
+  return task;
+}
+
+bool Coordinator::IsSettled(const std::string& agent_id, const std::string& task_id, int attempt) {
+  auto settled = [&](const v1::Task& t) {
+    return IsTerminal(t.state()) && t.agent_id() == agent_id && t.attempt() == attempt;
+  };
+  if (const v1::Task* task = LiveTask(task_id)) return settled(*task);
+  if (!SplitTaskId(task_id)) return false;
+  // An ended job is no longer in memory: one indexed read of the task's row.
+  auto stored = store_->GetTask(task_id);
+  return stored.ok() && stored->has_value() && settled(**stored);
+}
+
+void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
+  LiveJob* job = nullptr;
+  v1::Task* task = OwnedTask(session.hello.agent_id(), p.task_id(), p.attempt(), &job);
+  if (task == nullptr) return;  // late progress of an ended attempt: harmless
+  task->set_phase(p.phase());
+  task->set_step(p.step());
+  task->set_total_steps(p.total_steps());
+  Notify(*job, "progress");  // live only: progress is not stored
+}
+
+void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
+                         const std::string& reason, const std::string& metric_reason) {
+  metrics_->AddRejectedMessage(metric_reason);
+  LogWarning(kLog, "refused a ", what, " message of ", task.id(), " attempt ", task.attempt(), " from ",
+             session.hello.agent_id(), ": ", reason);
+  v1::CoordinatorMessage rejected;
+  rejected.mutable_rejected()->set_task_id(task.id());
+  rejected.mutable_rejected()->set_attempt(task.attempt());
+  rejected.mutable_rejected()->set_seq(seq);
+  rejected.mutable_rejected()->set_what(what);
+  rejected.mutable_rejected()->set_reason(reason);
+  v1::CoordinatorMessage cancel;
+  cancel.mutable_cancel()->set_task_id(task.id());
+  cancel.mutable_cancel()->set_attempt(task.attempt());
+  cancel.mutable_cancel()->set_reason(absl::StrCat("a ", what, " message was refused: ", reason));
+  cancel.mutable_cancel()->set_fenced(true);
+  auto sink = session.sink;
+  loop_.Defer([sink, rejected, cancel](const absl::Status&) {
+    sink->Send(rejected);
+    sink->Send(cancel);
+  });
+  // A malformed message is the agent's bug: another attempt would repeat it.
+  leases_.Release(task.agent_id(), task.device_id());
+  FinishTask(job, task, v1::TASK_STATE_FAILED,
+             absl::StrCat("attempt ", task.attempt(), ": agent ", task.agent_id(), " sent a malformed ", what,
+                          " message: ", reason));
+  schedule_needed_ = true;
+}
+
+void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b, const Checked& checked) {
+  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false))) {
+    return;
+  }
+  LiveJob* job = nullptr;
+  v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
+  if (task == nullptr) return;
+  if (!checked.problem.empty()) {
+    Reject(session, *job, *task, "samples", b.seq(), checked.problem, "malformed_batch");
+    return;
+  }
+  auto stored = store_->PutSampleBatch(b);
+  if (!stored.ok()) {
+    LogError(kLog, "storing samples of ", b.task_id(), ": ", stored.status().ToString());
+    return;  // not acked: the agent sends it again
+  }
+  const bool is_new = *stored;
+  if (is_new) {
+    TaskAggregate& agg = aggregates_[task->id()];
+    if (agg.attempt != task->attempt()) {
+      agg = TaskAggregate{};
+      agg.attempt = task->attempt();
+    }
+    agg.Add(b);
+  }
+  const int n = b.duration_ns_size();
+  const v1::DeviceKind kind = task->device_kind();
+  auto sink = session.sink;
+  const v1::Phase phase = b.phase();
+  const std::string model = task->model();
+  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), is_new, phase, kind, n,
+               model, steps = checked.steps](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    if (is_new) {
+      metrics_->AddSamplesIngested(phase, kind, n);
+      metrics_->ObserveSteps(model, kind, phase, steps);
+    } else {
+      metrics_->AddDuplicateBatch();
+    }
+    sink->Send(ack);
+  });
+}
+
+v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job) {
+  v1::Task* task = OwnedTask(session.hello.agent_id(), task_id, attempt, job);
+  if (task == nullptr) {
+    // Fencing: an attempt that is no longer assigned to this agent is refused
+    // and told to stop.
+    metrics_->AddRejectedMessage("stale_attempt");
+    v1::CoordinatorMessage cancel;
+    cancel.mutable_cancel()->set_task_id(task_id);
+    cancel.mutable_cancel()->set_attempt(attempt);
+    cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
+    cancel.mutable_cancel()->set_fenced(true);
+    session.sink->Send(cancel);
+  }
+  return task;
+}
+
+bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, int attempt,
+                                v1::CoordinatorMessage ack) {
+  if (!IsSettled(session.hello.agent_id(), task_id, attempt)) return false;
+  // Sent again after a broken stream, for an attempt that has ended since:
+  // its result is final, so nothing is stored; the ack lets the agent let go.
+  if (!ack.ack().done()) metrics_->AddDuplicateBatch();
+  auto sink = session.sink;
+  loop_.Defer([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
+  return true;
+}
+
+v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt, uint64_t seq, bool power) {
+  v1::CoordinatorMessage ack;
+  ack.mutable_ack()->set_task_id(task_id);
+  ack.mutable_ack()->set_attempt(attempt);
+  ack.mutable_ack()->set_seq(seq);
+  ack.mutable_ack()->set_power(power);
+  return ack;
+}
+
+void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked) {
+  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true))) {
+    return;
+  }
+  LiveJob* job = nullptr;
+  v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
+  if (task == nullptr) return;
+  if (!checked.problem.empty()) {
+    Reject(session, *job, *task, "power", b.seq(), checked.problem, "malformed_power_batch");
+    return;
+  }
+  auto stored = store_->PutPowerBatch(b);
+  if (!stored.ok()) {
+    LogError(kLog, "storing power readings of ", b.task_id(), ": ", stored.status().ToString());
+    return;
+  }
+  const int n = b.t_ns_size();
+  // Metrics: the latest power and the energy between consecutive readings.
+  double joules = 0, watts = NAN;
+  if (*stored && n > 0) {
+    AttemptReadings& readings = last_power_[b.task_id()];
+    if (readings.attempt != b.attempt()) readings = AttemptReadings{b.attempt(), {}};
+    LastReading& last = readings.by_sensor[b.sensor().name()];
+    for (int i = 0; i < n; ++i) {
+      const double dt = static_cast<double>(b.t_ns(i) - last.t_ns) * 1e-9;
+      const bool have_prev = last.t_ns != 0 && dt > 0;
+      if (b.sensor().has_energy_counter()) {
+        if (have_prev) {
+          joules += std::max(0.0, b.joules(i) - last.joules);
+          watts = (b.joules(i) - last.joules) / dt;
+        }
+        last.joules = b.joules(i);
+      } else if (!std::isnan(b.watts(i))) {
+        if (have_prev) joules += 0.5 * (b.watts(i) + last.watts) * dt;
+        watts = b.watts(i);
+        last.watts = b.watts(i);
+      }
+      last.t_ns = b.t_ns(i);
+    }
+  }
+  auto sink = session.sink;
+  const std::string agent = session.hello.agent_id();
+  const std::string kind = SensorDeviceKind(session.hello, b.sensor().device_id());
+  const v1::PowerSource source = b.sensor().source();
+  const int errors = b.read_errors();
+  const bool is_new = *stored;
+  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true), agent, kind, source, joules,
+               watts, errors, is_new](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    if (is_new) {
+      if (!std::isnan(watts)) metrics_->SetPower(agent, kind, source, watts);
+      metrics_->AddEnergy(agent, kind, source, joules);
+      metrics_->AddPowerReadErrors(agent, source, errors);
+    } else {
+      metrics_->AddDuplicateBatch();
+    }
+    sink->Send(ack);
+  });
+}
+
+void Coordinator::HandleDone(Session& session, const v1::TaskDone& d, const Checked& checked) {
+  v1::CoordinatorMessage ack = Ack(d.task_id(), d.attempt(), 0, /*power=*/false);
+  ack.mutable_ack()->set_done(true);
+  if (AnswerSettled(session, d.task_id(), d.attempt(), ack)) return;
+  LiveJob* job = nullptr;
+  v1::Task* task = FencedTask(session, d.task_id(), d.attempt(), &job);
+  if (task == nullptr) return;
+  if (!checked.problem.empty()) {
+    Reject(session, *job, *task, "done", 0, checked.problem, "bad_task_done");
+    return;
+  }
+  leases_.Release(task->agent_id(), task->device_id());
+  *task->mutable_result() = d.result();
+  task->mutable_result()->clear_phases();
+  task->mutable_result()->set_partial(d.state() == v1::TASK_STATE_CANCELLED);
+  // A simulated device's result says so, whatever the agent wrote.
+  for (const v1::Device& device : session.hello.devices()) {
+    if (device.id() == task->device_id() && device.simulated()) {
+      task->mutable_result()->mutable_environment()->set_simulated(true);
+    }
+  }
+
+  // The phases come from the aggregate built batch by batch at ingest:
+  // bounded work here whatever the task's sample count.
+  v1::TaskState state = d.state();
+  std::string error = d.error();
+  TaskAggregate agg;
+  if (auto a = aggregates_.find(task->id()); a != aggregates_.end() && a->second.attempt == task->attempt()) {
+    agg = std::move(a->second);
+  }
+  task->mutable_result()->set_samples_stored(agg.samples_stored);
+  const v1::JobSpec& spec = job->job.spec();
+  for (const auto& [phase, acc] : agg.phases) {
+    v1::PhaseResult* pr = task->mutable_result()->add_phases();
+    pr->set_phase(phase);
+    *pr->mutable_stats() = acc.Finish();
+    const int64_t train_size = d.result().dataset_train_size();
+    const int64_t test_size = d.result().dataset_test_size();
+    const int64_t expected =
+        phase == v1::PHASE_TRAIN
+            ? std::min(EffectiveMinSteps(spec, task->batch_size(), train_size), spec.train().max_steps())
+            : ExpectedInferenceBatches(spec, task->batch_size(), test_size);
+    JudgeValidity(spec, expected, pr, &d.result().calibration());
+  }
+  if (state == v1::TASK_STATE_SUCCEEDED &&
+      (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {
+    state = v1::TASK_STATE_FAILED;
+    error = absl::StrCat("incomplete samples: stored ", agg.batches_stored, " of ", d.batches_sent(),
+                         " batches and ", agg.samples_stored, " of ", d.samples_sent(), " samples");
+  }
+  auto power = store_->LoadPowerBatches(task->id(), task->attempt());
+  if (!power.ok()) {
+    state = v1::TASK_STATE_FAILED;
+    error = absl::StrCat("reading stored power readings: ", power.status().message());
+  } else {
+    if (state == v1::TASK_STATE_SUCCEEDED && power->size() != d.power_batches_sent()) {
+      state = v1::TASK_STATE_FAILED;
+      error =
+          absl::StrCat("incomplete power readings: stored ", power->size(), " of ", d.power_batches_sent(), " batches");
+    }
+    ComputeEnergyAndCost(spec, session.hello, *power, task);
+  }
+  auto sink = session.sink;
+  loop_.Defer([sink, ack](const absl::Status& commit) {
+    if (commit.ok()) sink->Send(ack);
+  });
+  schedule_needed_ = true;
+  if (state == v1::TASK_STATE_FAILED && d.state() == v1::TASK_STATE_FAILED && d.retryable()) {
+    // Another attempt may not meet the same condition (device busy, out of memory).
+    metrics_->AddTaskRetried();
+    RequeueOrFail(*job, *task, absl::StrCat("attempt ", task->attempt(), " failed: ", error), /*restart=*/false);
+    return;
+  }
+  FinishTask(*job, *task, state, error);
+}
+
+}  // namespace hetbench::server
