@@ -14,6 +14,18 @@
 
 namespace hetbench::agent {
 
+bool IsRetryable(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace {
 
 constexpr char kLog[] = "agent";
@@ -133,6 +145,9 @@ bool Agent::RunConnection() {
       case v1::CoordinatorMessage::kAck:
         HandleAck(msg.ack());
         break;
+      case v1::CoordinatorMessage::kRejected:
+        HandleRejected(msg.rejected());
+        break;
       default:  // heartbeats only prove the coordinator is alive
         break;
     }
@@ -190,6 +205,7 @@ void Agent::HandleAssign(const v1::Assign& assign) {
     done.mutable_done()->set_attempt(assign.attempt());
     done.mutable_done()->set_state(v1::TASK_STATE_FAILED);
     done.mutable_done()->set_error(refusal);
+    done.mutable_done()->set_retryable(true);  // another device, or this one a moment later
     Write(done);
   }
 }
@@ -309,6 +325,25 @@ void Agent::HandleCancel(const v1::Cancel& cancel) {
       LogInfo(kLog, "cancelling ", cancel.task_id(), ": ", cancel.reason());
     }
     task.control->cancel = true;
+  });
+}
+
+void Agent::HandleRejected(const v1::Rejected& r) {
+  // A bug of this agent's, not a transient fault: say it loudly. The attempt
+  // has failed at the coordinator, which also fences it (Cancel follows).
+  LogError(kLog, "the coordinator refused the ", r.what(), " message seq ", r.seq(), " of ", r.task_id(), " attempt ",
+           r.attempt(), ": ", r.reason());
+  ++messages_rejected_;
+  ForEachHeld([&](RunningTask& task) {
+    if (task.assign.task_id() != r.task_id() || task.assign.attempt() != r.attempt()) return;
+    absl::MutexLock o(&task.out_mu);
+    if (r.what() == "done") {
+      task.done_acked = true;
+    } else if (r.what() == "power") {
+      task.unacked_power.erase(r.seq());
+    } else {
+      task.unacked_samples.erase(r.seq());
+    }
   });
 }
 
@@ -454,8 +489,17 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       const bool finished = t->finished.load();  // read before draining: all records are published by then
       // Samples go out in full batches, or when they have waited long enough, or at the end.
       const size_t pending = t->control->samples.published() - t->sent;
-      if (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
-          now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9)) {
+      // When acks lag, samples wait in the task's buffer and go out later in
+      // fuller batches: the window slows instead of piling up unacked messages.
+      size_t unacked = 0;
+      {
+        absl::MutexLock o(&t->out_mu);
+        unacked = t->unacked_samples.size();
+      }
+      const bool acks_lag = !finished && unacked >= static_cast<size_t>(config_.max_unacked_sample_batches);
+      if (acks_lag) ++ack_lag_waits_;
+      if (!acks_lag && (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
+                        now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9))) {
         ok = DrainSamples(*t);
         t->last_samples_send_ns = now;
       }
@@ -493,6 +537,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
             if (!t->result.ok()) {
               d->set_state(v1::TASK_STATE_FAILED);
               d->set_error(std::string(t->result.status().message()));
+              d->set_retryable(IsRetryable(t->result.status()));
             } else {
               d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
               *d->mutable_result() = *t->result;

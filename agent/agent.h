@@ -45,6 +45,9 @@ struct AgentConfig {
   double sample_send_interval_seconds = 0.5;  // samples wait at most this long to fill a batch
   double progress_interval_seconds = 0.25;
   int max_samples_per_batch = 1000;
+  /// Unacknowledged sample batches of one task at most; past it the agent
+  /// stops draining until acks catch up (samples wait in the task's buffer).
+  int max_unacked_sample_batches = 64;
   double power_send_interval_seconds = 1.0;
   /// Every power sensor tried at startup, available or not (sent in Hello).
   std::vector<v1::SensorInfo> sensors_tried;
@@ -54,6 +57,10 @@ struct AgentConfig {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string token;  // bearer token of role agent; "" = none
 };
+
+/// Whether an executor's failure may not recur on another attempt (device
+/// busy, out of memory, transient I/O): the TaskDone says `retryable`.
+bool IsRetryable(const absl::Status& status);
 
 class Agent {
  public:
@@ -73,6 +80,10 @@ class Agent {
   int64_t tasks_finished() const { return tasks_finished_.load(); }
   /// Messages sent again on a new stream because their ack had not come.
   int64_t messages_resent() const { return messages_resent_.load(); }
+  /// Messages the coordinator refused as malformed (a bug of the agent's).
+  int64_t messages_rejected() const { return messages_rejected_.load(); }
+  /// Pump passes that held samples back because acks lagged.
+  int64_t ack_lag_waits() const { return ack_lag_waits_.load(); }
   /// Called on the pump thread with every batch written (tests use it to
   /// compare what was sent with what was stored).
   void set_batch_observer(std::function<void(const v1::SampleBatch&)> observer) { observer_ = std::move(observer); }
@@ -124,6 +135,7 @@ class Agent {
   void StartWaitingTasks();
   void HandleCancel(const v1::Cancel& cancel);
   void HandleAck(const v1::SampleAck& ack);
+  void HandleRejected(const v1::Rejected& rejected);
   /// Puts what the task recorded since the last call into batches and sends
   /// them; true if all writes succeeded (unsent batches stay outstanding).
   bool DrainSamples(RunningTask& task);
@@ -174,6 +186,8 @@ class Agent {
   std::atomic<int64_t> samples_sent_{0};
   std::atomic<int64_t> tasks_finished_{0};
   std::atomic<int64_t> messages_resent_{0};
+  std::atomic<int64_t> messages_rejected_{0};
+  std::atomic<int64_t> ack_lag_waits_{0};
   std::mt19937_64 rng_;
 };
 

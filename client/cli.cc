@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <random>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -14,6 +17,7 @@
 #include "common/security.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/render.h"
 #include "common/names.h"
 #include "common/spec_yaml.h"
@@ -50,6 +54,13 @@ int RpcError(std::ostream& err, const std::string& what, const grpc::Status& s, 
     err << "hetbench: " << what << ": " << s.error_message() << "\n";
   }
   return kExitFailed;
+}
+
+/// 128 random bits, hex: the idempotency key of one submit invocation.
+std::string NewRequestId() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> u;
+  return absl::StrFormat("cli-%016x%016x", u(rd), u(rd));
 }
 
 int ExitFor(const v1::Job& job) { return job.state() == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailed; }
@@ -161,6 +172,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_flag("--wait", wait, "wait for the job to end; print its report");
   submit->add_flag("--follow", follow, "like --wait, with live progress bars");
   submit->add_option("--wait-timeout", wait_timeout, "seconds to wait for the job")->capture_default_str();
+  int submit_retries = 4;
+  submit->add_option("--retries", submit_retries,
+                     "retries when the coordinator is unreachable or busy (same request id: never a second job)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   submit->add_option("-o,--output", submit_output, "report format with --wait: table, json, csv")
       ->capture_default_str();
 
@@ -170,6 +186,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   auto* get_jobs = get->add_subcommand("jobs", "list jobs");
   int limit = 50;
   get_jobs->add_option("--limit", limit, "newest N jobs (0 = all)")->capture_default_str();
+  std::string list_state, list_model, list_kind, page_token;
+  get_jobs->add_option("--state", list_state, "only jobs in this state (queued, running, succeeded, failed, cancelled)");
+  get_jobs->add_option("--model", list_model, "only jobs that run this model");
+  get_jobs->add_option("--kind", list_kind, "only jobs with a target of this device kind");
+  get_jobs->add_option("--page-token", page_token, "continue a listing where an earlier one stopped");
   auto* get_job = get->add_subcommand("job", "show one job");
   std::string job_id;
   get_job->add_option("id", job_id, "job id")->required();
@@ -315,13 +336,28 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       (*spec.mutable_cost()->mutable_usd_per_hour())[c.substr(0, eq)] = rate;
     }
 
-    grpc::ClientContext ctx;
-    Prepare(&ctx, common.timeout_seconds, common.token);
+    // One request id per invocation, reused by every retry: a submit whose
+    // answer was lost is never made twice.
     v1::SubmitJobRequest req;
     *req.mutable_spec() = spec;
+    req.set_request_id(NewRequestId());
     v1::SubmitJobResponse resp;
-    grpc::Status s = stub->SubmitJob(&ctx, req, &resp);
+    grpc::Status s;
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx, common.timeout_seconds, common.token);
+      s = stub->SubmitJob(&ctx, req, &resp);
+      const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                         s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      if (s.ok() || !retry || attempt >= submit_retries) break;
+      const double backoff = std::min(8.0, 0.5 * (1 << attempt));
+      err << "hetbench: submit: " << s.error_message() << "; retrying in " << backoff << " s (request "
+          << req.request_id() << ")\n";
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(backoff * 1000)));
+    }
     if (!s.ok()) return RpcError(err, "submit refused", s, common.server);
+    if (resp.existing()) err << "hetbench: the coordinator already had this request: " << resp.job_id() << "\n";
     if (!wait && !follow) {
       out << resp.job_id() << "\n";
       return kExitOk;
@@ -354,14 +390,42 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   }
 
   if (get_jobs->parsed()) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx, common.timeout_seconds, common.token);
+    // Pages of at most 500, newest first, until --limit jobs (0: all) or the last page.
     v1::ListJobsRequest req;
-    req.set_limit(limit);
-    v1::ListJobsResponse resp;
-    grpc::Status s = stub->ListJobs(&ctx, req, &resp);
-    if (!s.ok()) return RpcError(err, "list jobs", s, common.server);
-    out << RenderJobList({resp.jobs().begin(), resp.jobs().end()}, *format);
+    if (!list_state.empty()) {
+      auto state = ParseJobState(list_state);
+      if (!state) {
+        err << "hetbench: --state " << list_state << ": use queued, running, succeeded, failed or cancelled\n";
+        return kExitUsage;
+      }
+      req.set_state(*state);
+    }
+    if (!list_kind.empty()) {
+      auto kind = ParseDeviceKind(list_kind);
+      if (!kind) {
+        err << "hetbench: --kind " << list_kind << ": use cpu, gpu, tpu, dpu or qpu-sim\n";
+        return kExitUsage;
+      }
+      req.set_device_kind(*kind);
+    }
+    req.set_model(list_model);
+    req.set_page_token(page_token);
+    std::vector<v1::Job> jobs;
+    std::string next;
+    do {
+      req.set_page_size(limit > 0 ? std::min<int>(500, limit - static_cast<int>(jobs.size())) : 500);
+      grpc::ClientContext ctx;
+      Prepare(&ctx, common.timeout_seconds, common.token);
+      v1::ListJobsResponse resp;
+      grpc::Status s = stub->ListJobs(&ctx, req, &resp);
+      if (!s.ok()) return RpcError(err, "list jobs", s, common.server);
+      for (v1::Job& j : *resp.mutable_jobs()) jobs.push_back(std::move(j));
+      next = resp.next_page_token();
+      req.set_page_token(next);
+    } while (!next.empty() && (limit <= 0 || static_cast<int>(jobs.size()) < limit));
+    std::reverse(jobs.begin(), jobs.end());  // oldest first, the newest at the bottom
+    out << RenderJobList(jobs, *format);
+    if (!next.empty()) err << "more jobs: --page-token " << next << "\n";
     return kExitOk;
   }
 

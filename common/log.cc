@@ -14,6 +14,20 @@ std::atomic<int> g_min_level{0};
 
 void SetMinLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
 
+std::string FirstLine(std::string_view text) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.remove_suffix(1);
+    if (!line.empty()) return std::string(line);
+    start = end + 1;
+  }
+  return std::string();
+}
+
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
 
 void LogLine(LogLevel level, std::string_view component, std::string_view message) {

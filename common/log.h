@@ -2,6 +2,7 @@
 /// Minimal line logger to stderr (Debian's Abseil 20220623 has no absl/log).
 /// Thread-safe: each line is written with one call.
 
+#include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,10 @@ enum class LogLevel { kDebug = -1, kInfo = 0, kWarning = 1, kError = 2 };
 void SetMinLogLevel(LogLevel level);
 void LogLine(LogLevel level, std::string_view component, std::string_view message);
 bool LogEnabled(LogLevel level);
+
+/// The first non-empty line of `text`, trimmed: what goes into a one-line
+/// error when a library's message carries a stack trace or a source excerpt.
+std::string FirstLine(std::string_view text);
 
 template <typename... Args>
 void LogDebug(std::string_view component, const Args&... args) {

@@ -40,6 +40,13 @@ std::string PhaseName(v1::Phase phase) {
   }
 }
 
+std::optional<v1::JobState> ParseJobState(std::string_view name) {
+  for (int s = v1::JOB_STATE_QUEUED; s <= v1::JOB_STATE_CANCELLED; ++s) {
+    if (JobStateName(static_cast<v1::JobState>(s)) == name) return static_cast<v1::JobState>(s);
+  }
+  return std::nullopt;
+}
+
 std::string JobStateName(v1::JobState state) {
   switch (state) {
     case v1::JOB_STATE_QUEUED:

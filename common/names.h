@@ -13,6 +13,7 @@ std::string DeviceKindName(v1::DeviceKind kind);  // "cpu", "gpu", ..., "any"
 std::optional<v1::DeviceKind> ParseDeviceKind(std::string_view name);
 std::string PhaseName(v1::Phase phase);        // "train", "infer"
 std::string JobStateName(v1::JobState state);  // "queued", "running", ...
+std::optional<v1::JobState> ParseJobState(std::string_view name);
 std::string TaskStateName(v1::TaskState state);
 bool IsTerminal(v1::JobState state);
 bool IsTerminal(v1::TaskState state);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "absl/strings/str_format.h"
 #include "agent/devices/calibration.h"
 #include "agent/devices/cuda.h"
@@ -259,8 +260,10 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
                                            " (not a single stack of layers)"));
       }
     }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", FirstLine(e.what_without_backtrace())));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", e.what()));
+    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", FirstLine(e.what())));
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include "agent/models/cyclegan.h"
 #include "agent/models/models.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "agent/qpu/circuit.h"
 #include "agent/qpu/statevector.h"
 
@@ -216,9 +217,14 @@ class ScriptWorkload final : public Workload {
     try {
       bytes.seekg(0);
       w->module_ = torch::jit::load(bytes);  // the bytes just hashed: one read of the file
+    } catch (const c10::Error& e) {
+      // LibTorch's what() carries a C++ backtrace: a job's error is one line.
+      return absl::InvalidArgumentError(absl::StrCat("torchscript.path = \"", ts.path(),
+                                                     "\": not a TorchScript module: ",
+                                                     FirstLine(e.what_without_backtrace())));
     } catch (const std::exception& e) {
       return absl::InvalidArgumentError(
-          absl::StrCat("torchscript.path = \"", ts.path(), "\": not a TorchScript module: ", e.what()));
+          absl::StrCat("torchscript.path = \"", ts.path(), "\": not a TorchScript module: ", FirstLine(e.what())));
     }
     w->shape_.assign(ts.input_shape().begin(), ts.input_shape().end());
     int64_t numel = 1;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 #include <cmath>
@@ -814,6 +815,217 @@ TEST_F(CoordinatorTest, MessagesBeforeHelloAndBadHellosAreRefused) {
   coordinator_->OnAgentMessage(coordinator_->NewSessionId(), sink2, hello);
   coordinator_->RunSync([] {});
   EXPECT_EQ(sink2->status().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+
+// ---------------------------------------------------------------- a coordinator for a fleet
+
+TEST_F(CoordinatorTest, ASubmitRetriedWithItsRequestIdReturnsTheFirstJobEvenAfterARestart) {
+  auto submit = [&](const std::string& request_id) {
+    absl::Notification done;
+    absl::StatusOr<Coordinator::Submitted> result;
+    coordinator_->SubmitJob(v1::JobSpec(), request_id, absl::InfiniteFuture(),
+                            [&](absl::StatusOr<Coordinator::Submitted> s) {
+                              result = std::move(s);
+                              done.Notify();
+                            });
+    done.WaitForNotification();
+    return result;
+  };
+  auto first = submit("req-1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->existing);
+  auto again = submit("req-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->job.id(), first->job.id());
+  auto other = submit("req-2");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->job.id(), first->job.id());
+  Close();
+  Open();
+  auto after_restart = submit("req-1");  // found in the store now
+  ASSERT_TRUE(after_restart.ok());
+  EXPECT_TRUE(after_restart->existing);
+  EXPECT_EQ(after_restart->job.id(), first->job.id());
+  EXPECT_EQ(List().size(), 2u);
+  EXPECT_EQ(submit(std::string(200, 'x')).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatorTest, ASubmitThatWaitedPastItsDeadlineCreatesNothing) {
+  absl::Notification done;
+  absl::Status status;
+  coordinator_->SubmitJob(v1::JobSpec(), "late", absl::Now() - absl::Seconds(1),
+                          [&](absl::StatusOr<Coordinator::Submitted> s) {
+                            status = s.status();
+                            done.Notify();
+                          });
+  done.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(List().empty());
+}
+
+TEST_F(CoordinatorTest, AMillionEntrySpecIsRefusedAtTheEdgeByItsCount) {
+  v1::JobSpec spec;
+  for (int i = 0; i < 1'000'000; ++i) spec.add_batch_sizes(1 + i % 1000);
+  auto r = Submit(spec);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("batch_sizes: 1000000 entries: at most 64"));
+  EXPECT_TRUE(List().empty());
+}
+
+TEST_F(CoordinatorTest, ATaskDoneWhoseStateIsNotTerminalIsRejectedAndFailsTheAttempt) {
+  Started t = StartOneTask();
+  SendDone(t.session, t.sink, t.assign, 0, 0, v1::TASK_STATE_RUNNING);
+  v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.tasks(0).error(), HasSubstr("done.state = running"));
+  EXPECT_EQ(job.tasks(0).attempt(), 1);  // an agent's bug is not retried
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) {
+    bool rejected = false, fenced = false;
+    for (const auto& m : v) {
+      rejected = rejected || (m.has_rejected() && m.rejected().what() == "done");
+      fenced = fenced || (m.has_cancel() && m.cancel().fenced());
+    }
+    return rejected && fenced;
+  }));
+  // The device is free again: the next job runs on it.
+  auto next = Submit(v1::JobSpec());
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(t.sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+}
+
+TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDropped) {
+  Started t = StartOneTask();
+  v1::AgentMessage m;
+  v1::SampleBatch* b = m.mutable_samples();
+  b->set_task_id(t.assign.task_id());
+  b->set_attempt(t.assign.attempt());
+  b->set_seq(0);
+  b->set_phase(v1::PHASE_TRAIN);
+  b->add_start_ns(0);
+  b->add_start_ns(10);
+  b->add_duration_ns(10);
+  b->add_duration_ns(10);
+  b->add_items(1);  // one item for two steps
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) {
+    for (const auto& x : v) {
+      if (x.has_rejected()) return true;
+    }
+    return false;
+  }));
+  for (const auto& x : t.sink->messages()) {
+    if (x.has_rejected()) {
+      EXPECT_EQ(x.rejected().what(), "samples");
+      EXPECT_EQ(x.rejected().reason(), "samples.items: 1 values, duration_ns has 2");
+    }
+  }
+  v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  EXPECT_THAT(job.tasks(0).error(), HasSubstr("malformed samples message"));
+  EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());  // nothing half-applied
+}
+
+TEST_F(CoordinatorTest, ADeterministicFailureEndsTheTaskAtOnceARetryableOneIsQueuedAgain) {
+  Started t = StartOneTask();
+  v1::AgentMessage m;
+  v1::TaskDone* d = m.mutable_done();
+  d->set_task_id(t.assign.task_id());
+  d->set_attempt(1);
+  d->set_state(v1::TASK_STATE_FAILED);
+  d->set_error("out of device memory");
+  d->set_retryable(true);
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));  // attempt 2
+  const v1::Assign second = Assigns(*t.sink).back();
+  EXPECT_EQ(second.attempt(), 2);
+  d->set_attempt(2);
+  d->set_retryable(false);
+  d->set_error("torchscript.path = \"/x.pt\": cannot read it on this agent; copy the file there");
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.tasks(0).attempt(), 2);  // not 3: the failure would repeat
+  EXPECT_EQ(job.tasks(0).error(), "torchscript.path = \"/x.pt\": cannot read it on this agent; copy the file there");
+}
+
+TEST_F(CoordinatorTest, AnEndedJobLeavesMemoryAndIsReadFromTheStore) {
+  Started t = StartOneTask();
+  SendSamples(t.session, t.sink, t.assign, 0, v1::PHASE_TRAIN, {10, 20, 30});
+  SendDone(t.session, t.sink, t.assign, 1, 3);
+  v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.tasks(0).result().phases(0).stats().count(), 3);  // read back from the store, results included
+  size_t live = 99;
+  coordinator_->RunSync([&] { live = coordinator_->live_jobs(); });
+  EXPECT_EQ(live, 0u);
+  ASSERT_EQ(List().size(), 1u);
+  // A TaskDone sent again for the ended attempt is still answered (from the store).
+  SendDone(t.session, t.sink, t.assign, 1, 3);
+  EXPECT_TRUE(t.sink->WaitFor([](auto& v) {
+    int done_acks = 0;
+    for (const auto& m : v) done_acks += m.has_ack() && m.ack().done();
+    return done_acks == 2;
+  }));
+}
+
+TEST_F(CoordinatorTest, AQueuedTasksPendingReasonIsABoundedSummary) {
+  v1::JobSpec spec;
+  for (int b = 1; b <= 60; ++b) spec.add_batch_sizes(b);
+  std::vector<std::shared_ptr<FakeAgentSink>> sinks;
+  for (int i = 0; i < 40; ++i) {
+    sinks.push_back(std::make_shared<FakeAgentSink>());
+    Connect(absl::StrCat("agent-", i), sinks.back());
+  }
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok());
+  coordinator_->RunSync([] {});
+  v1::Job j = Get(job->id());
+  int queued = 0;
+  for (const v1::Task& t : j.tasks()) {
+    if (t.state() != v1::TASK_STATE_QUEUED) continue;
+    ++queued;
+    EXPECT_THAT(t.pending_reason(), HasSubstr("waiting: 40 matching devices busy, e.g. agent-"));
+    EXPECT_LT(t.pending_reason().size(), 120u);
+  }
+  EXPECT_EQ(queued, 20);
+  EXPECT_LT(j.ByteSizeLong(), 64u * 1024);
+}
+
+TEST_F(CoordinatorTest, PerAgentSeriesGoAwayWithTheirAgents) {
+  for (int fleet = 0; fleet < 3; ++fleet) {
+    std::vector<uint64_t> sessions;
+    for (int i = 0; i < 20; ++i) {
+      auto sink = std::make_shared<FakeAgentSink>();
+      sessions.push_back(Connect(absl::StrCat("fleet", fleet, "-", i), sink));
+    }
+    coordinator_->RunSync([] {});
+    EXPECT_GE(metrics_.agent_series(), 20u);
+    EXPECT_LE(metrics_.agent_series(), 40u);  // up + last seen, for the 20 connected only
+    for (uint64_t s : sessions) coordinator_->OnAgentGone(s, "test");
+    coordinator_->RunSync([] {});
+    EXPECT_EQ(metrics_.agent_series(), 0u) << "fleet " << fleet;
+  }
+}
+
+
+TEST_F(CoordinatorTest, AWatcherGetsTheLatestStateNotACopyPerEvent) {
+  Started t = StartOneTask();
+  auto watcher = std::make_shared<FakeSink<v1::JobEvent>>();
+  coordinator_->WatchJob(t.job_id, watcher);
+  ASSERT_TRUE(watcher->WaitFor([](auto& v) { return !v.empty(); }));
+  for (int step = 1; step <= 500; ++step) {
+    v1::AgentMessage m;
+    m.mutable_progress()->set_task_id(t.assign.task_id());
+    m.mutable_progress()->set_attempt(1);
+    m.mutable_progress()->set_phase(v1::PHASE_TRAIN);
+    m.mutable_progress()->set_step(step);
+    m.mutable_progress()->set_total_steps(500);
+    coordinator_->OnAgentMessage(t.session, t.sink, m);
+  }
+  // The last progress reaches the watcher (within a watch interval)...
+  ASSERT_TRUE(watcher->WaitFor([](auto& v) { return v.back().job().tasks(0).step() == 500; }));
+  // ...without one event per update: events are coalesced to the latest state.
+  EXPECT_LT(watcher->messages().size(), 100u);
 }
 
 }  // namespace

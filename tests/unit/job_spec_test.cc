@@ -257,5 +257,18 @@ TEST(JobSpecTest, ControlCharactersAndInvalidUtf8AreRefusedByField) {
   EXPECT_THAT(std::string(ValidateJobSpec(spec).message()), ::testing::HasSubstr("targets[0].agent_id: contains"));
 }
 
+
+TEST(JobSpecTest, CountsAreCheckedBeforeEntriesSoAHugeListIsRefusedInLinearTime) {
+  v1::JobSpec spec = WithDefaults(v1::JobSpec());
+  spec.clear_batch_sizes();
+  for (int i = 0; i < 1'000'000; ++i) spec.add_batch_sizes(i % 7);  // repeats and zeros: never reported
+  spec.clear_models();
+  for (int i = 0; i < 100; ++i) spec.add_models("mlp");
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "job spec: models: 100 entries: at most 32 allowed; batch_sizes: 1000000 entries: at most 64 allowed");
+}
+
 }  // namespace
 }  // namespace hetbench

@@ -87,5 +87,28 @@ TEST(SpecYamlTest, RoundTripsTheEffectiveSpec) {
   EXPECT_EQ(again->SerializeAsString(), spec.SerializeAsString()) << JobSpecToYaml(spec);
 }
 
+
+TEST(SpecYamlTest, ADuplicateKeyIsRefusedNamingTheKeyAndBothLines) {
+  // yaml-cpp keeps both entries and a lookup sees the first: this once ran mlp silently.
+  auto spec = ParseJobSpecYaml("name: x\nmodel: mlp\nbatch_sizes: [32]\nmodel: cnn\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(), "model (line 4): duplicate key, first given on line 2; keep one");
+  auto nested = ParseJobSpecYaml("train:\n  min_steps: 5\n  min_steps: 6\n");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(std::string(nested.status().message()), HasSubstr("train.min_steps (line 3): duplicate key"));
+  auto labels = ParseJobSpecYaml("targets: [{device_kind: cpu, labels: {pool: a, pool: b}}]\n");
+  ASSERT_FALSE(labels.ok());
+  EXPECT_THAT(std::string(labels.status().message()), HasSubstr("targets[0].labels.pool"));
+}
+
+TEST(SpecYamlTest, AnOverlongListIsRefusedByItsCountBeforeItsEntriesAreRead) {
+  std::string yaml = "batch_sizes: [";
+  for (int i = 0; i < 100000; ++i) yaml += (i ? ",x" : "x");  // not even integers: never looked at
+  yaml += "]\n";
+  auto spec = ParseJobSpecYaml(yaml);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("batch_sizes (line 1): 100000 entries: at most 64"));
+}
+
 }  // namespace
 }  // namespace hetbench
