@@ -98,6 +98,7 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   session.has_hello = true;
   session.hello = hello;
   agent_sessions_[hello.agent_id()] = session_id;
+  gauges_dirty_ = true;
   std::vector<std::pair<std::string, v1::SensorInfo>> sensors;
   for (const v1::SensorInfo& s : hello.sensors()) sensors.emplace_back(SensorDeviceKind(hello, s.device_id()), s);
   metrics_->SetSensorsUp(hello.agent_id(), sensors);
@@ -123,6 +124,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   auto a = agent_sessions_.find(agent_id);
   if (a == agent_sessions_.end() || a->second != session_id) return;  // already replaced
   agent_sessions_.erase(a);
+  gauges_dirty_ = true;
   const size_t held = leases_.LeasedDevices(agent_id).size();
   if (held == 0) {
     LogInfo(kLog, "agent ", agent_id, " gone: ", reason);

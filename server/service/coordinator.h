@@ -260,6 +260,7 @@ class Coordinator {
   int64_t last_tick_ns_ = 0;       // clock_
   int64_t last_tick_real_ns_ = 0;  // SteadyNowNs
   int64_t last_gauges_ns_ = 0;
+  bool gauges_dirty_ = true;
   int64_t last_prune_ns_ = 0;
   bool closing_streams_ = false;
   // Ended jobs and their tasks, by state (evicted from memory; counted for gauges).
