@@ -517,8 +517,10 @@ struct Server {
 
 Server Spawn(const std::string& binary, const Options& opt) {
   Server s;
-  char tmpl[] = "/tmp/hetbench-fleet-XXXXXX";
-  s.dir = mkdtemp(tmpl);
+  // The spawned coordinator's store, port file and log; kept for inspection after the run.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/hetbench-fleet-XXXXXX");
+  s.dir = mkdtemp(tmpl.data());
   const std::string port_file = s.dir + "/ports";
   s.pid = fork();
   if (s.pid == 0) {

@@ -1,6 +1,7 @@
 #include "server/loop/event_loop.h"
 
 #include "absl/synchronization/notification.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace hetbench::server {

@@ -22,7 +22,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
 #include "server/metrics/metrics.h"
 #include "server/store/job_store.h"
 
