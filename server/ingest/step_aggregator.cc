@@ -7,35 +7,64 @@
 
 namespace hetbench::server {
 
-void PhaseAccumulator::Add(int64_t start_ns, int64_t duration_ns, int32_t items) {
-  const int64_t end = start_ns + duration_ns;
-  if (count_ == 0) {
-    min_ = max_ = duration_ns;
-    first_start_ = start_ns;
-    last_end_ = end;
-  } else {
-    min_ = std::min(min_, duration_ns);
-    max_ = std::max(max_, duration_ns);
-    first_start_ = std::min(first_start_, start_ns);
-    last_end_ = std::max(last_end_, end);
+void PhaseAccumulator::Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {
+  if (n <= 0) return;
+  // The batch's own mean and M2 in two passes, then merged (Chan et al.):
+  // no division per step.
+  int64_t lo = duration_ns[0], hi = duration_ns[0];
+  int64_t first = start_ns[0], last = start_ns[0] + duration_ns[0];
+  int64_t batch_items = 0;
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t d = duration_ns[i];
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    first = std::min(first, start_ns[i]);
+    last = std::max(last, start_ns[i] + d);
+    batch_items += items[i];
+    sum += static_cast<double>(d);
   }
-  ++count_;
-  items_ += items;
-  const double d = static_cast<double>(duration_ns);
-  total_ += d;
-  const double delta = d - mean_;
-  mean_ += delta / static_cast<double>(count_);
-  m2_ += delta * (d - mean_);
+  const double batch_mean = sum / n;
+  double batch_m2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double e = static_cast<double>(duration_ns[i]) - batch_mean;
+    batch_m2 += e * e;
+  }
+  if (count_ == 0) {
+    min_ = lo;
+    max_ = hi;
+    first_start_ = first;
+    last_end_ = last;
+  } else {
+    min_ = std::min(min_, lo);
+    max_ = std::max(max_, hi);
+    first_start_ = std::min(first_start_, first);
+    last_end_ = std::max(last_end_, last);
+  }
+  const double na = static_cast<double>(count_), nb = n, nab = na + nb;
+  const double delta = batch_mean - mean_;
+  mean_ += delta * nb / nab;
+  m2_ += batch_m2 + delta * delta * na * nb / nab;
+  count_ += n;
+  items_ += batch_items;
+  total_ += sum;
   if (histogram_.empty()) {
-    exact_.push_back(duration_ns);
+    exact_.insert(exact_.end(), duration_ns, duration_ns + n);
     if (exact_.size() > kExactLimit) MoveToHistogram();
   } else {
-    ++histogram_[Bucket(duration_ns)];
+    for (int i = 0; i < n; ++i) Count(duration_ns[i]);
   }
 }
 
+void PhaseAccumulator::Count(int64_t v) {
+  const auto b = static_cast<size_t>(Bucket(v));
+  if (b >= histogram_.size()) histogram_.resize(b + 1, 0);
+  ++histogram_[b];
+}
+
 void PhaseAccumulator::MoveToHistogram() {
-  for (int64_t v : exact_) ++histogram_[Bucket(v)];
+  histogram_.resize(1, 0);  // not empty: the histogram is in use from now on
+  for (int64_t v : exact_) Count(v);
   exact_.clear();
   exact_.shrink_to_fit();
 }
@@ -85,7 +114,8 @@ v1::TimingStats PhaseAccumulator::Finish() const {
       const auto lo = static_cast<size_t>(std::floor(pos));
       const double a = kth(lo, from);
       double b = a;
-      if (lo + 1 < v.size()) b = static_cast<double>(*std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end()));
+      if (lo + 1 < v.size())
+        b = static_cast<double>(*std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end()));
       p[i] = a + (b - a) * (pos - static_cast<double>(lo));
       from = lo;
     }
@@ -93,10 +123,11 @@ v1::TimingStats PhaseAccumulator::Finish() const {
     out.set_quantile_relative_error(kRelativeError);
     int i = 0;
     int64_t seen = 0;
-    for (const auto& [bucket, c] : histogram_) {
-      seen += c;
+    for (size_t bucket = 0; bucket < histogram_.size(); ++bucket) {
+      seen += histogram_[bucket];
       while (i < 5 && static_cast<double>(seen) > qs[i] * (n - 1.0)) {
-        p[i++] = std::clamp(BucketMid(bucket), static_cast<double>(min_), static_cast<double>(max_));
+        p[i++] =
+            std::clamp(BucketMid(static_cast<int32_t>(bucket)), static_cast<double>(min_), static_cast<double>(max_));
       }
     }
     while (i < 5) p[i++] = static_cast<double>(max_);
@@ -111,8 +142,9 @@ v1::TimingStats PhaseAccumulator::Finish() const {
 }
 
 void TaskAggregate::Add(const v1::SampleBatch& batch) {
-  PhaseAccumulator& acc = phases[batch.phase()];
-  for (int i = 0; i < batch.duration_ns_size(); ++i) acc.Add(batch.start_ns(i), batch.duration_ns(i), batch.items(i));
+  // The edge checked the columns are of equal length.
+  phases[batch.phase()].Add(batch.start_ns().data(), batch.duration_ns().data(), batch.items().data(),
+                            batch.duration_ns_size());
   ++batches_stored;
   samples_stored += batch.duration_ns_size();
 }

@@ -1,5 +1,7 @@
 #include "server/loop/event_loop.h"
 
+#include <pthread.h>
+
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -59,6 +61,7 @@ void EventLoop::RunSync(std::function<void()> fn) {
 }
 
 void EventLoop::Run() {
+  pthread_setname_np(pthread_self(), "hb-loop");  // named in top, perf and gdb
   std::vector<Item> batch;
   std::vector<double> latencies;
   for (;;) {

@@ -109,9 +109,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Name("hetbench_coordinator_loop_latency_seconds")
                        .Help("Wait of each message or request from its arrival to its handling on the event loop.")
                        .Register(*registry_);
-  loop_latency_all_ = &loop_latency_->Add(
-      {}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1,
-                                                  0.25, 0.5, 1, 2.5, 5, 10});
+  loop_latency_all_ =
+      &loop_latency_->Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                                      0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
   loop_closures_ = &prometheus::BuildCounter()
                         .Name("hetbench_coordinator_loop_closures_total")
                         .Help("Messages and requests handled by the event loop.")
@@ -284,10 +284,13 @@ Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<in
   const auto& bounds = StepBuckets();
   StepCounts c;
   c.bucket_increments.assign(bounds.size() + 1, 0.0);
+  size_t b = 0;
   for (int64_t d : durations_ns) {
     const double s = static_cast<double>(d) * 1e-9;
     // Same rule as Histogram::Observe: the first bucket whose bound is >= s.
-    const auto b = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin());
+    // Steps of one batch mostly share a bucket: the previous one is tried first.
+    const bool same = (b == bounds.size() || s <= bounds[b]) && (b == 0 || s > bounds[b - 1]);
+    if (!same) b = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin());
     c.bucket_increments[b] += 1;
     c.sum_seconds += s;
   }

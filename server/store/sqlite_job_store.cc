@@ -1,11 +1,14 @@
 #include "server/store/sqlite_job_store.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
+#include "server/store/sample_codec.h"
 
 namespace hetbench::server {
 
@@ -58,7 +61,7 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   seq INTEGER NOT NULL,
   phase INTEGER NOT NULL,
   sample_count INTEGER NOT NULL,
-  batch BLOB NOT NULL,           -- hetbench.v1.SampleBatch, columns packed
+  batch BLOB NOT NULL,           -- the columns, compact (server/store/sample_codec.h)
   PRIMARY KEY (task_id, attempt, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS power_batches (
@@ -137,12 +140,14 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
   }
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db));
   sqlite3_busy_timeout(db, 5000);
-  for (const char* pragma : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA foreign_keys=ON;"}) {
+  for (const char* pragma : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA foreign_keys=ON;",
+                             "PRAGMA cache_size=-65536;"}) {
     if (auto s = store->Exec(pragma); !s.ok()) return s;
   }
   if (auto s = store->MigrateFromBlobs(); !s.ok()) return s;
   if (auto s = store->Exec(kSchema); !s.ok()) return s;
   if (auto s = store->Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str()); !s.ok()) return s;
+  if (auto s = store->StartCheckpointer(path); !s.ok()) return s;
   struct {
     const char* sql;
     sqlite3_stmt** stmt;
@@ -159,7 +164,8 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
       {"INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
        "VALUES (?, ?, ?, ?, ?, ?)",
        &store->put_batch_},
-      {"SELECT batch FROM sample_batches WHERE task_id = ? AND attempt = ? ORDER BY seq", &store->load_batches_},
+      {"SELECT seq, phase, batch FROM sample_batches WHERE task_id = ? AND attempt = ? ORDER BY seq",
+       &store->load_batches_},
       {"INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
        "VALUES (?, ?, ?, ?, ?, ?)",
        &store->put_power_},
@@ -172,11 +178,68 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
 }
 
 SqliteJobStore::~SqliteJobStore() {
+  if (checkpointer_.joinable()) {
+    {
+      absl::MutexLock l(&checkpoint_mu_);
+      stop_checkpointer_ = true;
+    }
+    checkpointer_.join();
+  }
+  sqlite3_close(checkpoint_db_);
   for (sqlite3_stmt* s : {insert_job_, put_header_, put_task_, get_header_, get_tasks_, get_task_, find_request_,
                           put_batch_, load_batches_, put_power_, load_power_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
+}
+
+absl::Status SqliteJobStore::StartCheckpointer(const std::string& path) {
+  if (path == ":memory:" || path.empty()) return absl::OkStatus();
+  if (sqlite3_open_v2(path.c_str(), &checkpoint_db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("job store: checkpoint connection to '", path, "': ", sqlite3_errmsg(checkpoint_db_)));
+  }
+  sqlite3_busy_timeout(checkpoint_db_, 5000);
+  // A fresh connection knows the file is in WAL mode only once it read it.
+  if (sqlite3_exec(checkpoint_db_, "PRAGMA journal_mode=WAL;", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("job store: checkpoint connection to '", path, "': ", sqlite3_errmsg(checkpoint_db_)));
+  }
+  // The writer no longer checkpoints by itself.
+  if (auto s = Exec("PRAGMA wal_autocheckpoint=0;"); !s.ok()) return s;
+  checkpointer_ = std::thread([this] { CheckpointLoop(); });
+  return absl::OkStatus();
+}
+
+namespace {
+// 16,384 pages of 4 KiB: a WAL of 64 MiB at most between restarts.
+constexpr int kRestartWalFrames = 16384;
+}  // namespace
+
+void SqliteJobStore::CheckpointLoop() {
+  pthread_setname_np(pthread_self(), "hb-checkpoint");
+  const auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) { return stop_checkpointer_; };
+  for (;;) {
+    {
+      absl::MutexLock l(&checkpoint_mu_);
+      if (checkpoint_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(100))) break;
+    }
+    int wal_frames = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_frames, &copied);
+    // The WAL starts over only when a write begins after everything was
+    // copied, which a writer that never pauses does not see. Past a size,
+    // a RESTART checkpoint holds the next write back for the few frames
+    // written since the passive one, so the WAL stays bounded.
+    if (rc == SQLITE_OK && wal_frames > kRestartWalFrames) {
+      rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
+    }
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+      std::fprintf(stderr, "job store: checkpoint failed: %s (the WAL grows until one succeeds)\n",
+                   sqlite3_errmsg(checkpoint_db_));
+    }
+  }
+  sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
 }
 
 absl::Status SqliteJobStore::Prepare(const char* sql, sqlite3_stmt** stmt) {
@@ -437,7 +500,7 @@ absl::StatusOr<int64_t> SqliteJobStore::MaxJobNumber() {
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
-  const std::string blob = batch.SerializeAsString();
+  const std::string blob = EncodeSampleColumns(batch);
   sqlite3_reset(put_batch_);
   BindText(put_batch_, 1, batch.task_id());
   sqlite3_bind_int(put_batch_, 2, batch.attempt());
@@ -451,7 +514,26 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
 
 absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id,
                                                                                int attempt) {
-  return LoadBlobs<v1::SampleBatch>(load_batches_, task_id, attempt, "sample batch");
+  sqlite3_reset(load_batches_);
+  BindText(load_batches_, 1, task_id);
+  sqlite3_bind_int(load_batches_, 2, attempt);
+  std::vector<v1::SampleBatch> out;
+  int rc;
+  while ((rc = sqlite3_step(load_batches_)) == SQLITE_ROW) {
+    v1::SampleBatch& b = out.emplace_back();
+    b.set_task_id(task_id);
+    b.set_attempt(attempt);
+    b.set_seq(static_cast<uint64_t>(sqlite3_column_int64(load_batches_, 0)));
+    b.set_phase(static_cast<v1::Phase>(sqlite3_column_int(load_batches_, 1)));
+    const auto* data = static_cast<const char*>(sqlite3_column_blob(load_batches_, 2));
+    const absl::Status s =
+        DecodeSampleColumns(std::string_view(data == nullptr ? "" : data, sqlite3_column_bytes(load_batches_, 2)), &b);
+    if (!s.ok()) {
+      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
+    }
+  }
+  if (rc != SQLITE_DONE) return Error("load sample batches");
+  return out;
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) {

@@ -1,12 +1,19 @@
 #pragma once
 /// JobStore on SQLite in WAL mode with synchronous=FULL, so a commit survives
 /// a crash of the process or the machine.
+///
+/// Checkpoints (copying the WAL into the database file) run on a thread of
+/// their own with a second connection, in PASSIVE mode: they never block the
+/// writer, and the event loop that commits no longer pays for reading the
+/// WAL back and writing the pages a second time.
 
 #include <sqlite3.h>
 
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "server/store/job_store.h"
 
 namespace hetbench::server {
@@ -43,6 +50,9 @@ class SqliteJobStore final : public JobStore {
 
  private:
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}
+  /// Starts the checkpoint thread on a second connection to `path`.
+  absl::Status StartCheckpointer(const std::string& path);
+  void CheckpointLoop();
   absl::Status Exec(const char* sql);
   absl::Status Error(const char* what) const;
   absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
@@ -54,6 +64,10 @@ class SqliteJobStore final : public JobStore {
                                                  const char* what);
 
   sqlite3* db_;
+  sqlite3* checkpoint_db_ = nullptr;
+  std::thread checkpointer_;
+  absl::Mutex checkpoint_mu_;
+  bool stop_checkpointer_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
   sqlite3_stmt* insert_job_ = nullptr;
   sqlite3_stmt* put_header_ = nullptr;
   sqlite3_stmt* put_task_ = nullptr;

@@ -102,7 +102,11 @@ namespace {
 // The batched step histogram counts exactly what per-sample Observe would.
 TEST(MetricsTest, BatchedStepCountsMatchPerSampleObservation) {
   google::protobuf::RepeatedField<int64_t> durations;
-  for (int64_t ns : {50'000LL, 100'000LL, 100'001LL, 2'000'000LL, 7'000'000'000LL, 20'000'000'000LL}) durations.Add(ns);
+  // Up, repeated, and back down: the bucket of the previous step is tried first.
+  for (int64_t ns : {50'000LL, 100'000LL, 100'000LL, 100'001LL, 2'000'000LL, 2'000'000LL, 7'000'000'000LL,
+                     20'000'000'000LL, 20'000'000'000LL, 100'000LL, 99'999LL, 1LL}) {
+    durations.Add(ns);
+  }
   Metrics m;
   m.ObserveSteps("mlp", v1::DEVICE_KIND_CPU, v1::PHASE_TRAIN, Metrics::CountSteps(durations));
 

@@ -131,10 +131,11 @@ TEST(SqliteJobStoreTest, ListingPagesNewestFirstWithFilters) {
   auto store = *SqliteJobStore::Open(":memory:");
   ASSERT_TRUE(store->Begin().ok());
   for (int i = 1; i <= 7; ++i) {
-    ASSERT_TRUE(store->InsertJob(MakeJob(i, i % 2 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED, 2,
-                                         i <= 3 ? "cnn" : "mlp"),
-                                 "")
-                    .ok());
+    ASSERT_TRUE(
+        store
+            ->InsertJob(MakeJob(i, i % 2 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED, 2, i <= 3 ? "cnn" : "mlp"),
+                        "")
+            .ok());
   }
   ASSERT_TRUE(store->Commit().ok());
   JobFilter filter;
@@ -221,6 +222,48 @@ TEST(SqliteJobStoreTest, AStoreOfTheOldOneBlobPerJobLayoutIsMigrated) {
   auto ended = (*store)->GetJob("job-000001");
   ASSERT_TRUE(ended.ok() && ended->has_value());
   EXPECT_EQ((*ended)->tasks_size(), 2);
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+}
+
+// Batches written by an older build (the whole protobuf as the blob) load
+// beside the compact ones; the checkpoint thread's work survives a reopen.
+TEST(SqliteJobStoreTest, OlderWholeProtobufBatchesLoadBesideCompactOnes) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/mixed.db";
+  {
+    auto store = SqliteJobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (uint64_t seq : {0u, 2u}) ASSERT_TRUE((*store)->PutSampleBatch(Batch("t0", 1, seq, 4)).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "INSERT INTO sample_batches VALUES ('t0', 1, 1, 1, 4, ?)", -1, &stmt, nullptr);
+    const std::string whole = Batch("t0", 1, 1, 4).SerializeAsString();
+    sqlite3_bind_blob(stmt, 1, whole.data(), static_cast<int>(whole.size()), SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto batches = (*store)->LoadSampleBatches("t0", 1);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 3u);
+  const v1::SampleBatch want = Batch("t0", 1, 1, 4);
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    const v1::SampleBatch& b = (*batches)[seq];
+    EXPECT_EQ(b.seq(), seq);
+    EXPECT_EQ(b.task_id(), "t0");
+    EXPECT_EQ(b.phase(), v1::PHASE_TRAIN);
+    EXPECT_EQ(std::vector<int64_t>(b.start_ns().begin(), b.start_ns().end()),
+              std::vector<int64_t>(want.start_ns().begin(), want.start_ns().end()));
+    EXPECT_EQ(std::vector<int64_t>(b.duration_ns().begin(), b.duration_ns().end()),
+              std::vector<int64_t>(want.duration_ns().begin(), want.duration_ns().end()));
+  }
   EXPECT_TRUE((*store)->CheckIntegrity().ok());
 }
 

@@ -1,0 +1,136 @@
+// The stored form of sample columns and the aggregation done at ingest.
+#include <random>
+
+#include "common/stats.h"
+#include "gtest/gtest.h"
+#include "server/ingest/step_aggregator.h"
+#include "server/store/sample_codec.h"
+
+namespace hetbench::server {
+namespace {
+
+v1::SampleBatch Batch(int n, uint32_t seed, int64_t t0 = 5'000'000) {
+  std::mt19937 rng(seed);
+  v1::SampleBatch b;
+  b.set_task_id("job-000001-t0");
+  b.set_phase(v1::PHASE_TRAIN);
+  int64_t t = t0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t d = 800'000 + static_cast<int64_t>(rng() % 400'000);
+    t += rng() % 4 == 0 ? static_cast<int64_t>(rng() % 1000) : 0;  // occasional gaps
+    b.add_start_ns(t);
+    b.add_duration_ns(d);
+    b.add_items(i + 1 == n ? 17 : 64);  // a short last batch
+    t += d;
+  }
+  return b;
+}
+
+TEST(SampleCodecTest, RoundTripsColumnsAndIsSmallerThanTheProtobuf) {
+  const v1::SampleBatch b = Batch(1000, 1);
+  const std::string blob = EncodeSampleColumns(b);
+  v1::SampleBatch back;
+  ASSERT_TRUE(DecodeSampleColumns(blob, &back).ok());
+  EXPECT_EQ(std::vector<int64_t>(back.start_ns().begin(), back.start_ns().end()),
+            std::vector<int64_t>(b.start_ns().begin(), b.start_ns().end()));
+  EXPECT_EQ(std::vector<int64_t>(back.duration_ns().begin(), back.duration_ns().end()),
+            std::vector<int64_t>(b.duration_ns().begin(), b.duration_ns().end()));
+  EXPECT_EQ(std::vector<int32_t>(back.items().begin(), back.items().end()),
+            std::vector<int32_t>(b.items().begin(), b.items().end()));
+  EXPECT_LT(blob.size() * 3, b.ByteSizeLong() * 2) << blob.size() << " vs " << b.ByteSizeLong();
+}
+
+TEST(SampleCodecTest, KeepsExtremeAndNegativeValues) {
+  v1::SampleBatch b;
+  for (int64_t v : {int64_t{0}, int64_t{-5}, INT64_MAX / 4, int64_t{1}}) {
+    b.add_start_ns(v);
+    b.add_duration_ns(v);
+    b.add_items(static_cast<int32_t>(v % 1000));
+  }
+  v1::SampleBatch back;
+  ASSERT_TRUE(DecodeSampleColumns(EncodeSampleColumns(b), &back).ok());
+  EXPECT_EQ(back.start_ns(2), INT64_MAX / 4);
+  EXPECT_EQ(back.duration_ns(1), -5);
+  EXPECT_EQ(back.items(1), -5);
+}
+
+TEST(SampleCodecTest, ReadsTheOlderWholeProtobufForm) {
+  const v1::SampleBatch b = Batch(10, 2);
+  v1::SampleBatch back;
+  ASSERT_TRUE(DecodeSampleColumns(b.SerializeAsString(), &back).ok());
+  EXPECT_EQ(back.duration_ns(9), b.duration_ns(9));
+  EXPECT_EQ(back.start_ns(3), b.start_ns(3));
+}
+
+TEST(SampleCodecTest, RefusesCorruptBlobs) {
+  std::string blob = EncodeSampleColumns(Batch(100, 3));
+  v1::SampleBatch back;
+  EXPECT_FALSE(DecodeSampleColumns(blob.substr(0, blob.size() - 2), &back).ok());  // truncated
+  EXPECT_FALSE(DecodeSampleColumns(blob + "x", &back).ok());                       // trailing bytes
+  std::string future = blob;
+  future[1] = 9;
+  const absl::Status s = DecodeSampleColumns(future, &back);
+  EXPECT_NE(s.message().find("version 9"), std::string::npos) << s;
+  EXPECT_FALSE(DecodeSampleColumns(std::string("\xff\x01\xff\xff\xff\xff\x0f", 7), &back).ok());  // count too big
+}
+
+std::vector<StepSample> Steps(const std::vector<v1::SampleBatch>& batches) {
+  std::vector<StepSample> out;
+  for (const auto& b : batches) {
+    for (int i = 0; i < b.duration_ns_size(); ++i) out.push_back({b.start_ns(i), b.duration_ns(i), b.items(i)});
+  }
+  return out;
+}
+
+TEST(StepAggregatorTest, ExactBelowTheLimitMatchesTheWholeComputation) {
+  std::vector<v1::SampleBatch> batches;
+  TaskAggregate agg;
+  int64_t t = 0;
+  for (int k = 0; k < 7; ++k) {
+    batches.push_back(Batch(k == 0 ? 1 : 333, 10 + k, t));
+    t = batches.back().start_ns(batches.back().start_ns_size() - 1) + 2'000'000;
+    agg.Add(batches.back());
+  }
+  const v1::TimingStats want = ComputeTimingStats(Steps(batches));
+  const v1::TimingStats got = agg.phases.at(v1::PHASE_TRAIN).Finish();
+  EXPECT_EQ(agg.batches_stored, 7);
+  EXPECT_EQ(got.count(), want.count());
+  EXPECT_EQ(got.items(), want.items());
+  EXPECT_NEAR(got.mean_ns(), want.mean_ns(), 1e-6 * want.mean_ns());
+  EXPECT_NEAR(got.stddev_ns(), want.stddev_ns(), 1e-6 * want.stddev_ns());
+  EXPECT_DOUBLE_EQ(got.p25_ns(), want.p25_ns());
+  EXPECT_DOUBLE_EQ(got.p50_ns(), want.p50_ns());
+  EXPECT_DOUBLE_EQ(got.p99_ns(), want.p99_ns());
+  EXPECT_DOUBLE_EQ(got.window_seconds(), want.window_seconds());
+  EXPECT_EQ(got.quantile_relative_error(), 0);
+}
+
+TEST(StepAggregatorTest, PastTheLimitPercentilesStayWithinTheStatedError) {
+  std::vector<v1::SampleBatch> batches;
+  TaskAggregate agg;
+  int64_t t = 0;
+  const int per_batch = 1000;
+  const int n_batches = static_cast<int>(PhaseAccumulator::kExactLimit / per_batch) + 20;
+  for (int k = 0; k < n_batches; ++k) {
+    batches.push_back(Batch(per_batch, 100 + k, t));
+    t = batches.back().start_ns(per_batch - 1) + 2'000'000;
+    agg.Add(batches.back());
+  }
+  const PhaseAccumulator& acc = agg.phases.at(v1::PHASE_TRAIN);
+  EXPECT_FALSE(acc.exact());
+  const v1::TimingStats want = ComputeTimingStats(Steps(batches));
+  const v1::TimingStats got = acc.Finish();
+  EXPECT_EQ(got.count(), want.count());
+  EXPECT_NEAR(got.mean_ns(), want.mean_ns(), 1e-9 * want.mean_ns());
+  EXPECT_NEAR(got.stddev_ns(), want.stddev_ns(), 1e-6 * want.stddev_ns());
+  EXPECT_EQ(got.min_ns(), want.min_ns());
+  EXPECT_EQ(got.max_ns(), want.max_ns());
+  EXPECT_DOUBLE_EQ(got.quantile_relative_error(), PhaseAccumulator::kRelativeError);
+  for (auto [g, w] : {std::pair{got.p25_ns(), want.p25_ns()}, std::pair{got.p50_ns(), want.p50_ns()},
+                      std::pair{got.p90_ns(), want.p90_ns()}, std::pair{got.p99_ns(), want.p99_ns()}}) {
+    EXPECT_NEAR(g, w, w * got.quantile_relative_error()) << g << " vs " << w;
+  }
+}
+
+}  // namespace
+}  // namespace hetbench::server
