@@ -7,19 +7,19 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <random>
-#include <thread>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
-#include "common/security.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/render.h"
 #include "common/names.h"
+#include "common/security.h"
 #include "common/spec_yaml.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "hetbench/v1/coordinator.grpc.pb.h"
@@ -73,6 +73,7 @@ absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& jo
   Prepare(&ctx, timeout_seconds, token);
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
+  req.set_view(v1::JOB_VIEW_SUMMARY);  // progress needs states, not results
   auto reader = stub.WatchJob(&ctx, req);
   v1::JobEvent event;
   v1::Job last;
@@ -117,8 +118,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.set_version_flag("--version", HetbenchVersion());
   app.require_subcommand(1);
   app.add_option("--server", common.server, "coordinator address (or HETBENCH_SERVER)")->capture_default_str();
-  app.add_option("--tls-ca", common.security.tls_ca, "the coordinator's CA (PEM): use TLS")
-      ->envname("HETBENCH_TLS_CA");
+  app.add_option("--tls-ca", common.security.tls_ca, "the coordinator's CA (PEM): use TLS")->envname("HETBENCH_TLS_CA");
   app.add_option("--token-file", common.security.token_file, "file holding this client's bearer token")
       ->envname("HETBENCH_TOKEN_FILE");
   app.add_option("--timeout", common.timeout_seconds, "deadline of each request, seconds")
@@ -152,8 +152,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_option("--dataset", dataset, "dataset (fashion-mnist)");
   submit->add_option("-b,--batch-size", batch_sizes, "batch size; repeat or comma-separate for a sweep")
       ->delimiter(',');
-  submit->add_option("-t,--target", targets, "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim), optionally :executor "
-                     "(cpu:python runs the PyTorch runner); repeatable")
+  submit
+      ->add_option("-t,--target", targets,
+                   "device kind to run on (cpu, gpu, tpu, dpu, qpu-sim), optionally :executor "
+                   "(cpu:python runs the PyTorch runner); repeatable")
       ->delimiter(',');
   submit->add_option("--warmup-steps", warmup_steps, "training steps before measuring");
   submit->add_option("--min-steps", min_steps, "measured training steps (0 = one pass of --epochs)");
@@ -173,8 +175,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   submit->add_flag("--follow", follow, "like --wait, with live progress bars");
   submit->add_option("--wait-timeout", wait_timeout, "seconds to wait for the job")->capture_default_str();
   int submit_retries = 4;
-  submit->add_option("--retries", submit_retries,
-                     "retries when the coordinator is unreachable or busy (same request id: never a second job)")
+  submit
+      ->add_option("--retries", submit_retries,
+                   "retries when the coordinator is unreachable or busy (same request id: never a second job)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
   submit->add_option("-o,--output", submit_output, "report format with --wait: table, json, csv")
@@ -187,7 +190,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   int limit = 50;
   get_jobs->add_option("--limit", limit, "newest N jobs (0 = all)")->capture_default_str();
   std::string list_state, list_model, list_kind, page_token;
-  get_jobs->add_option("--state", list_state, "only jobs in this state (queued, running, succeeded, failed, cancelled)");
+  get_jobs->add_option("--state", list_state,
+                       "only jobs in this state (queued, running, succeeded, failed, cancelled)");
   get_jobs->add_option("--model", list_model, "only jobs that run this model");
   get_jobs->add_option("--kind", list_kind, "only jobs with a target of this device kind");
   get_jobs->add_option("--page-token", page_token, "continue a listing where an earlier one stopped");
@@ -196,7 +200,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   get_job->add_option("id", job_id, "job id")->required();
   auto* get_agents = get->add_subcommand("agents", "list connected agents and their devices");
   for (auto* sub : {get_jobs, get_job, get_agents}) {
-    sub->add_option("-o,--output", common.output, "table, wide (get agents: drivers, executors, sensors), json or csv")->capture_default_str();
+    sub->add_option("-o,--output", common.output, "table, wide (get agents: drivers, executors, sensors), json or csv")
+        ->capture_default_str();
   }
 
   auto* cancel = app.add_subcommand("cancel", "cancel a job");

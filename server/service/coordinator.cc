@@ -2,6 +2,7 @@
 #include "server/service/coordinator.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,12 +40,11 @@ Coordinator::~Coordinator() { Stop(); }
 
 absl::Status Coordinator::Start() {
   if (auto s = LoadFromStore(); !s.ok()) return s;
-  loop_.Start(EventLoop::Hooks{
-      [this] { EndOfBatch(); },
-      [this](const absl::Status&) {
-        if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
-      },
-      [this] { AfterCommit(); }});
+  loop_.Start(EventLoop::Hooks{[this] { EndOfBatch(); },
+                               [this](const absl::Status&) {
+                                 if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
+                               },
+                               [this] { AfterCommit(); }});
   return absl::OkStatus();
 }
 
@@ -136,8 +136,8 @@ void Coordinator::CloseStreams() {
     for (auto& [id, session] : sessions_) {
       session.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
     }
-    for (auto& [id, sink] : watchers_) {
-      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
+    for (auto& [id, watcher] : watchers_) {
+      watcher.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
     }
     watchers_.clear();
   });
@@ -436,7 +436,7 @@ void Coordinator::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<J
         for (v1::Job& job : page->jobs) {
           if (LiveJob* live = FindJob(job.id())) {
             job = live->job;
-            for (v1::Task& t : *job.mutable_tasks()) t.clear_result();
+            StripResults(&job);
           }
         }
       }
@@ -449,13 +449,17 @@ void Coordinator::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<J
   }
 }
 
-void Coordinator::WatchJob(std::string job_id, std::shared_ptr<WatchSink> sink) {
-  const bool posted = PostRequest([this, job_id = std::move(job_id), sink] {
+void StripResults(v1::Job* job) {
+  for (v1::Task& t : *job->mutable_tasks()) t.clear_result();
+}
+
+void Coordinator::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink) {
+  const bool posted = PostRequest([this, job_id = std::move(job_id), summary, sink] {
     if (closing_streams_) {
       sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
       return;
     }
-    loop_.Defer([this, job_id, sink](const absl::Status&) {
+    loop_.Defer([this, job_id, summary, sink](const absl::Status&) {
       v1::JobEvent event;
       event.set_message("snapshot");
       LiveJob* live = FindJob(job_id);
@@ -469,12 +473,13 @@ void Coordinator::WatchJob(std::string job_id, std::shared_ptr<WatchSink> sink) 
       } else {
         *event.mutable_job() = live->job;
       }
+      if (summary) StripResults(event.mutable_job());
       const bool ended = IsTerminal(event.job().state());
       sink->Send(std::move(event));
       if (ended) {
         sink->Close(grpc::Status::OK);
       } else {
-        watchers_.emplace(job_id, sink);
+        watchers_.emplace(job_id, Watcher{sink, summary});
       }
     });
   });
@@ -534,9 +539,9 @@ void Coordinator::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string
     FinishTask(live, task, v1::TASK_STATE_CANCELLED, why);
   } else if (restart && task.restarts() > options_.max_restarts) {
     // A task that keeps being interrupted by restarts may be what brings the coordinator down.
-    FinishTask(live, task, v1::TASK_STATE_FAILED,
-               absl::StrCat(why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts,
-                            ")"));
+    FinishTask(
+        live, task, v1::TASK_STATE_FAILED,
+        absl::StrCat(why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts, ")"));
   } else if (!restart && task.attempt() - task.restarts() >= options_.max_attempts) {
     FinishTask(live, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
   } else {
@@ -597,8 +602,8 @@ void Coordinator::FlushWatches(bool force) {
       continue;
     }
     LiveJob& live = j->second;
-    const bool terminal = IsTerminal(live.job.state()) &&
-                          std::find(ended_jobs_.begin(), ended_jobs_.end(), *it) != ended_jobs_.end();
+    const bool terminal =
+        IsTerminal(live.job.state()) && std::find(ended_jobs_.begin(), ended_jobs_.end(), *it) != ended_jobs_.end();
     auto range = watchers_.equal_range(live.job.id());
     if (range.first == range.second) {
       live.watch_dirty = false;
@@ -609,12 +614,18 @@ void Coordinator::FlushWatches(bool force) {
       ++it;
       continue;
     }
-    v1::JobEvent event;
-    *event.mutable_job() = live.job;
-    event.set_message(live.watch_message);
+    // Built once per view that has a watcher.
+    std::optional<v1::JobEvent> full, summary;
     for (auto w = range.first; w != range.second; ++w) {
-      w->second->Send(event);
-      if (terminal) w->second->Close(grpc::Status::OK);
+      std::optional<v1::JobEvent>& event = w->second.summary ? summary : full;
+      if (!event) {
+        event.emplace();
+        *event->mutable_job() = live.job;
+        if (w->second.summary) StripResults(event->mutable_job());
+        event->set_message(live.watch_message);
+      }
+      w->second.sink->Send(*event);
+      if (terminal) w->second.sink->Close(grpc::Status::OK);
     }
     if (terminal) watchers_.erase(live.job.id());
     live.watch_dirty = false;

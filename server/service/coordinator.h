@@ -75,6 +75,9 @@ struct CoordinatorOptions {
   double raw_retention_seconds = 0;
 };
 
+/// The job's tasks without their results (JOB_VIEW_SUMMARY).
+void StripResults(v1::Job* job);
+
 class Coordinator {
  public:
   /// `store`, `metrics` and `clock` must outlive the coordinator. `clock`
@@ -112,7 +115,8 @@ class Coordinator {
   void ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done);
   /// Sends a snapshot, then the latest state at most once per
   /// watch_interval_seconds while it changes; closes with OK once the job ends.
-  void WatchJob(std::string job_id, std::shared_ptr<WatchSink> sink);
+  /// `summary`: events carry tasks without results (JOB_VIEW_SUMMARY).
+  void WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink);
 
   // Agent streams. Every stream gets its own session id.
   uint64_t NewSessionId();
@@ -234,7 +238,7 @@ class Coordinator {
   std::atomic<uint64_t> next_session_{1};
 
   // Loop-thread state.
-  std::map<int64_t, LiveJob> jobs_;  // live jobs by number, in submit order
+  std::map<int64_t, LiveJob> jobs_;                // live jobs by number, in submit order
   std::map<std::string, std::string> task_index_;  // live task id -> job id
   std::map<std::string, std::string> requests_;    // request id -> job id, live jobs
   std::vector<int64_t> ended_jobs_;                // evicted after this batch's commit
@@ -254,7 +258,11 @@ class Coordinator {
   };
   std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;
-  std::multimap<std::string, std::shared_ptr<WatchSink>> watchers_;
+  struct Watcher {
+    std::shared_ptr<WatchSink> sink;
+    bool summary = false;
+  };
+  std::multimap<std::string, Watcher> watchers_;
   std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
   int64_t last_heartbeat_ns_ = 0;
   int64_t last_tick_ns_ = 0;       // clock_

@@ -241,10 +241,10 @@ void AgentStreamSink::Handled() {
 
 class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  WatchStream(Coordinator* coordinator, Metrics* metrics, const std::string& job_id)
+  WatchStream(Coordinator* coordinator, Metrics* metrics, const std::string& job_id, v1::JobView view)
       : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this, RpcTimer(metrics, "WatchJob"), metrics,
                                                                        "watch", /*coalesce=*/true, 2)) {
-    coordinator->WatchJob(job_id, sink_);
+    coordinator->WatchJob(job_id, view == v1::JOB_VIEW_SUMMARY, sink_);
   }
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
   void OnCancel() override { sink_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled")); }
@@ -280,8 +280,8 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
     return reactor;
   }
   const auto deadline = ctx->deadline();
-  const absl::Time until = deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
-                                                                                     : absl::FromChrono(deadline);
+  const absl::Time until =
+      deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
   coordinator_->SubmitJob(request->spec(), request->request_id(), until,
                           [reactor, response, timer](absl::StatusOr<Coordinator::Submitted> submitted) {
                             if (submitted.ok()) {
@@ -302,8 +302,12 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext
     FinishUnary(reactor, timer, denied);
     return reactor;
   }
-  coordinator_->GetJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
-    if (job.ok()) *response = *std::move(job);
+  const bool summary = request->view() == v1::JOB_VIEW_SUMMARY;
+  coordinator_->GetJob(request->job_id(), [reactor, response, timer, summary](absl::StatusOr<v1::Job> job) {
+    if (job.ok()) {
+      *response = *std::move(job);
+      if (summary) StripResults(response);
+    }
     FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
   });
   return reactor;
@@ -354,7 +358,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::Callb
   if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
     return new Refused<grpc::ServerWriteReactor<v1::JobEvent>>(metrics_, "WatchJob", denied);
   }
-  return new WatchStream(coordinator_, metrics_, request->job_id());
+  return new WatchStream(coordinator_, metrics_, request->job_id(), request->view());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerContext* ctx,

@@ -5,13 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-
 #include <cmath>
 #include <filesystem>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/store/sqlite_job_store.h"
@@ -303,7 +302,8 @@ TEST_F(CoordinatorTest, EachModelGetsItsTasksAndAMathLibraryBelowTheCpuInvalidat
   d->set_batches_sent(1);
   d->set_samples_sent(4);
   d->mutable_result()->mutable_calibration()->set_blas_below(true);
-  d->mutable_result()->mutable_calibration()->set_blas_check("MISMATCH: OpenBLAS Prescott kernels on a CPU with AVX-512");
+  d->mutable_result()->mutable_calibration()->set_blas_check(
+      "MISMATCH: OpenBLAS Prescott kernels on a CPU with AVX-512");
   coordinator_->OnAgentMessage(s, sink, m);
   coordinator_->RunSync([] {});
   const v1::Task t = Get(job->id()).tasks(0);
@@ -660,7 +660,9 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   v1::JobSpec spec;
   auto job = Submit(spec);
   auto watch = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob(job->id(), watch);
+  coordinator_->WatchJob(job->id(), /*summary=*/false, watch);
+  auto summary = std::make_shared<FakeSink<v1::JobEvent>>();
+  coordinator_->WatchJob(job->id(), /*summary=*/true, summary);
   ASSERT_TRUE(watch->WaitFor([](auto& v) { return !v.empty(); }));
   EXPECT_EQ(watch->messages()[0].message(), "snapshot");
   auto sink = std::make_shared<FakeAgentSink>();
@@ -669,12 +671,18 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   const v1::Assign a = Assigns(*sink).back();
   SendDone(s, sink, a, 0, 0);
   ASSERT_TRUE(watch->WaitFor([](auto& v) { return v.back().job().state() == v1::JOB_STATE_SUCCEEDED; }));
+  ASSERT_TRUE(summary->WaitFor([](auto& v) { return v.back().job().state() == v1::JOB_STATE_SUCCEEDED; }));
   coordinator_->RunSync([] {});
   EXPECT_TRUE(watch->closed());
   EXPECT_TRUE(watch->status().ok());
+  EXPECT_TRUE(summary->closed());
+  // The full view carries the result; the summary the same states without it.
+  EXPECT_TRUE(watch->messages().back().job().tasks(0).has_result());
+  EXPECT_FALSE(summary->messages().back().job().tasks(0).has_result());
+  EXPECT_EQ(summary->messages().back().job().tasks(0).state(), v1::TASK_STATE_SUCCEEDED);
 
   auto missing = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob("job-999999", missing);
+  coordinator_->WatchJob("job-999999", false, missing);
   coordinator_->RunSync([] {});
   EXPECT_EQ(missing->status().error_code(), grpc::StatusCode::NOT_FOUND);
 }
@@ -816,7 +824,6 @@ TEST_F(CoordinatorTest, MessagesBeforeHelloAndBadHellosAreRefused) {
   coordinator_->RunSync([] {});
   EXPECT_EQ(sink2->status().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
-
 
 // ---------------------------------------------------------------- a coordinator for a fleet
 
@@ -1007,11 +1014,10 @@ TEST_F(CoordinatorTest, PerAgentSeriesGoAwayWithTheirAgents) {
   }
 }
 
-
 TEST_F(CoordinatorTest, AWatcherGetsTheLatestStateNotACopyPerEvent) {
   Started t = StartOneTask();
   auto watcher = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob(t.job_id, watcher);
+  coordinator_->WatchJob(t.job_id, /*summary=*/true, watcher);
   ASSERT_TRUE(watcher->WaitFor([](auto& v) { return !v.empty(); }));
   for (int step = 1; step <= 500; ++step) {
     v1::AgentMessage m;

@@ -1,0 +1,267 @@
+#include "bench/fleet/harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/names.h"
+
+namespace hetbench::fleet {
+
+ProcStats ReadProc(pid_t pid) {
+  ProcStats s;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      // utime (14) and stime (15), in clock ticks.
+      if (i == 14 || i == 15) s.cpu_seconds += std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_mb = std::stod(line.substr(6)) / 1024.0;
+  }
+  return s;
+}
+
+std::string MakeScratchDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/hetbench-fleet-XXXXXX");
+  return mkdtemp(tmpl.data());
+}
+
+Server Spawn(const std::string& binary, const Options& opt, std::string dir) {
+  Server s;
+  s.dir = dir.empty() ? MakeScratchDir() : std::move(dir);
+  const std::string port_file = s.dir + "/ports";
+  std::filesystem::remove(port_file);
+  const double t0 = Now();
+  s.pid = fork();
+  if (s.pid == 0) {
+    const std::string log = s.dir + "/server.log";
+    freopen(log.c_str(), "w", stderr);
+    const std::string hb = absl::StrCat(opt.heartbeat_seconds);
+    execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--db",
+          (s.dir + "/fleet.db").c_str(), "--port-file", port_file.c_str(), "--heartbeat-seconds", hb.c_str(),
+          "--lease-seconds", "15", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  WaitFor([&] { return access(port_file.c_str(), R_OK) == 0; }, 120);
+  s.start_seconds = Now() - t0;
+  std::ifstream in(port_file);
+  std::string grpc_part, metrics_part;
+  in >> grpc_part >> metrics_part;
+  if (grpc_part.size() > 5 && metrics_part.size() > 8) {
+    s.address = "127.0.0.1:" + grpc_part.substr(5);
+    s.metrics_port = std::atoi(metrics_part.substr(8).c_str());
+  }
+  return s;
+}
+
+void StopServer(const Server& s, bool keep) {
+  if (s.pid > 0) {
+    kill(s.pid, SIGTERM);
+    int status = 0;
+    waitpid(s.pid, &status, 0);
+  }
+  if (keep) {
+    std::cerr << "bench_fleet: kept " << s.dir << " (store, server.log)\n";
+  } else if (!s.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(s.dir, ec);
+  }
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+std::unique_ptr<v1::Coordinator::Stub> ClientStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return v1::Coordinator::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+absl::StatusOr<v1::Job> GetJob(v1::Coordinator::Stub& stub, const std::string& id, v1::JobView view) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetJobRequest req;
+  req.set_job_id(id);
+  req.set_view(view);
+  v1::Job job;
+  grpc::Status s = stub.GetJob(&ctx, req, &job);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return job;
+}
+
+std::string CheckExactlyOnce(v1::Coordinator::Stub& stub, const std::vector<std::string>& jobs, FleetStats& stats,
+                             int64_t* ended, int64_t* tasks_checked) {
+  int64_t bad = 0, unended = 0;
+  for (const std::string& id : jobs) {
+    auto job = GetJob(stub, id);
+    if (!job.ok() || !IsTerminal(job->state())) {
+      ++unended;
+      continue;
+    }
+    ++*ended;
+    for (const v1::Task& t : job->tasks()) {
+      if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
+      ++*tasks_checked;
+      std::lock_guard<std::mutex> l(stats.mu);
+      auto it = stats.samples_sent.find(absl::StrCat(t.id(), "/", t.attempt()));
+      if (it == stats.samples_sent.end() || it->second != t.result().samples_stored()) ++bad;
+      if (!t.result().environment().simulated()) ++bad;
+    }
+  }
+  return absl::StrCat("unended=", unended, " exactly_once_violations=", bad);
+}
+
+absl::StatusOr<Buckets> ScrapeHistogram(int port, const std::string& name) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("/metrics on port ", port, ": connect failed"));
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return absl::UnavailableError("/metrics: write failed");
+  }
+  std::string body;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) body.append(buf, static_cast<size_t>(n));
+  close(fd);
+  Buckets out;
+  const std::string prefix = name + "_bucket{le=\"";
+  std::istringstream lines(body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t end = line.find('"', prefix.size());
+    const std::string le = line.substr(prefix.size(), end - prefix.size());
+    const double bound = le == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le);
+    out[bound] = std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  if (out.empty()) return absl::NotFoundError(absl::StrCat("/metrics has no ", name));
+  return out;
+}
+
+double QuantileBetween(const Buckets& before, const Buckets& after, double q) {
+  if (after.empty()) return NAN;
+  const double total = after.rbegin()->second - (before.empty() ? 0 : before.rbegin()->second);
+  if (total <= 0) return 0;
+  for (const auto& [bound, count] : after) {
+    auto b = before.find(bound);
+    const double c = count - (b == before.end() ? 0 : b->second);
+    if (c >= q * total) return bound;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+namespace {
+
+/// What ingest costs with nothing behind it: a callback AgentGateway that
+/// welcomes, acks every batch at once and stores nothing.
+class BareSink final : public v1::AgentGateway::CallbackService {
+  class Stream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
+   public:
+    Stream() { StartRead(&in_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      v1::CoordinatorMessage out;
+      if (in_.has_hello()) {
+        out.mutable_welcome()->set_lease_seconds(60);
+      } else if (in_.has_samples()) {
+        out.mutable_ack()->set_task_id(in_.samples().task_id());
+        out.mutable_ack()->set_attempt(in_.samples().attempt());
+        out.mutable_ack()->set_seq(in_.samples().seq());
+      } else if (in_.has_done()) {
+        out.mutable_ack()->set_task_id(in_.done().task_id());
+        out.mutable_ack()->set_done(true);
+      } else {
+        StartRead(&in_);
+        return;
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(std::move(out));
+      if (queue_.size() == 1) StartWrite(&queue_.front());
+      StartRead(&in_);
+    }
+    void OnWriteDone(bool ok) override {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.pop_front();
+      if (ok && !queue_.empty()) StartWrite(&queue_.front());
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    v1::AgentMessage in_;
+    std::mutex mu_;
+    std::deque<v1::CoordinatorMessage> queue_;
+  };
+
+ public:
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext*) override {
+    return new Stream();
+  }
+};
+
+}  // namespace
+
+double MeasureBareSink(const Options& opt, const Profiles& profiles) {
+  BareSink sink;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&sink);
+  b.SetMaxReceiveMessageSize(64 << 20);
+  auto server = b.BuildAndStart();
+  FleetStats st;
+  double rate = 0;
+  {
+    Options ingest = opt;
+    ingest.mode = "ingest";
+    Fleet fleet(absl::StrCat("127.0.0.1:", port), ingest, profiles, &st);
+    fleet.Connect(0, opt.agents, "bare-");
+    WaitFor([&] { return st.connected.load() >= opt.agents; }, 60);
+    // No coordinator assigns here: each agent is handed the task it would get.
+    const double start = Now();
+    fleet.AssignEach("bare-job");
+    WaitFor([&] { return st.tasks_done_acked.load() >= opt.agents; }, opt.seconds + 60);
+    rate = static_cast<double>(st.samples_acked.load()) / (Now() - start);
+    fleet.Stop();
+  }
+  server->Shutdown();
+  return rate;
+}
+
+}  // namespace hetbench::fleet
