@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
                  "delete the raw sample and power batches of jobs finished this long ago (results stay); 0 = keep")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--max-queued-samples", config.max_queued_samples,
+                 "samples all agent streams together may have waiting for the event loop; past it agents are slowed "
+                 "by flow control (bounds loop latency)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1000}, int64_t{1} << 40));
   app.add_option("--max-concurrent-streams", config.max_concurrent_streams, "gRPC streams per connection")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -41,7 +46,8 @@ int main(int argc, char** argv) {
   app.add_flag("--debug", debug, "log every task assignment");
   app.add_option("--port-file", port_file, "write 'grpc=<port> metrics=<port>' here once listening");
   auto& sec = config.security;
-  app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")->envname("HETBENCH_TLS_CERT");
+  app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")
+      ->envname("HETBENCH_TLS_CERT");
   app.add_option("--tls-key", sec.tls_key, "its private key (PEM)")->envname("HETBENCH_TLS_KEY");
   app.add_option("--tls-client-ca", sec.tls_client_ca, "CA (PEM) that signs client certificates (mutual TLS)")
       ->envname("HETBENCH_TLS_CLIENT_CA");

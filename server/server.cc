@@ -37,7 +37,8 @@ absl::Status HetbenchServer::Start() {
   if (auto s = coordinator_->Start(); !s.ok()) return s;
 
   coordinator_service_ = std::make_unique<CoordinatorService>(coordinator_.get(), metrics_.get(), authorizer_.get());
-  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get(), metrics_.get(), authorizer_.get());
+  gateway_service_ = std::make_unique<AgentGatewayService>(coordinator_.get(), metrics_.get(), authorizer_.get(),
+                                                           config_.max_queued_samples);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.listen_address, *credentials, &grpc_port_);

@@ -3,6 +3,7 @@
 /// grpc.health.v1) and the Prometheus exposer. main() and the integration
 /// tests both use it.
 
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server.h>
 #include <prometheus/exposer.h>
 
@@ -15,7 +16,6 @@
 #include "server/service/coordinator.h"
 #include "server/service/grpc_services.h"
 #include "server/store/sqlite_job_store.h"
-#include <grpcpp/resource_quota.h>
 
 namespace hetbench::server {
 
@@ -32,6 +32,8 @@ struct ServerConfig {
   /// for its buffers (grpc::ResourceQuota) before it pushes back.
   int max_concurrent_streams = 100;
   int64_t grpc_memory_bytes = int64_t{1} << 30;
+  /// Samples all agent streams together may have waiting for the event loop.
+  int64_t max_queued_samples = 131072;
   /// Time source of the coordinator (leases, heartbeats, timestamps); null =
   /// the real clock. Must outlive the server.
   const Clock* clock = nullptr;

@@ -441,6 +441,8 @@ int main(int argc, char** argv) {
   app.add_option("--profiles", opt.profiles, "device profiles YAML")->capture_default_str();
   app.add_option("--server-binary", server_binary, "hetbench-server to spawn")->capture_default_str();
   app.add_option("--cli-binary", cli_binary, "hetbench CLI (history)")->capture_default_str();
+  app.add_option("--server-arg", opt.server_args, "an argument for the spawned hetbench-server (repeatable)")
+      ->allow_extra_args(false);
   app.add_flag("--keep", keep, "keep the coordinator's scratch directory (store, log) after the run");
   CLI11_PARSE(app, argc, argv);
   if (opt.profiles.empty()) opt.profiles = HETBENCH_FLEET_PROFILES;

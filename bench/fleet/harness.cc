@@ -58,10 +58,24 @@ Server Spawn(const std::string& binary, const Options& opt, std::string dir) {
   if (s.pid == 0) {
     const std::string log = s.dir + "/server.log";
     freopen(log.c_str(), "w", stderr);
-    const std::string hb = absl::StrCat(opt.heartbeat_seconds);
-    execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--db",
-          (s.dir + "/fleet.db").c_str(), "--port-file", port_file.c_str(), "--heartbeat-seconds", hb.c_str(),
-          "--lease-seconds", "15", static_cast<char*>(nullptr));
+    std::vector<std::string> args = {binary,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--metrics-listen",
+                                     "127.0.0.1:0",
+                                     "--db",
+                                     s.dir + "/fleet.db",
+                                     "--port-file",
+                                     port_file,
+                                     "--heartbeat-seconds",
+                                     absl::StrCat(opt.heartbeat_seconds),
+                                     "--lease-seconds",
+                                     "15"};
+    args.insert(args.end(), opt.server_args.begin(), opt.server_args.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
     _exit(127);
   }
   WaitFor([&] { return access(port_file.c_str(), R_OK) == 0; }, 120);

@@ -55,6 +55,7 @@ struct Options {
   int64_t history_jobs = 1'000'000;
   bool huge_specs = false;
   std::string profiles;
+  std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 
 /// A dispatch task's messages not yet acknowledged, kept across a cut stream.

@@ -189,8 +189,7 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
       task->set_resumes(task->resumes() + 1);
       MarkTask(*job, *task);
       metrics_->AddResumedTask();
-      LogInfo(kLog, "agent ", agent_id, " resumed ", task->id(), " attempt ", task->attempt(), " (", gone_reason,
-              ")");
+      LogInfo(kLog, "agent ", agent_id, " resumed ", task->id(), " attempt ", task->attempt(), " (", gone_reason, ")");
       Notify(*job, absl::StrCat("task ", task->id(), " resumed on a new stream"));
       if (job->job.state() == v1::JOB_STATE_CANCELLED) {
         send_cancel(task->id(), task->attempt(), "job cancelled by user", /*fenced=*/false);

@@ -153,20 +153,26 @@ class ReactorSink : public MessageSink<W> {
 class AgentStream;
 
 /// An agent stream's sink, which also keeps its read window: at most
-/// kReadWindow messages of one stream wait for the event loop; the next read
-/// starts when the loop has handled one (Handled). A coordinator that falls
-/// behind thus slows its agents through HTTP/2 flow control instead of
-/// queueing without bound.
-class AgentStreamSink final : public ReactorSink<AgentStream, v1::CoordinatorMessage> {
+/// kReadWindow messages of one stream wait for the event loop, and all
+/// streams together at most the IngestGate's budget of samples; the next
+/// read starts when the loop has handled one (Handled) and both allow it. A
+/// coordinator that falls behind thus slows its agents through HTTP/2 flow
+/// control instead of queueing without bound.
+class AgentStreamSink final : public ReactorSink<AgentStream, v1::CoordinatorMessage>,
+                              public GateWaiter,
+                              public std::enable_shared_from_this<AgentStreamSink> {
  public:
   static constexpr int kReadWindow = 16;
   static constexpr size_t kMaxQueue = 8192;
-  AgentStreamSink(AgentStream* reactor, Metrics* metrics)
-      : ReactorSink(reactor, RpcTimer(metrics, "Connect"), metrics, "agent", /*coalesce=*/false, kMaxQueue) {}
+  AgentStreamSink(AgentStream* reactor, Metrics* metrics, IngestGate* gate)
+      : ReactorSink(reactor, RpcTimer(metrics, "Connect"), metrics, "agent", /*coalesce=*/false, kMaxQueue),
+        gate_(gate) {}
 
-  /// A message was read and posted: read the next one unless the window is full.
-  void ReadNext();
+  /// A message costing `units` was read and posted: read the next one if
+  /// the window and the gate allow.
+  void ReadNext(int64_t units);
   void Handled() override;
+  void Resume() override;
   /// No more reads (the agent half-closed or the stream broke).
   void ReadsEnded() {
     absl::MutexLock l(&mu_);
@@ -174,18 +180,22 @@ class AgentStreamSink final : public ReactorSink<AgentStream, v1::CoordinatorMes
   }
 
  private:
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  /// Reads on, or pauses until Handled or the gate resumes it.
+  void ReadOrPauseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  IngestGate* const gate_;
+  std::deque<int64_t> units_ ABSL_GUARDED_BY(mu_);  // of the messages the loop has not handled, in order
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
-  AgentStream(Coordinator* coordinator, Metrics* metrics, grpc::CallbackServerContext* ctx)
+  AgentStream(Coordinator* coordinator, Metrics* metrics, IngestGate* gate, grpc::CallbackServerContext* ctx)
       : coordinator_(coordinator),
         session_(coordinator->NewSessionId()),
         peer_(ctx->peer()),
-        sink_(std::make_shared<AgentStreamSink>(this, metrics)) {
+        sink_(std::make_shared<AgentStreamSink>(this, metrics, gate)) {
     StartRead(&in_);
   }
 
@@ -196,9 +206,12 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
       sink_->Close(grpc::Status::OK);
       return;
     }
+    const int64_t units = GateUnits(in_.has_samples() ? in_.samples().duration_ns_size()
+                                    : in_.has_power() ? in_.power().t_ns_size()
+                                                      : 0);
     coordinator_->OnAgentMessage(session_, sink_, std::move(in_));
     in_.Clear();
-    sink_->ReadNext();
+    sink_->ReadNext(units);
   }
 
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
@@ -219,24 +232,39 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
   v1::AgentMessage in_;
 };
 
-void AgentStreamSink::ReadNext() {
+void AgentStreamSink::ReadNext(int64_t units) {
+  gate_->Add(units);
   absl::MutexLock l(&mu_);
-  ++in_flight_;
+  units_.push_back(units);
+  ReadOrPauseLocked();
+}
+
+void AgentStreamSink::ReadOrPauseLocked() {
   if (reactor_ == nullptr || reads_ended_) return;
-  if (in_flight_ < kReadWindow) {
-    reactor_->ReadAgain();
-  } else {
-    paused_ = true;
-  }
+  paused_ = true;
+  if (units_.size() >= static_cast<size_t>(kReadWindow)) return;  // Handled resumes it
+  if (!gate_->RoomOrPark(weak_from_this())) return;               // the gate resumes it
+  paused_ = false;
+  reactor_->ReadAgain();
 }
 
 void AgentStreamSink::Handled() {
-  absl::MutexLock l(&mu_);
-  --in_flight_;
-  if (paused_ && in_flight_ < kReadWindow && reactor_ != nullptr && !reads_ended_) {
-    paused_ = false;
-    reactor_->ReadAgain();
+  // The loop handles one stream's messages in the order they were posted.
+  int64_t units = 0;
+  {
+    absl::MutexLock l(&mu_);
+    if (!units_.empty()) {
+      units = units_.front();
+      units_.pop_front();
+    }
   }
+  gate_->Release(units);
+  Resume();
+}
+
+void AgentStreamSink::Resume() {
+  absl::MutexLock l(&mu_);
+  if (paused_) ReadOrPauseLocked();
 }
 
 class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
@@ -382,7 +410,7 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayS
   if (grpc::Status denied = auth_->Check(*ctx, Role::kAgent); !denied.ok()) {
     return new Refused<grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>>(metrics_, "Connect", denied);
   }
-  return new AgentStream(coordinator_, metrics_, ctx);
+  return new AgentStream(coordinator_, metrics_, &gate_, ctx);
 }
 
 }  // namespace hetbench::server

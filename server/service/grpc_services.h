@@ -2,10 +2,11 @@
 /// gRPC callback services. Reactions copy the message, hand it to the
 /// Coordinator's event loop and return; no thread per stream.
 
+#include "common/security.h"
 #include "hetbench/v1/agent.grpc.pb.h"
 #include "hetbench/v1/coordinator.grpc.pb.h"
-#include "common/security.h"
 #include "server/service/coordinator.h"
+#include "server/service/ingest_gate.h"
 
 namespace hetbench::server {
 
@@ -36,8 +37,13 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
 class AgentGatewayService final : public v1::AgentGateway::CallbackService {
  public:
-  AgentGatewayService(Coordinator* coordinator, Metrics* metrics, const Authorizer* auth)
-      : coordinator_(coordinator), metrics_(metrics), auth_(auth) {}
+  /// `max_queued_samples`: what all agent streams together may have waiting
+  /// for the event loop (see IngestGate).
+  AgentGatewayService(Coordinator* coordinator, Metrics* metrics, const Authorizer* auth,
+                      int64_t max_queued_samples = kDefaultMaxQueuedSamples)
+      : coordinator_(coordinator), metrics_(metrics), auth_(auth), gate_(max_queued_samples) {}
+  /// About 5 ms of the loop's ingest work on the development VM.
+  static constexpr int64_t kDefaultMaxQueuedSamples = 131072;
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext* ctx) override;
 
@@ -45,6 +51,7 @@ class AgentGatewayService final : public v1::AgentGateway::CallbackService {
   Coordinator* const coordinator_;
   Metrics* const metrics_;
   const Authorizer* const auth_;
+  IngestGate gate_;
 };
 
 }  // namespace hetbench::server

@@ -122,8 +122,7 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
   }
 }
 
-v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt,
-                                 LiveJob** job) {
+v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, LiveJob** job) {
   LiveJob* live = nullptr;
   v1::Task* task = LiveTask(task_id, &live);
   if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING || task->agent_id() != agent_id ||
@@ -214,8 +213,8 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b, cons
   auto sink = session.sink;
   const v1::Phase phase = b.phase();
   const std::string model = task->model();
-  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), is_new, phase, kind, n,
-               model, steps = checked.steps](const absl::Status& commit) {
+  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), is_new, phase, kind, n, model,
+               steps = checked.steps](const absl::Status& commit) {
     if (!commit.ok()) return;
     if (is_new) {
       metrics_->AddSamplesIngested(phase, kind, n);
@@ -243,8 +242,7 @@ v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, 
   return task;
 }
 
-bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, int attempt,
-                                v1::CoordinatorMessage ack) {
+bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack) {
   if (!IsSettled(session.hello.agent_id(), task_id, attempt)) return false;
   // Sent again after a broken stream, for an attempt that has ended since:
   // its result is final, so nothing is stored; the ack lets the agent let go.
@@ -370,8 +368,8 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d, const Chec
   if (state == v1::TASK_STATE_SUCCEEDED &&
       (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {
     state = v1::TASK_STATE_FAILED;
-    error = absl::StrCat("incomplete samples: stored ", agg.batches_stored, " of ", d.batches_sent(),
-                         " batches and ", agg.samples_stored, " of ", d.samples_sent(), " samples");
+    error = absl::StrCat("incomplete samples: stored ", agg.batches_stored, " of ", d.batches_sent(), " batches and ",
+                         agg.samples_stored, " of ", d.samples_sent(), " samples");
   }
   auto power = store_->LoadPowerBatches(task->id(), task->attempt());
   if (!power.ok()) {

@@ -4,6 +4,7 @@
 #include "common/stats.h"
 #include "gtest/gtest.h"
 #include "server/ingest/step_aggregator.h"
+#include "server/service/ingest_gate.h"
 #include "server/store/sample_codec.h"
 
 namespace hetbench::server {
@@ -130,6 +131,51 @@ TEST(StepAggregatorTest, PastTheLimitPercentilesStayWithinTheStatedError) {
                       std::pair{got.p90_ns(), want.p90_ns()}, std::pair{got.p99_ns(), want.p99_ns()}}) {
     EXPECT_NEAR(g, w, w * got.quantile_relative_error()) << g << " vs " << w;
   }
+}
+
+}  // namespace
+}  // namespace hetbench::server
+
+namespace hetbench::server {
+namespace {
+
+class CountingWaiter : public GateWaiter {
+ public:
+  void Resume() override { ++resumed; }
+  int resumed = 0;
+};
+
+TEST(IngestGateTest, ParksReadersPastTheBudgetAndResumesThemUnderIt) {
+  IngestGate gate(3000);
+  auto a = std::make_shared<CountingWaiter>();
+  auto b = std::make_shared<CountingWaiter>();
+  gate.Add(GateUnits(1000));
+  gate.Add(GateUnits(1000));
+  EXPECT_TRUE(gate.RoomOrPark(a));  // 2,000 queued: room
+  gate.Add(GateUnits(1000));
+  EXPECT_FALSE(gate.RoomOrPark(a));  // 3,000: both park
+  EXPECT_FALSE(gate.RoomOrPark(b));
+  gate.Add(GateUnits(0));  // a message without samples still counts 1
+  EXPECT_EQ(gate.queued(), 3001);
+  gate.Release(1);  // 3,000: still no room, nobody woken
+  EXPECT_EQ(a->resumed + b->resumed, 0);
+  gate.Release(1000);  // 2,000: both woken, once
+  EXPECT_EQ(a->resumed, 1);
+  EXPECT_EQ(b->resumed, 1);
+  gate.Release(1000);
+  EXPECT_EQ(a->resumed, 1);
+  EXPECT_EQ(gate.queued(), 1000);
+}
+
+TEST(IngestGateTest, AGoneStreamIsNotResumed) {
+  IngestGate gate(10);
+  gate.Add(10);
+  {
+    auto gone = std::make_shared<CountingWaiter>();
+    EXPECT_FALSE(gate.RoomOrPark(gone));
+  }
+  gate.Release(10);  // the parked weak_ptr has expired: nothing to call
+  EXPECT_EQ(gate.queued(), 0);
 }
 
 }  // namespace
