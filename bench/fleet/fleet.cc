@@ -308,6 +308,14 @@ class Run {
     // taken against the faster of the two (the conservative choice).
     const double bare_after = MeasureBareSink(opt_, profiles);
     const double bare = std::max(bare_before, bare_after);
+    if (loop_before.ok() && loop_after.ok()) {
+      std::cerr << "loop latency (seconds: waits in the window):";
+      for (const auto& [bound, count] : *loop_after) {
+        auto b = loop_before->find(bound);
+        std::cerr << " le" << bound << ":" << count - (b == loop_before->end() ? 0 : b->second);
+      }
+      std::cerr << "\n";
+    }
     const double loop_p99_ms =
         loop_before.ok() && loop_after.ok() ? 1e3 * QuantileBetween(*loop_before, *loop_after, 0.99) : NAN;
     return absl::StrFormat(

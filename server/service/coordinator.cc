@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -40,6 +41,10 @@ Coordinator::~Coordinator() { Stop(); }
 
 absl::Status Coordinator::Start() {
   if (auto s = LoadFromStore(); !s.ok()) return s;
+  auto connection = store_->Connect();
+  if (!connection.ok()) return connection.status();
+  writer_ = std::make_unique<BatchWriter>(std::move(*connection),
+                                          [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
   loop_.Start(EventLoop::Hooks{[this] { EndOfBatch(); },
                                [this](const absl::Status&) {
                                  if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
@@ -128,7 +133,22 @@ absl::Status Coordinator::RebuildAggregate(const v1::Task& task) {
   return absl::OkStatus();
 }
 
-void Coordinator::Stop() { loop_.Stop(); }
+void Coordinator::RunSync(std::function<void()> fn) {
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    bool settled = true;
+    loop_.RunSync([this, &settled] { settled = writes_pending_.empty() && parked_done_.empty(); });
+    if (settled || absl::Now() > until) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  loop_.RunSync(std::move(fn));
+}
+
+void Coordinator::Stop() {
+  // The writer's last continuations run on the loop's last batches.
+  if (writer_) writer_->Stop();
+  loop_.Stop();
+}
 
 void Coordinator::CloseStreams() {
   RunSync([this] {

@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
+#include "server/ingest/batch_writer.h"
 #include "server/ingest/step_aggregator.h"
 #include "server/loop/event_loop.h"
 #include "server/metrics/metrics.h"
@@ -123,9 +124,10 @@ class Coordinator {
   void OnAgentMessage(uint64_t session, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg);
   void OnAgentGone(uint64_t session, std::string reason);
 
-  /// Runs `fn` on the loop; returns once its batch is committed and its
-  /// messages are sent (tests, admin).
-  void RunSync(std::function<void()> fn) { loop_.RunSync(std::move(fn)); }
+  /// Runs `fn` on the loop once what was handed in before has been handled,
+  /// sample batches with the writer included (at most 10 s), and returns
+  /// after its commit (tests, admin). Not from the loop.
+  void RunSync(std::function<void()> fn);
   /// Jobs held in memory now (live ones). Loop thread or RunSync only.
   size_t live_jobs() const { return jobs_.size(); }
 
@@ -204,12 +206,19 @@ class Coordinator {
 
   // ---- ingest.cc
   static Checked CheckAgentMessage(const v1::AgentMessage& m, int max_samples_per_batch);
-  void HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink, const v1::AgentMessage& m,
-                          const Checked& checked);
+  void HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
+                          const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
   void HandleProgress(Session& session, const v1::Progress& p);
-  void HandleSamples(Session& session, const v1::SampleBatch& b, const Checked& checked);
+  /// Hands a batch of a running attempt to the batch writer; the ack, the
+  /// aggregate and the metrics follow its commit (SampleStored).
+  void HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
+  void SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
+                    const Checked& checked, const absl::StatusOr<bool>& stored);
   void HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked);
-  void HandleDone(Session& session, const v1::TaskDone& d, const Checked& checked);
+  /// A TaskDone waits while batches of its attempt are with the batch
+  /// writer (parked_done_), so the counts it is checked against are complete.
+  void HandleDone(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+                  const Checked& checked);
   /// Refuses a malformed message of a running attempt: tells the agent
   /// (Rejected, then Cancel{fenced}), counts it, and fails the attempt.
   void Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
@@ -264,6 +273,15 @@ class Coordinator {
   };
   std::multimap<std::string, Watcher> watchers_;
   std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
+  std::unique_ptr<BatchWriter> writer_;
+  // Batches with the writer, and a TaskDone waiting for them, by "task/attempt".
+  std::map<std::string, int> writes_pending_;
+  struct ParkedDone {
+    uint64_t session_id = 0;
+    std::shared_ptr<const v1::AgentMessage> message;
+    Checked checked;
+  };
+  std::map<std::string, ParkedDone> parked_done_;
   int64_t last_heartbeat_ns_ = 0;
   int64_t last_tick_ns_ = 0;       // clock_
   int64_t last_tick_real_ns_ = 0;  // SteadyNowNs

@@ -64,16 +64,17 @@ Coordinator::Checked Coordinator::CheckAgentMessage(const v1::AgentMessage& m, i
 
 void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg) {
   auto checked = std::make_shared<Checked>(CheckAgentMessage(msg, options_.max_samples_per_batch));
-  auto shared = std::make_shared<v1::AgentMessage>(std::move(msg));
+  std::shared_ptr<const v1::AgentMessage> shared = std::make_shared<v1::AgentMessage>(std::move(msg));
   // Not sheddable: each stream bounds its own in-flight messages (Handled).
   loop_.Post([this, session_id, sink = std::move(sink), shared, checked] {
-    HandleAgentMessage(session_id, sink, *shared, *checked);
+    HandleAgentMessage(session_id, sink, shared, *checked);
     sink->Handled();
   });
 }
 
 void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
-                                     const v1::AgentMessage& m, const Checked& checked) {
+                                     const std::shared_ptr<const v1::AgentMessage>& message, const Checked& checked) {
+  const v1::AgentMessage& m = *message;
   if (closing_streams_) {
     sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
     return;
@@ -108,10 +109,10 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
       HandleProgress(session, m.progress());
       break;
     case v1::AgentMessage::kSamples:
-      HandleSamples(session, m.samples(), checked);
+      HandleSamples(session, message, checked);
       break;
     case v1::AgentMessage::kDone:
-      HandleDone(session, m.done(), checked);
+      HandleDone(session_id, session, message, checked);
       break;
     case v1::AgentMessage::kPower:
       HandlePower(session, m.power(), checked);
@@ -183,7 +184,13 @@ void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const s
   schedule_needed_ = true;
 }
 
-void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b, const Checked& checked) {
+namespace {
+std::string AttemptKey(const std::string& task_id, int attempt) { return absl::StrCat(task_id, "/", attempt); }
+}  // namespace
+
+void Coordinator::HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+                                const Checked& checked) {
+  const v1::SampleBatch& b = m->samples();
   if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false))) {
     return;
   }
@@ -194,36 +201,51 @@ void Coordinator::HandleSamples(Session& session, const v1::SampleBatch& b, cons
     Reject(session, *job, *task, "samples", b.seq(), checked.problem, "malformed_batch");
     return;
   }
-  auto stored = store_->PutSampleBatch(b);
+  ++writes_pending_[AttemptKey(b.task_id(), b.attempt())];
+  std::shared_ptr<const v1::SampleBatch> batch(m, &m->samples());  // shares the message's lifetime
+  writer_->Write(batch, [this, sink = session.sink, m, checked](absl::StatusOr<bool> stored) {
+    SampleStored(sink, m, checked, stored);
+  });
+}
+
+void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
+                               const Checked& checked, const absl::StatusOr<bool>& stored) {
+  const v1::SampleBatch& b = m->samples();
+  const std::string key = AttemptKey(b.task_id(), b.attempt());
+  auto pending = writes_pending_.find(key);
+  const bool last = pending == writes_pending_.end() || --pending->second <= 0;
+  if (last && pending != writes_pending_.end()) writes_pending_.erase(pending);
   if (!stored.ok()) {
     LogError(kLog, "storing samples of ", b.task_id(), ": ", stored.status().ToString());
-    return;  // not acked: the agent sends it again
-  }
-  const bool is_new = *stored;
-  if (is_new) {
-    TaskAggregate& agg = aggregates_[task->id()];
-    if (agg.attempt != task->attempt()) {
-      agg = TaskAggregate{};
-      agg.attempt = task->attempt();
-    }
-    agg.Add(b);
-  }
-  const int n = b.duration_ns_size();
-  const v1::DeviceKind kind = task->device_kind();
-  auto sink = session.sink;
-  const v1::Phase phase = b.phase();
-  const std::string model = task->model();
-  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), is_new, phase, kind, n, model,
-               steps = checked.steps](const absl::Status& commit) {
-    if (!commit.ok()) return;
-    if (is_new) {
-      metrics_->AddSamplesIngested(phase, kind, n);
-      metrics_->ObserveSteps(model, kind, phase, steps);
-    } else {
+    // Not acked: the agent sends it again.
+  } else {
+    // Committed by the writer: counted for the attempt if it is still the
+    // running one (an attempt lost meanwhile keeps its rows, not its aggregate).
+    v1::Task* task = LiveTask(b.task_id());
+    const bool current = task != nullptr && task->state() == v1::TASK_STATE_RUNNING && task->attempt() == b.attempt();
+    if (*stored && current) {
+      TaskAggregate& agg = aggregates_[task->id()];
+      if (agg.attempt != task->attempt()) {
+        agg = TaskAggregate{};
+        agg.attempt = task->attempt();
+      }
+      agg.Add(b);
+      metrics_->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
+      metrics_->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
+    } else if (!*stored) {
       metrics_->AddDuplicateBatch();
     }
-    sink->Send(ack);
-  });
+    sink->Send(Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
+  }
+  if (!last) return;
+  // The attempt's TaskDone came while its batches were being stored.
+  auto parked = parked_done_.find(key);
+  if (parked == parked_done_.end()) return;
+  ParkedDone done = std::move(parked->second);
+  parked_done_.erase(parked);
+  auto session = sessions_.find(done.session_id);
+  if (session == sessions_.end()) return;  // the stream is gone: the agent sends the TaskDone again
+  HandleDone(done.session_id, session->second, done.message, done.checked);
 }
 
 v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job) {
@@ -321,7 +343,9 @@ void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b, const C
   });
 }
 
-void Coordinator::HandleDone(Session& session, const v1::TaskDone& d, const Checked& checked) {
+void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+                             const Checked& checked) {
+  const v1::TaskDone& d = m->done();
   v1::CoordinatorMessage ack = Ack(d.task_id(), d.attempt(), 0, /*power=*/false);
   ack.mutable_ack()->set_done(true);
   if (AnswerSettled(session, d.task_id(), d.attempt(), ack)) return;
@@ -330,6 +354,11 @@ void Coordinator::HandleDone(Session& session, const v1::TaskDone& d, const Chec
   if (task == nullptr) return;
   if (!checked.problem.empty()) {
     Reject(session, *job, *task, "done", 0, checked.problem, "bad_task_done");
+    return;
+  }
+  if (writes_pending_.count(AttemptKey(d.task_id(), d.attempt())) > 0) {
+    // Judged once the writer has stored the batches sent before it (SampleStored).
+    parked_done_[AttemptKey(d.task_id(), d.attempt())] = ParkedDone{session_id, m, checked};
     return;
   }
   leases_.Release(task->agent_id(), task->device_id());

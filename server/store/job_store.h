@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ struct StateCounts {
 class JobStore {
  public:
   virtual ~JobStore() = default;
+
+  /// Another connection to the same store, for another thread (the batch
+  /// writer). Its transactions and this one's exclude each other.
+  virtual absl::StatusOr<std::unique_ptr<JobStore>> Connect() = 0;
 
   virtual absl::Status Begin() = 0;
   virtual absl::Status Commit() = 0;

@@ -1,6 +1,7 @@
 #include "server/store/sqlite_job_store.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -128,10 +129,33 @@ std::string KindsKey(const v1::JobSpec& spec) {
 
 }  // namespace
 
+namespace {
+// Waits for another connection's write transaction in 0.2 ms steps (SQLite's
+// own handler sleeps up to 100 ms a step), for at most 5 s.
+int ShortBusyWait(void*, int tries) {
+  if (tries >= 25000) return 0;
+  usleep(200);
+  return 1;
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
+  return OpenConnection(path, /*primary=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> SqliteJobStore::Connect() {
+  if (path_ == ":memory:" || path_.empty()) {
+    return absl::FailedPreconditionError("job store: an in-memory store has one connection; use a file");
+  }
+  auto store = OpenConnection(path_, /*primary=*/false);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<JobStore>(std::move(*store));
+}
+
+absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::OpenConnection(const std::string& path, bool primary) {
   sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (primary ? SQLITE_OPEN_CREATE : 0);
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -139,15 +163,21 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
                                                "; check that the directory exists and is writable"));
   }
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db));
-  sqlite3_busy_timeout(db, 5000);
+  store->path_ = path;
+  sqlite3_busy_handler(db, ShortBusyWait, nullptr);
   for (const char* pragma : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA foreign_keys=ON;",
                              "PRAGMA cache_size=-65536;"}) {
     if (auto s = store->Exec(pragma); !s.ok()) return s;
   }
-  if (auto s = store->MigrateFromBlobs(); !s.ok()) return s;
-  if (auto s = store->Exec(kSchema); !s.ok()) return s;
-  if (auto s = store->Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str()); !s.ok()) return s;
-  if (auto s = store->StartCheckpointer(path); !s.ok()) return s;
+  if (primary) {
+    if (auto s = store->MigrateFromBlobs(); !s.ok()) return s;
+    if (auto s = store->Exec(kSchema); !s.ok()) return s;
+    if (auto s = store->Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str()); !s.ok()) return s;
+    if (auto s = store->StartCheckpointer(path); !s.ok()) return s;
+  } else {
+    // The primary checkpoints; this connection only writes.
+    if (auto s = store->Exec("PRAGMA wal_autocheckpoint=0;"); !s.ok()) return s;
+  }
   struct {
     const char* sql;
     sqlite3_stmt** stmt;
@@ -309,11 +339,38 @@ absl::Status SqliteJobStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
-absl::Status SqliteJobStore::Begin() { return Exec("BEGIN IMMEDIATE;"); }
-absl::Status SqliteJobStore::Commit() { return Exec("COMMIT;"); }
-absl::Status SqliteJobStore::Rollback() { return Exec("ROLLBACK;"); }
+// The write lock is taken at the first write, not at Begin: the event loop
+// begins a transaction for every batch, and most batches under ingest write
+// nothing (the batch writer's connection stores the samples), so they never
+// wait for the writer's transactions. Reads before the first write see the
+// latest commit; only this connection writes what they read (jobs, tasks).
+absl::Status SqliteJobStore::Begin() {
+  if (in_batch_) return absl::FailedPreconditionError("job store: Begin inside a transaction");
+  in_batch_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::EnsureWriting() {
+  if (!in_batch_ || writing_) return absl::OkStatus();
+  if (auto s = Exec("BEGIN IMMEDIATE;"); !s.ok()) return s;
+  writing_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::Commit() {
+  const bool writing = writing_;
+  in_batch_ = writing_ = false;
+  return writing ? Exec("COMMIT;") : absl::OkStatus();
+}
+
+absl::Status SqliteJobStore::Rollback() {
+  const bool writing = writing_;
+  in_batch_ = writing_ = false;
+  return writing ? Exec("ROLLBACK;") : absl::OkStatus();
+}
 
 absl::Status SqliteJobStore::InsertJob(const v1::Job& job, const std::string& request_id) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
   const int64_t number = JobNumber(job.id());
   if (number == 0) return absl::InvalidArgumentError(absl::StrCat("job store: job id '", job.id(), "' is malformed"));
   sqlite3_reset(insert_job_);
@@ -339,6 +396,7 @@ absl::Status SqliteJobStore::InsertJob(const v1::Job& job, const std::string& re
 }
 
 absl::Status SqliteJobStore::PutJobHeader(const v1::Job& job) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
   sqlite3_reset(put_header_);
   sqlite3_bind_int(put_header_, 1, job.state());
   sqlite3_bind_double(put_header_, 2, job.finished_unix_seconds());
@@ -349,6 +407,7 @@ absl::Status SqliteJobStore::PutJobHeader(const v1::Job& job) {
 }
 
 absl::Status SqliteJobStore::PutTask(const v1::Task& task) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
   const std::string blob = task.SerializeAsString();
   sqlite3_reset(put_task_);
   sqlite3_bind_int64(put_task_, 1, JobNumber(task.job_id()));
@@ -500,6 +559,7 @@ absl::StatusOr<int64_t> SqliteJobStore::MaxJobNumber() {
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
   const std::string blob = EncodeSampleColumns(batch);
   sqlite3_reset(put_batch_);
   BindText(put_batch_, 1, batch.task_id());
@@ -537,6 +597,7 @@ absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(c
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
   const std::string blob = batch.SerializeAsString();
   sqlite3_reset(put_power_);
   BindText(put_power_, 1, batch.task_id());

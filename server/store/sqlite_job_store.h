@@ -24,6 +24,9 @@ class SqliteJobStore final : public JobStore {
   /// A store written by an older hetbench (one blob per job) is migrated to
   /// rows once, in one transaction.
   static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
+  /// Another connection to the same file, for another thread (no migration,
+  /// no checkpoints of its own); writers wait for each other in 0.2 ms steps.
+  absl::StatusOr<std::unique_ptr<JobStore>> Connect() override;
   ~SqliteJobStore() override;
 
   absl::Status Begin() override;
@@ -50,10 +53,13 @@ class SqliteJobStore final : public JobStore {
 
  private:
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}
+  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> OpenConnection(const std::string& path, bool primary);
   /// Starts the checkpoint thread on a second connection to `path`.
   absl::Status StartCheckpointer(const std::string& path);
   void CheckpointLoop();
   absl::Status Exec(const char* sql);
+  /// BEGIN IMMEDIATE at the first write of a batch (see Begin).
+  absl::Status EnsureWriting();
   absl::Status Error(const char* what) const;
   absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
   absl::Status MigrateFromBlobs();
@@ -64,6 +70,9 @@ class SqliteJobStore final : public JobStore {
                                                  const char* what);
 
   sqlite3* db_;
+  std::string path_;
+  bool in_batch_ = false;  // between Begin and Commit/Rollback
+  bool writing_ = false;   // ... and holding the write lock
   sqlite3* checkpoint_db_ = nullptr;
   std::thread checkpointer_;
   absl::Mutex checkpoint_mu_;

@@ -410,6 +410,31 @@ const v1::Cancel* FindCancel(const std::vector<v1::CoordinatorMessage>& m) {
   return nullptr;
 }
 
+// Batches are stored by the batch writer after the loop has handed them on;
+// a TaskDone right behind them waits for their commit, then is judged on the
+// complete counts (without the wait it would see fewer and fail the task).
+// Every batch is acked once, after its commit, and the TaskDone last.
+TEST_F(CoordinatorTest, ATaskDoneRightBehindItsBatchesWaitsForThemToBeStored) {
+  const Started t = StartOneTask();
+  constexpr int kBatches = 200;
+  for (int seq = 0; seq < kBatches; ++seq) {
+    SendSamples(t.session, t.sink, t.assign, seq, v1::PHASE_TRAIN, std::vector<int64_t>(100, 1000 + seq));
+  }
+  SendDone(t.session, t.sink, t.assign, kBatches, 100 * kBatches);
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) { return CountAcks(v, true) == 1; }));
+  coordinator_->RunSync([] {});
+  const std::vector<v1::CoordinatorMessage> sent = t.sink->messages();
+  EXPECT_EQ(CountAcks(sent, false), kBatches);
+  EXPECT_TRUE(sent.back().has_ack() && sent.back().ack().done()) << "the TaskDone's ack comes after every batch's";
+  const v1::Task task = Get(t.job_id).tasks(0);
+  ASSERT_EQ(task.state(), v1::TASK_STATE_SUCCEEDED) << task.error();
+  EXPECT_EQ(task.result().samples_stored(), 100 * kBatches);
+  EXPECT_EQ(task.result().phases(0).stats().count(), 100 * kBatches);
+  auto stored = store_->LoadSampleBatches(t.assign.task_id(), 1);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->size(), static_cast<size_t>(kBatches));
+}
+
 // Stream resume: the stream breaks mid-task, the agent reconnects within its
 // lease listing the attempt, sends its unacknowledged batches again and goes
 // on. Same attempt, no re-queue, each batch stored once.
