@@ -65,6 +65,28 @@ std::string NewRequestId() {
 
 int ExitFor(const v1::Job& job) { return job.state() == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailed; }
 
+/// GetJob, page after page of tasks, as one job.
+grpc::Status FetchJob(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds,
+                      const std::string& token, v1::Job* job) {
+  v1::GetJobRequest req;
+  req.set_job_id(job_id);
+  job->Clear();
+  do {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_seconds, token);
+    v1::Job page;
+    if (grpc::Status s = stub.GetJob(&ctx, req, &page); !s.ok()) return s;
+    req.set_task_page_token(page.next_task_page_token());
+    page.clear_next_task_page_token();
+    if (job->id().empty()) {
+      *job = std::move(page);
+    } else {
+      for (v1::Task& t : *page.mutable_tasks()) *job->add_tasks() = std::move(t);
+    }
+  } while (!req.task_page_token().empty());
+  return grpc::Status::OK;
+}
+
 /// Streams WatchJob until the job ends; draws progress bars when `draw`.
 /// Returns the last job seen.
 absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& job_id, double timeout_seconds, bool draw,
@@ -374,12 +396,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return kExitFailed;
     }
     // The watch stream carries live state; the report reads the stored job.
-    grpc::ClientContext ctx2;
-    Prepare(&ctx2, common.timeout_seconds, common.token);
-    v1::GetJobRequest get_req;
-    get_req.set_job_id(resp.job_id());
     v1::Job job;
-    s = stub->GetJob(&ctx2, get_req, &job);
+    s = FetchJob(*stub, resp.job_id(), common.timeout_seconds, common.token, &job);
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     out << RenderReport(job, *format);
     return ExitFor(job);
@@ -457,9 +475,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       out << job.id() << " " << JobStateName(job.state()) << "\n";
       return kExitOk;
     }
-    v1::GetJobRequest req;
-    req.set_job_id(job_id);
-    s = stub->GetJob(&ctx, req, &job);
+    s = FetchJob(*stub, job_id, common.timeout_seconds, common.token, &job);
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     if (report->parsed()) {
       const auto kind = ParseDeviceKind(baseline);

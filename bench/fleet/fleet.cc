@@ -215,16 +215,18 @@ class Run {
     if (grpc::Status s = client_->SubmitJob(&ctx, req, &resp); !s.ok()) {
       return absl::StrCat("RESULT mode=bigjob submitted=false error=\"", s.error_message(), "\"");
     }
-    size_t max_bytes = 0, max_summary_bytes = 0, final_bytes = 0;
+    size_t max_bytes = 0, max_summary_bytes = 0, final_bytes = 0, final_largest_answer = 0;
     double rss_peak = rss_before;
     std::atomic<bool> done{false};
     // While it runs: its Job message as GetJob returns it, and the RSS.
     std::thread probe([&] {
       auto stub = ClientStub(server_.address);
       while (!done.load()) {
-        auto job = GetJob(*stub, resp.job_id());
-        if (job.ok() && !IsTerminal(job->state())) max_bytes = std::max(max_bytes, job->ByteSizeLong());
-        // What a watcher's progress bars get (JOB_VIEW_SUMMARY).
+        // The largest GetJob answer (a page of at most 256 tasks with results), and
+        // the whole job as a watcher's progress bars get it (JOB_VIEW_SUMMARY).
+        size_t largest = 0;
+        auto job = GetJob(*stub, resp.job_id(), v1::JOB_VIEW_FULL, &largest);
+        if (job.ok() && !IsTerminal(job->state())) max_bytes = std::max(max_bytes, largest);
         auto summary = GetJob(*stub, resp.job_id(), v1::JOB_VIEW_SUMMARY);
         if (summary.ok() && !IsTerminal(summary->state())) {
           max_summary_bytes = std::max(max_summary_bytes, summary->ByteSizeLong());
@@ -239,8 +241,12 @@ class Run {
     probe.join();
     WaitFor(
         [&] {
-          auto job = GetJob(*client_, resp.job_id());
-          if (job.ok()) final_bytes = job->ByteSizeLong();
+          size_t largest = 0;
+          auto job = GetJob(*client_, resp.job_id(), v1::JOB_VIEW_FULL, &largest);
+          if (job.ok()) {
+            final_bytes = job->ByteSizeLong();
+            final_largest_answer = largest;
+          }
           return job.ok() && IsTerminal(job->state());
         },
         30);
@@ -248,12 +254,13 @@ class Run {
     const std::string exactly = CheckExactlyOnce(*client_, {resp.job_id()}, stats_, &ended, &checked);
     return absl::StrFormat(
         "RESULT mode=bigjob agents=%d devices=%d tasks=%d seconds=%.2f tasks_per_second=%.0f "
-        "job_message_bytes_live_max=%zu summary_bytes_live_max=%zu job_message_bytes_final=%zu "
+        "get_job_answer_bytes_live_max=%zu summary_bytes_live_max=%zu job_bytes_final=%zu "
+        "get_job_answer_bytes_final_max=%zu "
         "server_rss_mb_before=%.0f server_rss_mb_peak=%.0f server_rss_mb_after=%.0f %s tasks_checked=%lld "
         "simulated=true",
         opt_.agents, opt_.agents * opt_.devices, opt_.tasks_per_job, elapsed, opt_.tasks_per_job / elapsed, max_bytes,
-        max_summary_bytes, final_bytes, rss_before, rss_peak, ReadProc(server_.pid).rss_mb, exactly,
-        static_cast<long long>(checked));
+        max_summary_bytes, final_bytes, final_largest_answer, rss_before, rss_peak, ReadProc(server_.pid).rss_mb,
+        exactly, static_cast<long long>(checked));
   }
 
   std::string Ingest(double bare_before, const Profiles& profiles) {

@@ -116,15 +116,26 @@ std::unique_ptr<v1::Coordinator::Stub> ClientStub(const std::string& address) {
   return v1::Coordinator::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
-absl::StatusOr<v1::Job> GetJob(v1::Coordinator::Stub& stub, const std::string& id, v1::JobView view) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+absl::StatusOr<v1::Job> GetJob(v1::Coordinator::Stub& stub, const std::string& id, v1::JobView view,
+                               size_t* largest_answer) {
   v1::GetJobRequest req;
   req.set_job_id(id);
   req.set_view(view);
   v1::Job job;
-  grpc::Status s = stub.GetJob(&ctx, req, &job);
-  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::Job page;
+    grpc::Status s = stub.GetJob(&ctx, req, &page);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    if (largest_answer != nullptr) *largest_answer = std::max(*largest_answer, page.ByteSizeLong());
+    req.set_task_page_token(page.next_task_page_token());
+    if (job.id().empty()) {
+      job = std::move(page);
+    } else {
+      for (v1::Task& t : *page.mutable_tasks()) *job.add_tasks() = std::move(t);
+    }
+  } while (!req.task_page_token().empty());
   return job;
 }
 

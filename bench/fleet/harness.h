@@ -38,8 +38,10 @@ void StopServer(const Server& s, bool keep);
 
 double Percentile(std::vector<double> v, double q);
 std::unique_ptr<v1::Coordinator::Stub> ClientStub(const std::string& address);
-absl::StatusOr<v1::Job> GetJob(v1::Coordinator::Stub& stub, const std::string& id,
-                               v1::JobView view = v1::JOB_VIEW_FULL);
+/// The whole job, page after page of tasks; `largest_answer`: the largest
+/// GetJob answer seen, in bytes.
+absl::StatusOr<v1::Job> GetJob(v1::Coordinator::Stub& stub, const std::string& id, v1::JobView view = v1::JOB_VIEW_FULL,
+                               size_t* largest_answer = nullptr);
 
 /// Checks every job ended and every succeeded task stored what its last
 /// attempt sent; "unended=N exactly_once_violations=M".

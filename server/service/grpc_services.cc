@@ -4,6 +4,8 @@
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status_util.h"
@@ -285,6 +287,21 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
   std::shared_ptr<ReactorSink<WatchStream, v1::JobEvent>> sink_;
 };
 
+constexpr int kDefaultTaskPageSize = 256;
+constexpr int kMaxTaskPageSize = 1024;
+
+/// Keeps tasks [first, first + size) of `job` and says where the next page starts.
+void PageTasks(v1::Job* job, int first, int size) {
+  auto* tasks = job->mutable_tasks();
+  const int n = tasks->size();
+  const int end = std::min(n, first + size);
+  if (first > 0) tasks->DeleteSubrange(0, std::min(first, n));
+  if (end < n) {
+    tasks->DeleteSubrange(end - std::min(first, n), n - end);
+    job->set_next_task_page_token(absl::StrCat(end));
+  }
+}
+
 /// A streaming call refused before it started (authorization).
 template <typename Base>
 class Refused final : public Base {
@@ -331,13 +348,25 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext
     return reactor;
   }
   const bool summary = request->view() == v1::JOB_VIEW_SUMMARY;
-  coordinator_->GetJob(request->job_id(), [reactor, response, timer, summary](absl::StatusOr<v1::Job> job) {
-    if (job.ok()) {
-      *response = *std::move(job);
-      if (summary) StripResults(response);
-    }
-    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
-  });
+  int first = 0;
+  if (!request->task_page_token().empty() && (!absl::SimpleAtoi(request->task_page_token(), &first) || first <= 0)) {
+    FinishUnary(reactor, timer,
+                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             absl::StrCat("task_page_token '", request->task_page_token(),
+                                          "': not a token this coordinator gave; start without one")));
+    return reactor;
+  }
+  const int size =
+      request->task_page_size() <= 0 ? kDefaultTaskPageSize : std::min(request->task_page_size(), kMaxTaskPageSize);
+  coordinator_->GetJob(request->job_id(),
+                       [reactor, response, timer, summary, first, size](absl::StatusOr<v1::Job> job) {
+                         if (job.ok()) {
+                           *response = *std::move(job);
+                           PageTasks(response, first, size);
+                           if (summary) StripResults(response);
+                         }
+                         FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
+                       });
   return reactor;
 }
 

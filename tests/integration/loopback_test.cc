@@ -87,8 +87,9 @@ class LoopbackTest : public ::testing::Test {
     runner.threads = 1;
     runner.hostname = "localhost";
     executor->Add("python", std::make_shared<agent::RunnerExecutor>(runner));
-    agent_ = std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
-                                            std::move(executor), sampler_.get());
+    agent_ =
+        std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
+                                       std::move(executor), sampler_.get());
     agent_->set_batch_observer([this](const v1::SampleBatch& b) {
       absl::MutexLock l(&mu_);
       sent_.push_back(b);
@@ -279,8 +280,9 @@ TEST_F(LoopbackTest, AJobForAnAbsentKindStaysPendingWithTheReason) {
   CliResult job = Cli({"--server", address_, "get", "job", "job-000001"});
   ASSERT_EQ(job.code, 0) << job.err;
   EXPECT_THAT(job.out, HasSubstr("queued"));
-  EXPECT_THAT(job.out,
-              HasSubstr("no connected agent offers a tpu device (loopback-agent: no /dev/accel* device (test fixture))"));
+  EXPECT_THAT(
+      job.out,
+      HasSubstr("no connected agent offers a tpu device (loopback-agent: no /dev/accel* device (test fixture))"));
   CliResult agents = Cli({"--server", address_, "get", "agents"});
   ASSERT_EQ(agents.code, 0) << agents.err;
   EXPECT_THAT(agents.out, ::testing::ContainsRegex("cpu0 +cpu .* torch,python"));
@@ -340,9 +342,9 @@ TEST_F(LoopbackTest, ShortJobRunsAndTheStoredSamplesAreExactlyTheSentOnes) {
 // per model, per-layer timings, FLOPs and the device's calibration.
 TEST_F(LoopbackTest, OneSubmissionRunsSeveralModelsWithTheStudyTableAndLayers) {
   ASSERT_TRUE(WaitForConnections(1));
-  CliResult r = Cli({"--server", address_, "submit", "--wait", "-m", "mlp,autoencoder,cnn", "-b", "32", "--warmup-steps",
-                     "1", "--min-steps", "4", "--min-duration", "0", "--infer-max-batches", "3", "--layers",
-                     "--layer-steps", "2"});
+  CliResult r =
+      Cli({"--server", address_, "submit", "--wait", "-m", "mlp,autoencoder,cnn", "-b", "32", "--warmup-steps", "1",
+           "--min-steps", "4", "--min-duration", "0", "--infer-max-batches", "3", "--layers", "--layer-steps", "2"});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   v1::Job job = GetJob("job-000001");
   ASSERT_EQ(job.tasks_size(), 3);
@@ -365,7 +367,8 @@ TEST_F(LoopbackTest, OneSubmissionRunsSeveralModelsWithTheStudyTableAndLayers) {
   ASSERT_EQ(study.code, 0) << study.err;
   EXPECT_THAT(study.out, HasSubstr("models mlp, autoencoder, cnn"));
   EXPECT_THAT(study.out, HasSubstr("TRAIN_VS_BASE"));
-  EXPECT_THAT(study.out, ::testing::ContainsRegex("autoencoder +loopback-agent/cpu0 \\(cpu\\) +32 .* 100% +100% +mse 0\\."));
+  EXPECT_THAT(study.out,
+              ::testing::ContainsRegex("autoencoder +loopback-agent/cpu0 \\(cpu\\) +32 .* 100% +100% +mse 0\\."));
 
   CliResult layers = Cli({"--server", address_, "report", "job-000001", "--layers", "-o", "csv"});
   ASSERT_EQ(layers.code, 0) << layers.err;
@@ -397,7 +400,8 @@ TEST_F(LoopbackTest, QpuSimRunsTheQuantumVariantAndTheSimulatorBenchmark) {
                         std::string(HETBENCH_FIXTURES) + "/specs/qsim.yaml"});
   ASSERT_EQ(qsim.code, 0) << qsim.err << qsim.out;
   EXPECT_THAT(qsim.out, HasSubstr("layered circuit, 12 qubits, depth 4, complex64: 70 gates in"));
-  EXPECT_THAT(qsim.out, ::testing::ContainsRegex("job-000002-t0 +qsim +loopback-agent/qpu0 \\(qpu-sim\\) +1 +infer +5 "));
+  EXPECT_THAT(qsim.out,
+              ::testing::ContainsRegex("job-000002-t0 +qsim +loopback-agent/qpu0 \\(qpu-sim\\) +1 +infer +5 "));
 
   CliResult wrong = Cli({"--server", address_, "submit", "--wait", "-m", "mlp", "-t", "qpu-sim"});
   EXPECT_EQ(wrong.code, 1);
@@ -494,6 +498,58 @@ TEST_F(LoopbackTest, ATaskRunningAcrossACoordinatorRestartIsResumedNotReRun) {
     EXPECT_EQ((*stored)[i].SerializeAsString(), sent_[i].SerializeAsString()) << "batch " << i;
   }
   EXPECT_EQ(job.tasks(0).result().samples_stored(), 410);
+}
+
+// GetJob answers a page of tasks at a time (default 256) with a token for
+// the next; the CLI reads every page. Tasks wait for a gpu this host lacks.
+TEST_F(LoopbackTest, GetJobPagesTasksAndTheCliReadsEveryPage) {
+  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->add_models("mlp");
+  for (int b = 1; b <= 64; ++b) submit.mutable_spec()->add_batch_sizes(b);
+  for (int t = 0; t < 5; ++t) submit.mutable_spec()->add_targets()->set_device_kind(v1::DEVICE_KIND_GPU);
+  v1::SubmitJobResponse submitted;
+  grpc::ClientContext sctx;
+  ASSERT_TRUE(stub->SubmitJob(&sctx, submit, &submitted).ok());
+
+  v1::GetJobRequest req;
+  req.set_job_id(submitted.job_id());
+  req.set_task_page_size(100);
+  req.set_view(v1::JOB_VIEW_SUMMARY);
+  std::vector<int> indexes, page_sizes;
+  do {
+    grpc::ClientContext ctx;
+    v1::Job page;
+    grpc::Status s = stub->GetJob(&ctx, req, &page);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(page.id(), submitted.job_id());
+    page_sizes.push_back(page.tasks_size());
+    for (const v1::Task& t : page.tasks()) {
+      indexes.push_back(t.index());
+      EXPECT_FALSE(t.has_result());
+      EXPECT_FALSE(t.pending_reason().empty());
+    }
+    req.set_task_page_token(page.next_task_page_token());
+  } while (!req.task_page_token().empty());
+  EXPECT_EQ(page_sizes, (std::vector<int>{100, 100, 100, 20}));
+  ASSERT_EQ(indexes.size(), 320u);
+  for (int i = 0; i < 320; ++i) EXPECT_EQ(indexes[i], i);
+
+  req.set_task_page_token("not-a-token");
+  grpc::ClientContext bad;
+  v1::Job ignored;
+  grpc::Status refused = stub->GetJob(&bad, req, &ignored);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("task_page_token"));
+
+  CliResult r = Cli({"--server", address_, "get", "job", submitted.job_id(), "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  size_t tasks = 0;
+  for (size_t at = r.out.find(submitted.job_id() + "-t"); at != std::string::npos;
+       at = r.out.find(submitted.job_id() + "-t", at + 1)) {
+    ++tasks;
+  }
+  EXPECT_GE(tasks, 320u) << "every page of tasks is in the CLI's job";
 }
 
 TEST_F(LoopbackTest, HealthServiceAnswersServing) {
@@ -615,12 +671,13 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
   EXPECT_EQ(Counter("hetbench_tasks_resumed_total"), task.resumes());
   CliResult shown = Cli({"--server", address_, "get", "job", "job-000001"});
   EXPECT_THAT(shown.out, HasSubstr(absl::StrCat("resumed after ", task.resumes(), " broken stream(s)")));
-  std::printf("stream cut %d times while the task ran (%ld TCP connections); %d resumes; attempt %d; "
-              "%zu batches / %ld samples sent, %zu / %ld stored, 0 duplicates; %ld messages sent again, "
-              "%.0f of them already stored\n",
-              cuts, static_cast<long>(proxy_->connections()), task.resumes(), task.attempt(), sent.size(),
-              static_cast<long>(train + infer), stored->size(), static_cast<long>(task.result().samples_stored()),
-              static_cast<long>(agent_->messages_resent()), Counter("hetbench_sample_batches_duplicate_total"));
+  std::printf(
+      "stream cut %d times while the task ran (%ld TCP connections); %d resumes; attempt %d; "
+      "%zu batches / %ld samples sent, %zu / %ld stored, 0 duplicates; %ld messages sent again, "
+      "%.0f of them already stored\n",
+      cuts, static_cast<long>(proxy_->connections()), task.resumes(), task.attempt(), sent.size(),
+      static_cast<long>(train + infer), stored->size(), static_cast<long>(task.result().samples_stored()),
+      static_cast<long>(agent_->messages_resent()), Counter("hetbench_sample_batches_duplicate_total"));
 }
 
 // The end of a task on a link that dies unseen: the agent finishes, builds its
@@ -704,9 +761,10 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   EXPECT_FALSE(first->empty());  // attempt 1's samples stay under attempt 1
   CliResult cancel = Cli({"--server", address_, "cancel", "job-000001"});
   EXPECT_EQ(cancel.code, 0) << cancel.err;
-  std::printf("cut off for longer than the %.1f s lease: attempt 1 taken back after %.2f s, attempt 2 ran on the "
-              "same device\n",
-              lease_seconds_, requeue_s);
+  std::printf(
+      "cut off for longer than the %.1f s lease: attempt 1 taken back after %.2f s, attempt 2 ran on the "
+      "same device\n",
+      lease_seconds_, requeue_s);
 }
 
 }  // namespace
