@@ -63,6 +63,8 @@ class SqliteJobStore final : public JobStore {
   absl::Status Error(const char* what) const;
   absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
   absl::Status MigrateFromBlobs();
+  /// Schema 2 -> 3: sample_batches from WITHOUT ROWID to a rowid table.
+  absl::Status MigrateSampleTable();
   /// The tasks of job `number`, in index order; `with_results` false clears them.
   absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
   template <typename Message>

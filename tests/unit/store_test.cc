@@ -267,6 +267,54 @@ TEST(SqliteJobStoreTest, OlderWholeProtobufBatchesLoadBesideCompactOnes) {
   EXPECT_TRUE((*store)->CheckIntegrity().ok());
 }
 
+// Schema 2 kept sample batches in a WITHOUT ROWID table: opening such a store
+// moves them to the rowid table once, keeping every batch and its key.
+TEST(SqliteJobStoreTest, ASampleTableOfSchema2IsMovedToARowidTable) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/v2.db";
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE sample_batches (task_id TEXT NOT NULL, attempt INTEGER NOT NULL, seq INTEGER "
+                           "NOT NULL, phase INTEGER NOT NULL, sample_count INTEGER NOT NULL, batch BLOB NOT NULL, "
+                           "PRIMARY KEY (task_id, attempt, seq)) WITHOUT ROWID;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    for (int seq = 0; seq < 3; ++seq) {
+      sqlite3_stmt* stmt = nullptr;
+      sqlite3_prepare_v2(db, "INSERT INTO sample_batches VALUES ('t0', 1, ?, 1, 4, ?)", -1, &stmt, nullptr);
+      const std::string blob = Batch("t0", 1, seq, 4).SerializeAsString();
+      sqlite3_bind_int(stmt, 1, seq);
+      sqlite3_bind_blob(stmt, 2, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+      sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+  }
+  for (int open = 0; open < 2; ++open) {  // the second open finds nothing to move
+    auto store = SqliteJobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto batches = (*store)->LoadSampleBatches("t0", 1);
+    ASSERT_TRUE(batches.ok()) << batches.status();
+    ASSERT_EQ(batches->size(), 3u);
+    EXPECT_EQ((*batches)[2].duration_ns(3), Batch("t0", 1, 2, 4).duration_ns(3));
+    auto again = (*store)->PutSampleBatch(Batch("t0", 1, 1, 4));  // the key still holds
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again);
+    EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'sample_batches'", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))).find("WITHOUT ROWID"),
+            std::string::npos);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 TEST(SqliteJobStoreTest, UnopenablePathIsAClearError) {
   auto store = SqliteJobStore::Open("/nonexistent-dir/for/sure/jobs.db");
   ASSERT_FALSE(store.ok());
