@@ -2,12 +2,14 @@
 // group commit, ack after commit) against bare SQLite inserts of the same
 // batches through the same JobStore in one transaction. Prints samples/s and
 // the ratio.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/synchronization/mutex.h"
+#include "server/ingest/step_aggregator.h"
 #include "server/service/coordinator.h"
 #include "server/store/sqlite_job_store.h"
 
@@ -121,6 +123,23 @@ int main(int argc, char** argv) {
   std::printf("%-28s %14.0f %12.3f\n", "bare store, one transaction", total / bare_seconds, bare_seconds);
   std::printf("%-28s %14.0f %12.3f\n", "coordinator, acked", total / coord_seconds, coord_seconds);
   std::printf("ratio coordinator/bare throughput: %.3f\n", bare_seconds / coord_seconds);
+
+  // What a task's end costs the loop: its phases' stats from the aggregate
+  // built at ingest, whatever the sample count (exact up to the limit, then
+  // the histogram).
+  std::printf("%-28s %14s %12s\n", "task end (aggregate)", "steps", "ms");
+  for (int64_t steps :
+       {int64_t{10'000}, int64_t{hetbench::server::PhaseAccumulator::kExactLimit}, int64_t{10'000'000}}) {
+    hetbench::server::TaskAggregate agg;
+    for (int64_t done = 0; done < steps; done += per_batch) {
+      agg.Add(MakeBatch("t", 1, static_cast<int>(done / per_batch),
+                        static_cast<int>(std::min<int64_t>(per_batch, steps - done))));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const v1::TimingStats stats = agg.phases.begin()->second.Finish();
+    std::printf("%-28s %14lld %12.3f\n", stats.quantile_relative_error() > 0 ? "  histogram" : "  exact",
+                static_cast<long long>(steps), Seconds(t0) * 1e3);
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }

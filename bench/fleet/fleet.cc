@@ -454,6 +454,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--history-jobs", opt.history_jobs, "finished jobs in the store (history)")->capture_default_str();
   app.add_option("--profiles", opt.profiles, "device profiles YAML")->capture_default_str();
+  std::string server_address;
+  app.add_option("--server", server_address,
+                 "run against this coordinator instead of spawning one (e.g. to fill a demo's dashboards; "
+                 "its CPU, RSS and loop latency are then not read)");
   app.add_option("--server-binary", server_binary, "hetbench-server to spawn")->capture_default_str();
   app.add_option("--cli-binary", cli_binary, "hetbench CLI (history)")->capture_default_str();
   app.add_option("--server-arg", opt.server_args, "an argument for the spawned hetbench-server (repeatable)")
@@ -483,7 +487,13 @@ int main(int argc, char** argv) {
   const double bare_before = opt.mode == "ingest" ? MeasureBareSink(opt, profiles) : 0;
   std::string result;
   {
-    Run run(opt, profiles, Spawn(server_binary, opt), keep);
+    Server server;
+    if (server_address.empty()) {
+      server = Spawn(server_binary, opt);
+    } else {
+      server.address = server_address;
+    }
+    Run run(opt, profiles, std::move(server), keep);
     run.Connect();
     if (opt.mode == "idle") {
       result = run.Idle();

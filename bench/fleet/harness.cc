@@ -23,6 +23,7 @@ namespace hetbench::fleet {
 
 ProcStats ReadProc(pid_t pid) {
   ProcStats s;
+  if (pid <= 0) return s;  // not ours (--server): not read
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(stat, line);
