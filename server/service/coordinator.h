@@ -156,7 +156,10 @@ class Coordinator {
     Metrics::StepCounts steps;
   };
 
-  // ---- coordinator.cc: lifecycle, client API, job state, watches, gauges
+  static absl::Status JobNotFound(const std::string& id);
+  static absl::Status Busy(size_t depth);
+
+  // ---- coordinator.cc: lifecycle, client API, job state, gauges
   absl::Status LoadFromStore();
   void EndOfBatch();
   void AfterCommit();
@@ -172,6 +175,7 @@ class Coordinator {
   void RecomputeJobState(LiveJob& job);
   void MarkTask(LiveJob& job, const v1::Task& task);
   void MarkHeader(LiveJob& job);
+  // ---- watches.cc
   void Notify(LiveJob& job, const std::string& message);
   void FlushWatches(bool force);
   void UpdateGauges();
@@ -223,6 +227,12 @@ class Coordinator {
   /// (Rejected, then Cancel{fenced}), counts it, and fails the attempt.
   void Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
               const std::string& reason, const std::string& metric_reason);
+  /// The running attempt a message of `session` is for (named by `ack`, the
+  /// answer it gets once handled), or null when the message was answered
+  /// here: sent again for an attempt that has ended (acked), stale (fenced),
+  /// or malformed (`what`, counted as `metric_reason`; the attempt fails).
+  v1::Task* AdmitToAttempt(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
+                           const char* what, const char* metric_reason, LiveJob** job);
   /// OwnedTask for a message of `session`; a stale attempt is refused, counted
   /// and answered with Cancel (fencing).
   v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job);

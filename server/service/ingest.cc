@@ -191,14 +191,9 @@ std::string AttemptKey(const std::string& task_id, int attempt) { return absl::S
 void Coordinator::HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                                 const Checked& checked) {
   const v1::SampleBatch& b = m->samples();
-  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false))) {
-    return;
-  }
   LiveJob* job = nullptr;
-  v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
-  if (task == nullptr) return;
-  if (!checked.problem.empty()) {
-    Reject(session, *job, *task, "samples", b.seq(), checked.problem, "malformed_batch");
+  if (AdmitToAttempt(session, Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), checked, "samples",
+                     "malformed_batch", &job) == nullptr) {
     return;
   }
   ++writes_pending_[AttemptKey(b.task_id(), b.attempt())];
@@ -248,6 +243,19 @@ void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std
   HandleDone(done.session_id, session->second, done.message, done.checked);
 }
 
+v1::Task* Coordinator::AdmitToAttempt(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
+                                      const char* what, const char* metric_reason, LiveJob** job) {
+  const v1::SampleAck& a = ack.ack();
+  if (AnswerSettled(session, a.task_id(), a.attempt(), ack)) return nullptr;
+  v1::Task* task = FencedTask(session, a.task_id(), a.attempt(), job);
+  if (task == nullptr) return nullptr;
+  if (!checked.problem.empty()) {
+    Reject(session, **job, *task, what, a.seq(), checked.problem, metric_reason);
+    return nullptr;
+  }
+  return task;
+}
+
 v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job) {
   v1::Task* task = OwnedTask(session.hello.agent_id(), task_id, attempt, job);
   if (task == nullptr) {
@@ -284,14 +292,9 @@ v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt,
 }
 
 void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked) {
-  if (AnswerSettled(session, b.task_id(), b.attempt(), Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true))) {
-    return;
-  }
   LiveJob* job = nullptr;
-  v1::Task* task = FencedTask(session, b.task_id(), b.attempt(), &job);
-  if (task == nullptr) return;
-  if (!checked.problem.empty()) {
-    Reject(session, *job, *task, "power", b.seq(), checked.problem, "malformed_power_batch");
+  if (AdmitToAttempt(session, Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true), checked, "power",
+                     "malformed_power_batch", &job) == nullptr) {
     return;
   }
   auto stored = store_->PutPowerBatch(b);
@@ -348,14 +351,9 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
   const v1::TaskDone& d = m->done();
   v1::CoordinatorMessage ack = Ack(d.task_id(), d.attempt(), 0, /*power=*/false);
   ack.mutable_ack()->set_done(true);
-  if (AnswerSettled(session, d.task_id(), d.attempt(), ack)) return;
   LiveJob* job = nullptr;
-  v1::Task* task = FencedTask(session, d.task_id(), d.attempt(), &job);
+  v1::Task* task = AdmitToAttempt(session, ack, checked, "done", "bad_task_done", &job);
   if (task == nullptr) return;
-  if (!checked.problem.empty()) {
-    Reject(session, *job, *task, "done", 0, checked.problem, "bad_task_done");
-    return;
-  }
   if (writes_pending_.count(AttemptKey(d.task_id(), d.attempt())) > 0) {
     // Judged once the writer has stored the batches sent before it (SampleStored).
     parked_done_[AttemptKey(d.task_id(), d.attempt())] = ParkedDone{session_id, m, checked};

@@ -482,22 +482,28 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::LoadLiveJobs() {
   return jobs;
 }
 
+template <typename Message>
+absl::StatusOr<std::optional<Message>> SqliteJobStore::StepOneBlob(sqlite3_stmt* stmt, const std::string& name) {
+  const int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE) return std::optional<Message>();
+  if (rc != SQLITE_ROW) return Error(absl::StrCat("load ", name).c_str());
+  Message m;
+  const bool parsed = m.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0));
+  sqlite3_reset(stmt);  // no read transaction left open
+  if (!parsed) return absl::DataLossError(absl::StrCat("job store: ", name, " does not parse"));
+  return std::optional<Message>(std::move(m));
+}
+
 absl::StatusOr<std::optional<v1::Job>> SqliteJobStore::GetJob(const std::string& job_id) {
   const int64_t number = JobNumber(job_id);
   if (number == 0) return std::optional<v1::Job>();
   sqlite3_reset(get_header_);
   sqlite3_bind_int64(get_header_, 1, number);
-  const int rc = sqlite3_step(get_header_);
-  if (rc == SQLITE_DONE) return std::optional<v1::Job>();
-  if (rc != SQLITE_ROW) return Error("load job");
-  v1::Job job;
-  if (!job.ParseFromArray(sqlite3_column_blob(get_header_, 0), sqlite3_column_bytes(get_header_, 0))) {
-    return absl::DataLossError(absl::StrCat("job store: job '", job_id, "' does not parse"));
-  }
-  sqlite3_reset(get_header_);
-  if (job.id() != job_id) return std::optional<v1::Job>();  // "job-42" vs "job-000042"
-  if (auto s = LoadTasks(number, /*with_results=*/true, &job); !s.ok()) return s;
-  return std::optional<v1::Job>(std::move(job));
+  auto job = StepOneBlob<v1::Job>(get_header_, absl::StrCat("job '", job_id, "'"));
+  if (!job.ok() || !job->has_value()) return job;
+  if ((*job)->id() != job_id) return std::optional<v1::Job>();  // "job-42" vs "job-000042"
+  if (auto s = LoadTasks(number, /*with_results=*/true, &**job); !s.ok()) return s;
+  return job;
 }
 
 absl::StatusOr<std::optional<v1::Task>> SqliteJobStore::GetTask(const std::string& task_id) {
@@ -506,16 +512,9 @@ absl::StatusOr<std::optional<v1::Task>> SqliteJobStore::GetTask(const std::strin
   sqlite3_reset(get_task_);
   sqlite3_bind_int64(get_task_, 1, JobNumber(key->first));
   sqlite3_bind_int(get_task_, 2, key->second);
-  const int rc = sqlite3_step(get_task_);
-  if (rc == SQLITE_DONE) return std::optional<v1::Task>();
-  if (rc != SQLITE_ROW) return Error("load task");
-  v1::Task task;
-  if (!task.ParseFromArray(sqlite3_column_blob(get_task_, 0), sqlite3_column_bytes(get_task_, 0))) {
-    return absl::DataLossError(absl::StrCat("job store: task '", task_id, "' does not parse"));
-  }
-  sqlite3_reset(get_task_);
-  if (task.id() != task_id) return std::optional<v1::Task>();
-  return std::optional<v1::Task>(std::move(task));
+  auto task = StepOneBlob<v1::Task>(get_task_, absl::StrCat("task '", task_id, "'"));
+  if (task.ok() && task->has_value() && (*task)->id() != task_id) return std::optional<v1::Task>();
+  return task;
 }
 
 absl::StatusOr<std::string> SqliteJobStore::FindRequest(const std::string& request_id) {

@@ -67,6 +67,9 @@ class SqliteJobStore final : public JobStore {
   absl::Status MigrateSampleTable();
   /// The tasks of job `number`, in index order; `with_results` false clears them.
   absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
+  /// Steps `stmt` (bound) once: its first column parsed, or none when no row.
+  template <typename Message>
+  absl::StatusOr<std::optional<Message>> StepOneBlob(sqlite3_stmt* stmt, const std::string& name);
   template <typename Message>
   absl::StatusOr<std::vector<Message>> LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id, int attempt,
                                                  const char* what);
