@@ -7,47 +7,66 @@
 
 namespace hetbench::server {
 
-void PhaseAccumulator::Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {
-  if (n <= 0) return;
-  // The batch's own mean and M2 in two passes, then merged (Chan et al.):
-  // no division per step.
-  int64_t lo = duration_ns[0], hi = duration_ns[0];
-  int64_t first = start_ns[0], last = start_ns[0] + duration_ns[0];
-  int64_t batch_items = 0;
-  double sum = 0;
+BatchSummary SummarizeBatch(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {
+  BatchSummary b;
+  if (n <= 0) return b;
+  const int64_t pivot = duration_ns[0];
+  int64_t lo = pivot, hi = pivot, first = start_ns[0], last = start_ns[0] + pivot;
+  int64_t item_sum = 0, item_min = items[0];
+  int64_t shifted = 0;  // sum of (d - pivot): exact
+  double shifted_sq = 0;
   for (int i = 0; i < n; ++i) {
     const int64_t d = duration_ns[i];
     lo = std::min(lo, d);
     hi = std::max(hi, d);
     first = std::min(first, start_ns[i]);
     last = std::max(last, start_ns[i] + d);
-    batch_items += items[i];
-    sum += static_cast<double>(d);
+    item_sum += items[i];
+    item_min = std::min<int64_t>(item_min, items[i]);
+    const int64_t e = d - pivot;
+    shifted += e;
+    shifted_sq += static_cast<double>(e) * static_cast<double>(e);
   }
-  const double batch_mean = sum / n;
-  double batch_m2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const double e = static_cast<double>(duration_ns[i]) - batch_mean;
-    batch_m2 += e * e;
-  }
+  b.n = n;
+  b.min = lo;
+  b.max = hi;
+  b.first_start = first;
+  b.last_end = last;
+  b.items = item_sum;
+  b.min_items = item_min;
+  const double s1 = static_cast<double>(shifted);
+  b.sum = static_cast<double>(pivot) * n + s1;
+  b.m2 = std::max(0.0, shifted_sq - s1 * s1 / n);
+  return b;
+}
+
+void PhaseAccumulator::Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {
+  Add(SummarizeBatch(start_ns, duration_ns, items, n), duration_ns);
+}
+
+void PhaseAccumulator::Add(const BatchSummary& b, const int64_t* duration_ns) {
+  const int n = b.n;
+  if (n <= 0) return;
   if (count_ == 0) {
-    min_ = lo;
-    max_ = hi;
-    first_start_ = first;
-    last_end_ = last;
+    min_ = b.min;
+    max_ = b.max;
+    first_start_ = b.first_start;
+    last_end_ = b.last_end;
   } else {
-    min_ = std::min(min_, lo);
-    max_ = std::max(max_, hi);
-    first_start_ = std::min(first_start_, first);
-    last_end_ = std::max(last_end_, last);
+    min_ = std::min(min_, b.min);
+    max_ = std::max(max_, b.max);
+    first_start_ = std::min(first_start_, b.first_start);
+    last_end_ = std::max(last_end_, b.last_end);
   }
+  // Merged mean and M2 (Chan et al.).
   const double na = static_cast<double>(count_), nb = n, nab = na + nb;
+  const double batch_mean = b.sum / nb;
   const double delta = batch_mean - mean_;
   mean_ += delta * nb / nab;
-  m2_ += batch_m2 + delta * delta * na * nb / nab;
+  m2_ += b.m2 + delta * delta * na * nb / nab;
   count_ += n;
-  items_ += batch_items;
-  total_ += sum;
+  items_ += b.items;
+  total_ += b.sum;
   if (histogram_.empty()) {
     exact_.insert(exact_.end(), duration_ns, duration_ns + n);
     if (exact_.size() > kExactLimit) MoveToHistogram();
@@ -143,8 +162,12 @@ v1::TimingStats PhaseAccumulator::Finish() const {
 
 void TaskAggregate::Add(const v1::SampleBatch& batch) {
   // The edge checked the columns are of equal length.
-  phases[batch.phase()].Add(batch.start_ns().data(), batch.duration_ns().data(), batch.items().data(),
-                            batch.duration_ns_size());
+  Add(batch, SummarizeBatch(batch.start_ns().data(), batch.duration_ns().data(), batch.items().data(),
+                            batch.duration_ns_size()));
+}
+
+void TaskAggregate::Add(const v1::SampleBatch& batch, const BatchSummary& summary) {
+  phases[batch.phase()].Add(summary, batch.duration_ns().data());
   ++batches_stored;
   samples_stored += batch.duration_ns_size();
 }

@@ -20,6 +20,19 @@
 
 namespace hetbench::server {
 
+/// One batch's figures from a single pass over its columns. Made at the edge
+/// (the stream's thread) with the batch's checks, so the loop merges them in
+/// O(1) and touches the durations only to keep them (exact or histogram).
+struct BatchSummary {
+  int n = 0;
+  int64_t min = 0, max = 0, first_start = 0, last_end = 0;
+  int64_t items = 0, min_items = 0;
+  double sum = 0, m2 = 0;  // sum of durations; squared deviations from their mean
+};
+/// One pass: sums about the first duration (exact in int64), so the batch's
+/// M2 needs no second pass and loses no precision to a large mean.
+BatchSummary SummarizeBatch(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n);
+
 class PhaseAccumulator {
  public:
   static constexpr size_t kExactLimit = size_t{1} << 17;
@@ -28,6 +41,8 @@ class PhaseAccumulator {
 
   /// Adds `n` steps (parallel columns).
   void Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n);
+  /// The same, with the batch already summarized (`summary.n` durations).
+  void Add(const BatchSummary& summary, const int64_t* duration_ns);
   int64_t count() const { return count_; }
   bool exact() const { return histogram_.empty(); }
   /// The phase's stats; O(kExactLimit) at most.
@@ -55,6 +70,8 @@ struct TaskAggregate {
 
   /// Adds one newly stored batch.
   void Add(const v1::SampleBatch& batch);
+  /// The same, summarized by SummarizeBatch at the edge.
+  void Add(const v1::SampleBatch& batch, const BatchSummary& summary);
 };
 
 }  // namespace hetbench::server

@@ -1,6 +1,7 @@
 #include "server/metrics/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/energy.h"
 #include "common/names.h"
@@ -282,18 +283,31 @@ const prometheus::Histogram::BucketBoundaries& StepBuckets() {
 
 Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<int64_t>& durations_ns) {
   const auto& bounds = StepBuckets();
+  // The bounds in whole nanoseconds: a duration d belongs to the first bucket
+  // with d * 1e-9 <= bound, that is d <= floor(bound * 1e9) for integer d
+  // (the bounds are whole microseconds at least, so the product is exact).
+  static const std::vector<int64_t> kBoundsNs = [&bounds] {
+    std::vector<int64_t> ns;
+    for (double b : bounds) ns.push_back(static_cast<int64_t>(std::llround(b * 1e9)));
+    return ns;
+  }();
+  const size_t nb = kBoundsNs.size();
   StepCounts c;
-  c.bucket_increments.assign(bounds.size() + 1, 0.0);
+  std::vector<int64_t> counts(nb + 1, 0);
+  int64_t total_ns = 0;
   size_t b = 0;
   for (int64_t d : durations_ns) {
-    const double s = static_cast<double>(d) * 1e-9;
-    // Same rule as Histogram::Observe: the first bucket whose bound is >= s.
+    total_ns += d;
     // Steps of one batch mostly share a bucket: the previous one is tried first.
-    const bool same = (b == bounds.size() || s <= bounds[b]) && (b == 0 || s > bounds[b - 1]);
-    if (!same) b = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin());
-    c.bucket_increments[b] += 1;
-    c.sum_seconds += s;
+    if ((b == nb || d <= kBoundsNs[b]) && (b == 0 || d > kBoundsNs[b - 1])) {
+      ++counts[b];
+      continue;
+    }
+    b = static_cast<size_t>(std::lower_bound(kBoundsNs.begin(), kBoundsNs.end(), d) - kBoundsNs.begin());
+    ++counts[b];
   }
+  c.bucket_increments.assign(counts.begin(), counts.end());
+  c.sum_seconds = static_cast<double>(total_ns) * 1e-9;
   return c;
 }
 

@@ -154,6 +154,7 @@ class Coordinator {
   struct Checked {
     std::string problem;  // non-empty: malformed, with the field named
     Metrics::StepCounts steps;
+    BatchSummary summary;  // samples only
   };
 
   static absl::Status JobNotFound(const std::string& id);

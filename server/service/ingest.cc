@@ -35,12 +35,15 @@ Coordinator::Checked Coordinator::CheckAgentMessage(const v1::AgentMessage& m, i
     } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER) {
       c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN or INFER");
     } else {
-      for (int i = 0; i < n && c.problem.empty(); ++i) {
-        if (b.duration_ns(i) < 0 || b.items(i) < 0) {
-          c.problem = absl::StrCat("samples[", i, "]: negative duration or items");
-        }
+      // One pass for the checks and the aggregate's figures; the loop merges them.
+      c.summary = SummarizeBatch(b.start_ns().data(), b.duration_ns().data(), b.items().data(), n);
+      if (n > 0 && (c.summary.min < 0 || c.summary.min_items < 0)) {
+        int i = 0;
+        while (b.duration_ns(i) >= 0 && b.items(i) >= 0) ++i;
+        c.problem = absl::StrCat("samples[", i, "]: negative duration or items");
+      } else {
+        c.steps = Metrics::CountSteps(b.duration_ns());
       }
-      if (c.problem.empty()) c.steps = Metrics::CountSteps(b.duration_ns());
     }
   } else if (m.has_power()) {
     const v1::PowerBatch& b = m.power();
@@ -224,7 +227,7 @@ void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std
         agg = TaskAggregate{};
         agg.attempt = task->attempt();
       }
-      agg.Add(b);
+      agg.Add(b, checked.summary);
       metrics_->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
       metrics_->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
     } else if (!*stored) {

@@ -14,6 +14,21 @@ uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cas
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 char* PutVarint(char* p, uint64_t v) {
+  // Most values of a step fit one to three bytes: those without a loop.
+  if (v < (uint64_t{1} << 7)) {
+    *p++ = static_cast<char>(v);
+    return p;
+  }
+  if (v < (uint64_t{1} << 21)) {
+    *p++ = static_cast<char>(v | 0x80);
+    if (v < (uint64_t{1} << 14)) {
+      *p++ = static_cast<char>(v >> 7);
+      return p;
+    }
+    *p++ = static_cast<char>((v >> 7) | 0x80);
+    *p++ = static_cast<char>(v >> 14);
+    return p;
+  }
   while (v >= 0x80) {
     *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
@@ -47,15 +62,24 @@ std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
   p = PutVarint(p, static_cast<uint64_t>(n));
   int64_t previous_end = 0;
   int64_t previous_items = 0;
-  for (int i = 0; i < n; ++i) {
-    const int64_t start = i < batch.start_ns_size() ? batch.start_ns(i) : previous_end;
-    const int64_t duration = batch.duration_ns(i);
-    const int64_t items = i < batch.items_size() ? batch.items(i) : previous_items;
+  auto put_step = [&p, &previous_end, &previous_items](int64_t start, int64_t duration, int64_t items) {
     p = PutVarint(p, ZigZag(static_cast<int64_t>(static_cast<uint64_t>(start) - static_cast<uint64_t>(previous_end))));
     p = PutVarint(p, ZigZag(duration));
     p = PutVarint(p, ZigZag(items - previous_items));
     previous_end = static_cast<int64_t>(static_cast<uint64_t>(start) + static_cast<uint64_t>(duration));
     previous_items = items;
+  };
+  if (batch.start_ns_size() == n && batch.items_size() == n) {
+    // The checked form (every stored batch): plain arrays.
+    const int64_t* start = batch.start_ns().data();
+    const int64_t* duration = batch.duration_ns().data();
+    const int32_t* items = batch.items().data();
+    for (int i = 0; i < n; ++i) put_step(start[i], duration[i], items[i]);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      put_step(i < batch.start_ns_size() ? batch.start_ns(i) : previous_end, batch.duration_ns(i),
+               i < batch.items_size() ? batch.items(i) : previous_items);
+    }
   }
   out.resize(static_cast<size_t>(p - out.data()));
   return out;

@@ -958,6 +958,32 @@ TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDrop
   EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());  // nothing half-applied
 }
 
+TEST_F(CoordinatorTest, ANegativeStepIsRejectedNamingItsIndex) {
+  Started t = StartOneTask();
+  v1::AgentMessage m;
+  v1::SampleBatch* b = m.mutable_samples();
+  b->set_task_id(t.assign.task_id());
+  b->set_attempt(t.assign.attempt());
+  b->set_phase(v1::PHASE_TRAIN);
+  for (int i = 0; i < 4; ++i) {
+    b->add_start_ns(i * 10);
+    b->add_duration_ns(i == 2 ? -5 : 10);
+    b->add_items(1);
+  }
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) {
+    for (const auto& x : v) {
+      if (x.has_rejected()) return true;
+    }
+    return false;
+  }));
+  for (const auto& x : t.sink->messages()) {
+    if (x.has_rejected()) EXPECT_EQ(x.rejected().reason(), "samples[2]: negative duration or items");
+  }
+  WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());
+}
+
 TEST_F(CoordinatorTest, ADeterministicFailureEndsTheTaskAtOnceARetryableOneIsQueuedAgain) {
   Started t = StartOneTask();
   v1::AgentMessage m;

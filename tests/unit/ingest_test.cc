@@ -55,6 +55,29 @@ TEST(SampleCodecTest, KeepsExtremeAndNegativeValues) {
   EXPECT_EQ(back.items(1), -5);
 }
 
+// Every varint length, each side of its edge (the encoder writes one to three
+// bytes without a loop), through all three columns.
+TEST(SampleCodecTest, KeepsValuesAtEveryVarintLengthEdge) {
+  v1::SampleBatch b;
+  int64_t t = 0;
+  for (int bits = 0; bits <= 62; ++bits) {
+    for (int64_t v : {(int64_t{1} << bits) - 1, int64_t{1} << bits}) {
+      b.add_start_ns(t);
+      b.add_duration_ns(v / 2);  // zigzag doubles it: both sides of each edge
+      b.add_items(static_cast<int32_t>(v & 0x7fffffff));
+      t += v / 2 + (v & 0xff);
+    }
+  }
+  v1::SampleBatch back;
+  ASSERT_TRUE(DecodeSampleColumns(EncodeSampleColumns(b), &back).ok());
+  ASSERT_EQ(back.duration_ns_size(), b.duration_ns_size());
+  for (int i = 0; i < b.duration_ns_size(); ++i) {
+    ASSERT_EQ(back.start_ns(i), b.start_ns(i)) << i;
+    ASSERT_EQ(back.duration_ns(i), b.duration_ns(i)) << i;
+    ASSERT_EQ(back.items(i), b.items(i)) << i;
+  }
+}
+
 TEST(SampleCodecTest, ReadsTheOlderWholeProtobufForm) {
   const v1::SampleBatch b = Batch(10, 2);
   v1::SampleBatch back;
@@ -104,6 +127,33 @@ TEST(StepAggregatorTest, ExactBelowTheLimitMatchesTheWholeComputation) {
   EXPECT_DOUBLE_EQ(got.p99_ns(), want.p99_ns());
   EXPECT_DOUBLE_EQ(got.window_seconds(), want.window_seconds());
   EXPECT_EQ(got.quantile_relative_error(), 0);
+}
+
+// The one-pass batch summary keeps a large mean's small spread: sums taken
+// about the first duration, not about zero.
+TEST(StepAggregatorTest, OnePassSummaryKeepsTheSpreadOfLongSteps) {
+  std::vector<int64_t> start, duration;
+  std::vector<int32_t> items;
+  for (int i = 0; i < 1000; ++i) {
+    start.push_back(int64_t{1'700'000'000'000'000'000} + i * int64_t{4'000'000'000'000});
+    duration.push_back(int64_t{3'600'000'000'000} + (i % 7) - 3);  // an hour, +-3 ns
+    items.push_back(i % 5 == 0 ? 0 : 64);
+  }
+  const BatchSummary b = SummarizeBatch(start.data(), duration.data(), items.data(), 1000);
+  double mean = 0;
+  for (int64_t d : duration) mean += static_cast<double>(d - duration[0]);
+  mean = static_cast<double>(duration[0]) + mean / 1000;
+  double m2 = 0;
+  for (int64_t d : duration) m2 += (static_cast<double>(d) - mean) * (static_cast<double>(d) - mean);
+  EXPECT_EQ(b.n, 1000);
+  EXPECT_NEAR(b.sum / 1000, mean, 1e-3);
+  EXPECT_NEAR(b.m2, m2, 1e-6 * m2);  // about 4,000 ns^2: lost entirely by sums about zero
+  EXPECT_EQ(b.min, int64_t{3'600'000'000'000} - 3);
+  EXPECT_EQ(b.max, int64_t{3'600'000'000'000} + 3);
+  EXPECT_EQ(b.items, 800 * 64);
+  EXPECT_EQ(b.min_items, 0);
+  EXPECT_EQ(b.first_start, start[0]);
+  EXPECT_EQ(b.last_end, start[999] + duration[999]);
 }
 
 TEST(StepAggregatorTest, PastTheLimitPercentilesStayWithinTheStatedError) {
