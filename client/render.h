@@ -33,6 +33,10 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
 std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU,
                              bool compare_mismatched = false);
 
+/// Energy per task and phase: average watts, joules, joules per sample, with
+/// each figure's source (measured or modeled) and coverage.
+std::string RenderEnergyTable(const v1::Job& job);
+
 /// Achieved FLOP/s per task and phase against the device's calibrated GEMM
 /// rate, and each device's calibration with its BLAS kernel check.
 std::string RenderRoofline(const v1::Job& job);
