@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -16,8 +17,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/render.h"
+#include "client/render/html.h"
+#include "client/render/plots.h"
 #include "common/names.h"
 #include "common/security.h"
 #include "common/spec_yaml.h"
@@ -133,6 +138,55 @@ absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& jo
 
 }  // namespace
 
+/// `report --html FILE` and/or `--svg DIR`: the figures (timelines with the
+/// power readings each task stored) and the self-contained page.
+int WriteFigures(v1::Coordinator::Stub& stub, const v1::Job& job, const std::string& html_file,
+                 const std::string& svg_dir, v1::DeviceKind baseline, bool compare_anyway, const Common& common,
+                 std::ostream& out, std::ostream& err) {
+  (void)stub;
+  const std::vector<Plot> plots = JobPlots(job);
+  if (!svg_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(svg_dir, ec);
+    if (ec) {
+      err << "hetbench: --svg " << svg_dir << ": cannot create the directory: " << ec.message() << "\n";
+      return kExitFailed;
+    }
+    for (const Plot& p : plots) {
+      const std::string path = (std::filesystem::path(svg_dir) / (p.name + ".svg")).string();
+      std::ofstream f(path);
+      f << p.svg;
+      if (!f) {
+        err << "hetbench: --svg: cannot write " << path << "\n";
+        return kExitFailed;
+      }
+    }
+    out << "wrote " << plots.size() << " figures to " << svg_dir << "\n";
+  }
+  if (!html_file.empty()) {
+    // Written beside, then renamed: a reader never sees half a report.
+    const std::string tmp = html_file + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << RenderHtmlReport(job, plots, baseline, compare_anyway);
+      if (!f.flush()) {
+        err << "hetbench: --html " << html_file << ": cannot write it\n";
+        std::filesystem::remove(tmp);
+        return kExitFailed;
+      }
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, html_file, ec);
+    if (ec) {
+      err << "hetbench: --html " << html_file << ": " << ec.message() << "\n";
+      return kExitFailed;
+    }
+    out << "wrote " << html_file << " (" << plots.size() << " figures)\n";
+  }
+  (void)common;
+  return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
+}
+
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   Common common;
   if (const char* env = std::getenv("HETBENCH_SERVER"); env != nullptr && *env) common.server = env;
@@ -221,10 +275,11 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   std::string job_id;
   get_job->add_option("id", job_id, "job id")->required();
   auto* get_agents = get->add_subcommand("agents", "list connected agents and their devices");
-  for (auto* sub : {get_jobs, get_job, get_agents}) {
-    sub->add_option("-o,--output", common.output, "table, wide (get agents: drivers, executors, sensors), json or csv")
-        ->capture_default_str();
-  }
+  get_jobs->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+  get_job->add_option("-o,--output", common.output, "table, json or yaml (the effective spec, for submit -f)")
+      ->capture_default_str();
+  get_agents->add_option("-o,--output", common.output, "table, wide (drivers, executors, sensors), json or csv")
+      ->capture_default_str();
 
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("id", job_id, "job id")->required();
@@ -239,6 +294,10 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   report->add_flag("--compare-anyway", compare_anyway, "compute speedups even between different model fingerprints");
   report->add_flag("--study", study,
                    "print the reference study's time/power/energy table (E = P x T with nominal watts)");
+  std::string html_file, svg_dir;
+  report->add_option("--html", html_file,
+                     "write one self-contained HTML report (figures, tables, environment, validity, rerun command)");
+  report->add_option("--svg", svg_dir, "write every figure as an SVG file into this directory");
 
   auto* watch = app.add_subcommand("watch", "show live progress of a job until it ends");
   watch->add_option("id", job_id, "job id")->required();
@@ -260,6 +319,23 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (!format.ok()) {
     err << "hetbench: " << format.status().message() << "\n";
     return kExitUsage;
+  }
+  // Every view names the formats it has: another is refused, never ignored.
+  {
+    std::string command, allowed;
+    if (get_jobs->parsed()) command = "get jobs", allowed = "table json csv";
+    if (get_job->parsed()) command = "get job", allowed = "table json yaml";
+    if (get_agents->parsed()) command = "get agents", allowed = "table wide json csv";
+    if (submit->parsed()) command = "submit --wait", allowed = "table json csv";
+    if (report->parsed()) {
+      command = study ? "report --study" : layers_report ? "report --layers" : "report";
+      allowed = study ? "table" : layers_report ? "table csv" : "table json csv";
+    }
+    if (!command.empty() && !absl::StrContains(absl::StrCat(" ", allowed, " "), absl::StrCat(" ", common.output, " "))) {
+      err << "hetbench: " << command << " -o " << common.output << ": not a format of this view; use "
+          << absl::StrJoin(absl::StrSplit(allowed, ' '), ", ") << "\n";
+      return kExitUsage;
+    }
   }
 
   grpc::ChannelArguments args;
@@ -482,6 +558,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       if (!kind) {
         err << "hetbench: --baseline " << baseline << ": unknown device kind; use cpu, gpu, tpu, dpu or qpu-sim\n";
         return kExitUsage;
+      }
+      if (!html_file.empty() || !svg_dir.empty()) {
+        return WriteFigures(*stub, job, html_file, svg_dir, *kind, compare_anyway, common, out, err);
       }
       if (study) {
         out << RenderStudyTable(job, *kind, compare_anyway);

@@ -10,7 +10,8 @@
 namespace hetbench::client {
 
 // kWide: a table with every column (get agents -o wide: drivers, executors, sensors).
-enum class OutputFormat { kTable, kJson, kCsv, kWide };
+// kYaml: `get job -o yaml`, the effective spec as a file `submit -f` accepts.
+enum class OutputFormat { kTable, kJson, kCsv, kWide, kYaml };
 absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
 
 /// The comparison report of one job: per task and phase, the timing
@@ -46,6 +47,8 @@ std::string RenderRoofline(const v1::Job& job);
 std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU);
 
 std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format);
+/// Table: state, effective spec, tasks. Json: the Job message. Yaml: the
+/// effective spec alone, which `hetbench submit -f` takes to rerun the job.
 std::string RenderJob(const v1::Job& job, OutputFormat format);
 std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat format);
 

@@ -20,7 +20,8 @@ absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name) {
   if (name == "json") return OutputFormat::kJson;
   if (name == "csv") return OutputFormat::kCsv;
   if (name == "wide") return OutputFormat::kWide;
-  return absl::InvalidArgumentError(absl::StrCat("-o ", name, ": unknown format; use table, wide, json or csv"));
+  if (name == "yaml") return OutputFormat::kYaml;
+  return absl::InvalidArgumentError(absl::StrCat("-o ", name, ": unknown format; use table, wide, json, csv or yaml"));
 }
 
 std::string FormatTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
@@ -368,6 +369,7 @@ std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format)
 
 std::string RenderJob(const v1::Job& job, OutputFormat format) {
   if (format == OutputFormat::kJson) return ToJson(job);
+  if (format == OutputFormat::kYaml) return JobSpecToYaml(job.spec());
   std::string out = absl::StrCat("id: ", job.id(), "\nstate: ", JobStateName(job.state()),
                                  "\ncreated: ", TimeString(job.created_unix_seconds()),
                                  "\nfinished: ", TimeString(job.finished_unix_seconds()), "\n");

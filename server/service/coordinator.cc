@@ -46,6 +46,9 @@ absl::Status Coordinator::Start() {
   if (!connection.ok()) return connection.status();
   writer_ = std::make_unique<BatchWriter>(std::move(*connection),
                                           [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
+  auto reader_connection = store_->Connect();
+  if (!reader_connection.ok()) return reader_connection.status();
+  reader_ = std::make_unique<TaskDataReader>(std::move(*reader_connection));
   loop_.Start(EventLoop::Hooks{[this] { EndOfBatch(); },
                                [this](const absl::Status&) {
                                  if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
@@ -148,7 +151,16 @@ void Coordinator::RunSync(std::function<void()> fn) {
 void Coordinator::Stop() {
   // The writer's last continuations run on the loop's last batches.
   if (writer_) writer_->Stop();
+  if (reader_) reader_->Stop();
   loop_.Stop();
+}
+
+void Coordinator::GetTaskData(v1::GetTaskDataRequest request, std::function<void(absl::StatusOr<v1::TaskData>)> done) {
+  if (!reader_) {
+    done(absl::UnavailableError("coordinator not started"));
+    return;
+  }
+  reader_->Read(std::move(request), std::move(done));
 }
 
 void Coordinator::CloseStreams() {

@@ -38,6 +38,7 @@
 #include "server/loop/event_loop.h"
 #include "server/metrics/metrics.h"
 #include "server/scheduler/scheduler.h"
+#include "server/service/task_data_reader.h"
 #include "server/store/job_store.h"
 
 namespace hetbench::server {
@@ -114,6 +115,9 @@ class Coordinator {
   void CancelJob(std::string job_id, JobCallback done);
   void ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPage>)> done);
   void ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done);
+  /// A page of one task's stored samples or power readings, read off the
+  /// loop (TaskDataReader); `done` runs on the reader's thread.
+  void GetTaskData(v1::GetTaskDataRequest request, std::function<void(absl::StatusOr<v1::TaskData>)> done);
   /// Sends a snapshot, then the latest state at most once per
   /// watch_interval_seconds while it changes; closes with OK once the job ends.
   /// `summary`: events carry tasks without results (JOB_VIEW_SUMMARY).
@@ -285,6 +289,7 @@ class Coordinator {
   std::multimap<std::string, Watcher> watchers_;
   std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
   std::unique_ptr<BatchWriter> writer_;
+  std::unique_ptr<TaskDataReader> reader_;
   // Batches with the writer, and a TaskDone waiting for them, by "task/attempt".
   std::map<std::string, int> writes_pending_;
   struct ParkedDone {

@@ -434,6 +434,22 @@ grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerCon
   return reactor;
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::GetTaskData(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetTaskDataRequest* request,
+                                                          v1::TaskData* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  RpcTimer timer(metrics_, "GetTaskData");
+  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
+    FinishUnary(reactor, timer, denied);
+    return reactor;
+  }
+  coordinator_->GetTaskData(*request, [reactor, response, timer](absl::StatusOr<v1::TaskData> data) {
+    if (data.ok()) *response = std::move(*data);
+    FinishUnary(reactor, timer, ToGrpcStatus(data.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(
     grpc::CallbackServerContext* ctx) {
   if (grpc::Status denied = auth_->Check(*ctx, Role::kAgent); !denied.ok()) {

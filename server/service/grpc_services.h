@@ -28,6 +28,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                                    const v1::WatchJobRequest* request) override;
   grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx, const v1::ListAgentsRequest* request,
                                        v1::ListAgentsResponse* response) override;
+  grpc::ServerUnaryReactor* GetTaskData(grpc::CallbackServerContext* ctx, const v1::GetTaskDataRequest* request,
+                                        v1::TaskData* response) override;
 
  private:
   Coordinator* const coordinator_;

@@ -79,12 +79,22 @@ class JobStore {
   /// Stores a batch once per (task_id, attempt, seq). Returns false, and
   /// stores nothing, when that key is already stored.
   virtual absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) = 0;
-  /// The batches of one task attempt, in seq order.
-  virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) = 0;
+  /// Up to `max_batches` (negative: all) batches of one task attempt whose
+  /// seq is `from_seq` or more, in seq order: a page of a task's samples.
+  virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                         uint64_t from_seq, int max_batches) = 0;
+  /// All batches of one task attempt, in seq order.
+  absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) {
+    return LoadSampleBatches(task_id, attempt, 0, -1);
+  }
 
   /// Power readings, stored once per (task_id, attempt, seq) like samples.
   virtual absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) = 0;
-  virtual absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) = 0;
+  virtual absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt,
+                                                                       uint64_t from_seq, int max_batches) = 0;
+  absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) {
+    return LoadPowerBatches(task_id, attempt, 0, -1);
+  }
 
   /// Deletes the raw sample and power batches of up to `max_jobs` jobs that
   /// finished before `finished_before_unix` (their aggregated results stay).

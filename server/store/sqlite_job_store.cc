@@ -195,12 +195,14 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::OpenConnection(c
       {"INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
        "VALUES (?, ?, ?, ?, ?, ?)",
        &store->put_batch_},
-      {"SELECT seq, phase, batch FROM sample_batches WHERE task_id = ? AND attempt = ? ORDER BY seq",
+      {"SELECT seq, phase, batch FROM sample_batches WHERE task_id = ? AND attempt = ? AND seq >= ? ORDER BY seq "
+       "LIMIT ?",
        &store->load_batches_},
       {"INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
        "VALUES (?, ?, ?, ?, ?, ?)",
        &store->put_power_},
-      {"SELECT batch FROM power_batches WHERE task_id = ? AND attempt = ? ORDER BY seq", &store->load_power_},
+      {"SELECT batch FROM power_batches WHERE task_id = ? AND attempt = ? AND seq >= ? ORDER BY seq LIMIT ?",
+       &store->load_power_},
   };
   for (const auto& st : statements) {
     if (auto s = store->Prepare(st.sql, st.stmt); !s.ok()) return s;
@@ -603,10 +605,13 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
 }
 
 absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id,
-                                                                               int attempt) {
+                                                                               int attempt, uint64_t from_seq,
+                                                                               int max_batches) {
   sqlite3_reset(load_batches_);
   BindText(load_batches_, 1, task_id);
   sqlite3_bind_int(load_batches_, 2, attempt);
+  sqlite3_bind_int64(load_batches_, 3, static_cast<sqlite3_int64>(from_seq));
+  sqlite3_bind_int(load_batches_, 4, max_batches < 0 ? -1 : max_batches);  // LIMIT -1: no limit
   std::vector<v1::SampleBatch> out;
   int rc;
   while ((rc = sqlite3_step(load_batches_)) == SQLITE_ROW) {
@@ -642,10 +647,13 @@ absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) 
 
 template <typename Message>
 absl::StatusOr<std::vector<Message>> SqliteJobStore::LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id,
-                                                               int attempt, const char* what) {
+                                                               int attempt, uint64_t from_seq, int max_rows,
+                                                               const char* what) {
   sqlite3_reset(stmt);
   BindText(stmt, 1, task_id);
   sqlite3_bind_int(stmt, 2, attempt);
+  sqlite3_bind_int64(stmt, 3, static_cast<sqlite3_int64>(from_seq));
+  sqlite3_bind_int(stmt, 4, max_rows < 0 ? -1 : max_rows);
   std::vector<Message> out;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -659,8 +667,9 @@ absl::StatusOr<std::vector<Message>> SqliteJobStore::LoadBlobs(sqlite3_stmt* stm
   return out;
 }
 
-absl::StatusOr<std::vector<v1::PowerBatch>> SqliteJobStore::LoadPowerBatches(const std::string& task_id, int attempt) {
-  return LoadBlobs<v1::PowerBatch>(load_power_, task_id, attempt, "power batch");
+absl::StatusOr<std::vector<v1::PowerBatch>> SqliteJobStore::LoadPowerBatches(const std::string& task_id, int attempt,
+                                                                             uint64_t from_seq, int max_batches) {
+  return LoadBlobs<v1::PowerBatch>(load_power_, task_id, attempt, from_seq, max_batches, "power batch");
 }
 
 absl::StatusOr<int> SqliteJobStore::PruneRawBatches(double finished_before_unix, int max_jobs) {

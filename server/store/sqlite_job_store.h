@@ -43,9 +43,13 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<StateCounts> CountByState() override;
   absl::StatusOr<int64_t> MaxJobNumber() override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
-  absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt) override;
+  using JobStore::LoadPowerBatches;
+  using JobStore::LoadSampleBatches;
+  absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                 uint64_t from_seq, int max_batches) override;
   absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) override;
-  absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt) override;
+  absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt,
+                                                               uint64_t from_seq, int max_batches) override;
   absl::StatusOr<int> PruneRawBatches(double finished_before_unix, int max_jobs) override;
 
   /// Runs PRAGMA integrity_check; OK when SQLite answers "ok".
@@ -72,7 +76,7 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<std::optional<Message>> StepOneBlob(sqlite3_stmt* stmt, const std::string& name);
   template <typename Message>
   absl::StatusOr<std::vector<Message>> LoadBlobs(sqlite3_stmt* stmt, const std::string& task_id, int attempt,
-                                                 const char* what);
+                                                 uint64_t from_seq, int max_rows, const char* what);
 
   sqlite3* db_;
   std::string path_;

@@ -2,9 +2,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/names.h"
+#include "server/service/task_data_reader.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/testing/temp_dir.h"
 
@@ -115,6 +121,112 @@ TEST(SqliteJobStoreTest, ATaskIsARowAndOnlyLiveJobsAreLoaded) {
   EXPECT_EQ(counts->jobs[v1::JOB_STATE_SUCCEEDED], 1);
   EXPECT_EQ(counts->tasks[v1::TASK_STATE_QUEUED], 2);
   EXPECT_EQ(*store->MaxJobNumber(), 2);
+}
+
+// GetTaskData's pages: the task's current attempt only, in seq order, each
+// page says where the next starts, the last says nothing; bad fields named.
+TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
+  auto store = *SqliteJobStore::Open(":memory:");
+  v1::Job job = MakeJob(3, v1::JOB_STATE_RUNNING, 1);
+  job.mutable_tasks(0)->set_attempt(2);
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(store->InsertJob(job, "").ok());
+  ASSERT_TRUE(store->Commit().ok());
+  const std::string task = job.tasks(0).id();
+  for (uint64_t seq : {4, 0, 2, 1, 3}) ASSERT_TRUE(store->PutSampleBatch(Batch(task, 2, seq, 3)).ok());
+  ASSERT_TRUE(store->PutSampleBatch(Batch(task, 1, 9, 3)).ok());  // an earlier attempt's
+  for (uint64_t seq : {0, 1}) {
+    v1::PowerBatch p;
+    p.set_task_id(task);
+    p.set_attempt(2);
+    p.set_seq(seq);
+    p.mutable_sensor()->set_name("rapl:package-0");
+    p.add_t_ns(static_cast<int64_t>(seq));
+    p.add_watts(20);
+    p.add_joules(1);
+    ASSERT_TRUE(store->PutPowerBatch(p).ok());
+  }
+
+  v1::GetTaskDataRequest r;
+  r.set_task_id(task);
+  r.set_kind(v1::GetTaskDataRequest::KIND_SAMPLES);
+  r.set_page_size(2);
+  std::vector<uint64_t> seen;
+  int pages = 0;
+  do {
+    auto page = TaskDataReader::ReadPage(*store, r);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ(page->attempt(), 2);
+    for (const auto& b : page->samples()) seen.push_back(b.seq());
+    r.set_page_token(page->next_page_token());
+    ++pages;
+  } while (!r.page_token().empty() && pages < 10);
+  EXPECT_THAT(seen, ::testing::ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_EQ(pages, 3);
+
+  r.set_kind(v1::GetTaskDataRequest::KIND_POWER);
+  r.set_page_size(0);
+  auto power = TaskDataReader::ReadPage(*store, r);
+  ASSERT_TRUE(power.ok());
+  EXPECT_EQ(power->power_size(), 2);
+  EXPECT_TRUE(power->next_page_token().empty());
+
+  auto refuse = [&](auto edit, const std::string& field) {
+    v1::GetTaskDataRequest bad = r;
+    edit(bad);
+    auto got = TaskDataReader::ReadPage(*store, bad);
+    EXPECT_FALSE(got.ok());
+    EXPECT_THAT(std::string(got.status().message()), ::testing::StartsWith(field)) << got.status();
+  };
+  refuse([](auto& b) { b.set_kind(v1::GetTaskDataRequest::KIND_UNSPECIFIED); }, "kind");
+  refuse([](auto& b) { b.set_page_size(1000); }, "page_size");
+  refuse([](auto& b) { b.set_page_token("x"); }, "page_token");
+  refuse([](auto& b) { b.clear_task_id(); }, "task_id");
+  v1::GetTaskDataRequest missing = r;
+  missing.set_task_id("job-000003-t7");
+  EXPECT_EQ(TaskDataReader::ReadPage(*store, missing).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Requests past the queue's bound are refused at once, not queued without end.
+TEST(TaskDataReaderTest, AFullQueueAnswersResourceExhausted) {
+  auto store = SqliteJobStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int answered = 0, exhausted = 0;
+  {
+    TaskDataReader reader(std::move(*store), /*max_queued=*/2);
+    v1::GetTaskDataRequest r;
+    r.set_task_id("t");
+    r.set_kind(v1::GetTaskDataRequest::KIND_SAMPLES);
+    // The first holds the reader's thread until released; two more queue; the rest are refused.
+    std::atomic<bool> first_running{false};
+    reader.Read(r, [&](absl::StatusOr<v1::TaskData>) {
+      first_running = true;
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return release; });
+      ++answered;
+    });
+    while (!first_running) std::this_thread::yield();
+    for (int i = 0; i < 5; ++i) {
+      reader.Read(r, [&](absl::StatusOr<v1::TaskData> got) {
+        std::lock_guard<std::mutex> l(mu);
+        if (got.status().code() == absl::StatusCode::kResourceExhausted) {
+          ++exhausted;
+        } else {
+          ++answered;
+        }
+      });
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      release = true;
+    }
+    cv.notify_all();
+  }  // Stop: the queued ones are answered first
+  EXPECT_EQ(exhausted, 3);
+  EXPECT_EQ(answered, 3);
 }
 
 TEST(SqliteJobStoreTest, ARequestIdNamesOneJob) {
