@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "client/compare.h"
 #include "client/render.h"
 #include "client/render/html.h"
 #include "client/render/plots.h"
@@ -138,13 +139,46 @@ absl::StatusOr<v1::Job> Watch(v1::Coordinator::Stub& stub, const std::string& jo
 
 }  // namespace
 
+/// Every page of one task's stored samples or power readings (its current attempt).
+grpc::Status FetchTaskData(v1::Coordinator::Stub& stub, const std::string& task_id, v1::GetTaskDataRequest::Kind kind,
+                           double timeout_seconds, const std::string& token, v1::TaskData* all) {
+  v1::GetTaskDataRequest req;
+  req.set_task_id(task_id);
+  req.set_kind(kind);
+  req.set_page_size(256);
+  all->Clear();
+  do {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_seconds, token);
+    v1::TaskData page;
+    if (grpc::Status s = stub.GetTaskData(&ctx, req, &page); !s.ok()) return s;
+    all->set_task_id(page.task_id());
+    all->set_attempt(page.attempt());
+    for (auto& b : *page.mutable_samples()) *all->add_samples() = std::move(b);
+    for (auto& b : *page.mutable_power()) *all->add_power() = std::move(b);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
+  return grpc::Status::OK;
+}
+
 /// `report --html FILE` and/or `--svg DIR`: the figures (timelines with the
 /// power readings each task stored) and the self-contained page.
 int WriteFigures(v1::Coordinator::Stub& stub, const v1::Job& job, const std::string& html_file,
                  const std::string& svg_dir, v1::DeviceKind baseline, bool compare_anyway, const Common& common,
                  std::ostream& out, std::ostream& err) {
-  (void)stub;
-  const std::vector<Plot> plots = JobPlots(job);
+  // The timelines' power traces: the tasks JobPlots draws a timeline for.
+  PowerTraces power;
+  int fetched = 0;
+  for (const v1::Task& t : job.tasks()) {
+    if (t.result().windows_size() == 0 || t.result().power_readings_stored() == 0) continue;
+    if (t.state() != v1::TASK_STATE_SUCCEEDED || ++fetched > 12) continue;
+    v1::TaskData data;
+    grpc::Status s = FetchTaskData(stub, t.id(), v1::GetTaskDataRequest::KIND_POWER, common.timeout_seconds,
+                                   common.token, &data);
+    if (!s.ok()) return RpcError(err, "get task data", s, common.server);
+    power[t.id()].assign(data.power().begin(), data.power().end());
+  }
+  const std::vector<Plot> plots = JobPlots(job, power);
   if (!svg_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(svg_dir, ec);
@@ -183,7 +217,6 @@ int WriteFigures(v1::Coordinator::Stub& stub, const v1::Job& job, const std::str
     }
     out << "wrote " << html_file << " (" << plots.size() << " figures)\n";
   }
-  (void)common;
   return IsTerminal(job.state()) ? ExitFor(job) : kExitOk;
 }
 
@@ -299,6 +332,18 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                      "write one self-contained HTML report (figures, tables, environment, validity, rerun command)");
   report->add_option("--svg", svg_dir, "write every figure as an SVG file into this directory");
 
+  auto* compare = app.add_subcommand(
+      "compare", "compare jobs run by run: per task pair and phase, median ratio, 95% CI, rank test, verdict");
+  std::vector<std::string> compare_ids;
+  std::string threshold_text = "2%";
+  compare->add_option("ids", compare_ids, "JOB_A JOB_B [JOB_C ...]: each later job against the first")
+      ->required()
+      ->expected(2, 64);
+  compare->add_option("--threshold", threshold_text, "smallest change called slower or faster, e.g. 2% or 0.02")
+      ->capture_default_str();
+  compare->add_flag("--compare-anyway", compare_anyway, "compare tasks whose model fingerprints differ");
+  compare->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+
   auto* watch = app.add_subcommand("watch", "show live progress of a job until it ends");
   watch->add_option("id", job_id, "job id")->required();
   watch->add_option("--wait-timeout", wait_timeout, "seconds to watch")->capture_default_str();
@@ -327,6 +372,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (get_job->parsed()) command = "get job", allowed = "table json yaml";
     if (get_agents->parsed()) command = "get agents", allowed = "table wide json csv";
     if (submit->parsed()) command = "submit --wait", allowed = "table json csv";
+    if (compare->parsed()) command = "compare", allowed = "table json csv";
     if (report->parsed()) {
       command = study ? "report --study" : layers_report ? "report --layers" : "report";
       allowed = study ? "table" : layers_report ? "table csv" : "table json csv";
@@ -477,6 +523,54 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (!s.ok()) return RpcError(err, "get job", s, common.server);
     out << RenderReport(job, *format);
     return ExitFor(job);
+  }
+
+  if (compare->parsed()) {
+    double threshold = 0;
+    std::string t = threshold_text;
+    const bool percent = !t.empty() && t.back() == '%';
+    if (percent) t.pop_back();
+    if (!absl::SimpleAtod(t, &threshold) || threshold < 0 || (percent ? threshold >= 100 : threshold >= 1)) {
+      err << "hetbench: --threshold " << threshold_text << ": expected a fraction in [0, 1) or a percentage, e.g. 2%\n";
+      return kExitUsage;
+    }
+    if (percent) threshold /= 100;
+    std::vector<v1::Job> jobs(compare_ids.size());
+    for (size_t i = 0; i < compare_ids.size(); ++i) {
+      grpc::Status s = FetchJob(*stub, compare_ids[i], common.timeout_seconds, common.token, &jobs[i]);
+      if (!s.ok()) return RpcError(err, absl::StrCat("get job ", compare_ids[i]), s, common.server);
+    }
+    bool compared_any = false;
+    for (size_t j = 1; j < jobs.size(); ++j) {
+      std::vector<std::string> unpaired;
+      std::vector<PairResult> results;
+      for (const TaskPair& pair : PairTasks(jobs[0], jobs[j], compare_anyway, &unpaired)) {
+        if (!pair.refused.empty()) {
+          results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
+          continue;
+        }
+        v1::TaskData da, db;
+        for (auto [task, data] : {std::pair{pair.a, &da}, std::pair{pair.b, &db}}) {
+          grpc::Status s = FetchTaskData(*stub, task->id(), v1::GetTaskDataRequest::KIND_SAMPLES,
+                                         common.timeout_seconds, common.token, data);
+          if (!s.ok()) return RpcError(err, absl::StrCat("samples of ", task->id()), s, common.server);
+        }
+        const std::vector<v1::SampleBatch> sa(da.samples().begin(), da.samples().end());
+        const std::vector<v1::SampleBatch> sb(db.samples().begin(), db.samples().end());
+        for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+          const std::vector<double> a = TimesPerSample(sa, phase), b = TimesPerSample(sb, phase);
+          if (a.empty() && b.empty()) continue;
+          results.push_back({pair, phase, CompareSteps(a, b, threshold)});
+          compared_any = true;
+        }
+      }
+      out << RenderComparison(jobs[0], jobs[j], results, unpaired, threshold, common.output);
+    }
+    if (!compared_any) {
+      err << "hetbench: compare: no pair of tasks could be compared (see above)\n";
+      return kExitFailed;
+    }
+    return kExitOk;
   }
 
   if (watch->parsed()) {

@@ -1,0 +1,121 @@
+// `hetbench compare`: the statistics (rank test, bootstrap interval,
+// verdict at the threshold), the pairing of tasks, and the JSON it writes.
+#include "client/compare.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace hetbench::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<double> Noisy(int n, double median, double spread, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> d(std::log(median), spread);
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) out.push_back(d(rng));
+  return out;
+}
+
+TEST(CompareTest, MannWhitneyMatchesTheTextbookValue) {
+  // U = 0 for two separated samples of 5: z = (12.5 - 0.5) / sqrt(25 x 11 / 12).
+  EXPECT_NEAR(MannWhitneyP({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 0.01219, 5e-5);
+  EXPECT_NEAR(MannWhitneyP({1, 2, 3}, {1, 2, 3}), 1.0, 1e-12);
+  // Ties are ranked by their mean rank and corrected for.
+  EXPECT_GT(MannWhitneyP({1, 1, 1, 2}, {1, 1, 2, 2}), 0.3);
+}
+
+TEST(CompareTest, TheSameDistributionIsNoChangeAndATenPercentSlowdownIsSlower) {
+  const std::vector<double> a = Noisy(400, 25'000, 0.05, 1);
+  const StepComparison same = CompareSteps(a, Noisy(400, 25'000, 0.05, 2), 0.02);
+  EXPECT_EQ(same.verdict, "no change");
+  EXPECT_LT(same.ci_low, 1.0);
+  EXPECT_GT(same.ci_high, 1.0);
+  EXPECT_GT(same.p_value, 0.01);
+
+  const StepComparison slow = CompareSteps(a, Noisy(400, 27'500, 0.05, 3), 0.02);
+  EXPECT_EQ(slow.verdict, "slower");
+  EXPECT_NEAR(slow.ratio, 1.10, 0.02);
+  EXPECT_LT(slow.ci_low, 1.10);
+  EXPECT_GT(slow.ci_high, 1.10);
+  EXPECT_LT(slow.p_value, 1e-6);
+
+  EXPECT_EQ(CompareSteps(a, Noisy(400, 22'000, 0.05, 4), 0.02).verdict, "faster");
+  // 1% faster, clearly real (p tiny), but under the 2% threshold.
+  const StepComparison small = CompareSteps(a, Noisy(4000, 24'750, 0.01, 5), 0.02);
+  EXPECT_EQ(small.verdict, "no change");
+  EXPECT_EQ(CompareSteps({1, 2, 3}, a, 0.02).verdict, "too few steps");
+}
+
+TEST(CompareTest, TheIntervalIsReproducible) {
+  const std::vector<double> a = Noisy(200, 1000, 0.1, 7), b = Noisy(200, 1030, 0.1, 8);
+  const StepComparison x = CompareSteps(a, b, 0.02), y = CompareSteps(a, b, 0.02);
+  EXPECT_EQ(x.ci_low, y.ci_low);
+  EXPECT_EQ(x.ci_high, y.ci_high);
+}
+
+v1::Job JobOf(const std::string& id, const std::vector<int>& batches, const std::string& fingerprint) {
+  v1::Job job;
+  job.set_id(id);
+  job.mutable_spec()->set_model("mlp");
+  for (size_t i = 0; i < batches.size(); ++i) {
+    v1::Task* t = job.add_tasks();
+    t->set_id(id + "-t" + std::to_string(i));
+    t->set_state(v1::TASK_STATE_SUCCEEDED);
+    t->set_device_kind(v1::DEVICE_KIND_CPU);
+    t->set_batch_size(batches[i]);
+    t->mutable_result()->mutable_environment()->set_device_model("AMD EPYC");
+    t->mutable_result()->mutable_environment()->set_executor("torch");
+    t->mutable_result()->mutable_environment()->set_model_fingerprint(fingerprint);
+  }
+  return job;
+}
+
+TEST(CompareTest, TasksPairByModelDeviceExecutorAndBatchAndFingerprintsMustMatch) {
+  const v1::Job a = JobOf("job-1", {32, 64, 128}, "mlp/init=aa");
+  const v1::Job b = JobOf("job-2", {64, 32, 256}, "mlp/init=aa");
+  std::vector<std::string> unpaired;
+  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].a->id(), "job-1-t0");
+  EXPECT_EQ(pairs[0].b->id(), "job-2-t1");  // batch 32 with batch 32
+  EXPECT_THAT(pairs[0].key, HasSubstr("batch 32"));
+  EXPECT_TRUE(pairs[0].refused.empty());
+  ASSERT_EQ(unpaired.size(), 2u);  // 128 in a, 256 in b
+  EXPECT_THAT(unpaired[0], HasSubstr("job-1-t2"));
+  EXPECT_THAT(unpaired[1], HasSubstr("job-2-t2"));
+
+  const v1::Job other = JobOf("job-3", {32}, "mlp/init=bb");
+  unpaired.clear();
+  const std::vector<TaskPair> refused = PairTasks(a, other, false, &unpaired);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].refused, HasSubstr("model fingerprints differ"));
+  EXPECT_THAT(refused[0].refused, HasSubstr("--compare-anyway"));
+  unpaired.clear();
+  EXPECT_TRUE(PairTasks(a, other, true, &unpaired)[0].refused.empty());
+}
+
+TEST(CompareTest, TheJsonNamesItsSchemaMethodAndEveryPair) {
+  const v1::Job a = JobOf("job-1", {32}, "f"), b = JobOf("job-2", {32}, "f");
+  std::vector<std::string> unpaired;
+  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
+  std::vector<PairResult> results = {
+      {pairs[0], v1::PHASE_TRAIN, CompareSteps(Noisy(50, 100, 0.05, 1), Noisy(50, 120, 0.05, 2), 0.02)}};
+  const auto doc = nlohmann::json::parse(RenderComparison(a, b, results, unpaired, 0.02, "json"));
+  EXPECT_EQ(doc["schema"], "hetbench.compare/v1");
+  EXPECT_EQ(doc["pairs"].size(), 1u);
+  EXPECT_EQ(doc["pairs"][0]["verdict"], "slower");
+  EXPECT_EQ(doc["pairs"][0]["phase"], "train");
+  EXPECT_EQ(doc["pairs"][0]["ci95"].size(), 2u);
+  const std::string table = RenderComparison(a, b, results, unpaired, 0.02, "table");
+  EXPECT_THAT(table, HasSubstr("slower"));
+  EXPECT_THAT(table, HasSubstr("Mann-Whitney"));
+  EXPECT_THAT(RenderComparison(a, b, results, unpaired, 0.02, "csv"), HasSubstr("pair,phase,"));
+}
+
+}  // namespace
+}  // namespace hetbench::client
