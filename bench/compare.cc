@@ -1,0 +1,187 @@
+// How honest is `hetbench compare` on this machine? Runs one job's task
+// (mlp by default) many times through the agent's real executor and compares
+// runs two by two with the CLI's method (client/compare.cc):
+//  - A/A: two runs of the same task. Any "slower"/"faster" is a false alarm;
+//  - A/B: a normal run against one slowed by --slowdown (5%): each step of
+//    the slowed run spins that fraction of its own time more, inside the timed
+//    window. This knob exists only in this bench (a Workload wrapper); no job
+//    spec, flag or agent can set it.
+// The order of the two runs alternates from pair to pair so drift favours
+// neither. Prints one line per pair and the rates; asserts nothing.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/data/fashion_mnist.h"
+#include "agent/devices/cpu_discovery.h"
+#include "agent/executors/torch_executor.h"
+#include "agent/models/workload.h"
+#include "client/compare.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+
+namespace hetbench {
+namespace {
+
+// Spins until `fraction` x the time since `t0` has passed again.
+void Stretch(int64_t t0, double fraction) {
+  const int64_t t1 = SteadyNowNs();
+  const int64_t until = t1 + static_cast<int64_t>(static_cast<double>(t1 - t0) * fraction);
+  while (SteadyNowNs() < until) {
+  }
+}
+
+// The real workload, each step and inference batch made `fraction` slower.
+class SlowedWorkload final : public agent::Workload {
+ public:
+  SlowedWorkload(std::unique_ptr<agent::Workload> inner, double fraction)
+      : inner_(std::move(inner)), fraction_(fraction) {}
+  const agent::ImageDataset& Data() const override { return inner_->Data(); }
+  std::string Architecture() const override { return inner_->Architecture(); }
+  std::vector<torch::Tensor> Parameters() const override { return inner_->Parameters(); }
+  uint64_t InitialHash() const override { return inner_->InitialHash(); }
+  void SetTraining(bool on) override { inner_->SetTraining(on); }
+  bool Trainable() const override { return inner_->Trainable(); }
+  torch::Tensor TrainStep(const torch::Tensor& x, const torch::Tensor& y) override {
+    const int64_t t0 = SteadyNowNs();
+    torch::Tensor loss = inner_->TrainStep(x, y);
+    Stretch(t0, fraction_);
+    return loss;
+  }
+  torch::Tensor Infer(const torch::Tensor& x) override {
+    const int64_t t0 = SteadyNowNs();
+    torch::Tensor out = inner_->Infer(x);
+    Stretch(t0, fraction_);
+    return out;
+  }
+  void Score(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& out,
+             agent::QualityTotals* q) override {
+    inner_->Score(x, y, out, q);
+  }
+  void TrainForwards(const torch::Tensor& x) override { inner_->TrainForwards(x); }
+  std::string InputNote() const override { return inner_->InputNote(); }
+
+ private:
+  std::unique_ptr<agent::Workload> inner_;
+  double fraction_;
+};
+
+struct Run {
+  std::vector<double> train, infer;  // ns per sample, per step
+};
+
+Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string& model, int64_t steps, int64_t bs,
+            int64_t infer_batches) {
+  v1::Assign a;
+  a.set_task_id("bench");
+  a.set_attempt(1);
+  a.set_batch_size(static_cast<int32_t>(bs));
+  a.set_model(model);
+  v1::JobSpec spec;
+  spec.set_seed(42);
+  spec.mutable_train()->set_warmup_steps(20);
+  spec.mutable_train()->set_min_steps(steps);
+  spec.mutable_train()->set_max_steps(steps);
+  spec.mutable_train()->set_min_duration_seconds(0);
+  spec.mutable_inference()->set_max_batches(infer_batches);
+  *a.mutable_spec() = WithDefaults(spec);
+  agent::TaskControl control(agent::SampleCapacity(a), SteadyNowNs());
+  auto r = exec.Run(a, cpu, &control);
+  Run out;
+  if (!r.ok()) {
+    std::fprintf(stderr, "executor: %s\n", r.status().ToString().c_str());
+    return out;
+  }
+  for (size_t i = 0; i < control.samples.published(); ++i) {
+    const auto& rec = control.samples.at(i);
+    if (rec.items <= 0) continue;
+    const double per_sample = static_cast<double>(rec.duration_ns) / rec.items;
+    (rec.phase == v1::PHASE_TRAIN ? out.train : out.infer).push_back(per_sample);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace hetbench
+
+int main(int argc, char** argv) {
+  using namespace hetbench;  // NOLINT
+  int pairs = 20, threads = 0;
+  int64_t steps = 300, bs = 64, infer_batches = 100;
+  double slowdown = 0.05, threshold = 0.02;
+  std::string model = "mlp";
+  CLI::App app{"hetbench compare's honesty: false alarms over A/A pairs, detection of an injected slowdown"};
+  app.add_option("--pairs", pairs, "A/A pairs, and as many A/B pairs")->capture_default_str();
+  app.add_option("--model", model, "model of the zoo")->capture_default_str();
+  app.add_option("--steps", steps, "measured training steps per run")->capture_default_str();
+  app.add_option("--batch", bs, "batch size")->capture_default_str();
+  app.add_option("--infer-batches", infer_batches, "measured inference batches per run")->capture_default_str();
+  app.add_option("--slowdown", slowdown, "fraction injected into the B run of each A/B pair")->capture_default_str();
+  app.add_option("--threshold", threshold, "compare's threshold")->capture_default_str();
+  app.add_option("--threads", threads, "LibTorch threads (0 = all cores, the job default)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
+  if (!cpu.ok()) {
+    std::fprintf(stderr, "setup failed: %s\n", cpu.status().ToString().c_str());
+    return 1;
+  }
+  agent::TorchExecutorConfig config;
+  config.data_dir = HETBENCH_DATA_DIR;
+  config.calibrate = false;
+  config.threads = threads;
+  agent::TorchExecutor normal(config);
+  agent::TorchExecutorConfig slow_config = config;
+  slow_config.make_workload = [slowdown](const std::string& m, const v1::JobSpec& spec,
+                                         const agent::ImageDataset& ds)
+      -> absl::StatusOr<std::unique_ptr<agent::Workload>> {
+    auto w = agent::MakeWorkload(m, spec, ds);
+    if (!w.ok()) return w.status();
+    return std::unique_ptr<agent::Workload>(new SlowedWorkload(std::move(*w), slowdown));
+  };
+  agent::TorchExecutor slowed(slow_config);
+
+  std::printf("model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
+              "injected slowdown %.3g\n",
+              model.c_str(), static_cast<long>(bs), static_cast<long>(steps), static_cast<long>(infer_batches),
+              threshold, slowdown);
+  std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
+  int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0;
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int p = 0; p < pairs; ++p) {
+      Run a, b;
+      agent::TorchExecutor& second = kind == 0 ? normal : slowed;
+      if (p % 2 == 0) {
+        a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
+        b = RunOnce(second, *cpu, model, steps, bs, infer_batches);
+      } else {
+        b = RunOnce(second, *cpu, model, steps, bs, infer_batches);
+        a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
+      }
+      for (int phase = 0; phase < 2; ++phase) {
+        const client::StepComparison c =
+            client::CompareSteps(phase == 0 ? a.train : a.infer, phase == 0 ? b.train : b.infer, threshold);
+        if (c.verdict == "too few steps") continue;
+        if (kind == 0) {
+          ++aa_tests;
+          aa_alarms += c.verdict != "no change";
+        } else {
+          ++ab_tests;
+          ab_detected += c.verdict == "slower";
+        }
+        std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %-10s\n", kind == 0 ? "A/A" : "A/B", p,
+                    phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f ab_comparisons=%d "
+              "ab_detected=%d ab_detection_rate=%.3f slowdown=%.3g threshold=%.3g\n",
+              aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, ab_tests, ab_detected,
+              ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, slowdown, threshold);
+  return 0;
+}

@@ -1,0 +1,88 @@
+// hetbench compare JOB_A JOB_B [...]: each later job against the first, task
+// pair by task pair, with the method of client/compare.h.
+#include "client/compare.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/commands/command.h"
+
+namespace hetbench::client {
+
+namespace {
+
+class Compare final : public Command {
+ public:
+  CLI::App* Add(CLI::App& app, Common& common) override {
+    CLI::App* sub = app.add_subcommand(
+        "compare", "compare jobs run by run: per task pair and phase, median ratio, 95% CI, rank test, verdict");
+    sub->add_option("ids", ids_, "JOB_A JOB_B [JOB_C ...]: each later job against the first")
+        ->required()
+        ->expected(2, 64);
+    sub->add_option("--threshold", threshold_text_, "smallest change called slower or faster, e.g. 2% or 0.02")
+        ->capture_default_str();
+    sub->add_flag("--compare-anyway", compare_anyway_, "compare tasks whose model fingerprints differ");
+    sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
+    return sub;
+  }
+  std::string View() const override { return "compare"; }
+  std::vector<std::string> Formats() const override { return {"table", "json", "csv"}; }
+
+  int Run(Context& c) override {
+    double threshold = 0;
+    std::string t = threshold_text_;
+    const bool percent = !t.empty() && t.back() == '%';
+    if (percent) t.pop_back();
+    if (!absl::SimpleAtod(t, &threshold) || threshold < 0 || (percent ? threshold >= 100 : threshold >= 1)) {
+      c.err << "hetbench: --threshold " << threshold_text_
+            << ": expected a fraction in [0, 1) or a percentage, e.g. 2%\n";
+      return kExitUsage;
+    }
+    if (percent) threshold /= 100;
+    std::vector<v1::Job> jobs(ids_.size());
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      grpc::Status s = FetchJob(c, ids_[i], &jobs[i]);
+      if (!s.ok()) return RpcError(c.err, absl::StrCat("get job ", ids_[i]), s, c.common.server);
+    }
+    bool compared_any = false;
+    for (size_t j = 1; j < jobs.size(); ++j) {
+      std::vector<std::string> unpaired;
+      std::vector<PairResult> results;
+      for (const TaskPair& pair : PairTasks(jobs[0], jobs[j], compare_anyway_, &unpaired)) {
+        if (!pair.refused.empty()) {
+          results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
+          continue;
+        }
+        v1::TaskData da, db;
+        for (auto [task, data] : {std::pair{pair.a, &da}, std::pair{pair.b, &db}}) {
+          grpc::Status s = FetchTaskData(c, task->id(), v1::GetTaskDataRequest::KIND_SAMPLES, data);
+          if (!s.ok()) return RpcError(c.err, absl::StrCat("samples of ", task->id()), s, c.common.server);
+        }
+        const std::vector<v1::SampleBatch> sa(da.samples().begin(), da.samples().end());
+        const std::vector<v1::SampleBatch> sb(db.samples().begin(), db.samples().end());
+        for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+          const std::vector<double> a = TimesPerSample(sa, phase), b = TimesPerSample(sb, phase);
+          if (a.empty() && b.empty()) continue;
+          results.push_back({pair, phase, CompareSteps(a, b, threshold)});
+          compared_any = true;
+        }
+      }
+      c.out << RenderComparison(jobs[0], jobs[j], results, unpaired, threshold, c.common.output);
+    }
+    if (!compared_any) {
+      c.err << "hetbench: compare: no pair of tasks could be compared (see above)\n";
+      return kExitFailed;
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::vector<std::string> ids_;
+  std::string threshold_text_ = "2%";
+  bool compare_anyway_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> CompareCommand() { return std::make_unique<Compare>(); }
+
+}  // namespace hetbench::client

@@ -1,0 +1,42 @@
+#pragma once
+/// `hetbench submit`'s flags that make a job spec, apart from the command so
+/// they are unit-tested: a flag given overrides the field of the -f file.
+
+#include <CLI/CLI.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::client {
+
+struct SpecFlags {
+  std::vector<std::string> models;
+  bool layers = false;
+  int layer_steps = -1;
+  std::string torchscript_path;
+  std::vector<int64_t> input_shape;
+  std::string name, dataset;
+  std::vector<int> batch_sizes;
+  std::vector<std::string> targets;  // kind[:executor]
+  int64_t min_steps = -1, max_steps = -1, infer_max_batches = -1;
+  int warmup_steps = -1, threads = -1;
+  double min_duration = -1, epochs = -1, lr = -1;
+  int64_t seed = -1;
+  double idle_baseline = 0, electricity = 0;
+  std::vector<std::string> costs;  // KIND=USD_PER_HOUR
+  /// Scalar flags given on the command line ("--min-steps"): those override.
+  std::set<std::string> given;
+};
+
+/// Adds the flags to `submit`, bound to `f`.
+void AddSpecFlags(CLI::App* submit, SpecFlags* f);
+/// Fills `f->given` after parsing.
+void NoteGivenFlags(const CLI::App& submit, SpecFlags* f);
+/// `base` (the -f file's spec, or empty) with the flags applied. Errors name
+/// the flag and what it takes (a usage error).
+absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec base, const SpecFlags& f);
+
+}  // namespace hetbench::client

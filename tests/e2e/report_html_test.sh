@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The HTML report in a real browser, with the real binaries on loopback:
+#  1. the five-model study job (short) and an mlp batch sweep with --layers run;
+#  2. `report ID --html` and `--svg` for each; headless Chromium loads the page
+#     (no network: the page needs none) and its DOM holds the job id, every
+#     figure, every task id and each task's train p50 (ms) from `report -o json`;
+#  3. Chromium screenshots the page and every figure: each figure has data
+#     drawn in the palette's colours (tests/e2e/png_check.py), the page too;
+#  4. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
+#     and a view's unknown format is refused.
+set -euo pipefail
+SERVER=$1 AGENT=$2 CLI=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/e2e/lib.sh
+source "$HERE/lib.sh"
+e2e_begin report-html
+command -v chromium >/dev/null || fail "chromium is not installed (scripts/install-deps installs it)"
+
+"$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --db "$WORK/jobs.db" --port-file "$WORK/ports" \
+  >"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+wait_for 20 test -s "$WORK/ports" || fail "server did not start"
+export HETBENCH_SERVER=127.0.0.1:$(sed -E 's/.*grpc=([0-9]+).*/\1/' "$WORK/ports")
+"$AGENT" --agent-id r1 --server "$HETBENCH_SERVER" --threads 1 >"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+wait_for 60 agent_connected "$CLI" r1 || fail "agent did not connect"
+
+short=(--min-steps 12 --max-steps 12 --warmup-steps 2 --infer-max-batches 4 --min-duration 0)
+study=$("$CLI" submit -m mlp,cnn,rnn,lstm,autoencoder -b 64 "${short[@]}" --name study)
+sweep=$("$CLI" submit -m mlp -b 32,128 --layers --layer-steps 3 "${short[@]}" --name sweep)
+for job in "$study" "$sweep"; do
+  "$CLI" watch "$job" --wait-timeout 600 >/dev/null 2>&1 || fail "$job did not succeed: $("$CLI" get job "$job")"
+done
+
+chrome() { timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --disable-extensions \
+  --no-first-run --user-data-dir="$WORK/chrome" "$@" 2>>"$WORK/chromium.log"; }
+
+for job in "$study" "$sweep"; do
+  dir=$WORK/$job
+  mkdir -p "$dir"
+  "$CLI" report "$job" --html "$dir/report.html" --svg "$dir/svg" >"$dir/wrote.txt" || fail "report --html failed"
+  "$CLI" report "$job" -o json >"$dir/report.json" || fail "report -o json failed"
+  figures=$(find "$dir/svg" -name '*.svg' | wc -l)
+  ((figures >= 5)) || fail "$job: only $figures figures"
+  grep -q "($figures figures)" "$dir/wrote.txt" || fail "$job: the page and --svg disagree on the figures"
+
+  chrome --dump-dom "file://$dir/report.html" >"$dir/dom.html"
+  grep -q "<span id=\"job-id\">$job</span>" "$dir/dom.html" || fail "$job: the page does not show its id"
+  [[ $(grep -c '<figure id="plot-' "$dir/dom.html") == "$figures" ]] || fail "$job: the page lacks figures"
+  grep -q "hetbench get job $job -o yaml" "$dir/dom.html" || fail "$job: no rerun command"
+  # Every task's id and train p50 in ms, as the JSON report gives them.
+  jq -r '.tasks[] | select(.state == "TASK_STATE_SUCCEEDED") |
+         "\(.id) \(.result.phases[] | select(.phase == "PHASE_TRAIN") | .stats.p50_ns)"' "$dir/report.json" |
+    while read -r id p50; do
+      ms=$(python3 -c "print('%.3f' % ($p50 / 1e6))")
+      grep -q "$id" "$dir/dom.html" || fail "$job: task $id missing from the page"
+      grep -q " $ms " "$dir/dom.html" || fail "$job: $id's train p50 $ms ms is not on the page"
+    done
+  if [[ $job == "$sweep" ]]; then
+    for want in batch-mlp-train layers-mlp-b32 layers-mlp-b128 roofline; do
+      [[ -s "$dir/svg/$want.svg" ]] || fail "sweep: figure $want missing"
+    done
+  fi
+
+  chrome --window-size=1100,9000 --screenshot="$dir/page.png" "file://$dir/report.html" >/dev/null
+  for f in "$dir"/svg/*.svg; do
+    chrome --window-size=800,520 --screenshot="${f%.svg}.png" "file://$f" >/dev/null
+  done
+  python3 "$HERE/png_check.py" 0.01 0.05 "$dir"/svg/*.png "$dir/page.png" >"$dir/png_check.txt" ||
+    fail "$job: a blank figure: $(grep BAD "$dir/png_check.txt")"
+  echo "$job: $figures figures, page and figures drawn ($(grep -c '^ok' "$dir/png_check.txt") screenshots checked)"
+done
+
+# The rerun line: the effective spec goes back in as it came out.
+"$CLI" get job "$sweep" -o yaml >"$WORK/spec.yaml"
+rerun=$("$CLI" submit -f "$WORK/spec.yaml") || fail "submit -f of get job -o yaml was refused"
+[[ $("$CLI" get job "$rerun" -o yaml) == "$(cat "$WORK/spec.yaml")" ]] || fail "the rerun's spec differs"
+"$CLI" cancel "$rerun" >/dev/null
+if "$CLI" report "$sweep" --study -o json 2>"$WORK/refused.txt"; then fail "report --study -o json was not refused"; fi
+grep -q "report --study -o json: not a format of this view; use table" "$WORK/refused.txt" ||
+  fail "unclear refusal: $(cat "$WORK/refused.txt")"
+ok=1
+echo "report-html: passed"
