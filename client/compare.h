@@ -60,7 +60,7 @@ struct PairResult {
   StepComparison result;
 };
 /// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
-/// docs/schemas/compare.v1.json).
+/// client/schemas/compare.v1.json).
 std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
                              const std::vector<std::string>& unpaired, double threshold, const std::string& format);
 

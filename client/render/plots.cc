@@ -311,14 +311,17 @@ void Timelines(const std::vector<const v1::Task*>& tasks, const PowerTraces& pow
     }
     // What ran between the measured windows, in the agent's order.
     const double first = train_start >= 0 ? train_start : infer_start;
-    if (first > idle_end) c.windows.push_back({"data load, preprocess, warm-up", idle_end, first});
+    // Each phase keeps its colour in every timeline.
+    if (first > idle_end) c.windows.push_back({"data load, preprocess, warm-up", idle_end, first, 1});
     for (const v1::PhaseWindow& w : r.windows()) {
-      const char* name = w.phase() == v1::PHASE_IDLE    ? "idle baseline"
-                         : w.phase() == v1::PHASE_TRAIN ? "train (measured)"
-                                                        : "evaluate (measured)";
-      c.windows.push_back({name, static_cast<double>(w.start_ns()) * 1e-9, static_cast<double>(w.end_ns()) * 1e-9});
+      const bool idle = w.phase() == v1::PHASE_IDLE, train = w.phase() == v1::PHASE_TRAIN;
+      c.windows.push_back({idle ? "idle baseline" : train ? "train (measured)" : "evaluate (measured)",
+                           static_cast<double>(w.start_ns()) * 1e-9, static_cast<double>(w.end_ns()) * 1e-9,
+                           idle ? 7 : train ? 2 : 5});
     }
-    if (train_end >= 0 && infer_start > train_end) c.windows.push_back({"inference warm-up", train_end, infer_start});
+    if (train_end >= 0 && infer_start > train_end) {
+      c.windows.push_back({"inference warm-up", train_end, infer_start, 4});
+    }
     std::sort(c.windows.begin(), c.windows.end(), [](const svg::Window& a, const svg::Window& b) { return a.start < b.start; });
     auto trace = power.find(t->id());
     if (trace != power.end()) {

@@ -447,8 +447,14 @@ std::string Render(const StackedBarChart& c) {
 std::string Render(const TimelineChart& c) {
   std::vector<LegendEntry> legend;
   std::vector<double> xs, ys;
+  auto window_colour = [&c](size_t w) {
+    return Colour(c.windows[w].colour >= 0 ? c.windows[w].colour : static_cast<int>(w) + 1);
+  };
   for (size_t w = 0; w < c.windows.size(); ++w) {
-    legend.push_back({c.windows[w].name, Colour(static_cast<int>(w) + 1), 0.25});
+    // One legend entry per name (a name may shade several windows).
+    bool seen = false;
+    for (size_t v = 0; v < w; ++v) seen |= c.windows[v].name == c.windows[w].name;
+    if (!seen) legend.push_back({c.windows[w].name, window_colour(w), 0.25});
     xs.push_back(c.windows[w].start);
     xs.push_back(c.windows[w].end);
   }
@@ -473,7 +479,7 @@ std::string Render(const TimelineChart& c) {
   for (size_t w = 0; w < c.windows.size(); ++w) {
     const double x1 = x.Map(c.windows[w].start), x2 = x.Map(c.windows[w].end);
     absl::StrAppend(&out, "<rect class=\"window\" x=\"", F(x1), "\" y=\"", F(kTop), "\" width=\"",
-                    F(std::max(1.0, x2 - x1)), "\" height=\"", F(plot_h), "\" fill=\"", Colour(static_cast<int>(w) + 1),
+                    F(std::max(1.0, x2 - x1)), "\" height=\"", F(plot_h), "\" fill=\"", window_colour(w),
                     "\" fill-opacity=\"0.25\"><title>", Escape(c.windows[w].name), ": ", TickText(c.windows[w].start),
                     " to ", TickText(c.windows[w].end), "</title></rect>\n");
   }

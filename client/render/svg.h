@@ -70,6 +70,7 @@ std::string Render(const StackedBarChart& chart);
 struct Window {
   std::string name;
   double start = 0, end = 0;
+  int colour = -1;  // palette index; -1: by position
 };
 struct TimelineChart {
   std::string title, x_label, y_label;

@@ -5,7 +5,9 @@
 #     (no network: the page needs none) and its DOM holds the job id, every
 #     figure, every task id and each task's train p50 (ms) from `report -o json`;
 #  3. Chromium screenshots the page and every figure: each figure has data
-#     drawn in the palette's colours (tests/e2e/png_check.py), the page too;
+#     drawn in the palette's colours (tests/e2e/png_check.py: at least 0.2% of
+#     the pixels coloured, five times what a legend swatch alone gives; a
+#     two-point line is 0.5%), the page too;
 #  4. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
 #     and a view's unknown format is refused.
 set -euo pipefail
@@ -27,7 +29,7 @@ wait_for 60 agent_connected "$CLI" r1 || fail "agent did not connect"
 
 short=(--min-steps 12 --max-steps 12 --warmup-steps 2 --infer-max-batches 4 --min-duration 0)
 study=$("$CLI" submit -m mlp,cnn,rnn,lstm,autoencoder -b 64 "${short[@]}" --name study)
-sweep=$("$CLI" submit -m mlp -b 32,128 --layers --layer-steps 3 "${short[@]}" --name sweep)
+sweep=$("$CLI" submit -m mlp -b 64,128 --layers --layer-steps 3 "${short[@]}" --name sweep)
 for job in "$study" "$sweep"; do
   "$CLI" watch "$job" --wait-timeout 600 >/dev/null 2>&1 || fail "$job did not succeed: $("$CLI" get job "$job")"
 done
@@ -57,7 +59,7 @@ for job in "$study" "$sweep"; do
       grep -q " $ms " "$dir/dom.html" || fail "$job: $id's train p50 $ms ms is not on the page"
     done
   if [[ $job == "$sweep" ]]; then
-    for want in batch-mlp-train layers-mlp-b32 layers-mlp-b128 roofline; do
+    for want in batch-mlp-train layers-mlp-b64 layers-mlp-b128 roofline; do
       [[ -s "$dir/svg/$want.svg" ]] || fail "sweep: figure $want missing"
     done
   fi
@@ -66,10 +68,23 @@ for job in "$study" "$sweep"; do
   for f in "$dir"/svg/*.svg; do
     chrome --window-size=800,520 --screenshot="${f%.svg}.png" "file://$f" >/dev/null
   done
-  python3 "$HERE/png_check.py" 0.01 0.05 "$dir"/svg/*.png "$dir/page.png" >"$dir/png_check.txt" ||
+  python3 "$HERE/png_check.py" 0.002 0.02 "$dir"/svg/*.png "$dir/page.png" >"$dir/png_check.txt" ||
     fail "$job: a blank figure: $(grep BAD "$dir/png_check.txt")"
   echo "$job: $figures figures, page and figures drawn ($(grep -c '^ok' "$dir/png_check.txt") screenshots checked)"
 done
+
+# compare -o json follows its schema: a job against itself (every pair "no change")
+# and the sweep against the study (pairs, unpaired tasks).
+SCHEMAS=$HERE/../../client/schemas
+"$CLI" compare "$study" "$study" -o json >"$WORK/compare-self.json" || fail "compare of a job with itself failed"
+# (4 inference batches are too few to test: that phase says so.)
+jq -e '[.pairs[].verdict] | any(. == "no change") and all(. == "no change" or . == "too few steps")' \
+  "$WORK/compare-self.json" >/dev/null ||
+  fail "a job against itself is not 'no change': $(cat "$WORK/compare-self.json")"
+"$CLI" compare "$study" "$sweep" -o json >"$WORK/compare-pairs.json" || fail "compare study/sweep failed"
+jq -e '.unpaired | length > 0' "$WORK/compare-pairs.json" >/dev/null || fail "the unpaired tasks are not listed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/compare-self.json" "$WORK/compare-pairs.json" \
+  >"$WORK/schema.txt" || fail "compare -o json breaks its schema: $(cat "$WORK/schema.txt")"
 
 # The rerun line: the effective spec goes back in as it came out.
 "$CLI" get job "$sweep" -o yaml >"$WORK/spec.yaml"
