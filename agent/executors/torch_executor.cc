@@ -137,7 +137,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     w.SetTraining(true);
     torch::Tensor perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
-    int64_t measure_start_ns = 0;
+    int64_t measure_start_ns = 0, first_step_start_ns = 0, last_step_end_ns = 0;
     torch::Tensor loss;
     control->phase = v1::PHASE_TRAIN;
     control->total_steps = w.Trainable() ? min_steps : 0;
@@ -149,7 +149,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       const bool measuring = steps_total >= warmup;
       if (measuring) {
         if (measured == 0) measure_start_ns = SteadyNowNs();
-        const bool enough = measured >= min_steps && SteadyNowNs() - measure_start_ns >= min_duration_ns;
+        // The duration is the one validity judges: the first measured step's
+        // start to the last one's end (the stats' window), not the loop's clock.
+        const bool enough = measured >= min_steps && last_step_end_ns - first_step_start_ns >= min_duration_ns;
         if (enough || measured >= max_steps) break;
       }
       if (pos + bs > n_train) {  // next epoch: reshuffle, keep every batch full
@@ -178,6 +180,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
           return absl::ResourceExhaustedError(
               absl::StrCat("sample buffer full at ", control->samples.capacity(), " records"));
         }
+        if (measured == 0) first_step_start_ns = t0;
+        last_step_end_ns = t1;
         ++measured;
         control->step = measured;
       }

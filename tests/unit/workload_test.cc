@@ -232,5 +232,46 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   EXPECT_EQ(control.samples.published(), 3u + 2u);
 }
 
+// The loop stops on the window validity judges (first measured step's start to
+// the last one's end), so a run that stops on min_duration is never judged
+// below it. The loop's own clock once stopped a default autoencoder study at a
+// 0.9996 s window ("measured 1.000 s, below train.min_duration_seconds = 1").
+TEST(TorchExecutorTest, StoppingOnTheDurationNeverYieldsAWindowBelowIt) {
+  ImageDataset tiny = TinyDataset();
+  TorchExecutorConfig config;
+  config.calibrate = false;
+  config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
+    return MakeWorkload(m, s, tiny);
+  };
+  config.data_dir = HETBENCH_DATA_DIR;
+  TorchExecutor exec(config);
+  for (int run = 0; run < 5; ++run) {
+    v1::Assign a;
+    a.set_task_id("t");
+    a.set_batch_size(4);
+    a.set_model("autoencoder");
+    v1::JobSpec spec;
+    spec.mutable_train()->set_min_steps(1);
+    spec.mutable_train()->set_warmup_steps(1);
+    spec.mutable_train()->set_min_duration_seconds(0.05);
+    spec.mutable_inference()->set_max_batches(1);
+    *a.mutable_spec() = WithDefaults(spec);
+    v1::Device cpu;
+    cpu.set_cores(1);
+    TaskControl control(SampleCapacity(a), SteadyNowNs());
+    auto r = exec.Run(a, cpu, &control);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int64_t first = -1, last = 0;
+    for (size_t i = 0; i < control.samples.published(); ++i) {
+      const auto& rec = control.samples.at(i);
+      if (rec.phase != v1::PHASE_TRAIN) continue;
+      if (first < 0) first = rec.start_ns;
+      last = rec.start_ns + rec.duration_ns;
+    }
+    ASSERT_GE(first, 0);
+    EXPECT_GE(last - first, 50'000'000) << "run " << run << ": the samples' window is below min_duration";
+  }
+}
+
 }  // namespace
 }  // namespace hetbench::agent
