@@ -31,8 +31,9 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
 /// their source.
 /// Per model and device: training and test time, speedup as a percentage of
 /// the same model on `baseline_kind`, and test quality.
+/// Table (with notes) or CSV (the same cells).
 std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU,
-                             bool compare_mismatched = false);
+                             bool compare_mismatched = false, OutputFormat format = OutputFormat::kTable);
 
 /// Energy per task and phase: average watts, joules, joules per sample, with
 /// each figure's source (measured or modeled) and coverage.
@@ -49,6 +50,7 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
 std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format);
 /// Table: state, effective spec, tasks. Json: the Job message. Yaml: the
 /// effective spec alone, which `hetbench submit -f` takes to rerun the job.
+/// Csv: one row per task (id, model, device, batch, state, attempt, note).
 std::string RenderJob(const v1::Job& job, OutputFormat format);
 std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat format);
 

@@ -74,12 +74,12 @@ class GetJob final : public Command {
   CLI::App* Add(CLI::App& app, Common& common) override {
     CLI::App* sub = Group(app, "get", "list jobs or agents, or show one job")->add_subcommand("job", "show one job");
     sub->add_option("id", job_id_, "job id")->required();
-    sub->add_option("-o,--output", common.output, "table, json or yaml (the effective spec, for submit -f)")
+    sub->add_option("-o,--output", common.output, "table, json, csv (tasks) or yaml (the effective spec, for submit -f)")
         ->capture_default_str();
     return sub;
   }
   std::string View() const override { return "get job"; }
-  std::vector<std::string> Formats() const override { return {"table", "json", "yaml"}; }
+  std::vector<std::string> Formats() const override { return {"table", "json", "csv", "yaml"}; }
   int Run(Context& c) override {
     v1::Job job;
     if (grpc::Status s = FetchJob(c, job_id_, &job); !s.ok()) return RpcError(c.err, "get job", s, c.common.server);

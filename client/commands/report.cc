@@ -30,7 +30,7 @@ class Report final : public Command {
   }
   std::string View() const override { return study_ ? "report --study" : layers_ ? "report --layers" : "report"; }
   std::vector<std::string> Formats() const override {
-    if (study_) return {"table"};
+    if (study_) return {"table", "csv"};
     if (layers_) return {"table", "csv"};
     return {"table", "json", "csv"};
   }
@@ -46,7 +46,7 @@ class Report final : public Command {
     if (!html_file_.empty() || !svg_dir_.empty()) {
       if (int rc = WriteFigures(c, job, *kind); rc != kExitOk) return rc;
     } else if (study_) {
-      c.out << RenderStudyTable(job, *kind, compare_anyway_);
+      c.out << RenderStudyTable(job, *kind, compare_anyway_, c.format);
     } else if (layers_) {
       c.out << RenderLayers(job, c.format, *kind);
     } else {

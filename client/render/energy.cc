@@ -59,7 +59,8 @@ std::string RenderEnergyTable(const v1::Job& job) {
   return out;
 }
 
-std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched) {
+std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched,
+                             OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
   bool cpu_default = false, refused = false;
   // Speedup as the studies gave it: a percentage of the baseline device's
@@ -85,6 +86,12 @@ std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, b
                     Quality(t.result()), absl::StrCat(Num(nominal, "%.0f"), from_study ? "" : "+"),
                     Num(nominal * (train_s + test_s), "%.1f"), e.ok ? Num(e.average_watts, "%.1f") : "-",
                     e.ok ? Num(e.joules, "%.1f") : "-", SourceCell(e), valid ? "yes" : "NO"});
+  }
+  if (format == OutputFormat::kCsv) {
+    // The same cells; E=PxT is the study's nominal-watts estimate, not a measurement.
+    return CsvLines("model,device,batch,train_s,test_s,train_vs_base,test_vs_base,quality,nominal_w,e_pxt_j,avg_w,"
+                    "energy_j,source,valid",
+                    rows);
   }
   std::string out = absl::StrCat("Study table for ", job.id(), " (", JobModels(job), ")\n");
   absl::StrAppend(&out, FormatTable({"MODEL", "DEVICE", "BATCH", "TRAIN_S", "TEST_S", "TRAIN_VS_BASE", "TEST_VS_BASE",

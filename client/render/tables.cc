@@ -391,6 +391,7 @@ std::string RenderJob(const v1::Job& job, OutputFormat format) {
     rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), TaskStateName(t.state()),
                     absl::StrCat(t.attempt()), note.empty() ? "-" : note});
   }
+  if (format == OutputFormat::kCsv) return CsvLines("task,model,device,batch,state,attempt,note", rows);
   absl::StrAppend(&out, "tasks:\n",
                   FormatTable({"TASK", "MODEL", "DEVICE", "BATCH", "STATE", "ATTEMPT", "NOTE"}, rows));
   return out;

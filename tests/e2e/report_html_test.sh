@@ -92,7 +92,7 @@ rerun=$("$CLI" submit -f "$WORK/spec.yaml") || fail "submit -f of get job -o yam
 [[ $("$CLI" get job "$rerun" -o yaml) == "$(cat "$WORK/spec.yaml")" ]] || fail "the rerun's spec differs"
 "$CLI" cancel "$rerun" >/dev/null
 if "$CLI" report "$sweep" --study -o json 2>"$WORK/refused.txt"; then fail "report --study -o json was not refused"; fi
-grep -q "report --study -o json: not a format of this view; use table" "$WORK/refused.txt" ||
+grep -q "report --study -o json: not a format of this view; use table, csv" "$WORK/refused.txt" ||
   fail "unclear refusal: $(cat "$WORK/refused.txt")"
 ok=1
 echo "report-html: passed"

@@ -270,3 +270,24 @@ TEST(RenderTest, UnknownFormatIsAUsageError) {
 
 }  // namespace
 }  // namespace hetbench::client
+
+namespace hetbench::client {
+namespace {
+
+// Every table view has its CSV: the study table's cells, and a job's tasks.
+TEST(RenderTest, StudyTableAndJobHaveCsv) {
+  const v1::Job job = TwoTaskJob();
+  const std::string study = RenderStudyTable(job, v1::DEVICE_KIND_CPU, false, OutputFormat::kCsv);
+  EXPECT_EQ(study.substr(0, study.find('\n')),
+            "model,device,batch,train_s,test_s,train_vs_base,test_vs_base,quality,nominal_w,e_pxt_j,avg_w,energy_j,"
+            "source,valid");
+  EXPECT_EQ(std::count(study.begin(), study.end(), '\n'), 3);  // header + 2 tasks, no notes
+  EXPECT_THAT(study, HasSubstr("n1/gpu0 (gpu),64,"));
+  const std::string tasks = RenderJob(job, OutputFormat::kCsv);
+  EXPECT_EQ(tasks.substr(0, tasks.find('\n')), "task,model,device,batch,state,attempt,note");
+  EXPECT_THAT(tasks, HasSubstr("job-000007-t1,mlp,n1/gpu0 (gpu),64,succeeded,"));
+  EXPECT_THAT(RenderJob(job, OutputFormat::kYaml), HasSubstr("model: mlp"));
+}
+
+}  // namespace
+}  // namespace hetbench::client
