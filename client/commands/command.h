@@ -64,6 +64,7 @@ std::vector<std::unique_ptr<Command>> GetCommands();  // get jobs, get job, get 
 std::unique_ptr<Command> CancelCommand();
 std::unique_ptr<Command> ReportCommand();
 std::unique_ptr<Command> CompareCommand();
+std::unique_ptr<Command> HistoryCommand();
 std::unique_ptr<Command> WatchCommand();
 std::unique_ptr<Command> HealthCommand();
 

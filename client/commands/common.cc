@@ -125,6 +125,7 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   all.push_back(CancelCommand());
   all.push_back(ReportCommand());
   all.push_back(CompareCommand());
+  all.push_back(HistoryCommand());
   all.push_back(WatchCommand());
   all.push_back(HealthCommand());
   return all;

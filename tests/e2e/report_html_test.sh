@@ -8,7 +8,8 @@
 #     drawn in the palette's colours (tests/e2e/png_check.py: at least 0.2% of
 #     the pixels coloured, five times what a legend swatch alone gives; a
 #     two-point line is 0.5%), the page too;
-#  4. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
+#  4. compare, report and history -o json follow their schemas (client/schemas);
+#  5. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
 #     and a view's unknown format is refused.
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -85,6 +86,15 @@ jq -e '[.pairs[].verdict] | any(. == "no change") and all(. == "no change" or . 
 jq -e '.unpaired | length > 0' "$WORK/compare-pairs.json" >/dev/null || fail "the unpaired tasks are not listed"
 python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/compare-self.json" "$WORK/compare-pairs.json" \
   >"$WORK/schema.txt" || fail "compare -o json breaks its schema: $(cat "$WORK/schema.txt")"
+python3 "$HERE/validate_json.py" "$SCHEMAS/report.v1.json" "$WORK/$study/report.json" "$WORK/$sweep/report.json" \
+  >"$WORK/schema.txt" || fail "report -o json breaks its schema: $(cat "$WORK/schema.txt")"
+# history: mlp at batch 64 ran in both jobs: two rows of one series, the second compared with the first.
+"$CLI" history --model mlp -o json >"$WORK/history.json" || fail "history failed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/history.v1.json" "$WORK/history.json" >"$WORK/schema.txt" ||
+  fail "history -o json breaks its schema: $(cat "$WORK/schema.txt")"
+jq -e '[.rows[] | select(.batch == 64)] | length == 2 and (.[1].versus_previous.verdict | type == "string")' \
+  "$WORK/history.json" >/dev/null || fail "history lacks the batch-64 series: $(cat "$WORK/history.json")"
+"$CLI" history --model mlp --since 2999-01-01 | grep -q "^FINISHED" || fail "history --since"
 
 # The rerun line: the effective spec goes back in as it came out.
 "$CLI" get job "$sweep" -o yaml >"$WORK/spec.yaml"
