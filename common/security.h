@@ -71,6 +71,10 @@ class Authorizer {
   Authorizer(TokenTable tokens, bool require_agent_cert)
       : tokens_(std::move(tokens)), require_agent_cert_(require_agent_cert) {}
   grpc::Status Check(const grpc::ServerContextBase& ctx, Role role) const;
+  /// The same for an "authorization" header value of another protocol (the
+  /// web UI's HTTP): OK when no tokens are configured.
+  grpc::Status CheckBearer(const std::string& authorization, Role role) const;
+  bool tokens_configured() const { return !tokens_.empty(); }
 
  private:
   TokenTable tokens_;

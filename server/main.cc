@@ -5,6 +5,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "server/server.h"
@@ -44,7 +45,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   bool debug = false;
   app.add_flag("--debug", debug, "log every task assignment");
-  app.add_option("--port-file", port_file, "write 'grpc=<port> metrics=<port>' here once listening");
+  app.add_option("--http-listen", config.http_address,
+                 "read-only web UI address, e.g. 127.0.0.1:8080 (port 0 = any); empty (default) disables it");
+  app.add_option("--port-file", port_file,
+                 "write 'grpc=<port> metrics=<port>' (and ' http=<port>' with --http-listen) here once listening");
   auto& sec = config.security;
   app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")
       ->envname("HETBENCH_TLS_CERT");
@@ -74,7 +78,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!port_file.empty()) {
-    std::ofstream(port_file + ".tmp") << "grpc=" << server.grpc_port() << " metrics=" << server.metrics_port() << "\n";
+    std::ofstream(port_file + ".tmp") << "grpc=" << server.grpc_port() << " metrics=" << server.metrics_port()
+                                      << (server.http_port() > 0 ? absl::StrCat(" http=", server.http_port()) : "")
+                                      << "\n";
     std::rename((port_file + ".tmp").c_str(), port_file.c_str());
   }
   int sig = 0;

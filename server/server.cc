@@ -68,6 +68,14 @@ absl::Status HetbenchServer::Start() {
                                                  "; choose another with --metrics-listen"));
     }
   }
+  if (!config_.http_address.empty()) {
+    web_ = std::make_unique<WebUi>(coordinator_.get(), authorizer_.get());
+    if (absl::Status s = web_->Start(config_.http_address); !s.ok()) {
+      web_.reset();
+      Shutdown(0);
+      return s;
+    }
+  }
   LogInfo("server", "serving gRPC on port ", grpc_port_, ", /metrics on port ", metrics_port_, ", store ",
           config_.db_path);
   // What protects the API, never the secrets themselves.
@@ -96,6 +104,7 @@ void HetbenchServer::Shutdown(double grace_seconds) {
     server_->Shutdown(deadline);
     server_->Wait();
   }
+  if (web_) web_->Stop();  // its pages wait on the coordinator: stopped first
   coordinator_->Stop();
   exposer_.reset();
   LogInfo("server", "stopped");

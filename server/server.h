@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "server/http/web_ui.h"
 #include "server/metrics/metrics.h"
 #include "server/service/coordinator.h"
 #include "server/service/grpc_services.h"
@@ -24,6 +25,8 @@ struct ServerConfig {
   std::string listen_address = "127.0.0.1:50051";
   /// Prometheus /metrics address; empty disables the exposer.
   std::string metrics_address = "127.0.0.1:9464";
+  /// The read-only web UI (server/http); empty (the default) disables it.
+  std::string http_address;
   /// SQLite job store path.
   std::string db_path = "hetbench.db";
   CoordinatorOptions coordinator;
@@ -54,6 +57,7 @@ class HetbenchServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return web_ ? web_->port() : 0; }
   Coordinator& coordinator() { return *coordinator_; }
   SqliteJobStore& store() { return *store_; }
   Metrics& metrics() { return *metrics_; }
@@ -69,6 +73,7 @@ class HetbenchServer {
   std::unique_ptr<AgentGatewayService> gateway_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<WebUi> web_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;

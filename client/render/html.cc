@@ -31,6 +31,10 @@ figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 .valid { color: #006d2c; font-weight: bold; }
 .invalid { color: #b30000; font-weight: bold; }
 code { background: #f2f2f2; padding: 1px 4px; }
+nav { margin-bottom: 12px; font-size: 15px; }
+nav a, td a { color: #0057a3; }
+form.filter { margin: 8px 0; }
+form.filter label { margin-right: 10px; }
 )";
 
 std::string Cell(const std::string& s) { return absl::StrCat("<td>", Escape(s), "</td>"); }
@@ -77,23 +81,38 @@ std::string Validity(const v1::Job& job) {
 
 }  // namespace
 
+std::string HtmlHead(const std::string& title, const WebPage& web) {
+  std::string out = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+      web.refresh_seconds > 0 ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", web.refresh_seconds, "\">")
+                              : "",
+      "<title>", Escape(title), "</title><style>", kStyle, "</style></head>\n<body>\n");
+  if (web.nav) {
+    absl::StrAppend(&out,
+                    "<nav><a href=\"/jobs\">Jobs</a> · <a href=\"/agents\">Agents</a> · "
+                    "<a href=\"/compare\">Compare</a> · <a href=\"/history\">History</a></nav>\n");
+  }
+  return out;
+}
+
 std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots, v1::DeviceKind baseline_kind,
-                             bool compare_mismatched) {
+                             bool compare_mismatched, const WebPage& web) {
   bool simulated = false, layers = false;
   for (const v1::Task& t : job.tasks()) {
     simulated |= t.result().environment().simulated();
     layers |= t.result().layers_size() > 0;
   }
-  std::string out = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-      "<title>hetbench report ",
-      Escape(job.id()), "</title><style>", kStyle, "</style></head>\n<body>\n<h1>hetbench report: <span id=\"job-id\">",
-      Escape(job.id()), "</span></h1>\n<p class=\"meta\">", Escape(job.spec().name()), job.spec().name().empty() ? "" : " · ",
+  std::string out = absl::StrCat(HtmlHead(absl::StrCat("hetbench report ", job.id()), web),
+      "<h1>hetbench report: <span id=\"job-id\">", Escape(job.id()), "</span></h1>\n<p class=\"meta\">", Escape(job.spec().name()), job.spec().name().empty() ? "" : " · ",
       Escape(render::JobModels(job)), " · state <b>", JobStateName(job.state()), "</b> · created ",
       render::TimeString(job.created_unix_seconds()), " · finished ", render::TimeString(job.finished_unix_seconds()),
       " · ", job.tasks_size(), " tasks</p>\n");
   if (!job.error().empty()) absl::StrAppend(&out, "<p class=\"banner\">Job error: ", Escape(job.error()), "</p>\n");
+  if (web.refresh_seconds > 0) {
+    absl::StrAppend(&out, "<p class=\"meta\">Live: this page reloads every ", web.refresh_seconds,
+                    " s while the job runs.</p>\n");
+  }
   if (simulated) {
     absl::StrAppend(&out,
                     "<p class=\"banner\">Some results come from SIMULATED devices (the fleet simulator's profiles), "

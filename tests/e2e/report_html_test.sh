@@ -9,7 +9,9 @@
 #     the pixels coloured, five times what a legend swatch alone gives; a
 #     two-point line is 0.5%), the page too;
 #  4. compare, report and history -o json follow their schemas (client/schemas);
-#  5. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
+#  5. the coordinator's web UI (--http-listen) in the same browser: jobs, one
+#     job, agents, compare and history pages; with tokens on, 401 without one;
+#  6. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
 #     and a view's unknown format is refused.
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -19,11 +21,12 @@ source "$HERE/lib.sh"
 e2e_begin report-html
 command -v chromium >/dev/null || fail "chromium is not installed (scripts/install-deps installs it)"
 
-"$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --db "$WORK/jobs.db" --port-file "$WORK/ports" \
-  >"$WORK/server.log" 2>&1 &
+"$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --db "$WORK/jobs.db" \
+  --port-file "$WORK/ports" >"$WORK/server.log" 2>&1 &
 PIDS+=($!)
 wait_for 20 test -s "$WORK/ports" || fail "server did not start"
 export HETBENCH_SERVER=127.0.0.1:$(sed -E 's/.*grpc=([0-9]+).*/\1/' "$WORK/ports")
+WEB=http://127.0.0.1:$(sed -E 's/.*http=([0-9]+).*/\1/' "$WORK/ports")
 "$AGENT" --agent-id r1 --server "$HETBENCH_SERVER" --threads 1 >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" r1 || fail "agent did not connect"
@@ -95,6 +98,40 @@ python3 "$HERE/validate_json.py" "$SCHEMAS/history.v1.json" "$WORK/history.json"
 jq -e '[.rows[] | select(.batch == 64)] | length == 2 and (.[1].versus_previous.verdict | type == "string")' \
   "$WORK/history.json" >/dev/null || fail "history lacks the batch-64 series: $(cat "$WORK/history.json")"
 "$CLI" history --model mlp --since 2999-01-01 | grep -q "^FINISHED" || fail "history --since"
+
+# The web UI, in the same browser: the job list, one job (the same report, its
+# figures drawn), agents, a comparison and a history, all from the coordinator.
+web() { chrome --dump-dom "$WEB$1" >"$WORK/web.html" && grep -q "$2" "$WORK/web.html" ||
+  fail "web UI $1 lacks '$2': $(head -c 600 "$WORK/web.html")"; }
+web /jobs "<a href=\"/jobs/$study\">$study</a>"
+web "/jobs?state=succeeded&model=mlp" "<a href=\"/jobs/$sweep\">$sweep</a>"
+web "/jobs/$study" "<span id=\"job-id\">$study</span>"
+[[ $(grep -c '<figure id="plot-' "$WORK/web.html") == $(find "$WORK/$study/svg" -name '*.svg' | wc -l) ]] ||
+  fail "the web UI's job page and the CLI's report differ in figures"
+web /agents '<td>r1</td>'
+grep -q '<td>no gpu: \|<td>gpu</td><td>' "$WORK/web.html" || grep -q '<table id="absent">' "$WORK/web.html" ||
+  fail "the agents page lacks the absent kinds"
+web "/compare?a=$study&b=$study" '<td class="">no change</td>'
+web "/history?model=mlp" '<figure id="plot-history">'
+chrome --window-size=1100,4000 --screenshot="$WORK/web-job.png" "$WEB/jobs/$sweep" >/dev/null
+python3 "$HERE/png_check.py" 0.002 0.02 "$WORK/web-job.png" >"$WORK/png_check.txt" ||
+  fail "the web UI's job page is blank: $(cat "$WORK/png_check.txt")"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$WEB/jobs/job-999999") == 404 ]] || fail "an unknown job is not a 404"
+echo "web UI: jobs, job, agents, compare and history pages served and drawn"
+
+# With bearer tokens on, the web UI wants a client token: none is 401, an agent's 403.
+printf 'agent %s\nclient %s\n' agent-token-0123456789 client-token-0123456789 >"$WORK/tokens"
+chmod 600 "$WORK/tokens"
+"$SERVER" --listen 127.0.0.1:0 --metrics-listen '' --http-listen 127.0.0.1:0 --db "$WORK/tokens.db" \
+  --token-file "$WORK/tokens" --port-file "$WORK/ports2" >"$WORK/server2.log" 2>&1 &
+PIDS+=($!)
+wait_for 20 test -s "$WORK/ports2" || fail "the server with tokens did not start"
+WEB2=http://127.0.0.1:$(sed -E 's/.*http=([0-9]+).*/\1/' "$WORK/ports2")
+code() { curl -s -o /dev/null -w '%{http_code}' "$@" "$WEB2/jobs"; }
+[[ $(code) == 401 ]] || fail "the web UI served a page without a token"
+[[ $(code -H "Authorization: Bearer agent-token-0123456789") == 403 ]] || fail "an agent token read the web UI"
+[[ $(code -H "Authorization: Bearer client-token-0123456789") == 200 ]] || fail "a client token was refused"
+echo "web UI with tokens: 401 without, 403 with an agent's, 200 with a client's"
 
 # The rerun line: the effective spec goes back in as it came out.
 "$CLI" get job "$sweep" -o yaml >"$WORK/spec.yaml"

@@ -1,0 +1,260 @@
+#include "server/http/web_ui.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <future>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/compare.h"
+#include "client/history.h"
+#include "client/render/html.h"
+#include "client/render/plots.h"
+#include "client/render/web.h"
+#include "common/log.h"
+#include "common/names.h"
+
+namespace hetbench::server {
+
+namespace {
+
+constexpr const char* kLog = "web";
+constexpr auto kWait = std::chrono::seconds(20);
+
+// Runs one of the coordinator's asynchronous calls and waits for its answer.
+template <typename T>
+absl::StatusOr<T> Await(const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<T>>>();
+  std::future<absl::StatusOr<T>> answer = promise->get_future();
+  start([promise](absl::StatusOr<T> v) { promise->set_value(std::move(v)); });
+  if (answer.wait_for(kWait) != std::future_status::ready) {
+    return absl::DeadlineExceededError("the coordinator did not answer in 20 s; reload the page");
+  }
+  return answer.get();
+}
+
+int HttpStatus(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kResourceExhausted: return 503;
+    case absl::StatusCode::kUnavailable: return 503;
+    case absl::StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
+
+void Html(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body, "text/html; charset=utf-8");
+}
+
+void Error(httplib::Response& res, const absl::Status& s) {
+  const int code = HttpStatus(s);
+  Html(res, code, client::RenderErrorPage(code, std::string(s.message())));
+}
+
+std::string Param(const httplib::Request& req, const char* name) {
+  return req.has_param(name) ? req.get_param_value(name) : "";
+}
+
+// "2%", "0.02" or empty (2%).
+absl::StatusOr<double> Threshold(const std::string& text) {
+  if (text.empty()) return 0.02;
+  std::string t = text;
+  const bool percent = t.back() == '%';
+  if (percent) t.pop_back();
+  double v = 0;
+  if (!absl::SimpleAtod(t, &v) || v < 0 || (percent ? v >= 100 : v >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threshold = ", text, ": expected a fraction in [0, 1) or a percentage, e.g. 2%"));
+  }
+  return percent ? v / 100 : v;
+}
+
+}  // namespace
+
+WebUi::WebUi(Coordinator* coordinator, const Authorizer* auth) : coordinator_(coordinator), auth_(auth) {}
+
+WebUi::~WebUi() { Stop(); }
+
+absl::Status WebUi::Start(const std::string& address) {
+  const auto colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen ", address, ": expected HOST:PORT, e.g. 127.0.0.1:8080 (port 0 = any)"));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  http_ = std::make_unique<httplib::Server>();
+  Routes();
+  port_ = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) {
+    http_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the web UI on ", address, ": address in use or invalid; choose another with "
+                                                             "--http-listen"));
+  }
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  LogInfo(kLog, "web UI on http://", host, ":", port_, "/",
+          auth_->tokens_configured() ? " (client bearer token required)" : "");
+  return absl::OkStatus();
+}
+
+void WebUi::Stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WebUi::Routes() {
+  // Every request: a client token when tokens are configured.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const grpc::Status s = auth_->CheckBearer(req.get_header_value("Authorization"), Role::kClient);
+    if (s.ok()) return httplib::Server::HandlerResponse::Unhandled;
+    const int code = s.error_code() == grpc::StatusCode::PERMISSION_DENIED ? 403 : 401;
+    if (code == 401) res.set_header("WWW-Authenticate", "Bearer");
+    Html(res, code, client::RenderErrorPage(code, s.error_message()));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/jobs"); });
+
+  http_->Get("/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    client::JobsFilter f{Param(req, "state"), Param(req, "model"), Param(req, "kind"), Param(req, "page_token")};
+    JobFilter filter;
+    filter.page_size = 50;
+    filter.page_token = f.page_token;
+    filter.model = f.model;
+    if (!f.state.empty()) {
+      auto state = ParseJobState(f.state);
+      if (!state) return Error(res, absl::InvalidArgumentError("state = " + f.state + ": use queued, running, "
+                                                                                    "succeeded, failed or cancelled"));
+      filter.state = *state;
+    }
+    if (!f.kind.empty()) {
+      auto kind = ParseDeviceKind(f.kind);
+      if (!kind) return Error(res, absl::InvalidArgumentError("kind = " + f.kind + ": use cpu, gpu, tpu, dpu or qpu-sim"));
+      filter.device_kind = *kind;
+    }
+    auto page = Await<JobPage>([&](auto done) { coordinator_->ListJobs(filter, std::move(done)); });
+    if (!page.ok()) return Error(res, page.status());
+    Html(res, 200, client::RenderJobsPage(page->jobs, f, page->next_page_token));
+  });
+
+  http_->Get(R"(/jobs/([A-Za-z0-9_-]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(id, std::move(done)); });
+    if (!job.ok()) return Error(res, job.status());
+    client::PowerTraces power;
+    int fetched = 0;
+    for (const v1::Task& t : job->tasks()) {
+      if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().windows_size() == 0) continue;
+      if (t.result().power_readings_stored() == 0 || ++fetched > 12) continue;
+      v1::GetTaskDataRequest r;
+      r.set_task_id(t.id());
+      r.set_kind(v1::GetTaskDataRequest::KIND_POWER);
+      r.set_page_size(TaskDataReader::kMaxPageSize);
+      do {
+        auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
+        if (!data.ok()) break;  // the figure says no readings were fetched
+        for (const v1::PowerBatch& b : data->power()) power[t.id()].push_back(b);
+        r.set_page_token(data->next_page_token());
+      } while (!r.page_token().empty());
+    }
+    client::WebPage web;
+    web.nav = true;
+    web.refresh_seconds = IsTerminal(job->state()) ? 0 : 3;
+    Html(res, 200,
+         client::RenderHtmlReport(*job, client::JobPlots(*job, power), v1::DEVICE_KIND_CPU, false, web));
+  });
+
+  http_->Get("/agents", [this](const httplib::Request&, httplib::Response& res) {
+    auto agents = Await<std::vector<v1::AgentInfo>>([&](auto done) {
+      coordinator_->ListAgents([done = std::move(done)](std::vector<v1::AgentInfo> a) { done(std::move(a)); });
+    });
+    if (!agents.ok()) return Error(res, agents.status());
+    Html(res, 200, client::RenderAgentsPage(*agents));
+  });
+
+  // Every page of a task's training and inference samples.
+  auto samples_of = [this](const v1::Task& t) -> absl::StatusOr<std::vector<v1::SampleBatch>> {
+    std::vector<v1::SampleBatch> out;
+    v1::GetTaskDataRequest r;
+    r.set_task_id(t.id());
+    r.set_kind(v1::GetTaskDataRequest::KIND_SAMPLES);
+    r.set_page_size(TaskDataReader::kMaxPageSize);
+    do {
+      auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
+      if (!data.ok()) return data.status();
+      out.insert(out.end(), data->samples().begin(), data->samples().end());
+      r.set_page_token(data->next_page_token());
+    } while (!r.page_token().empty());
+    return out;
+  };
+
+  http_->Get("/compare", [this, samples_of](const httplib::Request& req, httplib::Response& res) {
+    auto threshold = Threshold(Param(req, "threshold"));
+    if (!threshold.ok()) return Error(res, threshold.status());
+    const std::string a_id = Param(req, "a"), b_id = Param(req, "b");
+    if (a_id.empty() || b_id.empty()) return Html(res, 200, client::RenderComparePage(nullptr, nullptr, {}, {}, *threshold));
+    auto a = Await<v1::Job>([&](auto done) { coordinator_->GetJob(a_id, std::move(done)); });
+    if (!a.ok()) return Error(res, a.status());
+    auto b = Await<v1::Job>([&](auto done) { coordinator_->GetJob(b_id, std::move(done)); });
+    if (!b.ok()) return Error(res, b.status());
+    std::vector<std::string> unpaired;
+    std::vector<client::PairResult> results;
+    for (const client::TaskPair& pair : client::PairTasks(*a, *b, false, &unpaired)) {
+      if (!pair.refused.empty()) {
+        results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
+        continue;
+      }
+      auto sa = samples_of(*pair.a);
+      auto sb = samples_of(*pair.b);
+      if (!sa.ok() || !sb.ok()) return Error(res, sa.ok() ? sb.status() : sa.status());
+      for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+        const auto x = client::TimesPerSample(*sa, phase), y = client::TimesPerSample(*sb, phase);
+        if (x.empty() && y.empty()) continue;
+        results.push_back({pair, phase, client::CompareSteps(x, y, *threshold)});
+      }
+    }
+    Html(res, 200, client::RenderComparePage(&*a, &*b, results, unpaired, *threshold));
+  });
+
+  http_->Get("/history", [this, samples_of](const httplib::Request& req, httplib::Response& res) {
+    const std::string model = Param(req, "model"), kind_text = Param(req, "kind");
+    if (model.empty()) return Html(res, 200, client::RenderHistoryPage({}, "", kind_text, 0.02));
+    JobFilter filter;
+    filter.page_size = 100;  // the newest 100 jobs of the model
+    filter.model = model;
+    if (!kind_text.empty()) {
+      auto kind = ParseDeviceKind(kind_text);
+      if (!kind) return Error(res, absl::InvalidArgumentError("kind = " + kind_text + ": use cpu, gpu, tpu, dpu or qpu-sim"));
+      filter.device_kind = *kind;
+    }
+    auto page = Await<JobPage>([&](auto done) { coordinator_->ListJobs(filter, std::move(done)); });
+    if (!page.ok()) return Error(res, page.status());
+    std::vector<v1::Job> jobs;
+    for (const v1::Job& listed : page->jobs) {
+      auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(listed.id(), std::move(done)); });
+      if (job.ok()) jobs.push_back(std::move(*job));
+    }
+    auto steps_of = [&](const v1::Task& t) {
+      auto s = samples_of(t);
+      return s.ok() ? client::TimesPerSample(*s, v1::PHASE_TRAIN) : std::vector<double>{};
+    };
+    const auto rows = client::BuildHistory(jobs, model, filter.device_kind, 0.02, steps_of);
+    Html(res, 200, client::RenderHistoryPage(rows, model, kind_text, 0.02));
+  });
+
+  http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      Html(res, res.status, client::RenderErrorPage(res.status, res.status == 404 ? "no such page" : "error"));
+    }
+  });
+}
+
+}  // namespace hetbench::server
