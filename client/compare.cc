@@ -212,13 +212,7 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
                     absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high), absl::StrFormat("%.2g", c.p_value), c.verdict});
   }
   if (format == "csv") {
-    std::string out = "pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95,p_value,verdict\n";
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) absl::StrAppend(&line, i ? "," : "", render::CsvEscape(row[i]));
-      absl::StrAppend(&out, line, "\n");
-    }
-    return out;
+    return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95,p_value,verdict", rows);
   }
   std::string out = absl::StrCat(
       "compare ", a.id(), " (A) with ", b.id(), " (B)\n",

@@ -127,13 +127,8 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                      Change(r)});
   }
   if (format == "csv") {
-    std::string out = "finished,task,device,executor,batch,train_samples_per_s_p50,iqr,mj_per_sample,change\n";
-    for (const auto& row : cells) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) absl::StrAppend(&line, i ? "," : "", render::CsvEscape(row[i]));
-      absl::StrAppend(&out, line, "\n");
-    }
-    return out;
+    return render::CsvLines("finished,task,device,executor,batch,train_samples_per_s_p50,iqr,mj_per_sample,change",
+                            cells);
   }
   return absl::StrCat(
       "history of ", model, " (training), oldest first\n",

@@ -123,6 +123,18 @@ void DrawYAxis(std::string* out, const Axis& y, double bottom, const std::string
                   ")\" text-anchor=\"middle\" font-size=\"13\">", Escape(label), "</text>\n");
 }
 
+// A numeric x axis under the plot: ticks, their values, the label.
+void DrawXAxis(std::string* out, const Axis& x, double bottom, const std::string& label) {
+  for (double t : x.ticks) {
+    const double px = x.Map(t);
+    absl::StrAppend(out, "<line x1=\"", F(px), "\" x2=\"", F(px), "\" y1=\"", F(bottom), "\" y2=\"", F(bottom + 5),
+                    "\" stroke=\"#333\"/><text x=\"", F(px), "\" y=\"", F(bottom + 18),
+                    "\" text-anchor=\"middle\" font-size=\"11\">", TickText(t), "</text>\n");
+  }
+  absl::StrAppend(out, "<text x=\"", F((kLeft + kWidth - kRight) / 2), "\" y=\"", F(bottom + 38),
+                  "\" text-anchor=\"middle\" font-size=\"13\">", Escape(label), "</text>\n");
+}
+
 // A footnote's lines: words wrapped to the plot's width (11 px text).
 std::vector<std::string> FootnoteLines(const std::string& footnote) {
   constexpr size_t kChars = 112;
@@ -349,18 +361,10 @@ std::string Render(const LineChart& c) {
 
   std::string out = Open(height, c.title);
   DrawYAxis(&out, y, bottom, c.y_label);
-  for (double t : x.ticks) {
-    const double px = x.Map(t);
-    absl::StrAppend(&out, "<line x1=\"", F(px), "\" x2=\"", F(px), "\" y1=\"", F(bottom), "\" y2=\"", F(bottom + 5),
-                    "\" stroke=\"#333\"/><text x=\"", F(px), "\" y=\"", F(bottom + 18),
-                    "\" text-anchor=\"middle\" font-size=\"11\">", TickText(t), "</text>\n");
-  }
-  absl::StrAppend(&out, "<text x=\"", F((kLeft + kWidth - kRight) / 2), "\" y=\"", F(bottom + 38),
-                  "\" text-anchor=\"middle\" font-size=\"13\">", Escape(c.x_label), "</text>\n");
+  DrawXAxis(&out, x, bottom, c.x_label);
   for (size_t i = 0; i < c.lines.size(); ++i) {
     const Line& l = c.lines[i];
     const char* colour = Colour(static_cast<int>(i));
-    std::string band_top, band_bottom;
     bool band = !l.points.empty();
     for (const Point& p : l.points) band &= Finite(p.lo) && Finite(p.hi);
     if (band) {
@@ -484,14 +488,7 @@ std::string Render(const TimelineChart& c) {
                     " to ", TickText(c.windows[w].end), "</title></rect>\n");
   }
   DrawYAxis(&out, y, bottom, c.y_label);
-  for (double t : x.ticks) {
-    const double px = x.Map(t);
-    absl::StrAppend(&out, "<line x1=\"", F(px), "\" x2=\"", F(px), "\" y1=\"", F(bottom), "\" y2=\"", F(bottom + 5),
-                    "\" stroke=\"#333\"/><text x=\"", F(px), "\" y=\"", F(bottom + 18),
-                    "\" text-anchor=\"middle\" font-size=\"11\">", TickText(t), "</text>\n");
-  }
-  absl::StrAppend(&out, "<text x=\"", F((kLeft + kWidth - kRight) / 2), "\" y=\"", F(bottom + 38),
-                  "\" text-anchor=\"middle\" font-size=\"13\">", Escape(c.x_label), "</text>\n");
+  DrawXAxis(&out, x, bottom, c.x_label);
   for (size_t i = 0; i < c.lines.size(); ++i) {
     std::string d;
     for (size_t k = 0; k < c.lines[i].points.size(); ++k) {

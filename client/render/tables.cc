@@ -242,6 +242,11 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     }
     out += "\n";
   }
+  // The one command that reruns it; a rerun compares when its fingerprints match the ones above.
+  absl::StrAppend(&out, "\nRerun: hetbench get job ", job.id(),
+                  " -o yaml > spec.yaml && hetbench submit -f spec.yaml --wait  (comparable when the fingerprints "
+                  "above match; then hetbench compare ",
+                  job.id(), " NEW_JOB)\n");
   return out;
 }
 

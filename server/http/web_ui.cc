@@ -110,6 +110,22 @@ void WebUi::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataRequest::Kind kind) {
+  v1::GetTaskDataRequest r;
+  r.set_task_id(t.id());
+  r.set_kind(kind);
+  r.set_page_size(TaskDataReader::kMaxPageSize);
+  v1::TaskData all;
+  do {
+    auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
+    if (!data.ok()) return data.status();
+    all.mutable_samples()->MergeFrom(data->samples());
+    all.mutable_power()->MergeFrom(data->power());
+    r.set_page_token(data->next_page_token());
+  } while (!r.page_token().empty());
+  return all;
+}
+
 void WebUi::Routes() {
   // Every request: a client token when tokens are configured.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -154,16 +170,8 @@ void WebUi::Routes() {
     for (const v1::Task& t : job->tasks()) {
       if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().windows_size() == 0) continue;
       if (t.result().power_readings_stored() == 0 || ++fetched > 12) continue;
-      v1::GetTaskDataRequest r;
-      r.set_task_id(t.id());
-      r.set_kind(v1::GetTaskDataRequest::KIND_POWER);
-      r.set_page_size(TaskDataReader::kMaxPageSize);
-      do {
-        auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
-        if (!data.ok()) break;  // the figure says no readings were fetched
-        for (const v1::PowerBatch& b : data->power()) power[t.id()].push_back(b);
-        r.set_page_token(data->next_page_token());
-      } while (!r.page_token().empty());
+      auto data = AllPages(t, v1::GetTaskDataRequest::KIND_POWER);
+      if (data.ok()) power[t.id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
     }
     client::WebPage web;
     web.nav = true;
@@ -182,18 +190,9 @@ void WebUi::Routes() {
 
   // Every page of a task's training and inference samples.
   auto samples_of = [this](const v1::Task& t) -> absl::StatusOr<std::vector<v1::SampleBatch>> {
-    std::vector<v1::SampleBatch> out;
-    v1::GetTaskDataRequest r;
-    r.set_task_id(t.id());
-    r.set_kind(v1::GetTaskDataRequest::KIND_SAMPLES);
-    r.set_page_size(TaskDataReader::kMaxPageSize);
-    do {
-      auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
-      if (!data.ok()) return data.status();
-      out.insert(out.end(), data->samples().begin(), data->samples().end());
-      r.set_page_token(data->next_page_token());
-    } while (!r.page_token().empty());
-    return out;
+    auto data = AllPages(t, v1::GetTaskDataRequest::KIND_SAMPLES);
+    if (!data.ok()) return data.status();
+    return std::vector<v1::SampleBatch>(data->samples().begin(), data->samples().end());
   };
 
   http_->Get("/compare", [this, samples_of](const httplib::Request& req, httplib::Response& res) {

@@ -34,6 +34,8 @@ class WebUi {
 
  private:
   void Routes();
+  /// Every page of one task's samples or power readings, through the coordinator's reader.
+  absl::StatusOr<v1::TaskData> AllPages(const v1::Task& t, v1::GetTaskDataRequest::Kind kind);
 
   Coordinator* const coordinator_;
   const Authorizer* const auth_;

@@ -38,6 +38,8 @@ TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
   EXPECT_THAT(table, HasSubstr("4.000"));  // 4e6 ns
   EXPECT_THAT(table, HasSubstr("2.00x"));  // 3000 / 1500 samples/s
   EXPECT_THAT(table, HasSubstr("relative to the same model and batch size on the baseline (cpu"));
+  // It ends with the command that reruns it.
+  EXPECT_THAT(table, HasSubstr("Rerun: hetbench get job job-000007 -o yaml > spec.yaml && hetbench submit -f spec.yaml"));
 }
 
 TEST(RenderTest, SpeedupIsRefusedAcrossDifferentFingerprintsUnlessAsked) {
