@@ -8,6 +8,10 @@
 //    spec, flag or agent can set it.
 // The order of the two runs alternates from pair to pair so drift favours
 // neither. Prints one line per pair and the rates; asserts nothing.
+// One LibTorch thread by default: on a machine whose every core the runs
+// take (2 threads on this 2-core VM), the OS's own work shifts whole runs by
+// several percent, a noise no test over one run's steps can see; --threads 0
+// measures that case too (the README gives both).
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -110,7 +114,7 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
 
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
-  int pairs = 20, threads = 0;
+  int pairs = 20, threads = 1;
   int64_t steps = 300, bs = 64, infer_batches = 100;
   double slowdown = 0.05, threshold = 0.02;
   std::string model = "mlp";
