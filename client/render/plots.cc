@@ -311,8 +311,17 @@ void Timelines(const std::vector<const v1::Task*>& tasks, const PowerTraces& pow
     }
     // What ran between the measured windows, in the agent's order.
     const double first = train_start >= 0 ? train_start : infer_start;
-    // Each phase keeps its colour in every timeline.
-    if (first > idle_end) c.windows.push_back({"data load, preprocess, warm-up", idle_end, first, 1});
+    // Each phase keeps its colour in every timeline. Before the first measured
+    // window the agent loads data, preprocesses (model, optimizer, shuffling)
+    // and warms up, in that order: their timers place them (the warm-up is
+    // what is left, clamped when timers and windows disagree by a hair).
+    if (first > idle_end) {
+      const double load_end = std::min(first, idle_end + r.data_load_seconds());
+      const double prep_end = std::min(first, load_end + r.preprocess_seconds());
+      if (load_end > idle_end) c.windows.push_back({"data load", idle_end, load_end, 3});
+      if (prep_end > load_end) c.windows.push_back({"preprocess", load_end, prep_end, 6});
+      if (first > prep_end) c.windows.push_back({"warm-up", prep_end, first, 1});
+    }
     for (const v1::PhaseWindow& w : r.windows()) {
       const bool idle = w.phase() == v1::PHASE_IDLE, train = w.phase() == v1::PHASE_TRAIN;
       c.windows.push_back({idle ? "idle baseline" : train ? "train (measured)" : "evaluate (measured)",

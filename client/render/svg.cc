@@ -73,7 +73,7 @@ int LegendRows(const std::vector<LegendEntry>& entries) {
   double x = kLeft;
   int rows = entries.empty() ? 0 : 1;
   for (const auto& e : entries) {
-    const double w = 26 + 6.6 * static_cast<double>(e.name.size());
+    const double w = 28 + 7.2 * static_cast<double>(e.name.size());
     if (x + w > kWidth - kRight && x > kLeft) {
       ++rows;
       x = kLeft;
@@ -85,7 +85,7 @@ int LegendRows(const std::vector<LegendEntry>& entries) {
 void DrawLegend(std::string* out, const std::vector<LegendEntry>& entries, double y) {
   double x = kLeft;
   for (const auto& e : entries) {
-    const double w = 26 + 6.6 * static_cast<double>(e.name.size());
+    const double w = 28 + 7.2 * static_cast<double>(e.name.size());
     if (x + w > kWidth - kRight && x > kLeft) {
       y += 18;
       x = kLeft;

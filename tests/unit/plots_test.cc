@@ -137,6 +137,8 @@ v1::Task* AddTask(v1::Job* job, int index, v1::DeviceKind kind, const std::strin
   w->set_phase(v1::PHASE_TRAIN);
   w->set_start_ns(1'000'000'000);
   w->set_end_ns(3'000'000'000);
+  r->set_data_load_seconds(0.3);
+  r->set_preprocess_seconds(0.2);
   r->set_train_flops_per_sample(3e5);
   r->set_forward_flops_per_sample(1e5);
   r->mutable_calibration()->set_gemm_gflops(kind == v1::DEVICE_KIND_CPU ? 80 : 9000);
@@ -201,7 +203,9 @@ TEST(PlotsTest, ASweepOnTwoDevicesGetsEveryKindOfFigure) {
     if (p.name == "timeline-job-000042-t0") {
       EXPECT_THAT(p.svg, HasSubstr("rapl:package-0 (W)"));
       EXPECT_THAT(p.svg, HasSubstr("train (measured)"));
-      EXPECT_THAT(p.svg, HasSubstr("data load, preprocess, warm-up"));
+      EXPECT_THAT(p.svg, HasSubstr(">data load<"));
+      EXPECT_THAT(p.svg, HasSubstr(">preprocess<"));
+      EXPECT_THAT(p.svg, HasSubstr(">warm-up<"));
       EXPECT_THAT(p.svg, HasSubstr(">25<"));  // 2.5 J per 0.1 s: a 25 W tick
     }
     if (p.name == "roofline") EXPECT_THAT(p.svg, HasSubstr("stroke-dasharray"));  // the peaks
