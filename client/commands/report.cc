@@ -59,14 +59,12 @@ class Report final : public Command {
   // The figures (timelines with the power readings each task stored) and the page.
   int WriteFigures(Context& c, const v1::Job& job, v1::DeviceKind baseline) {
     PowerTraces power;
-    int fetched = 0;
-    for (const v1::Task& t : job.tasks()) {
-      if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().windows_size() == 0) continue;
-      if (t.result().power_readings_stored() == 0 || ++fetched > 12) continue;  // JobPlots draws 12 timelines
+    for (const v1::Task* t : TimelineTasks(job)) {
+      if (t->result().power_readings_stored() == 0) continue;
       v1::TaskData data;
-      grpc::Status s = FetchTaskData(c, t.id(), v1::GetTaskDataRequest::KIND_POWER, &data);
-      if (!s.ok()) return RpcError(c.err, "power readings of " + t.id(), s, c.common.server);
-      power[t.id()].assign(data.power().begin(), data.power().end());
+      grpc::Status s = FetchTaskData(c, t->id(), v1::GetTaskDataRequest::KIND_POWER, &data);
+      if (!s.ok()) return RpcError(c.err, "power readings of " + t->id(), s, c.common.server);
+      power[t->id()].assign(data.power().begin(), data.power().end());
     }
     const std::vector<Plot> plots = JobPlots(job, power);
     if (!svg_dir_.empty()) {

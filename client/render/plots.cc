@@ -286,15 +286,9 @@ std::map<std::string, svg::Line> PowerLines(const std::vector<v1::PowerBatch>& b
   return out;
 }
 
-// A job of a thousand tasks gets the first few timelines, not a thousand.
-constexpr int kMaxTimelines = 12;
-
 void Timelines(const std::vector<const v1::Task*>& tasks, const PowerTraces& power, std::vector<Plot>* out) {
-  int drawn = 0;
   for (const v1::Task* t : tasks) {
     const v1::TaskResult& r = t->result();
-    if (r.windows_size() == 0) continue;
-    if (++drawn > kMaxTimelines) break;
     svg::TimelineChart c;
     c.title = absl::StrCat("Phases and power, ", t->id(), " on ", SeriesName(*t), r.environment().simulated() ? " (SIMULATED)" : "");
     c.x_label = "seconds since the task started";
@@ -371,6 +365,16 @@ void Roofline(const v1::Job& job, const std::vector<const v1::Task*>& tasks, std
 
 }  // namespace
 
+std::vector<const v1::Task*> TimelineTasks(const v1::Job& job) {
+  // A job of a thousand tasks gets the first few timelines, not a thousand.
+  constexpr size_t kMaxTimelines = 12;
+  std::vector<const v1::Task*> out;
+  for (const v1::Task* t : Succeeded(job)) {
+    if (t->result().windows_size() > 0 && out.size() < kMaxTimelines) out.push_back(t);
+  }
+  return out;
+}
+
 std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
   std::vector<Plot> out;
   const std::vector<const v1::Task*> tasks = Succeeded(job);
@@ -378,7 +382,7 @@ std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
   DeviceComparison(job, tasks, &out);
   BatchCurves(job, tasks, &out);
   LayerBars(job, tasks, &out);
-  Timelines(tasks, power, &out);
+  Timelines(TimelineTasks(job), power, &out);
   Roofline(job, tasks, &out);
   return out;
 }

@@ -28,6 +28,10 @@ struct Plot {
 /// Power readings by task id (the stored attempt's), for the timelines.
 using PowerTraces = std::map<std::string, std::vector<v1::PowerBatch>>;
 
+/// The tasks that get a phase timeline, in task order: those with results and
+/// phase windows, the first 12 of them. Fetch power readings for these.
+std::vector<const v1::Task*> TimelineTasks(const v1::Job& job);
+
 /// Every figure the job's results support, in report order; a figure that
 /// has no data (no layers profiled, one batch size) is left out.
 std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power = {});

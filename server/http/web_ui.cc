@@ -166,12 +166,10 @@ void WebUi::Routes() {
     auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(id, std::move(done)); });
     if (!job.ok()) return Error(res, job.status());
     client::PowerTraces power;
-    int fetched = 0;
-    for (const v1::Task& t : job->tasks()) {
-      if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().windows_size() == 0) continue;
-      if (t.result().power_readings_stored() == 0 || ++fetched > 12) continue;
-      auto data = AllPages(t, v1::GetTaskDataRequest::KIND_POWER);
-      if (data.ok()) power[t.id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
+    for (const v1::Task* t : client::TimelineTasks(*job)) {
+      if (t->result().power_readings_stored() == 0) continue;
+      auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_POWER);
+      if (data.ok()) power[t->id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
     }
     client::WebPage web;
     web.nav = true;

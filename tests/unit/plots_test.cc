@@ -220,6 +220,22 @@ TEST(PlotsTest, SimulatedResultsSaySoInTheirTitles) {
   }
 }
 
+// The timelines JobPlots draws are the tasks TimelineTasks names: the ones the
+// CLI and the web UI fetch power readings for.
+TEST(PlotsTest, ABigJobGetsTwelveTimelinesAndTheyAreTheTasksTimelineTasksNames) {
+  v1::Job job;
+  job.set_id("job-000050");
+  for (int i = 0; i < 14; ++i) AddTask(&job, i, v1::DEVICE_KIND_CPU, "cpu0", 64, 2);
+  const std::vector<const v1::Task*> named = TimelineTasks(job);
+  ASSERT_EQ(named.size(), 12u);
+  std::vector<std::string> drawn;
+  for (const Plot& p : JobPlots(job)) {
+    if (p.name.rfind("timeline-", 0) == 0) drawn.push_back(p.name.substr(9));
+  }
+  ASSERT_EQ(drawn.size(), 12u);
+  for (size_t i = 0; i < named.size(); ++i) EXPECT_EQ(drawn[i], named[i]->id());
+}
+
 TEST(PlotsTest, AJobWithoutResultsHasNoFigures) {
   v1::Job job;
   job.set_id("job-1");
