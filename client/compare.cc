@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/render.h"
@@ -36,6 +37,19 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 }  // namespace
+
+absl::StatusOr<double> ParseThreshold(const std::string& text) {
+  if (text.empty()) return 0.02;
+  std::string t = text;
+  const bool percent = t.back() == '%';
+  if (percent) t.pop_back();
+  double v = 0;
+  if (!absl::SimpleAtod(t, &v) || v < 0 || (percent ? v >= 100 : v >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text, ": expected a fraction in [0, 1) or a percentage, e.g. 2%"));
+  }
+  return percent ? v / 100 : v;
+}
 
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t na = a.size(), nb = b.size(), n = na + nb;

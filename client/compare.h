@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
 
@@ -31,6 +32,10 @@ struct StepComparison {
   double p_value = 1;
   std::string verdict;  // "faster", "slower", "no change", or "too few steps"
 };
+
+/// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the
+/// form (the caller names its flag or field).
+absl::StatusOr<double> ParseThreshold(const std::string& text);
 
 /// `a`, `b`: time per sample of each step (ns). Needs 5 steps on each side.
 StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,

@@ -2,7 +2,6 @@
 // pair by task pair, with the method of client/compare.h.
 #include "client/compare.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/commands/command.h"
 
@@ -28,16 +27,12 @@ class Compare final : public Command {
   std::vector<std::string> Formats() const override { return {"table", "json", "csv"}; }
 
   int Run(Context& c) override {
-    double threshold = 0;
-    std::string t = threshold_text_;
-    const bool percent = !t.empty() && t.back() == '%';
-    if (percent) t.pop_back();
-    if (!absl::SimpleAtod(t, &threshold) || threshold < 0 || (percent ? threshold >= 100 : threshold >= 1)) {
-      c.err << "hetbench: --threshold " << threshold_text_
-            << ": expected a fraction in [0, 1) or a percentage, e.g. 2%\n";
+    auto parsed = ParseThreshold(threshold_text_);
+    if (!parsed.ok()) {
+      c.err << "hetbench: --threshold " << parsed.status().message() << "\n";
       return kExitUsage;
     }
-    if (percent) threshold /= 100;
+    const double threshold = *parsed;
     std::vector<v1::Job> jobs(ids_.size());
     for (size_t i = 0; i < ids_.size(); ++i) {
       grpc::Status s = FetchJob(c, ids_[i], &jobs[i]);

@@ -2,7 +2,6 @@
 // results over time from the store, with change points (client/history.h).
 #include "client/history.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/commands/command.h"
@@ -20,7 +19,8 @@ class History final : public Command {
     sub->add_option("--device-kind", kind_, "only this device kind (cpu, gpu, tpu, dpu, qpu-sim)");
     sub->add_option("--since", since_, "only jobs created on or after this date (YYYY-MM-DD, UTC)");
     sub->add_option("--limit", limit_, "newest N jobs at most")->capture_default_str()->check(CLI::Range(1, 100000));
-    sub->add_option("--threshold", threshold_, "compare's threshold for a change point")->capture_default_str();
+    sub->add_option("--threshold", threshold_text_, "compare's threshold for a change point, e.g. 2% or 0.02")
+        ->capture_default_str();
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
     return sub;
   }
@@ -47,10 +47,12 @@ class History final : public Command {
       }
       since_unix = absl::ToUnixSeconds(t);
     }
-    if (!(threshold_ >= 0 && threshold_ < 1)) {
-      c.err << "hetbench: --threshold " << threshold_ << ": expected a fraction in [0, 1), e.g. 0.02\n";
+    auto threshold = ParseThreshold(threshold_text_);
+    if (!threshold.ok()) {
+      c.err << "hetbench: --threshold " << threshold.status().message() << "\n";
       return kExitUsage;
     }
+    threshold_ = *threshold;
     // Newest first, a page at a time, until --limit or --since.
     v1::ListJobsRequest req;
     req.set_model(model_);
@@ -99,7 +101,7 @@ class History final : public Command {
   }
 
  private:
-  std::string model_, kind_, since_;
+  std::string model_, kind_, since_, threshold_text_ = "2%";
   int limit_ = 200;
   double threshold_ = 0.02;
 };

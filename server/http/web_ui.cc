@@ -61,20 +61,6 @@ std::string Param(const httplib::Request& req, const char* name) {
   return req.has_param(name) ? req.get_param_value(name) : "";
 }
 
-// "2%", "0.02" or empty (2%).
-absl::StatusOr<double> Threshold(const std::string& text) {
-  if (text.empty()) return 0.02;
-  std::string t = text;
-  const bool percent = t.back() == '%';
-  if (percent) t.pop_back();
-  double v = 0;
-  if (!absl::SimpleAtod(t, &v) || v < 0 || (percent ? v >= 100 : v >= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("threshold = ", text, ": expected a fraction in [0, 1) or a percentage, e.g. 2%"));
-  }
-  return percent ? v / 100 : v;
-}
-
 }  // namespace
 
 WebUi::WebUi(Coordinator* coordinator, const Authorizer* auth) : coordinator_(coordinator), auth_(auth) {}
@@ -194,8 +180,10 @@ void WebUi::Routes() {
   };
 
   http_->Get("/compare", [this, samples_of](const httplib::Request& req, httplib::Response& res) {
-    auto threshold = Threshold(Param(req, "threshold"));
-    if (!threshold.ok()) return Error(res, threshold.status());
+    auto threshold = client::ParseThreshold(Param(req, "threshold"));
+    if (!threshold.ok()) {
+      return Error(res, absl::InvalidArgumentError(absl::StrCat("threshold = ", threshold.status().message())));
+    }
     const std::string a_id = Param(req, "a"), b_id = Param(req, "b");
     if (a_id.empty() || b_id.empty()) return Html(res, 200, client::RenderComparePage(nullptr, nullptr, {}, {}, *threshold));
     auto a = Await<v1::Job>([&](auto done) { coordinator_->GetJob(a_id, std::move(done)); });

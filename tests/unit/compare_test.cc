@@ -51,6 +51,17 @@ TEST(CompareTest, TheSameDistributionIsNoChangeAndATenPercentSlowdownIsSlower) {
   EXPECT_EQ(CompareSteps({1, 2, 3}, a, 0.02).verdict, "too few steps");
 }
 
+TEST(CompareTest, AThresholdIsAPercentageOrAFraction) {
+  EXPECT_DOUBLE_EQ(*ParseThreshold("2%"), 0.02);
+  EXPECT_DOUBLE_EQ(*ParseThreshold("0.05"), 0.05);
+  EXPECT_DOUBLE_EQ(*ParseThreshold(""), 0.02);
+  for (const char* bad : {"100%", "1", "-1%", "two", "%"}) {
+    auto t = ParseThreshold(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr("expected a fraction in [0, 1) or a percentage"));
+  }
+}
+
 TEST(CompareTest, TheIntervalIsReproducible) {
   const std::vector<double> a = Noisy(200, 1000, 0.1, 7), b = Noisy(200, 1030, 0.1, 8);
   const StepComparison x = CompareSteps(a, b, 0.02), y = CompareSteps(a, b, 0.02);
