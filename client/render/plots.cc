@@ -262,7 +262,9 @@ void LayerBars(const v1::Job& job, const std::vector<const v1::Task*>& tasks, st
 // where the sensor gives one, else the counter's rate between readings.
 std::map<std::string, svg::Line> PowerLines(const std::vector<v1::PowerBatch>& batches) {
   std::map<std::string, std::vector<std::tuple<int64_t, double, double>>> by_sensor;
+  std::set<std::string> modeled;
   for (const v1::PowerBatch& b : batches) {
+    if (b.sensor().source() == v1::POWER_SOURCE_MODELED) modeled.insert(b.sensor().name());
     auto& v = by_sensor[b.sensor().name()];
     for (int i = 0; i < b.t_ns_size() && i < b.watts_size() && i < b.joules_size(); ++i) {
       v.emplace_back(b.t_ns(i), b.watts(i), b.joules(i));
@@ -271,7 +273,9 @@ std::map<std::string, svg::Line> PowerLines(const std::vector<v1::PowerBatch>& b
   std::map<std::string, svg::Line> out;
   for (auto& [sensor, readings] : by_sensor) {
     std::sort(readings.begin(), readings.end());
-    svg::Line line{absl::StrCat(sensor, " (W)"), {}};
+    // A modeled trace is an estimate (nominal W x utilisation): its legend says so.
+    svg::Line line{absl::StrCat(sensor, modeled.count(sensor) ? " (W, MODELED: an estimate, not measured)" : " (W)"),
+                   {}};
     for (size_t i = 0; i < readings.size(); ++i) {
       const auto& [t, w, j] = readings[i];
       double watts = w;

@@ -177,6 +177,7 @@ TEST(PlotsTest, ASweepOnTwoDevicesGetsEveryKindOfFigure) {
   PowerTraces power;
   v1::PowerBatch& b = power[job.tasks(0).id()].emplace_back();
   b.mutable_sensor()->set_name("rapl:package-0");
+  b.mutable_sensor()->set_source(v1::POWER_SOURCE_RAPL);
   for (int i = 0; i < 40; ++i) {
     b.add_t_ns(int64_t{100'000'000} * i);
     b.add_watts(std::nan(""));  // a counter: watts from its rate
@@ -207,9 +208,31 @@ TEST(PlotsTest, ASweepOnTwoDevicesGetsEveryKindOfFigure) {
       EXPECT_THAT(p.svg, HasSubstr(">preprocess<"));
       EXPECT_THAT(p.svg, HasSubstr(">warm-up<"));
       EXPECT_THAT(p.svg, HasSubstr(">25<"));  // 2.5 J per 0.1 s: a 25 W tick
+      EXPECT_THAT(p.svg, Not(HasSubstr("MODELED")));  // a RAPL counter is measured
     }
     if (p.name == "roofline") EXPECT_THAT(p.svg, HasSubstr("stroke-dasharray"));  // the peaks
   }
+}
+
+// A modeled power trace is never drawn as a measurement.
+TEST(PlotsTest, AModeledPowerTraceSaysItIsAnEstimate) {
+  v1::Job job = SweepJob();
+  PowerTraces power;
+  v1::PowerBatch& b = power[job.tasks(2).id()].emplace_back();
+  b.mutable_sensor()->set_name("modeled:gpu0");
+  b.mutable_sensor()->set_source(v1::POWER_SOURCE_MODELED);
+  for (int i = 0; i < 10; ++i) {
+    b.add_t_ns(int64_t{300'000'000} * i);
+    b.add_watts(200);
+    b.add_joules(std::nan(""));
+  }
+  bool seen = false;
+  for (const Plot& p : JobPlots(job, power)) {
+    if (p.name != "timeline-" + job.tasks(2).id()) continue;
+    seen = true;
+    EXPECT_THAT(p.svg, HasSubstr("modeled:gpu0 (W, MODELED: an estimate, not measured)"));
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST(PlotsTest, SimulatedResultsSaySoInTheirTitles) {
