@@ -20,6 +20,13 @@ constexpr double kLeft = 84, kRight = 24, kTop = 48;
 
 bool Finite(double v) { return std::isfinite(v); }
 
+// Relative luminance (0 black .. 1 white) of "#rrggbb", sRGB weights without gamma.
+double Luminance(const std::string& hex) {
+  if (hex.size() != 7 || hex[0] != '#') return 0;
+  auto channel = [&hex](int i) { return std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16) / 255.0; };
+  return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+}
+
 std::string F(double v) { return absl::StrFormat("%.1f", v); }
 
 // A value axis: linear from 0 (bars) or from the data, or log10.
@@ -433,8 +440,8 @@ std::string Render(const StackedBarChart& c) {
                       Escape(c.stacks[s]), ": ", TickText(v), "</title></rect>\n");
       const double share = total > 0 ? v / total : 0;
       if (share >= 0.06 && y1 - y2 >= 11) {
-        // Dark text on the light palette colours, white on the dark ones.
-        const bool light = s % 8 == 1 || s % 8 == 5 || s % 8 == 6 || colour(s) == "#999999";
+        // Dark text on light fills, white on dark ones.
+        const bool light = Luminance(colour(s)) > 0.5;
         absl::StrAppend(&out, "<text x=\"", F(x + w / 2), "\" y=\"", F((y1 + y2) / 2 + 4),
                         "\" text-anchor=\"middle\" font-size=\"10\" fill=\"", light ? "#000" : "#fff", "\">",
                         absl::StrFormat("%.0f%%", share * 100), "</text>\n");

@@ -375,14 +375,6 @@ std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format)
 std::string RenderJob(const v1::Job& job, OutputFormat format) {
   if (format == OutputFormat::kJson) return ToJson(job);
   if (format == OutputFormat::kYaml) return JobSpecToYaml(job.spec());
-  std::string out = absl::StrCat("id: ", job.id(), "\nstate: ", JobStateName(job.state()),
-                                 "\ncreated: ", TimeString(job.created_unix_seconds()),
-                                 "\nfinished: ", TimeString(job.finished_unix_seconds()), "\n");
-  if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
-  absl::StrAppend(&out, "spec (effective, defaults filled in):\n");
-  for (absl::string_view line : absl::StrSplit(JobSpecToYaml(job.spec()), '\n')) {
-    if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
-  }
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     std::string note = t.error();
@@ -397,6 +389,14 @@ std::string RenderJob(const v1::Job& job, OutputFormat format) {
                     absl::StrCat(t.attempt()), note.empty() ? "-" : note});
   }
   if (format == OutputFormat::kCsv) return CsvLines("task,model,device,batch,state,attempt,note", rows);
+  std::string out = absl::StrCat("id: ", job.id(), "\nstate: ", JobStateName(job.state()),
+                                 "\ncreated: ", TimeString(job.created_unix_seconds()),
+                                 "\nfinished: ", TimeString(job.finished_unix_seconds()), "\n");
+  if (!job.error().empty()) absl::StrAppend(&out, "error: ", job.error(), "\n");
+  absl::StrAppend(&out, "spec (effective, defaults filled in):\n");
+  for (absl::string_view line : absl::StrSplit(JobSpecToYaml(job.spec()), '\n')) {
+    if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
+  }
   absl::StrAppend(&out, "tasks:\n",
                   FormatTable({"TASK", "MODEL", "DEVICE", "BATCH", "STATE", "ATTEMPT", "NOTE"}, rows));
   return out;

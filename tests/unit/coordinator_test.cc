@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -69,6 +71,20 @@ std::vector<v1::Assign> Assigns(FakeAgentSink& sink) {
     if (m.has_assign()) out.push_back(m.assign());
   }
   return out;
+}
+
+/// The first Rejected the sink saw, once it sees one (empty after the wait: none came).
+std::optional<v1::Rejected> WaitForRejected(FakeSink<v1::CoordinatorMessage>& sink) {
+  sink.WaitFor([](auto& v) {
+    for (const auto& x : v) {
+      if (x.has_rejected()) return true;
+    }
+    return false;
+  });
+  for (const auto& x : sink.messages()) {
+    if (x.has_rejected()) return x.rejected();
+  }
+  return std::nullopt;
 }
 
 int CountAssigns(const std::vector<v1::CoordinatorMessage>& m) {
@@ -941,18 +957,10 @@ TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDrop
   b->add_duration_ns(10);
   b->add_items(1);  // one item for two steps
   coordinator_->OnAgentMessage(t.session, t.sink, m);
-  ASSERT_TRUE(t.sink->WaitFor([](auto& v) {
-    for (const auto& x : v) {
-      if (x.has_rejected()) return true;
-    }
-    return false;
-  }));
-  for (const auto& x : t.sink->messages()) {
-    if (x.has_rejected()) {
-      EXPECT_EQ(x.rejected().what(), "samples");
-      EXPECT_EQ(x.rejected().reason(), "samples.items: 1 values, duration_ns has 2");
-    }
-  }
+  const std::optional<v1::Rejected> rejected = WaitForRejected(*t.sink);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_EQ(rejected->what(), "samples");
+  EXPECT_EQ(rejected->reason(), "samples.items: 1 values, duration_ns has 2");
   v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
   EXPECT_THAT(job.tasks(0).error(), HasSubstr("malformed samples message"));
   EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());  // nothing half-applied
@@ -971,15 +979,9 @@ TEST_F(CoordinatorTest, ANegativeStepIsRejectedNamingItsIndex) {
     b->add_items(1);
   }
   coordinator_->OnAgentMessage(t.session, t.sink, m);
-  ASSERT_TRUE(t.sink->WaitFor([](auto& v) {
-    for (const auto& x : v) {
-      if (x.has_rejected()) return true;
-    }
-    return false;
-  }));
-  for (const auto& x : t.sink->messages()) {
-    if (x.has_rejected()) EXPECT_EQ(x.rejected().reason(), "samples[2]: negative duration or items");
-  }
+  const std::optional<v1::Rejected> rejected = WaitForRejected(*t.sink);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_EQ(rejected->reason(), "samples[2]: negative duration or items");
   WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
   EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());
 }
