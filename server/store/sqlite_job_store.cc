@@ -10,8 +10,16 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "server/store/sample_codec.h"
+#include "server/store/sqlite_schema.h"
 
 namespace hetbench::server {
+
+using sqlite::BindBlob;
+using sqlite::BindText;
+using sqlite::ColumnText;
+using sqlite::kSchema;
+using sqlite::kSchemaVersion;
+using sqlite::Stmt;
 
 int64_t JobNumber(const std::string& job_id) {
   int64_t n = 0;
@@ -29,78 +37,6 @@ std::optional<std::pair<std::string, int>> SplitTaskId(const std::string& task_i
 }
 
 namespace {
-
-// Schema 2: a row per job and a row per task. (Schema 1 kept a whole job,
-// tasks included, in one blob rewritten on every change.)
-constexpr int kSchemaVersion = 3;
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS jobs (
-  number INTEGER PRIMARY KEY,     -- "job-000042" is 42
-  id TEXT NOT NULL UNIQUE,
-  created_unix_seconds REAL NOT NULL,
-  finished_unix_seconds REAL NOT NULL DEFAULT 0,
-  state INTEGER NOT NULL,
-  request_id TEXT UNIQUE,         -- idempotency key of its submit; NULL when none
-  models TEXT NOT NULL,           -- ",mlp,cnn,": for listing filters
-  kinds TEXT NOT NULL,            -- ",cpu,gpu,"; ",any," for a target of any kind
-  raw_pruned INTEGER NOT NULL DEFAULT 0,
-  header BLOB NOT NULL            -- hetbench.v1.Job without its tasks
-);
-CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
-CREATE INDEX IF NOT EXISTS jobs_to_prune ON jobs(finished_unix_seconds) WHERE raw_pruned = 0 AND state >= 3;
-CREATE TABLE IF NOT EXISTS tasks (
-  job_number INTEGER NOT NULL,
-  idx INTEGER NOT NULL,
-  state INTEGER NOT NULL,
-  task BLOB NOT NULL,             -- hetbench.v1.Task
-  PRIMARY KEY (job_number, idx)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state);
-CREATE TABLE IF NOT EXISTS sample_batches (
-  task_id TEXT NOT NULL,
-  attempt INTEGER NOT NULL,
-  seq INTEGER NOT NULL,
-  phase INTEGER NOT NULL,
-  sample_count INTEGER NOT NULL,
-  batch BLOB NOT NULL,           -- the columns, compact (server/store/sample_codec.h)
-  UNIQUE (task_id, attempt, seq)  -- a rowid table: rows of kilobytes append (schema 3)
-);
-CREATE TABLE IF NOT EXISTS power_batches (
-  task_id TEXT NOT NULL,
-  attempt INTEGER NOT NULL,
-  seq INTEGER NOT NULL,
-  sensor TEXT NOT NULL,
-  reading_count INTEGER NOT NULL,
-  batch BLOB NOT NULL,           -- hetbench.v1.PowerBatch
-  PRIMARY KEY (task_id, attempt, seq)
-) WITHOUT ROWID;
-)sql";
-
-/// A statement prepared for one use, finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK; }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return ok_; }
-  sqlite3_stmt* get() const { return stmt_; }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  bool ok_ = false;
-};
-
-void BindText(sqlite3_stmt* stmt, int i, const std::string& s) {
-  sqlite3_bind_text(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-}
-void BindBlob(sqlite3_stmt* stmt, int i, const std::string& s) {
-  sqlite3_bind_blob(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-}
-std::string ColumnText(sqlite3_stmt* stmt, int i) {
-  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, i));
-  return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt, i)));
-}
 
 /// The job without its tasks: what its header row holds.
 std::string HeaderBlob(const v1::Job& job) {
@@ -277,81 +213,6 @@ void SqliteJobStore::CheckpointLoop() {
 
 absl::Status SqliteJobStore::Prepare(const char* sql, sqlite3_stmt** stmt) {
   return sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) == SQLITE_OK ? absl::OkStatus() : Error("prepare");
-}
-
-absl::Status SqliteJobStore::MigrateSampleTable() {
-  // Schema v2 kept sample batches in a WITHOUT ROWID table; rows of several
-  // kilobytes made every insert a B-tree split there (bench_fleet ingest:
-  // 18.7 M samples/s against 23.4 M/s in a rowid table with a unique index).
-  bool without_rowid = false;
-  {
-    Stmt table(db_, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sample_batches'");
-    if (!table.ok()) return Error("read schema");
-    if (sqlite3_step(table.get()) == SQLITE_ROW) {
-      without_rowid = ColumnText(table.get(), 0).find("WITHOUT ROWID") != std::string::npos;
-    }
-  }
-  if (!without_rowid) return absl::OkStatus();
-  const absl::Status s = Exec(
-      "BEGIN IMMEDIATE;"
-      "ALTER TABLE sample_batches RENAME TO sample_batches_v2;"
-      "CREATE TABLE sample_batches (task_id TEXT NOT NULL, attempt INTEGER NOT NULL, seq INTEGER NOT NULL, "
-      "  phase INTEGER NOT NULL, sample_count INTEGER NOT NULL, batch BLOB NOT NULL, UNIQUE (task_id, attempt, seq));"
-      "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
-      "  SELECT task_id, attempt, seq, phase, sample_count, batch FROM sample_batches_v2;"
-      "DROP TABLE sample_batches_v2;"
-      "COMMIT;");
-  if (!s.ok()) {
-    (void)Exec("ROLLBACK;");
-    return absl::Status(s.code(), absl::StrCat("job store: moving sample batches to a rowid table: ", s.message()));
-  }
-  std::fprintf(stderr, "job store: sample batches moved to a rowid table (schema 3)\n");
-  return absl::OkStatus();
-}
-
-absl::Status SqliteJobStore::MigrateFromBlobs() {
-  bool old_layout = false;
-  {
-    Stmt info(db_, "PRAGMA table_info(jobs)");
-    if (!info.ok()) return Error("read schema");
-    while (sqlite3_step(info.get()) == SQLITE_ROW) old_layout = old_layout || ColumnText(info.get(), 1) == "job";
-  }
-  if (!old_layout) return absl::OkStatus();
-  if (auto s = Exec("BEGIN IMMEDIATE; ALTER TABLE jobs RENAME TO jobs_v1;"); !s.ok()) return s;
-  auto fail = [this](absl::Status s) {
-    (void)Exec("ROLLBACK;");
-    return absl::Status(s.code(), absl::StrCat("job store: migrating to one row per task: ", s.message()));
-  };
-  if (auto s = Exec(kSchema); !s.ok()) return fail(s);
-  if (auto s = Prepare("INSERT INTO jobs (number, id, created_unix_seconds, finished_unix_seconds, state, request_id, "
-                       "models, kinds, header) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       &insert_job_);
-      !s.ok()) {
-    return fail(s);
-  }
-  if (auto s = Prepare("INSERT OR REPLACE INTO tasks (job_number, idx, state, task) VALUES (?, ?, ?, ?)", &put_task_);
-      !s.ok()) {
-    return fail(s);
-  }
-  int64_t migrated = 0;
-  {
-    Stmt rows(db_, "SELECT job FROM jobs_v1 ORDER BY created_unix_seconds, id");
-    if (!rows.ok()) return fail(Error("read old jobs"));
-    while (sqlite3_step(rows.get()) == SQLITE_ROW) {
-      v1::Job job;
-      if (!job.ParseFromArray(sqlite3_column_blob(rows.get(), 0), sqlite3_column_bytes(rows.get(), 0))) {
-        return fail(absl::DataLossError("a job of the old layout does not parse"));
-      }
-      if (auto s = InsertJob(job, ""); !s.ok()) return fail(s);
-      ++migrated;
-    }
-  }
-  sqlite3_finalize(insert_job_);
-  sqlite3_finalize(put_task_);
-  insert_job_ = put_task_ = nullptr;
-  if (auto s = Exec("DROP TABLE jobs_v1; COMMIT;"); !s.ok()) return fail(s);
-  std::fprintf(stderr, "job store: migrated %lld jobs to one row per task\n", static_cast<long long>(migrated));
-  return absl::OkStatus();
 }
 
 absl::Status SqliteJobStore::Error(const char* what) const {
