@@ -1,0 +1,218 @@
+#pragma once
+// An in-process coordinator and a real agent (LibTorch, real Fashion-MNIST) on
+// 127.0.0.1:0, optionally through a TCP proxy that can cut the link; shared by
+// loopback_test (jobs end to end through the real CLI code) and
+// stream_cut_test (broken streams resumed).
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "agent/agent.h"
+#include "agent/devices/cpu_discovery.h"
+#include "agent/executors/routing_executor.h"
+#include "agent/executors/runner_executor.h"
+#include "agent/executors/torch_executor.h"
+#include "agent/power/power_sampler.h"
+#include "agent/power/sensors.h"
+#include "agent/qpu/device.h"
+#include "client/cli.h"
+#include "common/names.h"
+#include "server/server.h"
+#include "tests/testing/run_cli.h"
+#include "tests/testing/tcp_proxy.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetbench::loopback_testing {
+
+using ::testing::HasSubstr;
+
+using testing::Cli;
+using testing::CliResult;
+
+class LoopbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StartServer("127.0.0.1:0");
+    agent::AgentConfig config;
+    config.server_address = address_;
+    if (ThroughProxy()) {
+      proxy_ = std::make_unique<hetbench::testing::TcpProxy>(server_->grpc_port());
+      config.server_address = proxy_->address();
+    }
+    config.agent_id = "loopback-agent";
+    config.hostname = "localhost";
+    config.initial_backoff_seconds = 0.05;
+    config.max_backoff_seconds = 0.2;
+    config.max_samples_per_batch = 16;  // many batches, to exercise sequencing
+    agent::TorchExecutorConfig exec;
+    exec.data_dir = HETBENCH_DATA_DIR;
+    // One thread: ctest runs two tests at once on this 2-core machine, and two
+    // OpenMP teams of two spin-waiting against each other slowed a task 6x.
+    exec.threads = 1;
+    exec.calibration_gemm_size = 256;  // the agent's default 2048 takes ~1 s; the figures are not checked here
+    exec.blas.text = "checked by the test fixture";
+    auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
+    ASSERT_TRUE(cpu.ok());
+    // As the real agent: the CPU runs the C++ executor and the Python runner.
+    cpu->add_executors("torch");
+    cpu->add_executors("python");
+    v1::AbsentDevice tpu;
+    tpu.set_kind(v1::DEVICE_KIND_TPU);
+    tpu.set_reason("no /dev/accel* device (test fixture)");
+    config.absent = {tpu};
+    // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to
+    // the labelled modeled sensor, as the real agent does here.
+    agent::PowerDiscoveryConfig power;
+    power.sys = std::make_shared<agent::RealSysfsReader>();
+    power.proc = std::make_shared<agent::RealSysfsReader>("/proc");
+    power.nvml_library = "libnvidia-ml-absent-in-tests.so.1";
+    agent::SensorDiscovery sensors = agent::DiscoverPowerSensors(power, {*cpu});
+    config.sensors_tried = sensors.tried;
+    sampler_ = std::make_unique<agent::PowerSampler>(std::move(sensors.sensors), 20);
+    sampler_->Start();
+    auto executor = std::make_unique<agent::RoutingExecutor>();
+    auto torch_executor = std::make_shared<agent::TorchExecutor>(exec);
+    executor->Add("torch", torch_executor);
+    executor->Add("qsim", torch_executor);
+    agent::RunnerConfig runner;
+    runner.command = {"/usr/bin/python3", HETBENCH_RUNNER_SCRIPT};
+    runner.data_dir = HETBENCH_DATA_DIR;
+    runner.threads = 1;
+    runner.hostname = "localhost";
+    executor->Add("python", std::make_shared<agent::RunnerExecutor>(runner));
+    agent_ =
+        std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
+                                       std::move(executor), sampler_.get());
+    agent_->set_batch_observer([this](const v1::SampleBatch& b) {
+      absl::MutexLock l(&mu_);
+      sent_.push_back(b);
+    });
+    agent_thread_ = std::thread([this] { agent_->Run(); });
+  }
+
+  void TearDown() override {
+    agent_->Shutdown();
+    agent_thread_.join();
+    server_->Shutdown(1.0);
+    proxy_.reset();
+  }
+
+  /// The agent reaches the coordinator through a TCP proxy that tests can cut.
+  virtual bool ThroughProxy() const { return false; }
+
+  void StartServer(const std::string& listen) {
+    server::ServerConfig config;
+    config.listen_address = listen;
+    // /metrics stays off here: civetweb's mg_start fails ("null context when
+    // constructing CivetServer", after a successful bind and listen) inside a
+    // process that has also loaded Debian's libtorch. hetbench-server never
+    // loads libtorch; server_metrics_test and the e2e test scrape /metrics.
+    config.metrics_address = "";
+    config.db_path = dir_.path() + "/jobs.db";
+    if (lease_seconds_ > 0) {
+      config.coordinator.lease_seconds = lease_seconds_;
+      config.coordinator.heartbeat_seconds = lease_seconds_ / 4;
+    }
+    server_ = std::make_unique<server::HetbenchServer>(config);
+    absl::Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    address_ = "127.0.0.1:" + std::to_string(server_->grpc_port());
+  }
+
+  v1::Job GetJob(const std::string& id) {
+    v1::Job job;
+    server_->coordinator().GetJob(id, [&](absl::StatusOr<v1::Job> j) { job = *j; });
+    server_->coordinator().RunSync([] {});
+    return job;
+  }
+
+  std::vector<std::string> ShortJob() {
+    return {"--server",
+            address_,
+            "submit",
+            "--wait",
+            "-b",
+            "64",
+            "--warmup-steps",
+            "2",
+            "--min-steps",
+            "40",
+            "--min-duration",
+            "0",
+            "--infer-max-batches",
+            "5",
+            "-o",
+            "json"};
+  }
+
+  /// Waits up to 30 s until job-000001's first task runs (attempt `attempt`,
+  /// or any when 0) and has measured at least `steps` training steps.
+  bool WaitUntilMeasuring(int64_t steps, int attempt = 0) {
+    auto measuring = [&] {
+      const v1::Task t = GetJob("job-000001").tasks(0);
+      return t.state() == v1::TASK_STATE_RUNNING && (attempt == 0 || t.attempt() == attempt) &&
+             t.phase() == v1::PHASE_TRAIN && t.step() >= steps;
+    };
+    // What was seen is the answer: asking again could find the task ended meanwhile.
+    for (int i = 0; i < 600; ++i) {
+      if (measuring()) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  /// Submits one mlp task (batch 32) that measures exactly `steps` training
+  /// steps and `infer` inference batches, whatever the time they take.
+  CliResult SubmitExactJob(int steps, int infer) {
+    return Cli({"--server", address_, "submit", "-b", "32", "--warmup-steps", "2", "--min-steps", std::to_string(steps),
+                "--min-duration", "0", "--infer-max-batches", std::to_string(infer)});
+  }
+
+  /// Polls job-000001 until it ends or `timeout` passes; returns the last view.
+  v1::Job WaitUntilEnded(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    v1::Job job = GetJob("job-000001");
+    while (!IsTerminal(job.state()) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+      job = GetJob("job-000001");
+    }
+    return job;
+  }
+
+  /// What a test failure should say about a task that did not end as expected.
+  static std::string Describe(const v1::Task& t) {
+    return absl::StrCat("task ", t.id(), " state ", v1::TaskState_Name(t.state()), " attempt ", t.attempt(), " phase ",
+                        v1::Phase_Name(t.phase()), " step ", t.step(), "/", t.total_steps(), " error '", t.error(),
+                        "'");
+  }
+
+  bool WaitForConnections(int64_t n) {
+    for (int i = 0; i < 400 && agent_->connections() < n; ++i) absl::SleepFor(absl::Milliseconds(25));
+    return agent_->connections() >= n;
+  }
+
+  hetbench::testing::TempDir dir_{"hetbench-loop"};
+  double lease_seconds_ = 0;  // > 0: the coordinator's lease (heartbeats at a quarter of it)
+  std::string address_;
+  std::unique_ptr<server::HetbenchServer> server_;
+  std::unique_ptr<hetbench::testing::TcpProxy> proxy_;
+  std::unique_ptr<agent::PowerSampler> sampler_;
+  std::unique_ptr<agent::Agent> agent_;
+  std::thread agent_thread_;
+  absl::Mutex mu_;
+  std::vector<v1::SampleBatch> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+// The same model through the C++ executor and the Python runner on one CPU,
+// in one job: a side-by-side report with a speedup between the two.
+
+}  // namespace hetbench::loopback_testing
