@@ -3,6 +3,8 @@
 #include "client/compare.h"
 
 #include "absl/strings/str_cat.h"
+#include <map>
+
 #include "client/commands/command.h"
 
 namespace hetbench::client {
@@ -38,6 +40,21 @@ class Compare final : public Command {
       grpc::Status s = FetchJob(c, ids_[i], &jobs[i]);
       if (!s.ok()) return RpcError(c.err, absl::StrCat("get job ", ids_[i]), s, c.common.server);
     }
+    // A's tasks meet every later job: each task's samples are fetched once.
+    std::map<std::string, std::vector<v1::SampleBatch>> fetched;
+    auto samples_of = [&](const v1::Task& task, const std::vector<v1::SampleBatch>** out) -> grpc::Status {
+      auto it = fetched.find(task.id());
+      if (it == fetched.end()) {
+        v1::TaskData data;
+        if (grpc::Status s = FetchTaskData(c, task.id(), v1::GetTaskDataRequest::KIND_SAMPLES, &data); !s.ok()) {
+          return s;
+        }
+        it = fetched.emplace(task.id(), std::vector<v1::SampleBatch>(data.samples().begin(), data.samples().end()))
+                 .first;
+      }
+      *out = &it->second;
+      return grpc::Status::OK;
+    };
     bool compared_any = false;
     for (size_t j = 1; j < jobs.size(); ++j) {
       std::vector<std::string> unpaired;
@@ -47,15 +64,13 @@ class Compare final : public Command {
           results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
           continue;
         }
-        v1::TaskData da, db;
-        for (auto [task, data] : {std::pair{pair.a, &da}, std::pair{pair.b, &db}}) {
-          grpc::Status s = FetchTaskData(c, task->id(), v1::GetTaskDataRequest::KIND_SAMPLES, data);
+        const std::vector<v1::SampleBatch>*sa = nullptr, *sb = nullptr;
+        for (auto [task, out] : {std::pair{pair.a, &sa}, std::pair{pair.b, &sb}}) {
+          grpc::Status s = samples_of(*task, out);
           if (!s.ok()) return RpcError(c.err, absl::StrCat("samples of ", task->id()), s, c.common.server);
         }
-        const std::vector<v1::SampleBatch> sa(da.samples().begin(), da.samples().end());
-        const std::vector<v1::SampleBatch> sb(db.samples().begin(), db.samples().end());
         for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
-          const std::vector<double> a = TimesPerSample(sa, phase), b = TimesPerSample(sb, phase);
+          const std::vector<double> a = TimesPerSample(*sa, phase), b = TimesPerSample(*sb, phase);
           if (a.empty() && b.empty()) continue;
           results.push_back({pair, phase, CompareSteps(a, b, threshold)});
           compared_any = true;
