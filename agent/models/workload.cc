@@ -98,7 +98,7 @@ class QsimWorkload final : public Workload {
     std::vector<double> z;
     for (int64_t i = 0; i < x.size(0); ++i) {
       state_.Reset();
-      circuit_.Run(state_);
+      program_.Run(state_);
       z.push_back(state_.ExpectationZ(0));
     }
     return torch::tensor(z, torch::kFloat64);
@@ -114,21 +114,22 @@ class QsimWorkload final : public Workload {
 
  private:
   QsimWorkload(const v1::QpuSpec& q, qpu::StateVector<Real> state)
-      : state_(std::move(state)), circuit_(qpu::LayeredCircuit(q.qubits(), q.depth())) {
-    const size_t gates = circuit_.size();
-    if (q.fused()) circuit_ = circuit_.Fused();
+      : state_(std::move(state)) {
+    const qpu::Circuit circuit = qpu::LayeredCircuit(q.qubits(), q.depth());
+    const size_t gates = circuit.size();
+    program_ = q.fused() ? qpu::Fused(circuit, std::is_same_v<Real, double>) : qpu::Unfused(circuit);
     run_.set_qubits(q.qubits());
     run_.set_depth(q.depth());
     run_.set_precision(q.precision());
     run_.set_gates_per_circuit(static_cast<int64_t>(gates));
-    run_.set_passes_per_circuit(static_cast<int64_t>(circuit_.size()));
+    run_.set_passes_per_circuit(static_cast<int64_t>(program_.size()));
     run_.set_state_bytes(static_cast<int64_t>(state_.bytes()));
     data_.train = {torch::zeros({0, 1}), torch::zeros({0}, torch::kInt64)};
     data_.test = {torch::zeros({q.circuits(), 1}), torch::zeros({q.circuits()}, torch::kInt64)};
   }
 
   qpu::StateVector<Real> state_;
-  qpu::Circuit circuit_;
+  qpu::Program program_;
   v1::QpuRun run_;
   ImageDataset data_;
 };

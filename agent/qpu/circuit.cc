@@ -1,7 +1,8 @@
 #include "agent/qpu/circuit.h"
 
-#include <map>
-#include <optional>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 
 namespace hetbench::agent::qpu {
 
@@ -16,8 +17,6 @@ Mat4<double> SwapOrder(const Mat4<double>& m) {
   }
   return out;
 }
-
-Mat2<double> Identity2() { return {Complex<double>(1), Complex<double>(0), Complex<double>(0), Complex<double>(1)}; }
 
 }  // namespace
 
@@ -65,41 +64,213 @@ Mat4<double> AsMatrix(const Op& op, int hi, int lo) {
   return natural ? m : SwapOrder(m);
 }
 
-Circuit Circuit::Fused() const {
-  Circuit out(n_);
-  std::vector<std::optional<Mat2<double>>> pending(static_cast<size_t>(n_));
-  auto flush = [&](int q) {
-    if (pending[q]) {
-      out.Gate1(q, *pending[q]);
-      pending[q].reset();
-    }
-  };
-  for (const Op& op : ops_) {
-    if (op.kind == Op::Kind::kOne) {
-      pending[op.q0] = pending[op.q0] ? Multiply(op.m1, *pending[op.q0]) : op.m1;
-      continue;
-    }
-    const int hi = op.q0, lo = op.q1;
-    const bool has_pending = pending[hi] || pending[lo];
-    Op* last = out.ops_.empty() ? nullptr : &out.ops_.back();
-    const bool same_pair = last && last->kind != Op::Kind::kOne &&
-                           ((last->q0 == hi && last->q1 == lo) || (last->q0 == lo && last->q1 == hi));
-    if (!has_pending && !same_pair) {
-      out.Add(op);  // keeps the cheap specialised passes (CZ, CNOT, SWAP)
-      continue;
-    }
-    Mat4<double> m = Multiply(AsMatrix(op, hi, lo),
-                              Kron(pending[hi].value_or(Identity2()), pending[lo].value_or(Identity2())));
-    pending[hi].reset();
-    pending[lo].reset();
-    if (same_pair) {
-      *last = Op{Op::Kind::kTwo, hi, lo, {}, Multiply(m, AsMatrix(*last, hi, lo))};
+kernels::Block ToBlock(const Op& op) {
+  kernels::Block b;
+  if (op.kind == Op::Kind::kOne) {
+    b.qubits = {op.q0};
+    if (op.m1[1] == 0.0 && op.m1[2] == 0.0) {
+      b.diagonal = true;
+      b.matrix = {op.m1[0], op.m1[3]};
     } else {
-      out.Add({Op::Kind::kTwo, hi, lo, {}, m});
+      b.matrix.assign(op.m1.begin(), op.m1.end());
+    }
+    return b;
+  }
+  const int lo = std::min(op.q0, op.q1), hi = std::max(op.q0, op.q1);
+  b.qubits = {lo, hi};  // bit 0 of the block's index is `lo`: the 4x4 over |hi lo>
+  if (op.kind == Op::Kind::kCz) {
+    b.diagonal = true;
+    b.matrix = {1.0, 1.0, 1.0, -1.0};
+    return b;
+  }
+  const Mat4<double> m = AsMatrix(op, hi, lo);
+  b.matrix.assign(m.begin(), m.end());
+  return b;
+}
+
+Program Unfused(const Circuit& c) {
+  Program p;
+  p.qubits = c.qubits();
+  p.gates = c.size();
+  for (const Op& op : c.ops()) p.blocks.push_back(ToBlock(op));
+  return p;
+}
+
+namespace {
+
+// Gates collected for one block, multiplied out when it closes.
+struct OpenBlock {
+  std::vector<int> qubits;  // sorted
+  std::vector<const kernels::Block*> gates;
+  int64_t created = 0;
+};
+
+// The block's unitary over its own qubits: each gate applied, in order, to
+// every column of the identity (columns are states of `qubits.size()` qubits).
+kernels::Block Multiply(const OpenBlock& open) {
+  const int u = static_cast<int>(open.qubits.size());
+  const int64_t dim = int64_t{1} << u;
+  bool diagonal = true;
+  for (const kernels::Block* g : open.gates) diagonal = diagonal && g->diagonal;
+  kernels::Block out;
+  out.qubits = open.qubits;
+  out.diagonal = diagonal;
+  auto local = [&](const kernels::Block& g) {  // the gate with its qubits renamed to positions in the block
+    kernels::Block l = g;
+    for (int& q : l.qubits) q = static_cast<int>(std::lower_bound(open.qubits.begin(), open.qubits.end(), q) - open.qubits.begin());
+    return l;
+  };
+  if (diagonal) {
+    std::vector<std::complex<double>> d(static_cast<size_t>(dim), 1.0);
+    for (const kernels::Block* g : open.gates) kernels::ApplyReference(local(*g), d.data(), u);
+    out.matrix = std::move(d);
+    return out;
+  }
+  std::vector<std::complex<double>> cols(static_cast<size_t>(dim * dim), 0.0);  // column-major
+  for (int64_t c = 0; c < dim; ++c) cols[c * dim + c] = 1.0;
+  for (const kernels::Block* g : open.gates) {
+    const kernels::Block l = local(*g);
+    for (int64_t c = 0; c < dim; ++c) kernels::ApplyReference(l, cols.data() + c * dim, u);
+  }
+  out.matrix.resize(cols.size());
+  for (int64_t r = 0; r < dim; ++r) {
+    for (int64_t c = 0; c < dim; ++c) out.matrix[r * dim + c] = cols[c * dim + r];
+  }
+  return out;
+}
+
+}  // namespace
+
+Program FuseUpTo(const Circuit& c, int k) {
+  const Program unfused = Unfused(c);
+  Program p;
+  p.qubits = c.qubits();
+  p.gates = c.size();
+  p.max_block_qubits = k;
+  std::vector<OpenBlock> open;          // by id; closed ones are emptied
+  std::vector<int> owner(static_cast<size_t>(c.qubits()), -1);  // open block holding each qubit
+  auto close = [&](int id) {
+    p.blocks.push_back(Multiply(open[id]));
+    for (int q : open[id].qubits) owner[q] = -1;
+    open[id].qubits.clear();
+    open[id].gates.clear();
+  };
+  for (const kernels::Block& gate : unfused.blocks) {
+    std::vector<int> touched;
+    std::vector<int> qubits = gate.qubits;
+    for (int q : gate.qubits) {
+      const int id = owner[q];
+      if (id >= 0 && std::find(touched.begin(), touched.end(), id) == touched.end()) {
+        touched.push_back(id);
+        qubits.insert(qubits.end(), open[id].qubits.begin(), open[id].qubits.end());
+      }
+    }
+    std::sort(qubits.begin(), qubits.end());
+    qubits.erase(std::unique(qubits.begin(), qubits.end()), qubits.end());
+    std::sort(touched.begin(), touched.end());  // creation order
+    OpenBlock merged;
+    if (static_cast<int>(qubits.size()) <= std::max<int>(k, static_cast<int>(gate.qubits.size()))) {
+      // Open blocks are each the latest on their qubits, so they commute with
+      // one another: theirs and this gate make one block.
+      merged.qubits = qubits;
+      for (int id : touched) {
+        merged.gates.insert(merged.gates.end(), open[id].gates.begin(), open[id].gates.end());
+        for (int q : open[id].qubits) owner[q] = -1;
+        open[id].qubits.clear();
+        open[id].gates.clear();
+      }
+    } else {
+      for (int id : touched) close(id);
+      merged.qubits = gate.qubits;
+    }
+    merged.gates.push_back(&gate);
+    merged.created = static_cast<int64_t>(open.size());
+    for (int q : merged.qubits) owner[q] = static_cast<int>(open.size());
+    open.push_back(std::move(merged));
+  }
+  for (size_t id = 0; id < open.size(); ++id) {
+    if (!open[id].gates.empty()) close(static_cast<int>(id));
+  }
+  return p;
+}
+
+namespace {
+
+template <typename Real>
+PassCosts Measure() {
+  PassCosts costs;
+  auto seconds_per_amp = [](const kernels::Block& b, std::vector<std::complex<Real>>& s, int n, int reps) {
+    kernels::ApplySerial(b, s.data(), n);  // warm
+    int64_t best = INT64_MAX;
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      kernels::ApplySerial(b, s.data(), n);
+      best = std::min<int64_t>(best, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - t0).count());
+    }
+    return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
+  };
+  auto dense = [](std::vector<int> qubits) {
+    kernels::Block b;
+    b.qubits = std::move(qubits);
+    const int64_t dim = int64_t{1} << b.qubits.size();
+    b.matrix.assign(static_cast<size_t>(dim * dim), std::complex<double>(0.5 / static_cast<double>(dim), 0.1));
+    return b;
+  };
+  // Arithmetic: a 1 MiB state (in L2) and the block's qubits high, as most are.
+  const int small = std::is_same_v<Real, float> ? 17 : 16;
+  std::vector<std::complex<Real>> s(size_t{1} << small, std::complex<Real>(0.001f));
+  for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+    std::vector<int> qubits;
+    for (int t = 0; t < k; ++t) qubits.push_back(small - k + t);
+    costs.dense_s_per_amp[k] = seconds_per_amp(dense(qubits), s, small, 5);
+  }
+  kernels::Block diag;
+  diag.qubits = {small - 1};
+  diag.diagonal = true;
+  diag.matrix = {std::complex<double>(0.6, 0.8), std::complex<double>(0.6, -0.8)};
+  costs.diagonal_s_per_amp = seconds_per_amp(diag, s, small, 5);
+  // Memory: a 1-qubit pass over 64 MiB, past any cache.
+  const int big = std::is_same_v<Real, float> ? 23 : 22;
+  std::vector<std::complex<Real>> l(size_t{1} << big, std::complex<Real>(0.001f));
+  costs.memory_s_per_amp = std::max(seconds_per_amp(dense({big - 1}), l, big, 2), costs.dense_s_per_amp[1]);
+  return costs;
+}
+
+}  // namespace
+
+const PassCosts& MeasuredPassCosts(bool is_double) {
+  static const PassCosts f = Measure<float>();
+  static const PassCosts d = Measure<double>();
+  return is_double ? d : f;
+}
+
+double EstimatedSeconds(const Program& p, const PassCosts& costs) {
+  const double amps = std::ldexp(1.0, p.qubits);
+  double s = 0;
+  for (const kernels::Block& b : p.blocks) {
+    const int k = std::min<int>(static_cast<int>(b.qubits.size()), kernels::kMaxDenseQubits);
+    const double arithmetic = b.diagonal ? costs.diagonal_s_per_amp : costs.dense_s_per_amp[k];
+    // A state that fits the caches pays no memory traffic beyond the arithmetic's.
+    const double memory = p.qubits >= 21 ? costs.memory_s_per_amp : 0.0;
+    s += amps * std::max(arithmetic, memory);
+  }
+  return s;
+}
+
+Program Fused(const Circuit& c, bool is_double) {
+  const PassCosts& costs = MeasuredPassCosts(is_double);
+  Program best = Unfused(c);
+  double best_s = EstimatedSeconds(best, costs);
+  for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+    Program p = FuseUpTo(c, k);
+    const double t = EstimatedSeconds(p, costs);
+    if (t < best_s) {
+      best_s = t;
+      best = std::move(p);
     }
   }
-  for (int q = 0; q < n_; ++q) flush(q);
-  return out;
+  return best;
 }
 
 Circuit LayeredCircuit(int qubits, int depth) {

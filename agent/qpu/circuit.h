@@ -1,10 +1,12 @@
 #pragma once
-/// A gate list that runs on a StateVector, and gate fusion: adjacent gates
-/// on the same qubits merged into one pass over the state.
+/// A gate list that runs on a StateVector, and gate fusion: gates merged
+/// into k-qubit blocks, each applied in one pass over the state, with k
+/// chosen by the measured cost of a pass.
 
 #include <string>
 #include <vector>
 
+#include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
 
 namespace hetbench::agent::qpu {
@@ -17,6 +19,10 @@ struct Op {
   Mat2<double> m1{};
   Mat4<double> m2{};
 };
+
+/// One op as a kernel block: its qubits sorted, its matrix reordered to
+/// match; 1-qubit phases and CZ as diagonal blocks.
+kernels::Block ToBlock(const Op& op);
 
 class Circuit {
  public:
@@ -46,40 +52,10 @@ class Circuit {
   /// The quantum Fourier transform on all qubits (with the final swaps).
   Circuit& Qft();
 
-  /// The same unitary in fewer passes: runs of 1-qubit gates on a qubit
-  /// become one 2x2; they and following 2-qubit gates on their qubits become
-  /// one 4x4; consecutive 4x4s on the same pair multiply.
-  Circuit Fused() const;
-
-  /// Applies every op to every state of `s`.
+  /// Applies every op to every state of `s`, one pass per gate.
   template <typename Real>
   void Run(StateVector<Real>& s) const {
-    for (const Op& op : ops_) Apply(op, s);
-  }
-
-  template <typename Real>
-  static void Apply(const Op& op, StateVector<Real>& s, int64_t b = -1) {
-    switch (op.kind) {
-      case Op::Kind::kOne:
-        if (op.m1[1] == 0.0 && op.m1[2] == 0.0) {
-          s.ApplyDiagonal1(op.q0, Complex<Real>(op.m1[0]), Complex<Real>(op.m1[3]), b);
-        } else {
-          s.Apply1(op.q0, Convert<Real>(op.m1), b);
-        }
-        break;
-      case Op::Kind::kTwo:
-        s.Apply2(op.q0, op.q1, Convert<Real>(op.m2), b);
-        break;
-      case Op::Kind::kCz:
-        s.ApplyCz(op.q0, op.q1, b);
-        break;
-      case Op::Kind::kCnot:
-        s.ApplyCnot(op.q0, op.q1, b);
-        break;
-      case Op::Kind::kSwap:
-        s.ApplySwap(op.q0, op.q1, b);
-        break;
-    }
+    for (const Op& op : ops_) s.Apply(ToBlock(op));
   }
 
  private:
@@ -88,16 +64,50 @@ class Circuit {
     return *this;
   }
 
-  template <typename Real, size_t N>
-  static std::array<Complex<Real>, N> Convert(const std::array<Complex<double>, N>& m) {
-    std::array<Complex<Real>, N> out;
-    for (size_t i = 0; i < N; ++i) out[i] = Complex<Real>(static_cast<Real>(m[i].real()), static_cast<Real>(m[i].imag()));
-    return out;
-  }
-
   int n_;
   std::vector<Op> ops_;
 };
+
+/// A circuit compiled to passes: each block is one pass over the state.
+struct Program {
+  int qubits = 0;
+  int max_block_qubits = 0;  // the k fusion was allowed (0: one pass per gate)
+  size_t gates = 0;          // gates of the source circuit
+  std::vector<kernels::Block> blocks;
+  size_t size() const { return blocks.size(); }
+  template <typename Real>
+  void Run(StateVector<Real>& s) const {
+    for (const kernels::Block& b : blocks) s.Apply(b);
+  }
+};
+
+/// One pass per gate.
+Program Unfused(const Circuit& c);
+
+/// Gates merged greedily, in order, into blocks of at most `k` qubits
+/// (1 <= k <= kernels::kMaxDenseQubits): a gate joins the open blocks on its
+/// qubits when their union stays within k, else those blocks are closed. A
+/// block of only diagonal gates stays a (cheaper) diagonal pass.
+Program FuseUpTo(const Circuit& c, int k);
+
+/// The machine's cost of a pass, measured once per process: seconds per
+/// amplitude of a dense k-qubit kernel on a cache-resident state (its
+/// arithmetic) and of a 1-qubit pass over a state far larger than the caches
+/// (the memory traffic every pass pays).
+struct PassCosts {
+  double memory_s_per_amp = 0;
+  double dense_s_per_amp[kernels::kMaxDenseQubits + 1] = {};  // index k
+  double diagonal_s_per_amp = 0;
+};
+const PassCosts& MeasuredPassCosts(bool is_double);
+
+/// Estimated seconds of `p` on a state of `qubits` qubits: each pass costs
+/// the larger of its arithmetic and its memory traffic.
+double EstimatedSeconds(const Program& p, const PassCosts& costs);
+
+/// Fusion that pays: FuseUpTo for every k, the one with the least estimated
+/// time (ties to the smaller k).
+Program Fused(const Circuit& c, bool is_double);
 
 /// The benchmark family: depth x (RY(0.1 + 0.01 q) on every qubit, then CZ
 /// on neighbour pairs (0,1),(2,3),... in even layers and (1,2),(3,4),... in odd ones).

@@ -1,8 +1,8 @@
 #pragma once
 /// An n-qubit state-vector simulator: a batch of states, complex64 or
-/// complex128, gates applied in one streaming pass each, threads from
-/// LibTorch's pool (torch::set_num_threads). Qubit 0 is the least
-/// significant bit of an amplitude's index.
+/// complex128, gates applied in one streaming pass each by the SIMD kernels
+/// of kernels.h, threads from LibTorch's pool (torch::set_num_threads).
+/// Qubit 0 is the least significant bit of an amplitude's index.
 
 #include <ATen/Parallel.h>
 
@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "agent/qpu/kernels.h"
 
 namespace hetbench::agent::qpu {
 
@@ -30,8 +31,8 @@ using Mat4 = std::array<Complex<Real>, 16>;  // row-major, basis |q_hi q_lo> = 0
 /// Largest state the simulator will allocate unless told otherwise (8 GiB).
 inline constexpr int64_t kDefaultMemoryLimitBytes = int64_t{8} << 30;
 
-/// Amplitude pairs and quartets per parallel chunk: large enough that a
-/// chunk streams, small enough to split 2^20 pairs over a few threads.
+/// States below this many amplitudes are too small to split: a batch of
+/// them is spread over threads state by state instead.
 inline constexpr int64_t kGrain = int64_t{1} << 14;
 
 template <typename Real>
@@ -68,107 +69,60 @@ class StateVector {
     for (int64_t b = 0; b < batch_; ++b) amps_[b * dim_] = 1;
   }
 
-  /// A 2x2 unitary on qubit q of every state (or only of state b >= 0).
-  void Apply1(int q, const Mat2<Real>& m, int64_t b = -1) {
-    const int64_t stride = int64_t{1} << q, low = stride - 1;
-    const Real ar = m[0].real(), ai = m[0].imag(), br = m[1].real(), bi = m[1].imag();
-    const Real cr = m[2].real(), ci = m[2].imag(), dr = m[3].real(), di = m[3].imag();
-    // Pairs k..k+run share a block, so the inner loop walks two contiguous
-    // runs x[r] = s[i + r], y[r] = s[i + stride + r] on raw, non-aliasing
-    // pointers with the coefficients in registers (vectorisable).
-    ForStates(b, dim_ / 2, [=](Complex<Real>* s, int64_t begin, int64_t end) {
-      auto rotate = [ar, ai, br, bi, cr, ci, dr, di](Real* __restrict__ x, Real* __restrict__ y, int64_t run,
-                                                       int64_t step) {
-        for (int64_t r = 0; r < run; ++r) {
-          const int64_t o = r * step;
-          const Real xr = x[o], xi = x[o + 1], yr = y[o], yi = y[o + 1];
-          x[o] = ar * xr - ai * xi + br * yr - bi * yi;
-          x[o + 1] = ar * xi + ai * xr + br * yi + bi * yr;
-          y[o] = cr * xr - ci * xi + dr * yr - di * yi;
-          y[o + 1] = cr * xi + ci * xr + dr * yi + di * yr;
-        }
-      };
-      Real* base = reinterpret_cast<Real*>(s);
-      if (q == 0) {  // adjacent pairs: x and y interleave, step over both
-        rotate(base + 4 * begin, base + 4 * begin + 2, end - begin, 4);
-        return;
-      }
-      for (int64_t k = begin; k < end;) {
-        const int64_t off = k & low, run = std::min(end - k, stride - off);
-        Real* x = base + 2 * (((k & ~low) << 1) | off);
-        rotate(x, x + 2 * stride, run, 2);
-        k += run;
-      }
-    });
+  /// A block (a gate or a fused group of gates, kernels.h) on every state
+  /// (or only state b >= 0): one SIMD pass, threads split a large state, or
+  /// the states of a batch of small ones.
+  void Apply(const kernels::Block& block, int64_t b = -1) {
+    const int64_t first = b < 0 ? 0 : b, last = b < 0 ? batch_ : b + 1;
+    if (last - first > 1 && dim_ < kGrain) {
+      at::parallel_for(first, last, 1, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) kernels::ApplySerial(block, data(s), n_);
+      });
+      return;
+    }
+    for (int64_t s = first; s < last; ++s) kernels::Apply(block, data(s), n_);
   }
 
-  /// A diagonal 2x2 (phase) gate diag(d0, d1) on qubit q: one pass, no pairing.
+  /// A 2x2 unitary on qubit q.
+  void Apply1(int q, const Mat2<Real>& m, int64_t b = -1) { Apply(Dense({q}, m.data(), 4), b); }
+
+  /// A diagonal 2x2 (phase) gate diag(d0, d1) on qubit q.
   void ApplyDiagonal1(int q, Complex<Real> d0, Complex<Real> d1, int64_t b = -1) {
-    const int64_t stride = int64_t{1} << q;
-    ForStates(b, dim_, [&](Complex<Real>* s, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) s[i] = Mul(s[i], (i & stride) ? d1 : d0);
-    });
+    kernels::Block k{{q}, {std::complex<double>(d0), std::complex<double>(d1)}, true};
+    Apply(k, b);
   }
 
   /// A 4x4 unitary on qubits (hi, lo), hi != lo; rows/columns ordered |hi lo>.
   void Apply2(int hi, int lo, const Mat4<Real>& m, int64_t b = -1) {
-    const int a = std::min(hi, lo), c = std::max(hi, lo);
-    const int64_t sh = int64_t{1} << hi, sl = int64_t{1} << lo;
-    Real mr[16], mi[16];  // the matrix split into real and imaginary parts, copied into the pass
-    for (int e = 0; e < 16; ++e) mr[e] = m[e].real(), mi[e] = m[e].imag();
-    ForStates(b, dim_ / 4, [=](Complex<Real>* s, int64_t begin, int64_t end) {
-      Real* __restrict__ p = reinterpret_cast<Real*>(s);
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i0 = InsertZero(InsertZero(k, a), c);
-        const int64_t idx[4] = {2 * i0, 2 * (i0 | sl), 2 * (i0 | sh), 2 * (i0 | sh | sl)};
-        const Real vr[4] = {p[idx[0]], p[idx[1]], p[idx[2]], p[idx[3]]};
-        const Real vi[4] = {p[idx[0] + 1], p[idx[1] + 1], p[idx[2] + 1], p[idx[3] + 1]};
-        for (int r = 0; r < 4; ++r) {
-          Real re = 0, im = 0;
-          for (int col = 0; col < 4; ++col) {
-            re += mr[r * 4 + col] * vr[col] - mi[r * 4 + col] * vi[col];
-            im += mr[r * 4 + col] * vi[col] + mi[r * 4 + col] * vr[col];
-          }
-          p[idx[r]] = re;
-          p[idx[r] + 1] = im;
-        }
-      }
-    });
+    if (hi > lo) {
+      Apply(Dense({lo, hi}, m.data(), 16), b);
+      return;
+    }
+    static constexpr int kPerm[4] = {0, 2, 1, 3};  // |hi lo> -> |lo hi>
+    Mat4<Real> swapped{};
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < 4; ++c) swapped[kPerm[r] * 4 + kPerm[c]] = m[r * 4 + c];
+    }
+    Apply(Dense({hi, lo}, swapped.data(), 16), b);
   }
 
-  /// Controlled-Z: a sign flip where both qubits are 1 (diagonal, one pass over a quarter).
+  /// Controlled-Z: a diagonal pass that reads only where both qubits are 1
+  /// when they lie across SIMD vectors.
   void ApplyCz(int q1, int q2, int64_t b = -1) {
-    const int a = std::min(q1, q2), c = std::max(q1, q2);
-    const int64_t both = (int64_t{1} << q1) | (int64_t{1} << q2);
-    ForStates(b, dim_ / 4, [&](Complex<Real>* s, int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = InsertZero(InsertZero(k, a), c) | both;
-        s[i] = -s[i];
-      }
-    });
+    Apply(kernels::Block{{std::min(q1, q2), std::max(q1, q2)}, {1.0, 1.0, 1.0, -1.0}, true}, b);
   }
 
   /// CNOT: swaps the target's amplitudes where the control is 1.
   void ApplyCnot(int control, int target, int64_t b = -1) {
-    const int a = std::min(control, target), c = std::max(control, target);
-    const int64_t cbit = int64_t{1} << control, tbit = int64_t{1} << target;
-    ForStates(b, dim_ / 4, [&](Complex<Real>* s, int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = InsertZero(InsertZero(k, a), c) | cbit;
-        std::swap(s[i], s[i | tbit]);
-      }
-    });
+    Mat4<Real> m{};  // control high, target low
+    m[0] = m[5] = m[11] = m[14] = Complex<Real>(1);
+    Apply2(control, target, m, b);
   }
 
   void ApplySwap(int q1, int q2, int64_t b = -1) {
-    const int a = std::min(q1, q2), c = std::max(q1, q2);
-    const int64_t b1 = int64_t{1} << q1, b2 = int64_t{1} << q2;
-    ForStates(b, dim_ / 4, [&](Complex<Real>* s, int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t i = InsertZero(InsertZero(k, a), c);
-        std::swap(s[i | b1], s[i | b2]);
-      }
-    });
+    Mat4<Real> m{};
+    m[0] = m[6] = m[9] = m[15] = Complex<Real>(1);
+    Apply2(q1, q2, m, b);
   }
 
   /// <Z_q> of state b: P(bit q = 0) - P(bit q = 1).
@@ -220,29 +174,11 @@ class StateVector {
     Reset();
   }
 
-  static int64_t InsertZero(int64_t k, int bit) {
-    const int64_t low = (int64_t{1} << bit) - 1;
-    return ((k & ~low) << 1) | (k & low);
-  }
-
-  static Complex<Real> Mul(Complex<Real> x, Complex<Real> y) {  // without the C99 Annex G NaN checks
-    return {x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real()};
-  }
-
-  // Runs f(state, begin, end) over [0, work) of every selected state, in parallel chunks.
-  template <typename F>
-  void ForStates(int64_t b, int64_t work, const F& f) {
-    const int64_t first = b < 0 ? 0 : b, last = b < 0 ? batch_ : b + 1;
-    if (last - first > 1 && work < kGrain) {  // many small states: split the batch
-      at::parallel_for(first, last, 1, [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) f(data(s), 0, work);
-      });
-      return;
-    }
-    for (int64_t s = first; s < last; ++s) {
-      Complex<Real>* st = data(s);
-      at::parallel_for(0, work, kGrain, [&](int64_t begin, int64_t end) { f(st, begin, end); });
-    }
+  static kernels::Block Dense(std::vector<int> qubits, const Complex<Real>* m, int entries) {
+    kernels::Block k;
+    k.qubits = std::move(qubits);
+    for (int e = 0; e < entries; ++e) k.matrix.emplace_back(m[e]);
+    return k;
   }
 
   int n_;

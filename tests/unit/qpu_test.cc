@@ -118,17 +118,50 @@ TYPED_TEST(StateVectorTest, DeepRandomCircuitsKeepTheNormAndFusionChangesNothing
   using Real = TypeParam;
   constexpr int n = 10;
   const Circuit c = RandomCircuit(n, 2000, 11);
-  const Circuit fused = c.Fused();
-  EXPECT_LT(fused.size(), c.size());
   auto a = StateVector<Real>::Create(n);
-  auto b = StateVector<Real>::Create(n);
   c.Run(*a);
-  fused.Run(*b);
   constexpr bool kSingle = std::is_same_v<Real, float>;
   EXPECT_NEAR(a->Norm(), 1.0, kSingle ? 1e-4 : 1e-6);
-  double worst = 0;
-  for (int64_t i = 0; i < a->dim(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a->data()[i] - b->data()[i])));
-  EXPECT_LT(worst, kSingle ? 1e-4 : 1e-6);
+  // Every k, and the k chosen by cost: the same state in fewer passes.
+  std::vector<Program> programs;
+  for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) programs.push_back(FuseUpTo(c, k));
+  programs.push_back(Fused(c, !kSingle));
+  size_t previous = c.size();
+  for (const Program& p : programs) {
+    SCOPED_TRACE("k = " + std::to_string(p.max_block_qubits));
+    EXPECT_EQ(p.gates, c.size());
+    if (p.max_block_qubits >= 2) {
+      EXPECT_LT(p.size(), c.size() / 2);
+    }
+    for (const kernels::Block& b : p.blocks) {
+      EXPECT_LE(static_cast<int>(b.qubits.size()), std::max(p.max_block_qubits, 2));
+    }
+    auto b = StateVector<Real>::Create(n);
+    p.Run(*b);
+    double worst = 0;
+    for (int64_t i = 0; i < a->dim(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs(a->data()[i] - b->data()[i])));
+    }
+    EXPECT_LT(worst, kSingle ? 1e-4 : 1e-9);
+  }
+  // More qubits per block never needs more passes on this circuit.
+  for (int k = 2; k <= kernels::kMaxDenseQubits; ++k) {
+    EXPECT_LE(programs[k - 1].size(), previous) << k;
+    previous = programs[k - 1].size();
+  }
+}
+
+TEST(FusionTest, DiagonalGatesStayDiagonalAndTheLayeredCircuitFusesDeeply) {
+  Circuit phases(6);
+  phases.Rz(0, 0.3).Cz(0, 1).T(2).S(1).Cz(1, 2);
+  const Program p = FuseUpTo(phases, 3);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_TRUE(p.blocks[0].diagonal);
+  EXPECT_EQ(p.blocks[0].matrix.size(), 8u);
+  // depth 10 on 26 qubits: 385 gates; 4-qubit blocks need far fewer passes than gates.
+  const Circuit layered = LayeredCircuit(26, 10);
+  EXPECT_EQ(layered.size(), 385u);
+  EXPECT_LT(FuseUpTo(layered, 4).size(), 120u);
 }
 
 TEST(StateVectorLimitsTest, TooManyQubitsForTheMemoryLimitAreRefused) {

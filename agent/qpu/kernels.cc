@@ -1,0 +1,449 @@
+// The simulator's kernels, compiled once per instruction set by Highway's
+// foreach_target (this file includes itself once per target) and chosen at
+// run time. See kernels.h for the layout and the contract.
+
+#ifndef HETBENCH_QPU_KERNELS_ONCE
+#define HETBENCH_QPU_KERNELS_ONCE
+#include <functional>
+
+#include "agent/qpu/kernels.h"
+
+namespace hetbench::agent::qpu::kernels::detail {
+// Runs f over [0, groups) in chunks of `grain`, on LibTorch's intra-op
+// threads when `parallel` (defined below, outside the per-target code).
+void ForGroups(int64_t groups, int64_t grain, bool parallel, const std::function<void(int64_t, int64_t)>& f);
+}  // namespace hetbench::agent::qpu::kernels::detail
+
+// Every target Highway can compile for, so that the portable fallback is
+// real (and tested here) beside SSSE3/SSE4/AVX2/AVX-512. The fallback is
+// HWY_SCALAR (one lane: the plain loop, ApplyScalar) with GCC < 12.3, whose
+// EMU128 Highway marks broken, and EMU128 otherwise. Scalable vectors (SVE,
+// RVV) are left out: the kernels keep arrays of vectors.
+#define HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
+#endif  // HETBENCH_QPU_KERNELS_ONCE
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "agent/qpu/kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hetbench::agent::qpu::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Bytes one parallel chunk streams at least: large enough to amortise a
+// task, small enough to split a 2^20-amplitude state over a few threads.
+constexpr int64_t kChunkBytes = int64_t{1} << 18;
+
+inline int64_t InsertZeros(int64_t g, const int* bits, int count) {  // bits ascending
+  for (int t = 0; t < count; ++t) {
+    const int64_t low = (int64_t{1} << bits[t]) - 1;
+    g = ((g & ~low) << 1) | (g & low);
+  }
+  return g;
+}
+
+template <typename Real>
+struct Geometry {
+  int n = 0, k = 0;
+  int nl = 0, nh = 0;          // qubits inside a vector (low) and across vectors (high)
+  int hq[kMaxDiagonalQubits];  // high qubits as bits of the vector index
+  int64_t lanes = 0;           // Real lanes per vector
+  int64_t complex_lanes = 0;
+  int64_t groups = 0;
+  std::vector<int64_t> offset;  // vector offset of high combination h
+  bool vectorised = false;
+};
+
+template <typename Real>
+Geometry<Real> Layout(const Block& b, int n) {
+  const hn::ScalableTag<Real> d;
+  Geometry<Real> g;
+  g.n = n;
+  g.k = static_cast<int>(b.qubits.size());
+  g.lanes = static_cast<int64_t>(hn::Lanes(d));
+  g.complex_lanes = g.lanes / 2;
+  int log_c = 0;
+  while ((int64_t{1} << log_c) < g.complex_lanes) ++log_c;
+  for (int q : b.qubits) {
+    if (q < log_c) {
+      ++g.nl;
+    } else {
+      g.hq[g.nh++] = q - log_c;
+    }
+  }
+  // Vectors need whole complex numbers and a state of at least 2^nh vectors.
+  g.vectorised = g.complex_lanes >= 1 && g.lanes % 2 == 0 && n >= log_c + g.nh;
+  if (!g.vectorised) return g;
+  g.groups = (int64_t{1} << (n - log_c)) >> g.nh;
+  g.offset.resize(size_t{1} << g.nh);
+  for (size_t h = 0; h < g.offset.size(); ++h) {
+    int64_t o = 0;
+    for (int t = 0; t < g.nh; ++t) {
+      if ((h >> t) & 1) o |= int64_t{1} << g.hq[t];
+    }
+    g.offset[h] = o;
+  }
+  return g;
+}
+
+template <typename Real>
+int64_t Grain(const Geometry<Real>& g) {
+  const int64_t bytes_per_group = (g.lanes * static_cast<int64_t>(sizeof(Real))) << g.nh;
+  return std::max<int64_t>(1, kChunkBytes / bytes_per_group);
+}
+
+// Mask, in complex-lane units, of low-qubit combination p (bit t of p is the
+// block's qubit t, t < nl).
+inline int LowMask(const Block& b, int p, int nl) {
+  int m = 0;
+  for (int t = 0; t < nl; ++t) {
+    if ((p >> t) & 1) m |= 1 << b.qubits[t];
+  }
+  return m;
+}
+// The block-local low bits of complex lane j.
+inline int LowBits(const Block& b, int64_t j, int nl) {
+  int l = 0;
+  for (int t = 0; t < nl; ++t) l |= static_cast<int>((j >> b.qubits[t]) & 1) << t;
+  return l;
+}
+
+// Scalar loop for states smaller than one vector group: gathers the 2^k
+// amplitudes of each group, multiplies, scatters.
+template <typename Real>
+void ApplyScalar(const Block& b, std::complex<Real>* s, int n) {
+  const int k = static_cast<int>(b.qubits.size());
+  const int64_t dim = int64_t{1} << k;
+  std::vector<std::complex<Real>> in(static_cast<size_t>(dim));
+  std::vector<std::complex<Real>> m(b.matrix.size());
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::complex<Real>(b.matrix[i]);
+  std::vector<int64_t> offset(static_cast<size_t>(dim), 0);
+  for (int64_t c = 0; c < dim; ++c) {
+    for (int t = 0; t < k; ++t) {
+      if ((c >> t) & 1) offset[c] |= int64_t{1} << b.qubits[t];
+    }
+  }
+  for (int64_t g = 0; g < (int64_t{1} << n) >> k; ++g) {
+    const int64_t base = InsertZeros(g, b.qubits.data(), k);
+    if (b.diagonal) {
+      for (int64_t r = 0; r < dim; ++r) s[base + offset[r]] *= m[r];
+      continue;
+    }
+    for (int64_t c = 0; c < dim; ++c) in[c] = s[base + offset[c]];
+    for (int64_t r = 0; r < dim; ++r) {
+      std::complex<Real> acc(0);
+      for (int64_t c = 0; c < dim; ++c) acc += m[r * dim + c] * in[c];
+      s[base + offset[r]] = acc;
+    }
+  }
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Dense block, every qubit across vectors: each output vector is a sum over
+// the 2^NH input vectors of broadcast coefficients times the vector and its
+// (-im, re) twin. NH is a template argument so the loops unroll.
+template <typename Real, int NH>
+void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
+  const hn::ScalableTag<Real> d;
+  constexpr int H = 1 << NH;
+  using V = hn::Vec<decltype(d)>;
+  V x[H], xs[H];
+  for (int64_t grp = g0; grp < g1; ++grp) {
+    const int64_t base = InsertZeros(grp, g.hq, NH);
+    Real* p[H];
+    for (int h = 0; h < H; ++h) {
+      p[h] = s + (base + g.offset[h]) * g.lanes;
+      x[h] = hn::LoadU(d, p[h]);
+      const V sw = hn::Reverse2(d, x[h]);
+      xs[h] = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
+    }
+    for (int h = 0; h < H; ++h) {
+      V acc = hn::Mul(hn::Set(d, cr[h * H]), x[0]);
+      acc = hn::MulAdd(hn::Set(d, ci[h * H]), xs[0], acc);
+      for (int c = 1; c < H; ++c) {
+        acc = hn::MulAdd(hn::Set(d, cr[h * H + c]), x[c], acc);
+        acc = hn::MulAdd(hn::Set(d, ci[h * H + c]), xs[c], acc);
+      }
+      hn::StoreU(acc, d, p[h]);
+    }
+  }
+}
+
+// Dense block with nl >= 1 qubits inside a vector: for each low pattern p the
+// input vector's lanes are permuted (lane j takes lane j ^ mask(p)) and
+// multiplied by per-lane coefficients; the (-im, re) twin comes from a
+// second permutation with the sign in the coefficient.
+template <typename Real, int NH>
+void DenseMixed(const Geometry<Real>& g, int nl, const Real* coef, const hwy::AlignedFreeUniquePtr<hwy::MakeSigned<Real>[]>& idx,
+                Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
+  const hn::ScalableTag<Real> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  constexpr int H = 1 << NH;
+  const int P = 1 << nl;
+  const int64_t N = g.lanes;
+  using V = hn::Vec<decltype(d)>;
+  using I = decltype(hn::IndicesFromVec(d, hn::Zero(di)));
+  I perm[8], perm_swap[8];  // nl <= 3 for every target's complex lanes (<= 8)
+  for (int p = 0; p < P; ++p) {
+    perm[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p) * N));
+    perm_swap[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p + 1) * N));
+  }
+  V x[H * 8], xs[H * 8];
+  for (int64_t grp = g0; grp < g1; ++grp) {
+    const int64_t base = InsertZeros(grp, g.hq, NH);
+    Real* ptr[H];
+    for (int h = 0; h < H; ++h) {
+      ptr[h] = s + (base + g.offset[h]) * N;
+      const V v = hn::LoadU(d, ptr[h]);
+      for (int p = 0; p < P; ++p) {
+        x[h * P + p] = hn::TableLookupLanes(v, perm[p]);
+        xs[h * P + p] = hn::TableLookupLanes(v, perm_swap[p]);
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      const Real* c = coef + static_cast<int64_t>(h) * H * P * 2 * N;
+      V acc = hn::Zero(d);
+      for (int e = 0; e < H * P; ++e) {
+        acc = hn::MulAdd(hn::LoadU(d, c + (2 * e) * N), x[e], acc);
+        acc = hn::MulAdd(hn::LoadU(d, c + (2 * e + 1) * N), xs[e], acc);
+      }
+      hn::StoreU(acc, d, ptr[h]);
+    }
+  }
+}
+
+// Diagonal block: vector h of each group times per-lane coefficients (the
+// low qubits pick the lane's entry); combinations whose entries are all 1
+// are not read at all (CZ on two high qubits touches a quarter of the state).
+template <typename Real>
+void Diagonal(const Geometry<Real>& g, const Real* coef, const std::vector<int>& touched, Real* HWY_RESTRICT s,
+              int64_t g0, int64_t g1) {
+  const hn::ScalableTag<Real> d;
+  const int64_t N = g.lanes;
+  using V = hn::Vec<decltype(d)>;
+  for (int64_t grp = g0; grp < g1; ++grp) {
+    const int64_t base = InsertZeros(grp, g.hq, g.nh);
+    for (int h : touched) {
+      Real* p = s + (base + g.offset[h]) * N;
+      const V v = hn::LoadU(d, p);
+      const V sw = hn::Reverse2(d, v);
+      const V out = hn::MulAdd(hn::LoadU(d, coef + (2 * h + 1) * N), sw, hn::Mul(hn::LoadU(d, coef + 2 * h * N), v));
+      hn::StoreU(out, d, p);
+    }
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+template <typename Real>
+void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)parallel;
+  ApplyScalar(b, state, n);
+}
+#else
+  const Geometry<Real> g = Layout<Real>(b, n);
+  const int k = g.k;
+  if (!g.vectorised || (!b.diagonal && k > kMaxDenseQubits)) {
+    ApplyScalar(b, state, n);
+    return;
+  }
+  Real* s = reinterpret_cast<Real*>(state);
+  const int64_t N = g.lanes;
+  const int H = 1 << g.nh, P = 1 << g.nl;
+  auto row_of = [&](int h, int l) { return (static_cast<int64_t>(h) << g.nl) | l; };  // block-local index
+
+  if (b.diagonal) {
+    // Per high combination h: a (re, re) and a (-im, im) coefficient vector.
+    auto coef = hwy::AllocateAligned<Real>(static_cast<size_t>(2 * H * N));
+    std::vector<int> touched;
+    for (int h = 0; h < H; ++h) {
+      bool identity = true;
+      for (int64_t j = 0; j < g.complex_lanes; ++j) {
+        const std::complex<double> e = b.matrix[row_of(h, LowBits(b, j, g.nl))];
+        identity = identity && e == std::complex<double>(1.0);
+        coef[2 * h * N + 2 * j] = coef[2 * h * N + 2 * j + 1] = static_cast<Real>(e.real());
+        coef[(2 * h + 1) * N + 2 * j] = static_cast<Real>(-e.imag());
+        coef[(2 * h + 1) * N + 2 * j + 1] = static_cast<Real>(e.imag());
+      }
+      if (!identity) touched.push_back(h);
+    }
+    if (touched.empty()) return;
+    const int64_t grain = std::max<int64_t>(1, kChunkBytes / (N * static_cast<int64_t>(sizeof(Real)) * H));
+    detail::ForGroups(g.groups, grain, parallel,
+                      [&](int64_t g0, int64_t g1) { Diagonal<Real>(g, coef.get(), touched, s, g0, g1); });
+    return;
+  }
+
+  if (g.nl == 0) {
+    auto cr = hwy::AllocateAligned<Real>(static_cast<size_t>(H * H));
+    auto ci = hwy::AllocateAligned<Real>(static_cast<size_t>(H * H));
+    for (int i = 0; i < H * H; ++i) {
+      cr[i] = static_cast<Real>(b.matrix[i].real());
+      ci[i] = static_cast<Real>(b.matrix[i].imag());
+    }
+    std::function<void(int64_t, int64_t)> run;
+    switch (g.nh) {
+#define HETBENCH_DENSE_HIGH(NH) \
+  case NH:                      \
+    run = [&](int64_t g0, int64_t g1) { DenseHigh<Real, NH>(g, cr.get(), ci.get(), s, g0, g1); }; \
+    break;
+      HETBENCH_DENSE_HIGH(1)
+      HETBENCH_DENSE_HIGH(2)
+      HETBENCH_DENSE_HIGH(3)
+      HETBENCH_DENSE_HIGH(4)
+      HETBENCH_DENSE_HIGH(5)
+      HETBENCH_DENSE_HIGH(6)
+#undef HETBENCH_DENSE_HIGH
+      default:
+        ApplyScalar(b, state, n);
+        return;
+    }
+    detail::ForGroups(g.groups, Grain(g), parallel, run);
+    return;
+  }
+
+  // Mixed: coefficient vectors per (h, h', p), and the permutation indices.
+  using TI = hwy::MakeSigned<Real>;
+  auto idx = hwy::AllocateAligned<TI>(static_cast<size_t>(2 * P * N));
+  for (int p = 0; p < P; ++p) {
+    const int mask = LowMask(b, p, g.nl);
+    for (int64_t lane = 0; lane < N; ++lane) {
+      idx[2 * p * N + lane] = static_cast<TI>(lane ^ (2 * mask));
+      idx[(2 * p + 1) * N + lane] = static_cast<TI>(lane ^ (2 * mask) ^ 1);
+    }
+  }
+  const int64_t dim = int64_t{1} << k;
+  auto coef = hwy::AllocateAligned<Real>(static_cast<size_t>(H * H * P * 2 * N));
+  for (int h = 0; h < H; ++h) {
+    for (int hc = 0; hc < H; ++hc) {
+      for (int p = 0; p < P; ++p) {
+        Real* cr = coef.get() + ((static_cast<int64_t>(h) * H + hc) * P + p) * 2 * N;
+        Real* ci = cr + N;
+        for (int64_t j = 0; j < g.complex_lanes; ++j) {
+          const int l = LowBits(b, j, g.nl);
+          const std::complex<double> e = b.matrix[row_of(h, l) * dim + row_of(hc, l ^ p)];
+          cr[2 * j] = cr[2 * j + 1] = static_cast<Real>(e.real());
+          // times the swapped input (im, re): -im * x.im into re, +im * x.re into im
+          ci[2 * j] = static_cast<Real>(-e.imag());
+          ci[2 * j + 1] = static_cast<Real>(e.imag());
+        }
+      }
+    }
+  }
+  std::function<void(int64_t, int64_t)> run;
+  switch (g.nh) {
+#define HETBENCH_DENSE_MIXED(NH) \
+  case NH:                       \
+    run = [&](int64_t g0, int64_t g1) { DenseMixed<Real, NH>(g, g.nl, coef.get(), idx, s, g0, g1); }; \
+    break;
+    HETBENCH_DENSE_MIXED(0)
+    HETBENCH_DENSE_MIXED(1)
+    HETBENCH_DENSE_MIXED(2)
+    HETBENCH_DENSE_MIXED(3)
+    HETBENCH_DENSE_MIXED(4)
+    HETBENCH_DENSE_MIXED(5)
+#undef HETBENCH_DENSE_MIXED
+    default:
+      ApplyScalar(b, state, n);
+      return;
+  }
+  detail::ForGroups(g.groups, Grain(g), parallel, run);
+}
+#endif  // HWY_TARGET == HWY_SCALAR
+
+void ApplyF32(const Block& b, std::complex<float>* s, int n, bool parallel) { ApplyTyped<float>(b, s, n, parallel); }
+void ApplyF64(const Block& b, std::complex<double>* s, int n, bool parallel) { ApplyTyped<double>(b, s, n, parallel); }
+int ComplexLanesF32() { return static_cast<int>(hn::Lanes(hn::ScalableTag<float>()) / 2); }
+int ComplexLanesF64() { return static_cast<int>(hn::Lanes(hn::ScalableTag<double>()) / 2); }
+
+}  // namespace hetbench::agent::qpu::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <ATen/Parallel.h>
+
+namespace hetbench::agent::qpu::kernels {
+
+HWY_EXPORT(ApplyF32);
+HWY_EXPORT(ApplyF64);
+HWY_EXPORT(ComplexLanesF32);
+HWY_EXPORT(ComplexLanesF64);
+
+namespace detail {
+void ForGroups(int64_t groups, int64_t grain, bool parallel, const std::function<void(int64_t, int64_t)>& f) {
+  if (!parallel || groups <= grain) {
+    f(0, groups);
+    return;
+  }
+  at::parallel_for(0, groups, grain, [&](int64_t b, int64_t e) { f(b, e); });
+}
+}  // namespace detail
+
+void Apply(const Block& block, std::complex<float>* state, int n) {
+  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, true);
+}
+void Apply(const Block& block, std::complex<double>* state, int n) {
+  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, true);
+}
+void ApplySerial(const Block& block, std::complex<float>* state, int n) {
+  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, false);
+}
+void ApplySerial(const Block& block, std::complex<double>* state, int n) {
+  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, false);
+}
+int ComplexLanes(bool is_double) {
+  return is_double ? HWY_DYNAMIC_DISPATCH(ComplexLanesF64)() : HWY_DYNAMIC_DISPATCH(ComplexLanesF32)();
+}
+
+std::vector<std::string> AvailableTargets() {
+  std::vector<std::string> names;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) names.emplace_back(hwy::TargetName(t));
+  return names;
+}
+
+std::string ActiveTarget() {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  return targets.empty() ? "none" : hwy::TargetName(targets.front());
+}
+
+bool ForceTarget(const std::string& name) {
+  hwy::SetSupportedTargetsForTest(0);
+  if (name.empty()) return true;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (name == hwy::TargetName(t)) {
+      hwy::SetSupportedTargetsForTest(t);
+      return true;
+    }
+  }
+  return false;
+}
+
+void ApplyReference(const Block& block, std::complex<double>* state, int n) {
+  const int k = static_cast<int>(block.qubits.size());
+  const int64_t dim = int64_t{1} << n, bdim = int64_t{1} << k;
+  int64_t mask = 0;
+  for (int q : block.qubits) mask |= int64_t{1} << q;
+  const std::vector<std::complex<double>> in(state, state + dim);
+  for (int64_t i = 0; i < dim; ++i) {
+    int64_t row = 0;
+    for (int t = 0; t < k; ++t) row |= ((i >> block.qubits[t]) & 1) << t;
+    if (block.diagonal) {
+      state[i] = block.matrix[row] * in[i];
+      continue;
+    }
+    std::complex<double> acc(0);
+    for (int64_t col = 0; col < bdim; ++col) {
+      int64_t j = i & ~mask;
+      for (int t = 0; t < k; ++t) j |= ((col >> t) & 1) << block.qubits[t];
+      acc += block.matrix[row * bdim + col] * in[j];
+    }
+    state[i] = acc;
+  }
+}
+
+}  // namespace hetbench::agent::qpu::kernels
+#endif  // HWY_ONCE
