@@ -144,31 +144,61 @@ void ApplyScalar(const Block& b, std::complex<Real>* s, int n) {
 #if HWY_TARGET != HWY_SCALAR
 // Dense block, every qubit across vectors: each output vector is a sum over
 // the 2^NH input vectors of broadcast coefficients times the vector and its
-// (-im, re) twin. NH is a template argument so the loops unroll.
+// (-im, re) twin. NH is a template argument so the loops unroll; for NH <= 2
+// the coefficients stay in registers. Consecutive groups below the lowest
+// high qubit are consecutive vectors: they are walked as runs, two at a time.
 template <typename Real, int NH>
 void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
   const hn::ScalableTag<Real> d;
   constexpr int H = 1 << NH;
   using V = hn::Vec<decltype(d)>;
-  V x[H], xs[H];
-  for (int64_t grp = g0; grp < g1; ++grp) {
-    const int64_t base = InsertZeros(grp, g.hq, NH);
-    Real* p[H];
-    for (int h = 0; h < H; ++h) {
-      p[h] = s + (base + g.offset[h]) * g.lanes;
-      x[h] = hn::LoadU(d, p[h]);
-      const V sw = hn::Reverse2(d, x[h]);
-      xs[h] = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
+  const int64_t N = g.lanes;
+  constexpr bool kHoist = NH <= 2;
+  V hr[kHoist ? H * H : 1], hi[kHoist ? H * H : 1];
+  if constexpr (kHoist) {
+    for (int e = 0; e < H * H; ++e) hr[e] = hn::Set(d, cr[e]), hi[e] = hn::Set(d, ci[e]);
+  }
+  auto coef_r = [&](int e) { return kHoist ? hr[e] : hn::Set(d, cr[e]); };
+  auto coef_i = [&](int e) { return kHoist ? hi[e] : hn::Set(d, ci[e]); };
+  // One output vector from the inputs x and twins xs.
+  auto row = [&](int h, const V* x, const V* xs) {
+    V acc = hn::Mul(coef_r(h * H), x[0]);
+    acc = hn::MulAdd(coef_i(h * H), xs[0], acc);
+    for (int c = 1; c < H; ++c) {
+      acc = hn::MulAdd(coef_r(h * H + c), x[c], acc);
+      acc = hn::MulAdd(coef_i(h * H + c), xs[c], acc);
     }
-    for (int h = 0; h < H; ++h) {
-      V acc = hn::Mul(hn::Set(d, cr[h * H]), x[0]);
-      acc = hn::MulAdd(hn::Set(d, ci[h * H]), xs[0], acc);
-      for (int c = 1; c < H; ++c) {
-        acc = hn::MulAdd(hn::Set(d, cr[h * H + c]), x[c], acc);
-        acc = hn::MulAdd(hn::Set(d, ci[h * H + c]), xs[c], acc);
+    return acc;
+  };
+  auto load = [&](const Real* p, V* x, V* xs) {
+    *x = hn::LoadU(d, p);
+    const V sw = hn::Reverse2(d, *x);
+    *xs = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
+  };
+  const int64_t run = int64_t{1} << g.hq[0];
+  int64_t offset[H];
+  for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
+  for (int64_t grp = g0; grp < g1;) {
+    const int64_t len = std::min(run - (grp & (run - 1)), g1 - grp);
+    Real* p = s + InsertZeros(grp, g.hq, NH) * N;
+    int64_t j = 0;
+    for (; j + 2 <= len; j += 2, p += 2 * N) {
+      V x0[H], xs0[H], x1[H], xs1[H];
+      for (int h = 0; h < H; ++h) {
+        load(p + offset[h], &x0[h], &xs0[h]);
+        load(p + offset[h] + N, &x1[h], &xs1[h]);
       }
-      hn::StoreU(acc, d, p[h]);
+      for (int h = 0; h < H; ++h) {
+        hn::StoreU(row(h, x0, xs0), d, p + offset[h]);
+        hn::StoreU(row(h, x1, xs1), d, p + offset[h] + N);
+      }
     }
+    for (; j < len; ++j, p += N) {
+      V x0[H], xs0[H];
+      for (int h = 0; h < H; ++h) load(p + offset[h], &x0[h], &xs0[h]);
+      for (int h = 0; h < H; ++h) hn::StoreU(row(h, x0, xs0), d, p + offset[h]);
+    }
+    grp += len;
   }
 }
 
