@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "agent/qpu/qnn_batched.h"
 #include "agent/qpu/statevector.h"
 
 namespace hetbench::agent::qpu {
@@ -68,7 +69,7 @@ StateVector<double> Prepare(const std::vector<Gate>& gates, int n) {
 
 }  // namespace
 
-torch::Tensor QuantumExpectations(const torch::Tensor& angles_in, const torch::Tensor& weights_in) {
+torch::Tensor QuantumExpectationsPerSample(const torch::Tensor& angles_in, const torch::Tensor& weights_in) {
   const torch::Tensor angles = angles_in.detach().to(torch::kFloat64).contiguous();
   const torch::Tensor weights = weights_in.detach().to(torch::kFloat64).contiguous();
   const int64_t batch = angles.size(0);
@@ -87,8 +88,8 @@ torch::Tensor QuantumExpectations(const torch::Tensor& angles_in, const torch::T
   return out;
 }
 
-void QuantumGradients(const torch::Tensor& angles_in, const torch::Tensor& weights_in, const torch::Tensor& grad_in,
-                      torch::Tensor* grad_angles, torch::Tensor* grad_weights) {
+void QuantumGradientsPerSample(const torch::Tensor& angles_in, const torch::Tensor& weights_in,
+                               const torch::Tensor& grad_in, torch::Tensor* grad_angles, torch::Tensor* grad_weights) {
   const torch::Tensor angles = angles_in.detach().to(torch::kFloat64).contiguous();
   const torch::Tensor weights = weights_in.detach().to(torch::kFloat64).contiguous();
   const torch::Tensor grad = grad_in.detach().to(torch::kFloat64).contiguous();
@@ -134,16 +135,35 @@ void QuantumGradients(const torch::Tensor& angles_in, const torch::Tensor& weigh
 
 namespace {
 
+// The batched simulator; forward keeps the final states so backward starts
+// its adjoint sweep from them instead of simulating the circuit again.
 struct QuantumFunction : public torch::autograd::Function<QuantumFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor angles, torch::Tensor weights) {
     ctx->save_for_backward({angles, weights});
-    return QuantumExpectations(angles, weights).to(angles.scalar_type());
+    torch::Tensor states;
+    torch::Tensor out = BatchedExpectations(angles, weights, &states);
+    ctx->saved_data["states"] = states;
+    return out.to(angles.scalar_type());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     torch::Tensor ga, gw;
-    QuantumGradients(saved[0], saved[1], grad_outputs[0], &ga, &gw);
+    BatchedGradients(saved[0], saved[1], grad_outputs[0], ctx->saved_data["states"].toTensor(), &ga, &gw);
+    return {ga, gw};
+  }
+};
+
+struct PerSampleFunction : public torch::autograd::Function<PerSampleFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor angles, torch::Tensor weights) {
+    ctx->save_for_backward({angles, weights});
+    return QuantumExpectationsPerSample(angles, weights).to(angles.scalar_type());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    torch::Tensor ga, gw;
+    QuantumGradientsPerSample(saved[0], saved[1], grad_outputs[0], &ga, &gw);
     return {ga, gw};
   }
 };
@@ -154,13 +174,32 @@ torch::Tensor QuantumLayer(const torch::Tensor& angles, const torch::Tensor& wei
   return QuantumFunction::apply(angles, weights);
 }
 
-QuantumCircuitImpl::QuantumCircuitImpl(QnnShape shape) : shape_(shape) {
+torch::Tensor QuantumLayerPerSample(const torch::Tensor& angles, const torch::Tensor& weights) {
+  return PerSampleFunction::apply(angles, weights);
+}
+
+torch::Tensor QuantumExpectations(const torch::Tensor& angles, const torch::Tensor& weights) {
+  return BatchedExpectations(angles, weights, nullptr);
+}
+
+void QuantumGradients(const torch::Tensor& angles, const torch::Tensor& weights, const torch::Tensor& grad_out,
+                      torch::Tensor* grad_angles, torch::Tensor* grad_weights) {
+  BatchedGradients(angles, weights, grad_out, torch::Tensor(), grad_angles, grad_weights);
+}
+
+torch::Tensor QuantumCircuitImpl::forward(torch::Tensor x) {
+  const torch::Tensor angles = M_PI * torch::sigmoid(x);
+  return per_sample_ ? QuantumLayerPerSample(angles, weights_) : QuantumLayer(angles, weights_);
+}
+
+QuantumCircuitImpl::QuantumCircuitImpl(QnnShape shape) : shape_(shape), per_sample_(shape.per_sample) {
   weights_ = register_parameter("weights", (torch::rand({shape.layers, shape.qubits, 2}) * 2 - 1) * 0.1);
 }
 
 void QuantumCircuitImpl::pretty_print(std::ostream& s) const {
   s << "QuantumCircuit(qubits=" << shape_.qubits << ", layers=" << shape_.layers
-    << ", RY(pi sigmoid x) encoding, RY-RZ + CZ ring per layer, <Z> per qubit, adjoint gradients)";
+    << ", RY(pi sigmoid x) encoding, RY-RZ + CZ ring per layer, <Z> per qubit, adjoint gradients"
+    << (per_sample_ ? ", one state per sample" : ", batched states") << ")";
 }
 
 torch::nn::Sequential MakeQnn(QnnShape shape) {

@@ -6,7 +6,9 @@
 /// each <Z_q> into a parity of ever more qubits, as a CNOT cascade would
 /// (measured: 0.79 test accuracy after one epoch against 0.55 with CNOTs).
 /// The quantum layer is a LibTorch autograd function whose gradients come
-/// from the adjoint method on the simulator.
+/// from the adjoint method on the simulator. The states of a batch are
+/// simulated together (qnn_batched.h): one vector loop over the samples per
+/// gate, instead of one small state and one call per gate per sample.
 
 #include <torch/torch.h>
 
@@ -17,6 +19,10 @@ namespace hetbench::agent::qpu {
 struct QnnShape {
   int qubits = 8;
   int layers = 2;
+  /// The earlier simulator: one StateVector per sample, gate by gate. Kept
+  /// as the oracle the batched one is tested against and as the bench's
+  /// "before"; not part of the model's identity (same maths, same results).
+  bool per_sample = false;
 };
 
 /// <Z_q> of the circuit for each sample: angles [B, n], weights [L, n, 2] -> [B, n] (float64 inside).
@@ -30,6 +36,13 @@ void QuantumGradients(const torch::Tensor& angles, const torch::Tensor& weights,
 /// The quantum layer as a differentiable op.
 torch::Tensor QuantumLayer(const torch::Tensor& angles, const torch::Tensor& weights);
 
+/// The same three on one StateVector per sample (the reference).
+torch::Tensor QuantumExpectationsPerSample(const torch::Tensor& angles, const torch::Tensor& weights);
+void QuantumGradientsPerSample(const torch::Tensor& angles, const torch::Tensor& weights,
+                               const torch::Tensor& grad_out, torch::Tensor* grad_angles,
+                               torch::Tensor* grad_weights);
+torch::Tensor QuantumLayerPerSample(const torch::Tensor& angles, const torch::Tensor& weights);
+
 /// The variational circuit as a layer: encoder outputs [B, n] -> <Z> [B, n];
 /// its weights [L, n, 2] start small (uniform in [-0.1, 0.1]), so each layer
 /// starts near the identity and gradients do not vanish.
@@ -38,11 +51,12 @@ class QuantumCircuitImpl : public torch::nn::Module {
   explicit QuantumCircuitImpl(QnnShape shape);
   /// Encoder outputs become angles in (0, pi) through pi * sigmoid, where
   /// <Z> = cos(angle) is monotone: no sign of the encoding is lost.
-  torch::Tensor forward(torch::Tensor x) { return QuantumLayer(M_PI * torch::sigmoid(x), weights_); }
+  torch::Tensor forward(torch::Tensor x);
   void pretty_print(std::ostream& s) const override;
 
  private:
   QnnShape shape_;
+  bool per_sample_ = false;
   torch::Tensor weights_;
 };
 TORCH_MODULE(QuantumCircuit);
