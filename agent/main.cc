@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/devices/calibration.h"
 #include "agent/qpu/device.h"
+#include "agent/qpu/tensor_backend.h"
 #include "agent/devices/accelerators.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/devices/cuda.h"
@@ -261,6 +262,17 @@ int main(int argc, char** argv) {
                                              : std::min<int64_t>(int64_t{8} << 30, cpu->memory_bytes() / 2);
     exec_config.qpu_memory_limit_bytes = limit;
     devices.push_back(hetbench::agent::qpu::QpuSimDevice(*cpu, limit));
+    for (const auto& gpu : gpus.devices) {  // the tensor backend where a CUDA LibTorch reaches the GPU
+      int index = 0;
+      if (auto it = gpu.attributes().find("cuda_index"); it != gpu.attributes().end()) index = std::stoi(it->second);
+      auto on_gpu = hetbench::agent::qpu::QpuSimGpuDevice(
+          gpu, hetbench::agent::qpu::TensorBackendUsable(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index))));
+      if (on_gpu.ok()) {
+        devices.push_back(*std::move(on_gpu));
+      } else {
+        found.Absent(hetbench::v1::DEVICE_KIND_QPU_SIM, std::string(on_gpu.status().message()));
+      }
+    }
   } else {
     found.Absent(hetbench::v1::DEVICE_KIND_QPU_SIM, "the simulator is off (--qpu-sim off)");
   }

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       }
       const qpu::Program chosen = qpu::Fused(layered, false);
       state->Reset();
-      row.chosen_k = chosen.max_block_qubits;
+      row.chosen_k = chosen.max_block_qubits;  // the k asked for (blocks may be smaller)
       row.chosen_passes = chosen.size();
       row.chosen_s = BestSeconds(1, [&] { chosen.Run(*state); });
       rows.push_back(row);

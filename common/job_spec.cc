@@ -192,6 +192,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (q.precision() != "complex64" && q.precision() != "complex128") {
     bad("qpu.precision = \"", q.precision(), "\": use complex64 or complex128");
   }
+  if (!q.backend().empty() && q.backend() != "native" && q.backend() != "tensor") {
+    bad("qpu.backend = \"", q.backend(), "\": use native (SIMD kernels) or tensor (LibTorch tensor ops)");
+  }
   if (spec.layers().steps() < 0 || spec.layers().steps() > 10000) {
     bad("layers.steps = ", spec.layers().steps(), ": must be in [0, 10000] (0 = default 20)");
   }

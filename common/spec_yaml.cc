@@ -144,7 +144,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
   }
   if (const YAML::Node q = root["qpu"]) {
-    if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits"}); !s.ok()) return s;
+    if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits", "backend"}); !s.ok()) return s;
     v1::QpuSpec* out = spec.mutable_qpu();
     if (q["qubits"]) HB_ASSIGN(out->set_qubits, As<int32_t>(q["qubits"], "qpu.qubits", "an integer"));
     if (q["layers"]) HB_ASSIGN(out->set_layers, As<int32_t>(q["layers"], "qpu.layers", "an integer"));
@@ -152,6 +152,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (q["fused"]) HB_ASSIGN(out->set_fused, As<bool>(q["fused"], "qpu.fused", "true or false"));
     if (q["precision"]) HB_ASSIGN(out->set_precision, As<std::string>(q["precision"], "qpu.precision", "a string"));
     if (q["circuits"]) HB_ASSIGN(out->set_circuits, As<int32_t>(q["circuits"], "qpu.circuits", "an integer"));
+    if (q["backend"]) HB_ASSIGN(out->set_backend, As<std::string>(q["backend"], "qpu.backend", "a string"));
   }
   if (const YAML::Node ts = root["torchscript"]) {
     if (auto s = CheckKeys(ts, "torchscript", {"path", "input_shape"}); !s.ok()) return s;
@@ -334,6 +335,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "depth" << YAML::Value << q.depth() << YAML::Key << "fused" << YAML::Value << q.fused();
   out << YAML::Key << "precision" << YAML::Value << q.precision();
   out << YAML::Key << "circuits" << YAML::Value << q.circuits();
+  if (!q.backend().empty()) out << YAML::Key << "backend" << YAML::Value << q.backend();
   out << YAML::EndMap;
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();

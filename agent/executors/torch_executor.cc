@@ -67,7 +67,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
   // GPUs run on cuda:N (N from discovery); everything else on the CPU.
   torch::Device torch_device(torch::kCPU);
-  if (device.kind() == v1::DEVICE_KIND_GPU) {
+  // A GPU, or the simulator's tensor backend hosted on one (its cuda_index).
+  if (device.kind() == v1::DEVICE_KIND_GPU ||
+      (device.kind() == v1::DEVICE_KIND_QPU_SIM && device.attributes().count("cuda_index"))) {
     if (CudaDeviceCount() == 0) {
       return absl::FailedPreconditionError(absl::StrCat("cannot run on ", device.id(), ": ", CudaUnavailableReason()));
     }

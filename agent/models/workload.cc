@@ -12,7 +12,9 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "agent/qpu/circuit.h"
+#include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
+#include "agent/qpu/tensor_backend.h"
 
 namespace hetbench::agent {
 
@@ -83,7 +85,7 @@ class QsimWorkload final : public Workload {
   static absl::StatusOr<std::unique_ptr<Workload>> Make(const v1::QpuSpec& q, int64_t memory_limit_bytes) {
     auto state = qpu::StateVector<Real>::Create(q.qubits(), 1, memory_limit_bytes);
     if (!state.ok()) return state.status();
-    auto w = std::unique_ptr<QsimWorkload>(new QsimWorkload(q, *std::move(state)));
+    auto w = std::unique_ptr<QsimWorkload>(new QsimWorkload(q, *std::move(state), memory_limit_bytes));
     return std::unique_ptr<Workload>(std::move(w));
   }
   const ImageDataset& Data() const override { return data_; }
@@ -94,12 +96,30 @@ class QsimWorkload final : public Workload {
   void SetTraining(bool) override {}
   bool Trainable() const override { return false; }
   torch::Tensor TrainStep(const torch::Tensor&, const torch::Tensor&) override { return {}; }
+  // The tensor backend when the spec asks for it or the device is not the
+  // CPU (a GPU-hosted qpu-sim); the native kernels otherwise.
+  absl::Status To(const torch::Device& device) override {
+    if (run_.backend() != "tensor" && device.is_cpu()) return absl::OkStatus();
+    auto t = qpu::TensorState::Create(run_.qubits(), device, std::is_same_v<Real, double>, memory_limit_bytes_);
+    if (!t.ok()) return t.status();
+    tensor_ = std::make_unique<qpu::TensorState>(*std::move(t));
+    run_.set_backend("tensor");
+    run_.clear_kernel_isa();
+    state_.reset();  // the host state is not needed
+    return absl::OkStatus();
+  }
   torch::Tensor Infer(const torch::Tensor& x) override {
     std::vector<double> z;
     for (int64_t i = 0; i < x.size(0); ++i) {
-      state_.Reset();
-      program_.Run(state_);
-      z.push_back(state_.ExpectationZ(0));
+      if (tensor_) {
+        tensor_->Reset();
+        tensor_->Run(program_);
+        z.push_back(tensor_->ExpectationZ(0));  // a device-to-host copy: the run is synchronised
+      } else {
+        state_->Reset();
+        program_.Run(*state_);
+        z.push_back(state_->ExpectationZ(0));
+      }
     }
     return torch::tensor(z, torch::kFloat64);
   }
@@ -108,13 +128,13 @@ class QsimWorkload final : public Workload {
     return absl::StrCat("layered circuit, ", run_.qubits(), " qubits, depth ", run_.depth(), ", ", run_.precision(),
                         ": ", run_.gates_per_circuit(), " gates in ", run_.passes_per_circuit(), " passes (",
                         run_.passes_per_circuit() < run_.gates_per_circuit() ? "fused" : "unfused",
-                        "); one sample = one circuit run");
+                        ", ", run_.backend(), " backend); one sample = one circuit run");
   }
   v1::QpuRun Qpu() const override { return run_; }
 
  private:
-  QsimWorkload(const v1::QpuSpec& q, qpu::StateVector<Real> state)
-      : state_(std::move(state)) {
+  QsimWorkload(const v1::QpuSpec& q, qpu::StateVector<Real> state, int64_t memory_limit_bytes)
+      : state_(std::make_unique<qpu::StateVector<Real>>(std::move(state))), memory_limit_bytes_(memory_limit_bytes) {
     const qpu::Circuit circuit = qpu::LayeredCircuit(q.qubits(), q.depth());
     const size_t gates = circuit.size();
     program_ = q.fused() ? qpu::Fused(circuit, std::is_same_v<Real, double>) : qpu::Unfused(circuit);
@@ -123,12 +143,17 @@ class QsimWorkload final : public Workload {
     run_.set_precision(q.precision());
     run_.set_gates_per_circuit(static_cast<int64_t>(gates));
     run_.set_passes_per_circuit(static_cast<int64_t>(program_.size()));
-    run_.set_state_bytes(static_cast<int64_t>(state_.bytes()));
+    run_.set_state_bytes(static_cast<int64_t>(state_->bytes()));
+    run_.set_backend(q.backend().empty() ? "native" : q.backend());
+    if (q.fused()) run_.set_fused_block_qubits(program_.largest_block);
+    run_.set_kernel_isa(qpu::kernels::ActiveTarget());
     data_.train = {torch::zeros({0, 1}), torch::zeros({0}, torch::kInt64)};
     data_.test = {torch::zeros({q.circuits(), 1}), torch::zeros({q.circuits()}, torch::kInt64)};
   }
 
-  qpu::StateVector<Real> state_;
+  std::unique_ptr<qpu::StateVector<Real>> state_;
+  std::unique_ptr<qpu::TensorState> tensor_;
+  int64_t memory_limit_bytes_;
   qpu::Program program_;
   v1::QpuRun run_;
   ImageDataset data_;
@@ -334,6 +359,7 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const std::string& model,
     run.set_passes_per_circuit(run.gates_per_circuit());
     run.set_state_bytes(int64_t{16} << shape.qubits);
     run.set_gradient_method("adjoint");
+    run.set_backend("native batched");
     w->set_qpu(std::move(run));
   }
   return std::unique_ptr<Workload>(std::move(w));

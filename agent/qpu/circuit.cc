@@ -92,7 +92,10 @@ Program Unfused(const Circuit& c) {
   Program p;
   p.qubits = c.qubits();
   p.gates = c.size();
-  for (const Op& op : c.ops()) p.blocks.push_back(ToBlock(op));
+  for (const Op& op : c.ops()) {
+    p.blocks.push_back(ToBlock(op));
+    p.largest_block = std::max<int>(p.largest_block, static_cast<int>(p.blocks.back().qubits.size()));
+  }
   return p;
 }
 
@@ -191,6 +194,7 @@ Program FuseUpTo(const Circuit& c, int k) {
   for (size_t id = 0; id < open.size(); ++id) {
     if (!open[id].gates.empty()) close(static_cast<int>(id));
   }
+  for (const kernels::Block& b : p.blocks) p.largest_block = std::max<int>(p.largest_block, static_cast<int>(b.qubits.size()));
   return p;
 }
 

@@ -73,6 +73,7 @@ struct Program {
   int qubits = 0;
   int max_block_qubits = 0;  // the k fusion was allowed (0: one pass per gate)
   size_t gates = 0;          // gates of the source circuit
+  int largest_block = 0;     // qubits of the largest block formed
   std::vector<kernels::Block> blocks;
   size_t size() const { return blocks.size(); }
   template <typename Real>

@@ -24,6 +24,29 @@ v1::Device QpuSimDevice(const v1::Device& cpu, int64_t memory_limit_bytes) {
   a["threads"] = absl::StrCat(cpu.cores());
   a["host_device"] = cpu.id();
   a["executor"] = "state-vector simulator (agent/qpu); models qnn, qsim";
+  a["backend"] = "native";
+  d.add_executors("qsim");
+  return d;
+}
+
+absl::StatusOr<v1::Device> QpuSimGpuDevice(const v1::Device& gpu, const absl::Status& usable) {
+  if (!usable.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("qpu-sim on ", gpu.id(), ": ", usable.message()));
+  }
+  const int64_t limit = gpu.memory_bytes() / 2;
+  v1::Device d;
+  d.set_id(absl::StrCat("qpu-", gpu.id()));
+  d.set_kind(v1::DEVICE_KIND_QPU_SIM);
+  d.set_model(absl::StrCat("hetbench state-vector simulator (LibTorch tensor backend) on ", gpu.model()));
+  d.set_memory_bytes(limit);
+  auto& a = *d.mutable_attributes();
+  a["max_qubits_complex64"] = absl::StrCat(MaxQubits(limit, 8));
+  a["max_qubits_complex128"] = absl::StrCat(MaxQubits(limit, 16));
+  a["precisions"] = "complex64,complex128";
+  a["host_device"] = gpu.id();
+  a["backend"] = "tensor";
+  if (auto it = gpu.attributes().find("cuda_index"); it != gpu.attributes().end()) a["cuda_index"] = it->second;
+  a["executor"] = "state-vector simulator, LibTorch tensor backend (agent/qpu/tensor_backend); model qsim";
   d.add_executors("qsim");
   return d;
 }

@@ -219,6 +219,13 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                               q.qubits(), q.precision(), q.gates_per_circuit(), q.passes_per_circuit(),
                               static_cast<double>(q.state_bytes()) / (1 << 20),
                               q.gradient_method().empty() ? "" : ", gradients: " + q.gradient_method());
+        if (!q.backend().empty()) {
+          absl::StrAppend(&out, " [", q.backend(), " backend",
+                          q.kernel_isa().empty() ? "" : absl::StrCat(", ", q.kernel_isa(), " kernels"),
+                          q.fused_block_qubits() > 0 ? absl::StrCat(", blocks of <= ", q.fused_block_qubits(), " qubits")
+                                                     : "",
+                          "]");
+        }
       }
       absl::StrAppendFormat(&out,
                             "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "

@@ -199,6 +199,13 @@ TEST_F(LoopbackTest, QpuSimRunsTheQuantumVariantAndTheSimulatorBenchmark) {
   EXPECT_THAT(qsim.out, HasSubstr("layered circuit, 12 qubits, depth 4, complex64: 70 gates in"));
   EXPECT_THAT(qsim.out,
               ::testing::ContainsRegex("job-000002-t0 +qsim +loopback-agent/qpu0 \\(qpu-sim\\) +1 +infer +5 "));
+  EXPECT_THAT(qsim.out, ::testing::ContainsRegex("\\[native backend, [A-Z0-9_]+ kernels\\]"));
+  // The same circuit, fused, on the tensor backend (what a GPU-hosted qpu-sim runs), here on the CPU.
+  CliResult tensor = Cli({"--server", address_, "submit", "--wait", "-m", "qsim", "-t", "qpu-sim", "-b", "1", "-f",
+                          std::string(HETBENCH_FIXTURES) + "/specs/qsim_tensor.yaml"});
+  ASSERT_EQ(tensor.code, 0) << tensor.err << tensor.out;
+  EXPECT_THAT(tensor.out, HasSubstr("(fused, tensor backend)"));
+  EXPECT_THAT(tensor.out, ::testing::ContainsRegex("\\[tensor backend, blocks of <= [2-6] qubits\\]"));
 
   CliResult wrong = Cli({"--server", address_, "submit", "--wait", "-m", "mlp", "-t", "qpu-sim"});
   EXPECT_EQ(wrong.code, 1);

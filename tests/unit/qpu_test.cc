@@ -7,8 +7,10 @@
 #include <random>
 
 #include "agent/qpu/circuit.h"
+#include "agent/qpu/device.h"
 #include "agent/qpu/qnn.h"
 #include "agent/qpu/statevector.h"
+#include "agent/qpu/tensor_backend.h"
 
 namespace hetbench::agent::qpu {
 namespace {
@@ -162,6 +164,64 @@ TEST(FusionTest, DiagonalGatesStayDiagonalAndTheLayeredCircuitFusesDeeply) {
   const Circuit layered = LayeredCircuit(26, 10);
   EXPECT_EQ(layered.size(), 385u);
   EXPECT_LT(FuseUpTo(layered, 4).size(), 120u);
+}
+
+TYPED_TEST(StateVectorTest, TheTensorBackendGivesTheNativeKernelsAmplitudes) {
+  using Real = TypeParam;
+  constexpr bool kDouble = std::is_same_v<Real, double>;
+  constexpr int n = 9;
+  const Circuit c = RandomCircuit(n, 300, 5);
+  for (const Program& p : {Unfused(c), FuseUpTo(c, 3), FuseUpTo(c, 6)}) {
+    SCOPED_TRACE("k = " + std::to_string(p.max_block_qubits));
+    auto native = StateVector<Real>::Create(n);
+    p.Run(*native);
+    auto tensor = TensorState::Create(n, torch::kCPU, kDouble, int64_t{1} << 30);
+    ASSERT_TRUE(tensor.ok()) << tensor.status();
+    tensor->Run(p);
+    const torch::Tensor amps = tensor->amplitudes().to(torch::kComplexDouble).contiguous();
+    const auto* t = reinterpret_cast<const std::complex<double>*>(amps.data_ptr());
+    double worst = 0;
+    for (int64_t i = 0; i < native->dim(); ++i) {
+      worst = std::max(worst, std::abs(std::complex<double>(native->data()[i]) - t[i]));
+    }
+    EXPECT_LT(worst, kDouble ? 1e-12 : 1e-5);
+    for (int q : {0, 4, 8}) EXPECT_NEAR(tensor->ExpectationZ(q), native->ExpectationZ(q), kDouble ? 1e-12 : 1e-5);
+  }
+}
+
+TEST(TensorBackendTest, AGpuIsOfferedOnlyWhereLibTorchHasCuda) {
+  EXPECT_TRUE(TensorBackendUsable(torch::kCPU).ok());
+  const absl::Status cuda = TensorBackendUsable(torch::Device(torch::kCUDA, 0));
+  EXPECT_EQ(cuda.ok(), torch::cuda::is_available());
+  if (!cuda.ok()) {
+    EXPECT_THAT(std::string(cuda.message()), HasSubstr("CUDA LibTorch"));
+    EXPECT_EQ(TensorState::Create(4, torch::Device(torch::kCUDA, 0), false, 1 << 20).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(TensorState::Create(30, torch::kCPU, true, int64_t{1} << 30).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(TensorBackendTest, TheInventoryOffersAGpuHostedSimulatorOnlyWhenUsable) {
+  v1::Device gpu;  // a fake GPU as discovery reports one
+  gpu.set_id("gpu1");
+  gpu.set_kind(v1::DEVICE_KIND_GPU);
+  gpu.set_model("NVIDIA A100-SXM4-40GB");
+  gpu.set_memory_bytes(int64_t{40} << 30);
+  (*gpu.mutable_attributes())["cuda_index"] = "1";
+  auto offered = QpuSimGpuDevice(gpu, absl::OkStatus());
+  ASSERT_TRUE(offered.ok());
+  EXPECT_EQ(offered->id(), "qpu-gpu1");
+  EXPECT_EQ(offered->kind(), v1::DEVICE_KIND_QPU_SIM);
+  EXPECT_EQ(offered->attributes().at("cuda_index"), "1");
+  EXPECT_EQ(offered->attributes().at("backend"), "tensor");
+  EXPECT_EQ(offered->attributes().at("max_qubits_complex64"), "31");  // 20 GiB of 8-byte amplitudes
+  EXPECT_THAT(offered->model(), HasSubstr("tensor backend"));
+  const auto refused = QpuSimGpuDevice(gpu, TensorBackendUsable(torch::Device(torch::kCUDA, 1)));
+  if (!torch::cuda::is_available()) {
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("qpu-sim on gpu1: "));
+  }
 }
 
 TEST(StateVectorLimitsTest, TooManyQubitsForTheMemoryLimitAreRefused) {
