@@ -200,45 +200,50 @@ Program FuseUpTo(const Circuit& c, int k) {
 
 namespace {
 
+// Seconds per amplitude of each kind of pass on a state of `n` qubits, best
+// of `reps`, one thread: dense blocks with their qubits all across vectors
+// (the top k) or with qubit 0 among them, and a diagonal one.
 template <typename Real>
-PassCosts Measure() {
-  PassCosts costs;
-  auto seconds_per_amp = [](const kernels::Block& b, std::vector<std::complex<Real>>& s, int n, int reps) {
+void MeasureOn(int n, int reps, double (*dense)[kernels::kMaxDenseQubits + 1], double* diagonal) {
+  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
+  auto seconds_per_amp = [&](const kernels::Block& b) {
     kernels::ApplySerial(b, s.data(), n);  // warm
     int64_t best = INT64_MAX;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       kernels::ApplySerial(b, s.data(), n);
-      best = std::min<int64_t>(best, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - t0).count());
+      best = std::min<int64_t>(
+          best, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     }
     return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
   };
-  auto dense = [](std::vector<int> qubits) {
-    kernels::Block b;
-    b.qubits = std::move(qubits);
-    const int64_t dim = int64_t{1} << b.qubits.size();
-    b.matrix.assign(static_cast<size_t>(dim * dim), std::complex<double>(0.5 / static_cast<double>(dim), 0.1));
-    return b;
-  };
-  // Arithmetic: a 1 MiB state (in L2) and the block's qubits high, as most are.
-  const int small = std::is_same_v<Real, float> ? 17 : 16;
-  std::vector<std::complex<Real>> s(size_t{1} << small, std::complex<Real>(0.001f));
-  for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
-    std::vector<int> qubits;
-    for (int t = 0; t < k; ++t) qubits.push_back(small - k + t);
-    costs.dense_s_per_amp[k] = seconds_per_amp(dense(qubits), s, small, 5);
+  for (int low = 0; low < 2; ++low) {
+    for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+      kernels::Block b;
+      if (low) b.qubits.push_back(0);
+      while (static_cast<int>(b.qubits.size()) < k) b.qubits.push_back(n - k + static_cast<int>(b.qubits.size()));
+      const int64_t dim = int64_t{1} << k;
+      b.matrix.assign(static_cast<size_t>(dim * dim), std::complex<double>(0.5 / static_cast<double>(dim), 0.1));
+      dense[low][k] = seconds_per_amp(b);
+    }
   }
   kernels::Block diag;
-  diag.qubits = {small - 1};
+  diag.qubits = {n / 2};
   diag.diagonal = true;
   diag.matrix = {std::complex<double>(0.6, 0.8), std::complex<double>(0.6, -0.8)};
-  costs.diagonal_s_per_amp = seconds_per_amp(diag, s, small, 5);
-  // Memory: a 1-qubit pass over 64 MiB, past any cache.
-  const int big = std::is_same_v<Real, float> ? 23 : 22;
-  std::vector<std::complex<Real>> l(size_t{1} << big, std::complex<Real>(0.001f));
-  costs.memory_s_per_amp = std::max(seconds_per_amp(dense({big - 1}), l, big, 2), costs.dense_s_per_amp[1]);
-  return costs;
+  *diagonal = seconds_per_amp(diag);
+}
+
+template <typename Real>
+PassCosts Measure() {
+  PassCosts c;
+  // In cache (a 1 MiB state): the arithmetic alone. Past the caches (32 MiB):
+  // arithmetic and memory traffic together, as they combine in each kernel.
+  const int small = std::is_same_v<Real, float> ? 17 : 16, big = std::is_same_v<Real, float> ? 22 : 21;
+  MeasureOn<Real>(small, 5, c.dense_s_per_amp[0], &c.diagonal_s_per_amp[0]);
+  MeasureOn<Real>(big, 2, c.dense_s_per_amp[1], &c.diagonal_s_per_amp[1]);
+  c.memory_s_per_amp = c.dense_s_per_amp[1][0][1];
+  return c;
 }
 
 }  // namespace
@@ -251,13 +256,15 @@ const PassCosts& MeasuredPassCosts(bool is_double) {
 
 double EstimatedSeconds(const Program& p, const PassCosts& costs) {
   const double amps = std::ldexp(1.0, p.qubits);
+  // A state past the caches pays what each kernel measured there; one that
+  // fits them, what it measured in cache.
+  const int streamed = p.qubits >= 21 ? 1 : 0;
+  const int lanes = std::max(kernels::ComplexLanes(false), 1);
   double s = 0;
   for (const kernels::Block& b : p.blocks) {
     const int k = std::min<int>(static_cast<int>(b.qubits.size()), kernels::kMaxDenseQubits);
-    const double arithmetic = b.diagonal ? costs.diagonal_s_per_amp : costs.dense_s_per_amp[k];
-    // A state that fits the caches pays no memory traffic beyond the arithmetic's.
-    const double memory = p.qubits >= 21 ? costs.memory_s_per_amp : 0.0;
-    s += amps * std::max(arithmetic, memory);
+    const int low = (1 << b.qubits.front()) < lanes ? 1 : 0;
+    s += amps * (b.diagonal ? costs.diagonal_s_per_amp[streamed] : costs.dense_s_per_amp[streamed][low][k]);
   }
   return s;
 }

@@ -91,19 +91,22 @@ Program Unfused(const Circuit& c);
 /// block of only diagonal gates stays a (cheaper) diagonal pass.
 Program FuseUpTo(const Circuit& c, int k);
 
-/// The machine's cost of a pass, measured once per process: seconds per
-/// amplitude of a dense k-qubit kernel on a cache-resident state (its
-/// arithmetic) and of a 1-qubit pass over a state far larger than the caches
-/// (the memory traffic every pass pays).
+/// The machine's cost of a pass, measured once per process (about 0.3 s):
+/// seconds per amplitude of a dense k-qubit block and of a diagonal one, on
+/// a state in cache (the arithmetic) and on one past the caches (arithmetic
+/// and memory traffic as they combine in that kernel: a pass is
+/// memory-bound for small k, arithmetic-bound for large k).
 struct PassCosts {
-  double memory_s_per_amp = 0;
-  double dense_s_per_amp[kernels::kMaxDenseQubits + 1] = {};  // index k
-  double diagonal_s_per_amp = 0;
+  // [streamed][low][k]: streamed = past the caches; low = the block has a
+  // qubit inside one SIMD vector (lane permutations) rather than all across.
+  double dense_s_per_amp[2][2][kernels::kMaxDenseQubits + 1] = {};
+  double diagonal_s_per_amp[2] = {};
+  double memory_s_per_amp = 0;  // a 1-qubit pass (high qubit) past the caches
 };
 const PassCosts& MeasuredPassCosts(bool is_double);
 
-/// Estimated seconds of `p` on a state of `qubits` qubits: each pass costs
-/// the larger of its arithmetic and its memory traffic.
+/// Estimated seconds of `p`: each pass costs what its kind measured, past
+/// the caches for states of 21 qubits or more, in cache below.
 double EstimatedSeconds(const Program& p, const PassCosts& costs);
 
 /// Fusion that pays: FuseUpTo for every k, the one with the least estimated

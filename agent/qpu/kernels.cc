@@ -254,15 +254,21 @@ void Diagonal(const Geometry<Real>& g, const Real* coef, const std::vector<int>&
   const hn::ScalableTag<Real> d;
   const int64_t N = g.lanes;
   using V = hn::Vec<decltype(d)>;
-  for (int64_t grp = g0; grp < g1; ++grp) {
+  // Groups below the lowest high qubit are consecutive vectors: per run, each
+  // touched combination's coefficients are loaded once and streamed over.
+  const int64_t run = g.nh > 0 ? int64_t{1} << g.hq[0] : g1 - g0;
+  for (int64_t grp = g0; grp < g1;) {
+    const int64_t len = std::min(run - (g.nh > 0 ? (grp & (run - 1)) : 0), g1 - grp);
     const int64_t base = InsertZeros(grp, g.hq, g.nh);
     for (int h : touched) {
+      const V cr = hn::LoadU(d, coef + 2 * h * N), ci = hn::LoadU(d, coef + (2 * h + 1) * N);
       Real* p = s + (base + g.offset[h]) * N;
-      const V v = hn::LoadU(d, p);
-      const V sw = hn::Reverse2(d, v);
-      const V out = hn::MulAdd(hn::LoadU(d, coef + (2 * h + 1) * N), sw, hn::Mul(hn::LoadU(d, coef + 2 * h * N), v));
-      hn::StoreU(out, d, p);
+      for (int64_t j = 0; j < len; ++j, p += N) {
+        const V v = hn::LoadU(d, p);
+        hn::StoreU(hn::MulAdd(ci, hn::Reverse2(d, v), hn::Mul(cr, v)), d, p);
+      }
     }
+    grp += len;
   }
 }
 
