@@ -249,9 +249,12 @@ PassCosts Measure() {
 }  // namespace
 
 const PassCosts& MeasuredPassCosts(bool is_double) {
+  if (is_double) {
+    static const PassCosts d = Measure<double>();  // measured on first use only
+    return d;
+  }
   static const PassCosts f = Measure<float>();
-  static const PassCosts d = Measure<double>();
-  return is_double ? d : f;
+  return f;
 }
 
 double EstimatedSeconds(const Program& p, const PassCosts& costs) {
