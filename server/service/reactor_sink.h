@@ -9,21 +9,18 @@
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/metrics/metrics.h"
 #include "server/service/coordinator.h"
 
 namespace hetbench::server {
 
-/// "RESOURCE_EXHAUSTED" for the code's number; "UNKNOWN" past the list.
-inline const char* CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+/// "RESOURCE_EXHAUSTED" for the code (gRPC's codes are Abseil's, number for
+/// number); "UNKNOWN" for a number neither knows.
+inline std::string CodeName(grpc::StatusCode code) {
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "UNKNOWN" : name;
 }
 
 /// Times one RPC from construction to Done(status) and records it.
