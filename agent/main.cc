@@ -263,8 +263,7 @@ int main(int argc, char** argv) {
     exec_config.qpu_memory_limit_bytes = limit;
     devices.push_back(hetbench::agent::qpu::QpuSimDevice(*cpu, limit));
     for (const auto& gpu : gpus.devices) {  // the tensor backend where a CUDA LibTorch reaches the GPU
-      int index = 0;
-      if (auto it = gpu.attributes().find("cuda_index"); it != gpu.attributes().end()) index = std::stoi(it->second);
+      const int index = std::max(ag::CudaIndex(gpu), 0);
       auto on_gpu = hetbench::agent::qpu::QpuSimGpuDevice(
           gpu, hetbench::agent::qpu::TensorBackendUsable(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index))));
       if (on_gpu.ok()) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -68,6 +69,13 @@ void Discovered::Absent(v1::DeviceKind kind, std::string reason) {
   a.set_kind(kind);
   a.set_reason(std::move(reason));
   absent.push_back(std::move(a));
+}
+
+int CudaIndex(const v1::Device& device) {
+  const auto it = device.attributes().find("cuda_index");
+  int index = -1;
+  if (it == device.attributes().end() || !absl::SimpleAtoi(it->second, &index)) return -1;
+  return index;
 }
 
 Discovered DiscoverGpus(const std::string& nvml_library, int cuda_devices, const std::string& cuda_reason) {

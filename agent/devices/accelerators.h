@@ -28,6 +28,10 @@ struct Discovered {
 /// `cuda_reason` says why not and the GPUs NVML found are listed as absent.
 Discovered DiscoverGpus(const std::string& nvml_library, int cuda_devices, const std::string& cuda_reason);
 
+/// The CUDA ordinal DiscoverGpus gave `device` (its "cuda_index"
+/// attribute), or -1 when it has none.
+int CudaIndex(const v1::Device& device);
+
 /// Cloud TPU chips: /dev/accel* nodes, Google (1ae0) PCI functions, and the
 /// TPU_* environment of TPU VMs. Offered as one `tpu` device per host run by
 /// the Python runner with PyTorch/XLA, when `probe` says torch_xla imports.

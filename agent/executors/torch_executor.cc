@@ -1,5 +1,7 @@
 #include "agent/executors/torch_executor.h"
 
+#include "agent/devices/accelerators.h"
+
 #include <torch/version.h>
 
 #include <algorithm>
@@ -68,14 +70,11 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   // GPUs run on cuda:N (N from discovery); everything else on the CPU.
   torch::Device torch_device(torch::kCPU);
   // A GPU, or the simulator's tensor backend hosted on one (its cuda_index).
-  if (device.kind() == v1::DEVICE_KIND_GPU ||
-      (device.kind() == v1::DEVICE_KIND_QPU_SIM && device.attributes().count("cuda_index"))) {
+  if (device.kind() == v1::DEVICE_KIND_GPU || (device.kind() == v1::DEVICE_KIND_QPU_SIM && CudaIndex(device) >= 0)) {
     if (CudaDeviceCount() == 0) {
       return absl::FailedPreconditionError(absl::StrCat("cannot run on ", device.id(), ": ", CudaUnavailableReason()));
     }
-    int index = 0;
-    if (auto it = device.attributes().find("cuda_index"); it != device.attributes().end()) index = std::stoi(it->second);
-    torch_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+    torch_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::max(CudaIndex(device), 0)));
   }
   const bool on_cpu = torch_device.is_cpu();
 

@@ -1,6 +1,7 @@
 #include "agent/qpu/device.h"
 
 #include "absl/strings/str_cat.h"
+#include "agent/devices/accelerators.h"
 
 namespace hetbench::agent::qpu {
 
@@ -45,7 +46,7 @@ absl::StatusOr<v1::Device> QpuSimGpuDevice(const v1::Device& gpu, const absl::St
   a["precisions"] = "complex64,complex128";
   a["host_device"] = gpu.id();
   a["backend"] = "tensor";
-  if (auto it = gpu.attributes().find("cuda_index"); it != gpu.attributes().end()) a["cuda_index"] = it->second;
+  if (CudaIndex(gpu) >= 0) a["cuda_index"] = absl::StrCat(CudaIndex(gpu));
   a["executor"] = "state-vector simulator, LibTorch tensor backend (agent/qpu/tensor_backend); model qsim";
   d.add_executors("qsim");
   return d;
