@@ -6,20 +6,6 @@
 
 namespace hetbench::agent::qpu {
 
-namespace {
-
-// Permutation of |hi lo> <-> |lo hi>: the matrix of the same gate with its qubits named the other way round.
-Mat4<double> SwapOrder(const Mat4<double>& m) {
-  static constexpr int kPerm[4] = {0, 2, 1, 3};
-  Mat4<double> out{};
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) out[kPerm[r] * 4 + kPerm[c]] = m[r * 4 + c];
-  }
-  return out;
-}
-
-}  // namespace
-
 Circuit& Circuit::Gate1(int q, const Mat2<double>& m) { return Add({Op::Kind::kOne, q, 0, m, {}}); }
 Circuit& Circuit::Gate2(int hi, int lo, const Mat4<double>& m) { return Add({Op::Kind::kTwo, hi, lo, {}, m}); }
 Circuit& Circuit::Cnot(int control, int target) { return Add({Op::Kind::kCnot, control, target, {}, {}}); }
@@ -55,13 +41,13 @@ Mat4<double> AsMatrix(const Op& op, int hi, int lo) {
       m = ControlledOnLow(PauliX<double>());
       break;
     case Op::Kind::kSwap:
-      m[0] = m[6] = m[9] = m[15] = Complex<double>(1);
+      m = SwapMatrix<double>();
       break;
     case Op::Kind::kOne:
       break;
   }
   const bool natural = (op.q0 == hi && op.q1 == lo);
-  return natural ? m : SwapOrder(m);
+  return natural ? m : SwapQubitOrder(m);
 }
 
 kernels::Block ToBlock(const Op& op) {
@@ -242,7 +228,6 @@ PassCosts Measure() {
   const int small = std::is_same_v<Real, float> ? 17 : 16, big = std::is_same_v<Real, float> ? 22 : 21;
   MeasureOn<Real>(small, 5, c.dense_s_per_amp[0], &c.diagonal_s_per_amp[0]);
   MeasureOn<Real>(big, 2, c.dense_s_per_amp[1], &c.diagonal_s_per_amp[1]);
-  c.memory_s_per_amp = c.dense_s_per_amp[1][0][1];
   return c;
 }
 

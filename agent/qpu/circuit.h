@@ -101,7 +101,6 @@ struct PassCosts {
   // qubit inside one SIMD vector (lane permutations) rather than all across.
   double dense_s_per_amp[2][2][kernels::kMaxDenseQubits + 1] = {};
   double diagonal_s_per_amp[2] = {};
-  double memory_s_per_amp = 0;  // a 1-qubit pass (high qubit) past the caches
 };
 const PassCosts& MeasuredPassCosts(bool is_double);
 

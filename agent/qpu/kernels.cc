@@ -65,6 +65,7 @@ Geometry<Real> Layout(const Block& b, int n) {
   g.k = static_cast<int>(b.qubits.size());
   g.lanes = static_cast<int64_t>(hn::Lanes(d));
   g.complex_lanes = g.lanes / 2;
+  if (g.k > kMaxDiagonalQubits) return g;  // past the kernels' tables: the scalar loop
   int log_c = 0;
   while ((int64_t{1} << log_c) < g.complex_lanes) ++log_c;
   for (int q : b.qubits) {
@@ -272,6 +273,21 @@ void Diagonal(const Geometry<Real>& g, const Real* coef, const std::vector<int>&
   }
 }
 
+// Calls f(std::integral_constant<int, nh>) for the run-time nh in [NH, Max],
+// so the kernels get their high-qubit count as a template argument; false
+// when nh is out of that range.
+template <int NH, int Max, typename F>
+bool WithHighQubits(int nh, const F& f) {
+  if constexpr (NH > Max) {
+    return false;
+  } else {
+    if (nh == NH) {
+      f(std::integral_constant<int, NH>());
+      return true;
+    }
+    return WithHighQubits<NH + 1, Max>(nh, f);
+  }
+}
 #endif  // HWY_TARGET != HWY_SCALAR
 
 template <typename Real>
@@ -308,8 +324,7 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       if (!identity) touched.push_back(h);
     }
     if (touched.empty()) return;
-    const int64_t grain = std::max<int64_t>(1, kChunkBytes / (N * static_cast<int64_t>(sizeof(Real)) * H));
-    detail::ForGroups(g.groups, grain, parallel,
+    detail::ForGroups(g.groups, Grain(g), parallel,
                       [&](int64_t g0, int64_t g1) { Diagonal<Real>(g, coef.get(), touched, s, g0, g1); });
     return;
   }
@@ -321,24 +336,12 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       cr[i] = static_cast<Real>(b.matrix[i].real());
       ci[i] = static_cast<Real>(b.matrix[i].imag());
     }
-    std::function<void(int64_t, int64_t)> run;
-    switch (g.nh) {
-#define HETBENCH_DENSE_HIGH(NH) \
-  case NH:                      \
-    run = [&](int64_t g0, int64_t g1) { DenseHigh<Real, NH>(g, cr.get(), ci.get(), s, g0, g1); }; \
-    break;
-      HETBENCH_DENSE_HIGH(1)
-      HETBENCH_DENSE_HIGH(2)
-      HETBENCH_DENSE_HIGH(3)
-      HETBENCH_DENSE_HIGH(4)
-      HETBENCH_DENSE_HIGH(5)
-      HETBENCH_DENSE_HIGH(6)
-#undef HETBENCH_DENSE_HIGH
-      default:
-        ApplyScalar(b, state, n);
-        return;
-    }
-    detail::ForGroups(g.groups, Grain(g), parallel, run);
+    const bool ran = WithHighQubits<1, kMaxDenseQubits>(g.nh, [&](auto nh) {
+      detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
+        DenseHigh<Real, decltype(nh)::value>(g, cr.get(), ci.get(), s, g0, g1);
+      });
+    });
+    if (!ran) ApplyScalar(b, state, n);
     return;
   }
 
@@ -370,24 +373,13 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       }
     }
   }
-  std::function<void(int64_t, int64_t)> run;
-  switch (g.nh) {
-#define HETBENCH_DENSE_MIXED(NH) \
-  case NH:                       \
-    run = [&](int64_t g0, int64_t g1) { DenseMixed<Real, NH>(g, g.nl, coef.get(), idx, s, g0, g1); }; \
-    break;
-    HETBENCH_DENSE_MIXED(0)
-    HETBENCH_DENSE_MIXED(1)
-    HETBENCH_DENSE_MIXED(2)
-    HETBENCH_DENSE_MIXED(3)
-    HETBENCH_DENSE_MIXED(4)
-    HETBENCH_DENSE_MIXED(5)
-#undef HETBENCH_DENSE_MIXED
-    default:
-      ApplyScalar(b, state, n);
-      return;
-  }
-  detail::ForGroups(g.groups, Grain(g), parallel, run);
+  // nh + nl <= k <= kMaxDenseQubits with nl >= 1.
+  const bool ran = WithHighQubits<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
+    detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
+      DenseMixed<Real, decltype(nh)::value>(g, g.nl, coef.get(), idx, s, g0, g1);
+    });
+  });
+  if (!ran) ApplyScalar(b, state, n);
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 

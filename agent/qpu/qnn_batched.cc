@@ -298,9 +298,14 @@ void BatchedGradients(const torch::Tensor& angles_in, const torch::Tensor& weigh
                       const torch::Tensor& states_in, torch::Tensor* grad_angles, torch::Tensor* grad_weights) {
   const Shape sh = ShapeOf(angles_in, weights_in);
   const int64_t batch = angles_in.size(0), chunks = (batch + kChunk - 1) / kChunk;
-  torch::Tensor states = states_in;
-  if (!states.defined()) BatchedExpectations(angles_in, weights_in, &states);
-  states = states.clone();  // the sweep undoes the gates in place; autograd may call backward again
+  // The sweep undoes the gates in place: a saved forward state is copied
+  // (autograd may call backward again), a fresh one is used as is.
+  torch::Tensor states;
+  if (states_in.defined()) {
+    states = states_in.clone();
+  } else {
+    BatchedExpectations(angles_in, weights_in, &states);
+  }
   const torch::Tensor angles = Padded(angles_in, chunks * kChunk);
   const torch::Tensor grad = Padded(grad_in, chunks * kChunk);  // padded rows carry no gradient
   const torch::Tensor weights = weights_in.detach().to(torch::kFloat64).contiguous();

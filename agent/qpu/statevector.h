@@ -35,6 +35,110 @@ inline constexpr int64_t kDefaultMemoryLimitBytes = int64_t{8} << 30;
 /// them is spread over threads state by state instead.
 inline constexpr int64_t kGrain = int64_t{1} << 14;
 
+// ---- gate matrices
+
+template <typename Real>
+Mat2<Real> Hadamard() {
+  const Real r = static_cast<Real>(M_SQRT1_2);
+  return {Complex<Real>(r), Complex<Real>(r), Complex<Real>(r), Complex<Real>(-r)};
+}
+template <typename Real>
+Mat2<Real> PauliX() {
+  return {Complex<Real>(0), Complex<Real>(1), Complex<Real>(1), Complex<Real>(0)};
+}
+template <typename Real>
+Mat2<Real> PauliY() {
+  return {Complex<Real>(0), Complex<Real>(0, -1), Complex<Real>(0, 1), Complex<Real>(0)};
+}
+template <typename Real>
+Mat2<Real> PauliZ() {
+  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(-1)};
+}
+template <typename Real>
+Mat2<Real> SGate() {
+  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(0, 1)};
+}
+template <typename Real>
+Mat2<Real> TGate() {
+  const Real r = static_cast<Real>(M_SQRT1_2);
+  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(r, r)};
+}
+/// RX(t) = exp(-i t X / 2), RY, RZ likewise.
+template <typename Real>
+Mat2<Real> Rx(double t) {
+  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
+  return {Complex<Real>(c), Complex<Real>(0, -s), Complex<Real>(0, -s), Complex<Real>(c)};
+}
+template <typename Real>
+Mat2<Real> Ry(double t) {
+  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
+  return {Complex<Real>(c), Complex<Real>(-s), Complex<Real>(s), Complex<Real>(c)};
+}
+template <typename Real>
+Mat2<Real> Rz(double t) {
+  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
+  return {Complex<Real>(c, -s), Complex<Real>(0), Complex<Real>(0), Complex<Real>(c, s)};
+}
+
+/// Controlled-U as a 4x4 over |hi lo>: control `hi`, target `lo`.
+template <typename Real>
+Mat4<Real> ControlledOnLow(const Mat2<Real>& u) {
+  Mat4<Real> m{};
+  m[0] = m[5] = Complex<Real>(1);
+  m[10] = u[0], m[11] = u[1], m[14] = u[2], m[15] = u[3];
+  return m;
+}
+
+/// The same 4x4 gate with its two qubits named the other way round:
+/// |hi lo> <-> |lo hi>.
+template <typename Real>
+Mat4<Real> SwapQubitOrder(const Mat4<Real>& m) {
+  static constexpr int kPerm[4] = {0, 2, 1, 3};
+  Mat4<Real> out{};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) out[kPerm[r] * 4 + kPerm[c]] = m[r * 4 + c];
+  }
+  return out;
+}
+
+/// SWAP as a 4x4 (symmetric in its qubits).
+template <typename Real>
+Mat4<Real> SwapMatrix() {
+  Mat4<Real> m{};
+  m[0] = m[6] = m[9] = m[15] = Complex<Real>(1);
+  return m;
+}
+
+/// a x b (2x2 product).
+template <typename Real>
+Mat2<Real> Multiply(const Mat2<Real>& a, const Mat2<Real>& b) {
+  return {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+}
+
+/// a x b (4x4 product).
+template <typename Real>
+Mat4<Real> Multiply(const Mat4<Real>& a, const Mat4<Real>& b) {
+  Mat4<Real> m{};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      Complex<Real> acc(0);
+      for (int k = 0; k < 4; ++k) acc += a[r * 4 + k] * b[k * 4 + c];
+      m[r * 4 + c] = acc;
+    }
+  }
+  return m;
+}
+
+/// hi (x) lo: the 4x4 of 1-qubit gates on the high and the low qubit.
+template <typename Real>
+Mat4<Real> Kron(const Mat2<Real>& hi, const Mat2<Real>& lo) {
+  Mat4<Real> m{};
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) m[r * 4 + c] = hi[(r >> 1) * 2 + (c >> 1)] * lo[(r & 1) * 2 + (c & 1)];
+  }
+  return m;
+}
+
 template <typename Real>
 class StateVector {
  public:
@@ -94,16 +198,9 @@ class StateVector {
 
   /// A 4x4 unitary on qubits (hi, lo), hi != lo; rows/columns ordered |hi lo>.
   void Apply2(int hi, int lo, const Mat4<Real>& m, int64_t b = -1) {
-    if (hi > lo) {
-      Apply(Dense({lo, hi}, m.data(), 16), b);
-      return;
-    }
-    static constexpr int kPerm[4] = {0, 2, 1, 3};  // |hi lo> -> |lo hi>
-    Mat4<Real> swapped{};
-    for (int r = 0; r < 4; ++r) {
-      for (int c = 0; c < 4; ++c) swapped[kPerm[r] * 4 + kPerm[c]] = m[r * 4 + c];
-    }
-    Apply(Dense({hi, lo}, swapped.data(), 16), b);
+    // The block's bit 0 is its lower qubit: |hi lo> as given when hi > lo.
+    const Mat4<Real> ordered = hi > lo ? m : SwapQubitOrder(m);
+    Apply(Dense({std::min(hi, lo), std::max(hi, lo)}, ordered.data(), 16), b);
   }
 
   /// Controlled-Z: a diagonal pass that reads only where both qubits are 1
@@ -114,16 +211,10 @@ class StateVector {
 
   /// CNOT: swaps the target's amplitudes where the control is 1.
   void ApplyCnot(int control, int target, int64_t b = -1) {
-    Mat4<Real> m{};  // control high, target low
-    m[0] = m[5] = m[11] = m[14] = Complex<Real>(1);
-    Apply2(control, target, m, b);
+    Apply2(control, target, ControlledOnLow(PauliX<Real>()), b);
   }
 
-  void ApplySwap(int q1, int q2, int64_t b = -1) {
-    Mat4<Real> m{};
-    m[0] = m[6] = m[9] = m[15] = Complex<Real>(1);
-    Apply2(q1, q2, m, b);
-  }
+  void ApplySwap(int q1, int q2, int64_t b = -1) { Apply2(q1, q2, SwapMatrix<Real>(), b); }
 
   /// <Z_q> of state b: P(bit q = 0) - P(bit q = 1).
   double ExpectationZ(int q, int64_t b = 0) const {
@@ -186,89 +277,5 @@ class StateVector {
   int64_t dim_;
   std::vector<Complex<Real>> amps_;
 };
-
-// ---- gate matrices
-
-template <typename Real>
-Mat2<Real> Hadamard() {
-  const Real r = static_cast<Real>(M_SQRT1_2);
-  return {Complex<Real>(r), Complex<Real>(r), Complex<Real>(r), Complex<Real>(-r)};
-}
-template <typename Real>
-Mat2<Real> PauliX() {
-  return {Complex<Real>(0), Complex<Real>(1), Complex<Real>(1), Complex<Real>(0)};
-}
-template <typename Real>
-Mat2<Real> PauliY() {
-  return {Complex<Real>(0), Complex<Real>(0, -1), Complex<Real>(0, 1), Complex<Real>(0)};
-}
-template <typename Real>
-Mat2<Real> PauliZ() {
-  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(-1)};
-}
-template <typename Real>
-Mat2<Real> SGate() {
-  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(0, 1)};
-}
-template <typename Real>
-Mat2<Real> TGate() {
-  const Real r = static_cast<Real>(M_SQRT1_2);
-  return {Complex<Real>(1), Complex<Real>(0), Complex<Real>(0), Complex<Real>(r, r)};
-}
-/// RX(t) = exp(-i t X / 2), RY, RZ likewise.
-template <typename Real>
-Mat2<Real> Rx(double t) {
-  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
-  return {Complex<Real>(c), Complex<Real>(0, -s), Complex<Real>(0, -s), Complex<Real>(c)};
-}
-template <typename Real>
-Mat2<Real> Ry(double t) {
-  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
-  return {Complex<Real>(c), Complex<Real>(-s), Complex<Real>(s), Complex<Real>(c)};
-}
-template <typename Real>
-Mat2<Real> Rz(double t) {
-  const Real c = static_cast<Real>(std::cos(t / 2)), s = static_cast<Real>(std::sin(t / 2));
-  return {Complex<Real>(c, -s), Complex<Real>(0), Complex<Real>(0), Complex<Real>(c, s)};
-}
-
-/// Controlled-U as a 4x4 over |hi lo>: control `hi`, target `lo`.
-template <typename Real>
-Mat4<Real> ControlledOnLow(const Mat2<Real>& u) {
-  Mat4<Real> m{};
-  m[0] = m[5] = Complex<Real>(1);
-  m[10] = u[0], m[11] = u[1], m[14] = u[2], m[15] = u[3];
-  return m;
-}
-
-/// a x b (2x2 product).
-template <typename Real>
-Mat2<Real> Multiply(const Mat2<Real>& a, const Mat2<Real>& b) {
-  return {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
-}
-
-/// a x b (4x4 product).
-template <typename Real>
-Mat4<Real> Multiply(const Mat4<Real>& a, const Mat4<Real>& b) {
-  Mat4<Real> m{};
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) {
-      Complex<Real> acc(0);
-      for (int k = 0; k < 4; ++k) acc += a[r * 4 + k] * b[k * 4 + c];
-      m[r * 4 + c] = acc;
-    }
-  }
-  return m;
-}
-
-/// hi (x) lo: the 4x4 of 1-qubit gates on the high and the low qubit.
-template <typename Real>
-Mat4<Real> Kron(const Mat2<Real>& hi, const Mat2<Real>& lo) {
-  Mat4<Real> m{};
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) m[r * 4 + c] = hi[(r >> 1) * 2 + (c >> 1)] * lo[(r & 1) * 2 + (c & 1)];
-  }
-  return m;
-}
 
 }  // namespace hetbench::agent::qpu

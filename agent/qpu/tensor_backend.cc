@@ -1,7 +1,7 @@
 #include "agent/qpu/tensor_backend.h"
 
+#include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 

@@ -105,6 +105,16 @@ TEST_P(KernelTargets, EveryPlacementOfOneAndTwoQubitsOnALargerState) {
   }
 }
 
+TEST_P(KernelTargets, ADiagonalWiderThanTheKernelTablesFallsBackToTheLoop) {
+  // 11 qubits: past kMaxDiagonalQubits, so no vector tables are built for it.
+  std::mt19937_64 gen(3);
+  constexpr int n = 12;
+  const Block b = RandomBlock(n, kMaxDiagonalQubits + 1, true, gen);
+  const auto start = RandomState(n, gen);
+  EXPECT_LT(MaxError<float>(b, n, start), 1e-5);
+  EXPECT_LT(MaxError<double>(b, n, start), 1e-12);
+}
+
 std::vector<std::string> Targets() {
   std::vector<std::string> t = AvailableTargets();
   return t.empty() ? std::vector<std::string>{"none"} : t;
