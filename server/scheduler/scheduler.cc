@@ -43,6 +43,35 @@ std::string DescribeTarget(const v1::TargetSelector& target) {
   return out;
 }
 
+std::string ResourceOf(const v1::Device& device) {
+  const auto it = device.attributes().find("host_device");
+  return it == device.attributes().end() || it->second.empty() ? device.id() : it->second;
+}
+
+std::string TaskOnResource(const v1::Hello& hello, const v1::Device& device, const DeviceLeases& leases) {
+  const std::string resource = ResourceOf(device);
+  for (const v1::Device& d : hello.devices()) {
+    if (ResourceOf(d) != resource) continue;
+    std::string task = leases.TaskOn(hello.agent_id(), d.id());
+    if (!task.empty()) return d.id() == device.id() ? task : absl::StrCat(task, " on ", d.id());
+  }
+  return "";
+}
+
+namespace {
+// The resources of `hello` that some leased device holds.
+std::vector<std::string> BusyResources(const v1::Hello& hello, const DeviceLeases& leases) {
+  std::vector<std::string> busy;
+  for (const v1::Device& d : hello.devices()) {
+    if (leases.IsLeased(hello.agent_id(), d.id())) busy.push_back(ResourceOf(d));
+  }
+  return busy;
+}
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
 std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                           const DeviceLeases& leases) {
   // Bounded whatever the fleet's size: a count, one example, at most
@@ -55,8 +84,7 @@ std::string PendingReason(const v1::TargetSelector& target, const std::vector<co
     for (const v1::Device& device : hello->devices()) {
       if (Matches(target, *hello, device)) {
         if (busy++ == 0) {
-          example = absl::StrCat(hello->agent_id(), "/", device.id(), " (", leases.TaskOn(hello->agent_id(), device.id()),
-                                 ")");
+          example = absl::StrCat(hello->agent_id(), "/", device.id(), " (", TaskOnResource(*hello, device, leases), ")");
         }
       }
     }
@@ -121,8 +149,9 @@ std::vector<std::string> DeviceLeases::LeasedDevices(const std::string& agent_id
 std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                                     const DeviceLeases& leases) {
   for (const v1::Hello* hello : agents) {
+    const std::vector<std::string> busy = BusyResources(*hello, leases);
     for (const v1::Device& device : hello->devices()) {
-      if (Matches(target, *hello, device) && !leases.IsLeased(hello->agent_id(), device.id())) {
+      if (Matches(target, *hello, device) && !Contains(busy, ResourceOf(device))) {
         return Placement{hello->agent_id(), device};
       }
     }
@@ -133,9 +162,13 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
 SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases)
     : agents_(agents), leases_(leases) {
   for (const v1::Hello* hello : agents) {
+    const std::vector<std::string> busy = BusyResources(*hello, leases);
+    const size_t begin = free_.size();
     for (const v1::Device& device : hello->devices()) {
-      if (!leases.IsLeased(hello->agent_id(), device.id())) free_.push_back(Free{hello, &device});
+      std::string resource = ResourceOf(device);
+      if (!Contains(busy, resource)) free_.push_back(Free{hello, &device, std::move(resource)});
     }
+    for (size_t i = begin; i < free_.size(); ++i) free_[i].agent_begin = begin, free_[i].agent_end = free_.size();
   }
   free_left_ = free_.size();
 }
@@ -144,8 +177,13 @@ std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) 
   if (free_left_ == 0) return std::nullopt;
   for (Free& f : free_) {
     if (!f.taken && Matches(target, *f.hello, *f.device)) {
-      f.taken = true;
-      --free_left_;
+      // The device and every other one on its resource (a CPU and the simulator on its cores).
+      for (size_t i = f.agent_begin; i < f.agent_end; ++i) {
+        if (!free_[i].taken && free_[i].resource == f.resource) {
+          free_[i].taken = true;
+          --free_left_;
+        }
+      }
       return Placement{f.hello->agent_id(), *f.device};
     }
   }

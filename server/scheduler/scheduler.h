@@ -47,6 +47,14 @@ struct Placement {
   std::string agent_id;
   v1::Device device;
 };
+/// The resource a device occupies: its "host_device" attribute (the
+/// simulator on a CPU's cores, or on a GPU) or else itself. Devices on one
+/// resource are leased as one: while one runs a task the others are busy.
+std::string ResourceOf(const v1::Device& device);
+/// The task holding `device`'s resource on `hello`'s agent ("T" or "T on
+/// cpu0" when another device of the resource holds it), or "".
+std::string TaskOnResource(const v1::Hello& hello, const v1::Device& device, const DeviceLeases& leases);
+
 std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
                                     const DeviceLeases& leases);
 
@@ -77,6 +85,8 @@ class SchedulingPass {
   struct Free {
     const v1::Hello* hello;
     const v1::Device* device;
+    std::string resource;  // ResourceOf(device)
+    size_t agent_begin = 0, agent_end = 0;  // this agent's free devices: free_[agent_begin, agent_end)
     bool taken = false;
   };
   const std::vector<const v1::Hello*>& agents_;

@@ -56,6 +56,36 @@ TEST(SchedulerTest, ALeasedDeviceIsNeverPickedAgain) {
   EXPECT_TRUE(PickDevice(cpu, {&a, &b}, leases));
 }
 
+TEST(SchedulerTest, DevicesOnOneHostResourceAreLeasedAsOne) {
+  // qpu0 is the simulator on cpu0's cores: while either runs a task, the other is busy.
+  v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM},
+                            {"gpu0", v1::DEVICE_KIND_GPU}});
+  (*a.mutable_devices(1)->mutable_attributes())["host_device"] = "cpu0";
+  EXPECT_EQ(ResourceOf(a.devices(0)), "cpu0");
+  EXPECT_EQ(ResourceOf(a.devices(1)), "cpu0");
+  EXPECT_EQ(ResourceOf(a.devices(2)), "gpu0");
+  v1::TargetSelector cpu, qpu, gpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  qpu.set_device_kind(v1::DEVICE_KIND_QPU_SIM);
+  gpu.set_device_kind(v1::DEVICE_KIND_GPU);
+  DeviceLeases leases;
+  ASSERT_TRUE(leases.Acquire("a", "qpu0", "t1"));
+  EXPECT_FALSE(PickDevice(cpu, {&a}, leases).has_value());
+  EXPECT_TRUE(PickDevice(gpu, {&a}, leases).has_value());
+  EXPECT_EQ(TaskOnResource(a, a.devices(0), leases), "t1 on qpu0");
+  EXPECT_THAT(PendingReason(cpu, {&a}, leases), ::testing::HasSubstr("a/cpu0 (t1 on qpu0)"));
+  leases.Release("a", "qpu0");
+  ASSERT_TRUE(leases.Acquire("a", "cpu0", "t2"));
+  EXPECT_FALSE(PickDevice(qpu, {&a}, leases).has_value());
+  leases.Release("a", "cpu0");
+  // Within one pass: placing a CPU task takes the simulator too, not the GPU.
+  const std::vector<const v1::Hello*> agents = {&a};  // the pass borrows it
+  SchedulingPass pass(agents, leases);
+  ASSERT_TRUE(pass.Take(cpu).has_value());
+  EXPECT_FALSE(pass.Take(qpu).has_value());
+  EXPECT_TRUE(pass.Take(gpu).has_value());
+}
+
 TEST(SchedulerTest, ATargetNamingAnExecutorGetsOnlyDevicesThatRunIt) {
   v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
   a.mutable_devices(0)->add_executors("torch");
