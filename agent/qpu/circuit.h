@@ -91,7 +91,8 @@ Program Unfused(const Circuit& c);
 /// block of only diagonal gates stays a (cheaper) diagonal pass.
 Program FuseUpTo(const Circuit& c, int k);
 
-/// The machine's cost of a pass, measured once per process (about 0.3 s):
+/// The machine's cost of a pass, measured once per process and precision
+/// (0.45 s on the development VM):
 /// seconds per amplitude of a dense k-qubit block and of a diagonal one, on
 /// a state in cache (the arithmetic) and on one past the caches (arithmetic
 /// and memory traffic as they combine in that kernel: a pass is
