@@ -190,9 +190,9 @@ TEST_F(CoordinatorTest, ACancelMadeWhileTheStreamIsDownReachesTheAgentWhenItResu
   EXPECT_FALSE(FindCancel(sink2->messages())->fenced());
   SendSamples(s2, sink2, t.assign, 0, v1::PHASE_TRAIN, {10, 20});
   SendDone(s2, sink2, t.assign, 1, 2, v1::TASK_STATE_CANCELLED);
-  v1::Job j = WaitForJobState(t.job_id, v1::JOB_STATE_CANCELLED);
-  for (int i = 0; i < 100 && j.tasks(0).state() == v1::TASK_STATE_RUNNING; ++i) j = Get(t.job_id);
-  EXPECT_EQ(j.tasks(0).state(), v1::TASK_STATE_CANCELLED);
+  EXPECT_EQ(WaitForJobState(t.job_id, v1::JOB_STATE_CANCELLED).state(), v1::JOB_STATE_CANCELLED);
+  const v1::Job j = WaitForTaskState(t.job_id, 0, v1::TASK_STATE_CANCELLED);
+  ASSERT_EQ(j.tasks(0).state(), v1::TASK_STATE_CANCELLED);
   EXPECT_TRUE(j.tasks(0).result().partial());
   EXPECT_EQ(j.tasks(0).result().samples_stored(), 2);
 }

@@ -11,8 +11,10 @@
 
 #include <optional>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -230,6 +232,19 @@ class CoordinatorTest : public ::testing::Test {
       coordinator_->RunSync([] {});
     }
     return Get(id);
+  }
+
+  /// Waits (up to 10 s) for task `index` of job `id` to reach `state`. A
+  /// task's end is aggregated off the loop, so it can trail the job's state.
+  v1::Job WaitForTaskState(const std::string& id, int index, v1::TaskState state) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    v1::Job j = Get(id);
+    while (j.tasks(index).state() != state && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      coordinator_->RunSync([] {});
+      j = Get(id);
+    }
+    return j;
   }
 
   hetbench::testing::TempDir dir_{"hetbench-coord"};
