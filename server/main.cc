@@ -1,11 +1,13 @@
 // hetbench-server: parses flags, builds a ServerConfig, runs until SIGTERM/SIGINT.
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "server/server.h"
@@ -19,7 +21,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-listen", config.metrics_address, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
-  app.add_option("--db", config.db_path, "SQLite job store path")->capture_default_str();
+  app.add_option("--db", config.db_path,
+                 "job store: a SQLite file path, or postgresql://USER@HOST:PORT/DB (coordinators sharing one database "
+                 "elect a leader; the others stand by)")
+      ->capture_default_str();
+  app.add_option("--leader-lease-seconds", config.leader_lease_seconds,
+                 "with PostgreSQL: a leader that stops answering loses leadership after this")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 3600.0));
   app.add_option("--heartbeat-seconds", config.coordinator.heartbeat_seconds, "heartbeat period to agents")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 3600.0));
@@ -73,9 +82,22 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   hetbench::server::HetbenchServer server(config);
+  // A standby waits inside Start: a signal then ends the wait.
+  absl::Notification signalled;
+  int sig = 0;
+  std::thread signal_thread([&] {
+    sigwait(&signals, &sig);
+    hetbench::LogInfo("server", "signal ", sig, ": shutting down");
+    signalled.Notify();
+    server.Shutdown(5.0);
+  });
   if (auto s = server.Start(); !s.ok()) {
+    if (signalled.HasBeenNotified()) {
+      signal_thread.join();
+      return 0;
+    }
     std::cerr << "hetbench-server: " << s.message() << "\n";
-    return 1;
+    std::_Exit(1);  // the signal thread still waits
   }
   if (!port_file.empty()) {
     std::ofstream(port_file + ".tmp") << "grpc=" << server.grpc_port() << " metrics=" << server.metrics_port()
@@ -83,9 +105,6 @@ int main(int argc, char** argv) {
                                       << "\n";
     std::rename((port_file + ".tmp").c_str(), port_file.c_str());
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
-  hetbench::LogInfo("server", "signal ", sig, ": shutting down");
-  server.Shutdown(5.0);
+  signal_thread.join();
   return 0;
 }

@@ -4,11 +4,16 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "server/store/pg_job_store.h"
+#include "server/store/sqlite_job_store.h"
 
 namespace hetbench::server {
 
@@ -28,9 +33,7 @@ absl::Status HetbenchServer::Start() {
   }
   const size_t agent_tokens = tokens.count(Role::kAgent), client_tokens = tokens.count(Role::kClient);
   authorizer_ = std::make_unique<Authorizer>(std::move(tokens), config_.security.require_agent_cert);
-  auto store = SqliteJobStore::Open(config_.db_path);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
+  if (auto s = OpenStore(*credentials); !s.ok()) return s;
   metrics_ = std::make_unique<Metrics>();
   const Clock* clock = config_.clock != nullptr ? config_.clock : &clock_;
   coordinator_ = std::make_unique<Coordinator>(store_.get(), metrics_.get(), clock, config_.coordinator);
@@ -94,7 +97,80 @@ absl::Status HetbenchServer::Start() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// "host:port" with another port (a standby's picked port kept by the leader).
+std::string WithPort(const std::string& address, int port) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : absl::StrCat(address.substr(0, colon + 1), port);
+}
+
+// A deposed leader must not acknowledge anything more: it leaves at once,
+// and its supervisor (systemd, Kubernetes) restarts it as a standby.
+[[noreturn]] void StepDown(const absl::Status& why) {
+  LogError("server", "deposed: ", why.ToString(), "; exiting so that the supervisor restarts this coordinator as a "
+           "standby");
+  std::_Exit(75);
+}
+
+}  // namespace
+
+absl::Status HetbenchServer::OpenStore(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  if (!IsPostgresUrl(config_.db_path)) {
+    auto store = SqliteJobStore::Open(config_.db_path);
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+    return absl::OkStatus();
+  }
+  if (auto s = AwaitLeadership(credentials); !s.ok()) return s;
+  PgStoreOptions options;
+  options.url = config_.db_path;
+  options.epoch = leader_->epoch();
+  options.idle_transaction_seconds = config_.leader_lease_seconds;
+  options.on_fenced = StepDown;
+  auto store = PgJobStore::Open(options);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  leader_->KeepAlive(StepDown);
+  return absl::OkStatus();
+}
+
+absl::Status HetbenchServer::AwaitLeadership(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  PgLeaderOptions options;
+  options.url = config_.db_path;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  options.lease_seconds = config_.leader_lease_seconds;
+  // The standby answers health checks only (NOT_SERVING): load balancers
+  // and readiness probes send nothing else its way.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config_.listen_address, credentials, &port);
+  std::unique_ptr<grpc::Server> standby = builder.BuildAndStart();
+  if (standby == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen_address,
+                                               ": address in use or invalid; choose another with --listen"));
+  }
+  standby->GetHealthCheckService()->SetServingStatus(false);
+  options.holder = absl::StrCat(host, " ", WithPort(config_.listen_address, port), " pid ", getpid());
+  auto lock = PgLeaderLock::Connect(options);
+  if (!lock.ok()) return lock.status();
+  leader_ = std::move(*lock);
+  LogInfo("server", "standing by on port ", port, " (health NOT_SERVING) for leadership of ", config_.db_path);
+  auto epoch = leader_->Acquire(&stop_standby_, [](const std::string& leader) {
+    LogInfo("server", "standby of ", leader.empty() ? "nobody yet" : leader);
+  });
+  standby->Shutdown(std::chrono::system_clock::now());
+  standby->Wait();
+  if (!epoch.ok()) return epoch.status();
+  LogInfo("server", "leader with epoch ", *epoch, " (", options.holder, ")");
+  config_.listen_address = WithPort(config_.listen_address, port);
+  return absl::OkStatus();
+}
+
 void HetbenchServer::Shutdown(double grace_seconds) {
+  if (!stop_standby_.HasBeenNotified()) stop_standby_.Notify();
   if (shut_down_ || coordinator_ == nullptr) return;
   shut_down_ = true;
   if (server_ != nullptr) {

@@ -16,7 +16,9 @@
 #include "server/metrics/metrics.h"
 #include "server/service/coordinator.h"
 #include "server/service/grpc_services.h"
-#include "server/store/sqlite_job_store.h"
+#include "absl/synchronization/notification.h"
+#include "server/store/job_store.h"
+#include "server/store/pg_leader.h"
 
 namespace hetbench::server {
 
@@ -27,8 +29,12 @@ struct ServerConfig {
   std::string metrics_address = "127.0.0.1:9464";
   /// The read-only web UI (server/http); empty (the default) disables it.
   std::string http_address;
-  /// SQLite job store path.
+  /// The job store: a SQLite file path, or a postgresql:// URL (then this
+  /// coordinator is leader or standby of the others pointed at it).
   std::string db_path = "hetbench.db";
+  /// With PostgreSQL: a leader that stops answering loses leadership after
+  /// this, and a standby takes over.
+  double leader_lease_seconds = 10.0;
   CoordinatorOptions coordinator;
   int max_message_bytes = 16 << 20;
   /// gRPC: concurrent streams per connection, and the memory gRPC may use
@@ -49,7 +55,9 @@ class HetbenchServer {
   explicit HetbenchServer(ServerConfig config);
   ~HetbenchServer();
 
-  /// Opens the store, binds both ports and starts serving.
+  /// Opens the store, binds both ports and starts serving. With PostgreSQL it
+  /// first stands by (health NOT_SERVING, nothing else) until it is leader;
+  /// CANCELLED when Shutdown comes first.
   absl::Status Start();
   /// Orderly stop: close streams with UNAVAILABLE, gRPC Shutdown with a grace
   /// period, Wait, then stop the coordinator. Idempotent.
@@ -59,13 +67,22 @@ class HetbenchServer {
   int metrics_port() const { return metrics_port_; }
   int http_port() const { return web_ ? web_->port() : 0; }
   Coordinator& coordinator() { return *coordinator_; }
-  SqliteJobStore& store() { return *store_; }
+  JobStore& store() { return *store_; }
+  /// With PostgreSQL, the leader epoch this coordinator writes with; else 0.
+  int64_t epoch() const { return leader_ ? leader_->epoch() : 0; }
   Metrics& metrics() { return *metrics_; }
 
  private:
   ServerConfig config_;
   RealClock clock_;
-  std::unique_ptr<SqliteJobStore> store_;
+  /// Opens the store: SQLite, or PostgreSQL after winning the election.
+  absl::Status OpenStore(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  /// Stands by on the listen address (health NOT_SERVING) until leader.
+  absl::Status AwaitLeadership(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+
+  std::unique_ptr<PgLeaderLock> leader_;
+  absl::Notification stop_standby_;
+  std::unique_ptr<JobStore> store_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
+#include "server/store/job_rows.h"
 #include "server/store/sample_codec.h"
 #include "server/store/sqlite_schema.h"
 
@@ -20,50 +21,6 @@ using sqlite::ColumnText;
 using sqlite::kSchema;
 using sqlite::kSchemaVersion;
 using sqlite::Stmt;
-
-int64_t JobNumber(const std::string& job_id) {
-  int64_t n = 0;
-  if (job_id.rfind("job-", 0) != 0 || !absl::SimpleAtoi(job_id.substr(4), &n) || n < 0) return 0;
-  return n;
-}
-
-std::optional<std::pair<std::string, int>> SplitTaskId(const std::string& task_id) {
-  const size_t t = task_id.rfind("-t");
-  int index = 0;
-  if (t == std::string::npos || !absl::SimpleAtoi(task_id.substr(t + 2), &index) || index < 0) return std::nullopt;
-  std::string job_id = task_id.substr(0, t);
-  if (JobNumber(job_id) == 0) return std::nullopt;
-  return std::make_pair(std::move(job_id), index);
-}
-
-namespace {
-
-/// The job without its tasks: what its header row holds.
-std::string HeaderBlob(const v1::Job& job) {
-  v1::Job header;
-  header.set_id(job.id());
-  *header.mutable_spec() = job.spec();
-  header.set_state(job.state());
-  header.set_created_unix_seconds(job.created_unix_seconds());
-  header.set_finished_unix_seconds(job.finished_unix_seconds());
-  header.set_error(job.error());
-  return header.SerializeAsString();
-}
-
-std::string ModelsKey(const v1::JobSpec& spec) {
-  std::vector<std::string> models(spec.models().begin(), spec.models().end());
-  return absl::StrCat(",", absl::StrJoin(models, ","), ",");
-}
-
-std::string KindsKey(const v1::JobSpec& spec) {
-  std::vector<std::string> kinds;
-  for (const v1::TargetSelector& t : spec.targets()) {
-    kinds.push_back(t.device_kind() == v1::DEVICE_KIND_UNSPECIFIED ? "any" : DeviceKindName(t.device_kind()));
-  }
-  return absl::StrCat(",", absl::StrJoin(kinds, ","), ",");
-}
-
-}  // namespace
 
 namespace {
 // Waits for another connection's write transaction in 0.2 ms steps (SQLite's
@@ -254,12 +211,26 @@ absl::Status SqliteJobStore::EnsureWriting() {
 absl::Status SqliteJobStore::Commit() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
-  return writing ? Exec("COMMIT;") : absl::OkStatus();
+  if (!writing) return absl::OkStatus();
+  if (!txn_error_.ok()) {
+    // A failed write fails its whole transaction, as on PostgreSQL.
+    absl::Status failed = std::move(txn_error_);
+    txn_error_ = absl::OkStatus();
+    (void)Exec("ROLLBACK;");
+    return failed;
+  }
+  return Exec("COMMIT;");
+}
+
+absl::Status SqliteJobStore::Failed(absl::Status s) {
+  if (writing_ && txn_error_.ok()) txn_error_ = s;
+  return s;
 }
 
 absl::Status SqliteJobStore::Rollback() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
+  txn_error_ = absl::OkStatus();
   return writing ? Exec("ROLLBACK;") : absl::OkStatus();
 }
 
@@ -282,7 +253,7 @@ absl::Status SqliteJobStore::InsertJob(const v1::Job& job, const std::string& re
   BindText(insert_job_, 7, ModelsKey(job.spec()));
   BindText(insert_job_, 8, KindsKey(job.spec()));
   BindBlob(insert_job_, 9, HeaderBlob(job));
-  if (sqlite3_step(insert_job_) != SQLITE_DONE) return Error("store job");
+  if (sqlite3_step(insert_job_) != SQLITE_DONE) return Failed(Error("store job"));
   for (const v1::Task& task : job.tasks()) {
     if (auto s = PutTask(task); !s.ok()) return s;
   }
@@ -296,7 +267,7 @@ absl::Status SqliteJobStore::PutJobHeader(const v1::Job& job) {
   sqlite3_bind_double(put_header_, 2, job.finished_unix_seconds());
   BindBlob(put_header_, 3, HeaderBlob(job));
   sqlite3_bind_int64(put_header_, 4, JobNumber(job.id()));
-  if (sqlite3_step(put_header_) != SQLITE_DONE) return Error("store job");
+  if (sqlite3_step(put_header_) != SQLITE_DONE) return Failed(Error("store job"));
   return absl::OkStatus();
 }
 
@@ -308,7 +279,7 @@ absl::Status SqliteJobStore::PutTask(const v1::Task& task) {
   sqlite3_bind_int(put_task_, 2, task.index());
   sqlite3_bind_int(put_task_, 3, task.state());
   BindBlob(put_task_, 4, blob);
-  if (sqlite3_step(put_task_) != SQLITE_DONE) return Error("store task");
+  if (sqlite3_step(put_task_) != SQLITE_DONE) return Failed(Error("store task"));
   return absl::OkStatus();
 }
 
@@ -461,7 +432,7 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
   sqlite3_bind_int(put_batch_, 4, batch.phase());
   sqlite3_bind_int(put_batch_, 5, batch.duration_ns_size());
   BindBlob(put_batch_, 6, blob);
-  if (sqlite3_step(put_batch_) != SQLITE_DONE) return Error("store sample batch");
+  if (sqlite3_step(put_batch_) != SQLITE_DONE) return Failed(Error("store sample batch"));
   return sqlite3_changes(db_) == 1;
 }
 
@@ -502,7 +473,7 @@ absl::StatusOr<bool> SqliteJobStore::PutPowerBatch(const v1::PowerBatch& batch) 
   BindText(put_power_, 4, batch.sensor().name());
   sqlite3_bind_int(put_power_, 5, batch.t_ns_size());
   BindBlob(put_power_, 6, blob);
-  if (sqlite3_step(put_power_) != SQLITE_DONE) return Error("store power batch");
+  if (sqlite3_step(put_power_) != SQLITE_DONE) return Failed(Error("store power batch"));
   return sqlite3_changes(db_) == 1;
 }
 

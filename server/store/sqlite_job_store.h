@@ -65,6 +65,9 @@ class SqliteJobStore final : public JobStore {
   /// BEGIN IMMEDIATE at the first write of a batch (see Begin).
   absl::Status EnsureWriting();
   absl::Status Error(const char* what) const;
+  /// Remembers the first failed write of the transaction: Commit rolls it
+  /// back and returns it.
+  absl::Status Failed(absl::Status s);
   absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
   absl::Status MigrateFromBlobs();
   /// Schema 2 -> 3: sample_batches from WITHOUT ROWID to a rowid table.
@@ -82,6 +85,7 @@ class SqliteJobStore final : public JobStore {
   std::string path_;
   bool in_batch_ = false;  // between Begin and Commit/Rollback
   bool writing_ = false;   // ... and holding the write lock
+  absl::Status txn_error_;  // first failed write of the transaction
   sqlite3* checkpoint_db_ = nullptr;
   std::thread checkpointer_;
   absl::Mutex checkpoint_mu_;

@@ -12,6 +12,8 @@
 #include "common/names.h"
 #include "server/service/task_data_reader.h"
 #include "server/store/sqlite_job_store.h"
+// The tests every store passes are in store_contract_test.cc; these are
+// SQLite's own (migrations, the old layouts, paths) and the data reader's.
 #include "tests/testing/temp_dir.h"
 
 namespace hetbench::server {
@@ -31,25 +33,6 @@ v1::SampleBatch Batch(const std::string& task, int attempt, uint64_t seq, int n)
   return b;
 }
 
-TEST(SqliteJobStoreTest, SampleBatchIsStoredOncePerSequenceNumber) {
-  auto store = SqliteJobStore::Open(":memory:");
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto first = (*store)->PutSampleBatch(Batch("t0", 1, 0, 5));
-  auto again = (*store)->PutSampleBatch(Batch("t0", 1, 0, 5));
-  auto next = (*store)->PutSampleBatch(Batch("t0", 1, 1, 3));
-  auto other_attempt = (*store)->PutSampleBatch(Batch("t0", 2, 0, 2));
-  ASSERT_TRUE(first.ok() && again.ok() && next.ok() && other_attempt.ok());
-  EXPECT_TRUE(*first);
-  EXPECT_FALSE(*again);
-  EXPECT_TRUE(*next);
-  EXPECT_TRUE(*other_attempt);
-  auto batches = (*store)->LoadSampleBatches("t0", 1);
-  ASSERT_TRUE(batches.ok());
-  ASSERT_EQ(batches->size(), 2u);  // attempts are kept apart
-  EXPECT_EQ((*batches)[0].seq(), 0u);
-  EXPECT_EQ((*batches)[1].duration_ns_size(), 3);
-}
-
 v1::Job MakeJob(int number, v1::JobState state, int tasks, const std::string& model = "mlp") {
   v1::Job job;
   job.set_id(absl::StrFormat("job-%06d", number));
@@ -66,61 +49,6 @@ v1::Job MakeJob(int number, v1::JobState state, int tasks, const std::string& mo
     t->mutable_result()->set_test_accuracy(0.5);
   }
   return job;
-}
-
-TEST(SqliteJobStoreTest, CommittedJobsSurviveReopenAndRolledBackOnesDoNot) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  {
-    auto store = SqliteJobStore::Open(path);
-    ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->Begin().ok());
-    ASSERT_TRUE((*store)->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "").ok());
-    ASSERT_TRUE((*store)->Commit().ok());
-    ASSERT_TRUE((*store)->Begin().ok());
-    ASSERT_TRUE((*store)->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "").ok());
-    ASSERT_TRUE((*store)->Rollback().ok());
-  }
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok());
-  auto jobs = (*store)->LoadLiveJobs();
-  ASSERT_TRUE(jobs.ok());
-  ASSERT_EQ(jobs->size(), 1u);
-  EXPECT_EQ((*jobs)[0].id(), "job-000001");
-  EXPECT_EQ((*jobs)[0].tasks(0).id(), "job-000001-t0");
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
-}
-
-TEST(SqliteJobStoreTest, ATaskIsARowAndOnlyLiveJobsAreLoaded) {
-  auto store = *SqliteJobStore::Open(":memory:");
-  ASSERT_TRUE(store->Begin().ok());
-  ASSERT_TRUE(store->InsertJob(MakeJob(1, v1::JOB_STATE_SUCCEEDED, 2), "").ok());
-  v1::Job live = MakeJob(2, v1::JOB_STATE_QUEUED, 3);
-  ASSERT_TRUE(store->InsertJob(live, "").ok());
-  // One task changes: only its row is written; the header keeps its state.
-  live.mutable_tasks(1)->set_state(v1::TASK_STATE_RUNNING);
-  live.mutable_tasks(1)->set_agent_id("a1");
-  ASSERT_TRUE(store->PutTask(live.tasks(1)).ok());
-  ASSERT_TRUE(store->Commit().ok());
-  auto loaded = store->LoadLiveJobs();
-  ASSERT_TRUE(loaded.ok());
-  ASSERT_EQ(loaded->size(), 1u);
-  EXPECT_EQ((*loaded)[0].id(), "job-000002");
-  ASSERT_EQ((*loaded)[0].tasks_size(), 3);
-  EXPECT_EQ((*loaded)[0].tasks(1).agent_id(), "a1");
-  auto task = store->GetTask("job-000002-t1");
-  ASSERT_TRUE(task.ok() && task->has_value());
-  EXPECT_EQ((*task)->state(), v1::TASK_STATE_RUNNING);
-  EXPECT_FALSE(store->GetTask("job-000002-t9")->has_value());
-  auto ended = store->GetJob("job-000001");
-  ASSERT_TRUE(ended.ok() && ended->has_value());
-  EXPECT_EQ((*ended)->tasks(0).result().test_accuracy(), 0.5);  // a job read alone keeps its results
-  EXPECT_FALSE(store->GetJob("job-1")->has_value());
-  auto counts = store->CountByState();
-  ASSERT_TRUE(counts.ok());
-  EXPECT_EQ(counts->jobs[v1::JOB_STATE_SUCCEEDED], 1);
-  EXPECT_EQ(counts->tasks[v1::TASK_STATE_QUEUED], 2);
-  EXPECT_EQ(*store->MaxJobNumber(), 2);
 }
 
 // GetTaskData's pages: the task's current attempt only, in seq order, each
@@ -227,78 +155,6 @@ TEST(TaskDataReaderTest, AFullQueueAnswersResourceExhausted) {
   }  // Stop: the queued ones are answered first
   EXPECT_EQ(exhausted, 3);
   EXPECT_EQ(answered, 3);
-}
-
-TEST(SqliteJobStoreTest, ARequestIdNamesOneJob) {
-  auto store = *SqliteJobStore::Open(":memory:");
-  ASSERT_TRUE(store->Begin().ok());
-  ASSERT_TRUE(store->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "req-a").ok());
-  EXPECT_FALSE(store->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "req-a").ok());  // unique
-  ASSERT_TRUE(store->Commit().ok());
-  EXPECT_EQ(*store->FindRequest("req-a"), "job-000001");
-  EXPECT_EQ(*store->FindRequest("req-b"), "");
-}
-
-TEST(SqliteJobStoreTest, ListingPagesNewestFirstWithFilters) {
-  auto store = *SqliteJobStore::Open(":memory:");
-  ASSERT_TRUE(store->Begin().ok());
-  for (int i = 1; i <= 7; ++i) {
-    ASSERT_TRUE(
-        store
-            ->InsertJob(MakeJob(i, i % 2 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED, 2, i <= 3 ? "cnn" : "mlp"),
-                        "")
-            .ok());
-  }
-  ASSERT_TRUE(store->Commit().ok());
-  JobFilter filter;
-  filter.page_size = 3;
-  std::vector<std::string> seen;
-  int pages = 0;
-  do {
-    auto page = store->ListJobs(filter);
-    ASSERT_TRUE(page.ok()) << page.status();
-    for (const v1::Job& j : page->jobs) {
-      seen.push_back(j.id());
-      EXPECT_EQ(j.tasks_size(), 2);
-      EXPECT_FALSE(j.tasks(0).has_result());  // listings carry states, not results
-    }
-    filter.page_token = page->next_page_token;
-    ++pages;
-  } while (!filter.page_token.empty());
-  EXPECT_EQ(pages, 3);
-  EXPECT_THAT(seen, ::testing::ElementsAre("job-000007", "job-000006", "job-000005", "job-000004", "job-000003",
-                                           "job-000002", "job-000001"));
-  JobFilter failed_mlp;
-  failed_mlp.state = v1::JOB_STATE_FAILED;
-  failed_mlp.model = "mlp";
-  auto page = store->ListJobs(failed_mlp);
-  ASSERT_TRUE(page.ok());
-  ASSERT_EQ(page->jobs.size(), 2u);  // 6 and 4 (2 is a cnn job)
-  EXPECT_EQ(page->jobs[0].id(), "job-000006");
-  JobFilter bad;
-  bad.page_token = "x";
-  EXPECT_EQ(store->ListJobs(bad).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(SqliteJobStoreTest, RawBatchesOfOldFinishedJobsArePrunedAndResultsStay) {
-  auto store = *SqliteJobStore::Open(":memory:");
-  ASSERT_TRUE(store->Begin().ok());
-  v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
-  old_job.set_finished_unix_seconds(100);
-  v1::Job recent = MakeJob(10, v1::JOB_STATE_SUCCEEDED, 1);
-  recent.set_finished_unix_seconds(900);
-  ASSERT_TRUE(store->InsertJob(old_job, "").ok());
-  ASSERT_TRUE(store->InsertJob(recent, "").ok());
-  ASSERT_TRUE(store->PutSampleBatch(Batch("job-000001-t0", 1, 0, 4)).ok());
-  ASSERT_TRUE(store->PutSampleBatch(Batch("job-000010-t0", 1, 0, 4)).ok());
-  auto pruned = store->PruneRawBatches(500, 8);
-  ASSERT_TRUE(store->Commit().ok());
-  ASSERT_TRUE(pruned.ok());
-  EXPECT_EQ(*pruned, 1);
-  EXPECT_TRUE(store->LoadSampleBatches("job-000001-t0", 1)->empty());
-  EXPECT_EQ(store->LoadSampleBatches("job-000010-t0", 1)->size(), 1u);  // job-00001 is not a prefix of job-000010
-  EXPECT_EQ((*store->GetJob("job-000001"))->tasks(0).result().test_accuracy(), 0.5);
-  EXPECT_EQ(*store->PruneRawBatches(500, 8), 0);  // done once
 }
 
 TEST(SqliteJobStoreTest, AStoreOfTheOldOneBlobPerJobLayoutIsMigrated) {

@@ -1,0 +1,514 @@
+#include "server/store/pg_job_store.h"
+
+#include <endian.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/names.h"
+#include "server/store/job_rows.h"
+#include "server/store/pg_schema.h"
+#include "server/store/sample_codec.h"
+
+namespace hetbench::server {
+
+bool IsPostgresUrl(const std::string& db) {
+  return absl::StartsWith(db, "postgresql://") || absl::StartsWith(db, "postgres://");
+}
+
+/// Parameters of one statement: text, except bytea sent as binary.
+struct PgJobStore::Params {
+  std::vector<std::string> values;
+  std::vector<bool> is_null, binary;
+  Params& Text(std::string v) {
+    values.push_back(std::move(v));
+    is_null.push_back(false);
+    binary.push_back(false);
+    return *this;
+  }
+  Params& Int(int64_t v) { return Text(absl::StrCat(v)); }
+  Params& Real(double v) { return Text(absl::StrCat(v)); }
+  Params& Bytes(std::string v) {
+    Text(std::move(v));
+    binary.back() = true;
+    return *this;
+  }
+  Params& Null() {
+    Text("");
+    is_null.back() = true;
+    return *this;
+  }
+};
+
+namespace {
+
+// Binary result columns: integers and float8 in network byte order.
+int64_t GetInt(const PGresult* res, int row, int col) {
+  const char* p = PQgetvalue(res, row, col);
+  switch (PQgetlength(res, row, col)) {
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<int16_t>(be16toh(v));
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<int32_t>(be32toh(v));
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<int64_t>(be64toh(v));
+    }
+    default:
+      return 0;
+  }
+}
+
+std::string_view GetBytes(const PGresult* res, int row, int col) {
+  return std::string_view(PQgetvalue(res, row, col), static_cast<size_t>(PQgetlength(res, row, col)));
+}
+
+template <typename Message>
+bool ParseColumn(const PGresult* res, int row, int col, Message* m) {
+  const std::string_view b = GetBytes(res, row, col);
+  return m->ParseFromArray(b.data(), static_cast<int>(b.size()));
+}
+
+struct Statement {
+  const char* name;
+  const char* sql;
+};
+
+// Every statement, prepared on each connection.
+constexpr Statement kStatements[] = {
+    {"insert_job",
+     "INSERT INTO jobs (number, id, created_unix_seconds, finished_unix_seconds, state, request_id, models, kinds, "
+     "epoch, header) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"},
+    {"put_header", "UPDATE jobs SET state = $1, finished_unix_seconds = $2, header = $3, epoch = $4 WHERE number = $5"},
+    {"put_task",
+     "INSERT INTO tasks (job_number, idx, state, epoch, task) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_number, idx) "
+     "DO UPDATE SET state = EXCLUDED.state, epoch = EXCLUDED.epoch, task = EXCLUDED.task"},
+    {"get_header", "SELECT header FROM jobs WHERE number = $1"},
+    {"get_tasks", "SELECT task FROM tasks WHERE job_number = $1 ORDER BY idx"},
+    {"get_task", "SELECT task FROM tasks WHERE job_number = $1 AND idx = $2"},
+    {"find_request", "SELECT id FROM jobs WHERE request_id = $1"},
+    {"live_jobs", "SELECT number, header FROM jobs WHERE state IN (1, 2) ORDER BY number"},
+    {"list_jobs",
+     "SELECT number, header FROM jobs WHERE number < $1 AND ($2::integer = 0 OR state = $2::integer) AND "
+     "($3::text = '' OR models LIKE '%,' || $3::text || ',%') AND ($4::text = '' OR kinds LIKE '%,' || $4::text || "
+     "',%') ORDER BY number DESC LIMIT $5"},
+    {"count_jobs", "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
+    {"count_tasks", "SELECT state, COUNT(*) FROM tasks GROUP BY state"},
+    {"max_number", "SELECT COALESCE(MAX(number), 0)::bigint FROM jobs"},
+    {"put_batch",
+     "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, epoch, batch) VALUES ($1, $2, $3, $4, "
+     "$5, $6, $7) ON CONFLICT DO NOTHING"},
+    {"load_batches",
+     "SELECT seq, phase, batch FROM sample_batches WHERE task_id = $1 AND attempt = $2 AND seq >= $3 ORDER BY seq "
+     "LIMIT $4"},
+    {"put_power",
+     "INSERT INTO power_batches (task_id, attempt, seq, sensor, reading_count, epoch, batch) VALUES ($1, $2, $3, $4, "
+     "$5, $6, $7) ON CONFLICT DO NOTHING"},
+    {"load_power",
+     "SELECT batch FROM power_batches WHERE task_id = $1 AND attempt = $2 AND seq >= $3 ORDER BY seq LIMIT $4"},
+    {"to_prune",
+     "SELECT number, id FROM jobs WHERE NOT raw_pruned AND state >= 3 AND finished_unix_seconds < $1 "
+     "ORDER BY finished_unix_seconds LIMIT $2"},
+    {"prune_samples", "DELETE FROM sample_batches WHERE task_id >= $1 AND task_id < $2"},
+    {"prune_power", "DELETE FROM power_batches WHERE task_id >= $1 AND task_id < $2"},
+    {"mark_pruned", "UPDATE jobs SET raw_pruned = true, epoch = $2 WHERE number = $1"},
+};
+
+// LIMIT NULL is no limit.
+std::string Limit(int max_rows) { return max_rows < 0 ? std::string() : absl::StrCat(max_rows); }
+
+}  // namespace
+
+absl::Status CreatePgSchema(PGconn* conn) {
+  const std::string sql = absl::StrCat("BEGIN; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey, ");", pg::kSchema,
+                                       "INSERT INTO hetbench_meta VALUES ('schema_version', '", pg::kSchemaVersion,
+                                       "') ON CONFLICT (key) DO NOTHING; COMMIT;");
+  PGresult* res = PQexec(conn, sql.c_str());
+  const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  std::string msg = ok ? "" : PQresultErrorMessage(res);
+  PQclear(res);
+  if (!ok) {
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return absl::UnavailableError(absl::StrCat("job store: creating the PostgreSQL schema: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PgJobStore>> PgJobStore::Open(const PgStoreOptions& options) {
+  std::unique_ptr<PgJobStore> store(new PgJobStore(options));
+  if (auto s = store->ConnectAndPrepare(); !s.ok()) return s;
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> PgJobStore::Connect() {
+  auto store = Open(options_);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<JobStore>(std::move(*store));
+}
+
+PgJobStore::~PgJobStore() { PQfinish(conn_); }
+
+absl::Status PgJobStore::ConnectAndPrepare() {
+  PQfinish(conn_);
+  conn_ = PQconnectdb(options_.url.c_str());
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    return absl::UnavailableError(absl::StrCat("job store: cannot connect to PostgreSQL at '", options_.url, "': ",
+                                               msg, "; check --db (postgresql://USER@HOST:PORT/DB)"));
+  }
+  if (auto s = CreatePgSchema(conn_); !s.ok()) return s;
+  // A stopped process's open transaction must not hold the leader row's
+  // share lock (and so a new leader) for longer than this.
+  const int idle_ms = static_cast<int>(std::max(0.1, options_.idle_transaction_seconds) * 1000);
+  if (auto s = RunCommand(absl::StrCat("SET idle_in_transaction_session_timeout = ", idle_ms).c_str()); !s.ok()) {
+    return s;
+  }
+  for (const Statement& st : kStatements) {
+    PGresult* res = PQprepare(conn_, st.name, st.sql, 0, nullptr);
+    const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    absl::Status s = ok ? absl::OkStatus() : ErrorOf(res, absl::StrCat("prepare ", st.name));
+    PQclear(res);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PgJobStore::ErrorOf(const PGresult* res, const std::string& what) {
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn_);
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  if (msg.empty()) msg = PQerrorMessage(conn_);
+  const std::string text = absl::StrCat("job store: ", what, ": ", msg);
+  const std::string code = state ? state : "";
+  if (code == "HB001") {
+    absl::Status fenced = absl::FailedPreconditionError(text + " (a newer leader took over)");
+    if (options_.on_fenced) options_.on_fenced(fenced);
+    return fenced;
+  }
+  if (code == "53100") return absl::ResourceExhaustedError(text + "; free disk space on the database server");
+  if (code == "23505") return absl::AlreadyExistsError(text);
+  if (code.rfind("XX", 0) == 0) return absl::DataLossError(text);
+  return absl::UnavailableError(text);
+}
+
+absl::Status PgJobStore::RunCommand(const char* sql) {
+  PGresult* res = PQexec(conn_, sql);
+  const ExecStatusType st = PQresultStatus(res);
+  absl::Status s = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? absl::OkStatus() : ErrorOf(res, sql);
+  PQclear(res);
+  return s;
+}
+
+absl::StatusOr<PgJobStore::Result> PgJobStore::Run(const char* name, const Params& params, ExecStatusType want) {
+  if (!writing_ && PQstatus(conn_) == CONNECTION_BAD) {
+    // Between transactions a lost connection is reopened (a database restart).
+    if (auto s = ConnectAndPrepare(); !s.ok()) return s;
+  }
+  if (writing_ && !txn_error_.ok()) return txn_error_;
+  const int n = static_cast<int>(params.values.size());
+  std::vector<const char*> values(n);
+  std::vector<int> lengths(n), formats(n);
+  for (int i = 0; i < n; ++i) {
+    values[i] = params.is_null[i] ? nullptr : params.values[i].c_str();
+    lengths[i] = static_cast<int>(params.values[i].size());
+    formats[i] = params.binary[i] ? 1 : 0;
+  }
+  Result res(PQexecPrepared(conn_, name, n, values.data(), lengths.data(), formats.data(), /*resultFormat=*/1),
+             PQclear);
+  if (PQresultStatus(res.get()) != want) {
+    absl::Status s = ErrorOf(res.get(), name);
+    if (writing_ && txn_error_.ok()) txn_error_ = s;
+    return s;
+  }
+  return res;
+}
+
+// As with SQLite, the write transaction starts at the first write: reads
+// before it are single autocommit statements. It begins with the fence.
+absl::Status PgJobStore::Begin() {
+  if (in_batch_) return absl::FailedPreconditionError("job store: Begin inside a transaction");
+  in_batch_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PgJobStore::EnsureWriting() {
+  if (!in_batch_ || writing_) return writing_ ? txn_error_ : absl::OkStatus();
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    if (auto s = ConnectAndPrepare(); !s.ok()) return s;
+  }
+  writing_ = true;
+  txn_error_ = RunCommand(absl::StrCat("BEGIN; SELECT hetbench_fence(", options_.epoch, ")").c_str());
+  return txn_error_;
+}
+
+absl::Status PgJobStore::Commit() {
+  const bool writing = writing_;
+  in_batch_ = writing_ = false;
+  if (!writing) return absl::OkStatus();
+  absl::Status failed = std::move(txn_error_);
+  txn_error_ = absl::OkStatus();
+  PGresult* res = PQexec(conn_, "COMMIT");
+  // COMMIT of a transaction with a failed statement answers ROLLBACK.
+  const bool committed = PQresultStatus(res) == PGRES_COMMAND_OK && std::strcmp(PQcmdStatus(res), "COMMIT") == 0;
+  absl::Status s = committed ? absl::OkStatus() : (!failed.ok() ? failed : ErrorOf(res, "commit"));
+  PQclear(res);
+  return s;
+}
+
+absl::Status PgJobStore::Rollback() {
+  const bool writing = writing_;
+  in_batch_ = writing_ = false;
+  txn_error_ = absl::OkStatus();
+  if (!writing || PQstatus(conn_) == CONNECTION_BAD) return absl::OkStatus();
+  return RunCommand("ROLLBACK");
+}
+
+absl::Status PgJobStore::InsertJob(const v1::Job& job, const std::string& request_id) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  const int64_t number = JobNumber(job.id());
+  if (number == 0) return absl::InvalidArgumentError(absl::StrCat("job store: job id '", job.id(), "' is malformed"));
+  Params p;
+  p.Int(number).Text(job.id()).Real(job.created_unix_seconds()).Real(job.finished_unix_seconds()).Int(job.state());
+  if (request_id.empty()) {
+    p.Null();
+  } else {
+    p.Text(request_id);
+  }
+  p.Text(ModelsKey(job.spec())).Text(KindsKey(job.spec())).Int(options_.epoch).Bytes(HeaderBlob(job));
+  if (auto r = Run("insert_job", p, PGRES_COMMAND_OK); !r.ok()) return r.status();
+  for (const v1::Task& task : job.tasks()) {
+    if (auto s = PutTask(task); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PgJobStore::PutJobHeader(const v1::Job& job) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Int(job.state()).Real(job.finished_unix_seconds()).Bytes(HeaderBlob(job)).Int(options_.epoch).Int(
+      JobNumber(job.id()));
+  return Run("put_header", p, PGRES_COMMAND_OK).status();
+}
+
+absl::Status PgJobStore::PutTask(const v1::Task& task) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Int(JobNumber(task.job_id())).Int(task.index()).Int(task.state()).Int(options_.epoch).Bytes(
+      task.SerializeAsString());
+  return Run("put_task", p, PGRES_COMMAND_OK).status();
+}
+
+absl::Status PgJobStore::LoadTasks(int64_t number, bool with_results, v1::Job* job) {
+  auto res = Run("get_tasks", Params().Int(number), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    v1::Task* task = job->add_tasks();
+    if (!ParseColumn(res->get(), r, 0, task)) {
+      return absl::DataLossError(absl::StrCat("job store: a task of '", job->id(), "' does not parse"));
+    }
+    if (!with_results) task->clear_result();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::Job>> PgJobStore::LoadLiveJobs() {
+  auto res = Run("live_jobs", Params(), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<v1::Job> jobs;
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    v1::Job job;
+    const int64_t number = GetInt(res->get(), r, 0);
+    if (!ParseColumn(res->get(), r, 1, &job)) {
+      return absl::DataLossError(absl::StrCat("job store: job number ", number, " does not parse"));
+    }
+    if (auto s = LoadTasks(number, /*with_results=*/true, &job); !s.ok()) return s;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::optional<v1::Job>> PgJobStore::GetJob(const std::string& job_id) {
+  const int64_t number = JobNumber(job_id);
+  if (number == 0) return std::optional<v1::Job>();
+  auto res = Run("get_header", Params().Int(number), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  if (PQntuples(res->get()) == 0) return std::optional<v1::Job>();
+  v1::Job job;
+  if (!ParseColumn(res->get(), 0, 0, &job)) {
+    return absl::DataLossError(absl::StrCat("job store: job '", job_id, "' does not parse"));
+  }
+  if (job.id() != job_id) return std::optional<v1::Job>();  // "job-42" vs "job-000042"
+  if (auto s = LoadTasks(number, /*with_results=*/true, &job); !s.ok()) return s;
+  return std::optional<v1::Job>(std::move(job));
+}
+
+absl::StatusOr<std::optional<v1::Task>> PgJobStore::GetTask(const std::string& task_id) {
+  auto key = SplitTaskId(task_id);
+  if (!key) return std::optional<v1::Task>();
+  auto res = Run("get_task", Params().Int(JobNumber(key->first)).Int(key->second), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  if (PQntuples(res->get()) == 0) return std::optional<v1::Task>();
+  v1::Task task;
+  if (!ParseColumn(res->get(), 0, 0, &task)) {
+    return absl::DataLossError(absl::StrCat("job store: task '", task_id, "' does not parse"));
+  }
+  if (task.id() != task_id) return std::optional<v1::Task>();
+  return std::optional<v1::Task>(std::move(task));
+}
+
+absl::StatusOr<std::string> PgJobStore::FindRequest(const std::string& request_id) {
+  auto res = Run("find_request", Params().Text(request_id), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  if (PQntuples(res->get()) == 0) return std::string();
+  return std::string(GetBytes(res->get(), 0, 0));
+}
+
+absl::StatusOr<JobPage> PgJobStore::ListJobs(const JobFilter& filter) {
+  int64_t before = INT64_MAX;
+  if (!filter.page_token.empty() && (!absl::SimpleAtoi(filter.page_token, &before) || before <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token '", filter.page_token, "': not a token this coordinator gave; start without one"));
+  }
+  const int page_size = std::max(1, filter.page_size);
+  Params p;
+  p.Int(before).Int(filter.state).Text(filter.model);
+  p.Text(filter.device_kind == v1::DEVICE_KIND_UNSPECIFIED ? std::string() : DeviceKindName(filter.device_kind));
+  p.Int(page_size + 1);  // one more tells whether a next page exists
+  auto res = Run("list_jobs", p, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  JobPage page;
+  int64_t last_number = 0;
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    if (static_cast<int>(page.jobs.size()) == page_size) {
+      page.next_page_token = absl::StrCat(last_number);
+      break;
+    }
+    last_number = GetInt(res->get(), r, 0);
+    v1::Job job;
+    if (!ParseColumn(res->get(), r, 1, &job)) {
+      return absl::DataLossError(absl::StrCat("job store: job number ", last_number, " does not parse"));
+    }
+    if (auto s = LoadTasks(last_number, /*with_results=*/false, &job); !s.ok()) return s;
+    page.jobs.push_back(std::move(job));
+  }
+  return page;
+}
+
+absl::StatusOr<StateCounts> PgJobStore::CountByState() {
+  StateCounts counts;
+  auto jobs = Run("count_jobs", Params(), PGRES_TUPLES_OK);
+  if (!jobs.ok()) return jobs.status();
+  for (int r = 0; r < PQntuples(jobs->get()); ++r) {
+    counts.jobs[static_cast<v1::JobState>(GetInt(jobs->get(), r, 0))] = GetInt(jobs->get(), r, 1);
+  }
+  auto tasks = Run("count_tasks", Params(), PGRES_TUPLES_OK);
+  if (!tasks.ok()) return tasks.status();
+  for (int r = 0; r < PQntuples(tasks->get()); ++r) {
+    counts.tasks[static_cast<v1::TaskState>(GetInt(tasks->get(), r, 0))] = GetInt(tasks->get(), r, 1);
+  }
+  return counts;
+}
+
+absl::StatusOr<int64_t> PgJobStore::MaxJobNumber() {
+  auto res = Run("max_number", Params(), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  return GetInt(res->get(), 0, 0);
+}
+
+absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Int(batch.phase());
+  p.Int(batch.duration_ns_size()).Int(options_.epoch).Bytes(EncodeSampleColumns(batch));
+  auto res = Run("put_batch", p, PGRES_COMMAND_OK);
+  if (!res.ok()) return res.status();
+  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
+}
+
+absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                           uint64_t from_seq, int max_batches) {
+  Params p;
+  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
+  if (max_batches < 0) {
+    p.Null();
+  } else {
+    p.Text(Limit(max_batches));
+  }
+  auto res = Run("load_batches", p, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<v1::SampleBatch> out;
+  out.reserve(PQntuples(res->get()));
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    v1::SampleBatch& b = out.emplace_back();
+    b.set_task_id(task_id);
+    b.set_attempt(attempt);
+    b.set_seq(static_cast<uint64_t>(GetInt(res->get(), r, 0)));
+    b.set_phase(static_cast<v1::Phase>(GetInt(res->get(), r, 1)));
+    if (absl::Status s = DecodeSampleColumns(GetBytes(res->get(), r, 2), &b); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<bool> PgJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Text(batch.sensor().name());
+  p.Int(batch.t_ns_size()).Int(options_.epoch).Bytes(batch.SerializeAsString());
+  auto res = Run("put_power", p, PGRES_COMMAND_OK);
+  if (!res.ok()) return res.status();
+  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
+}
+
+absl::StatusOr<std::vector<v1::PowerBatch>> PgJobStore::LoadPowerBatches(const std::string& task_id, int attempt,
+                                                                         uint64_t from_seq, int max_batches) {
+  Params p;
+  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
+  if (max_batches < 0) {
+    p.Null();
+  } else {
+    p.Text(Limit(max_batches));
+  }
+  auto res = Run("load_power", p, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<v1::PowerBatch> out;
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    if (!ParseColumn(res->get(), r, 0, &out.emplace_back())) {
+      return absl::DataLossError(absl::StrCat("job store: a power batch of task '", task_id, "' does not parse"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<int> PgJobStore::PruneRawBatches(double finished_before_unix, int max_jobs) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  auto jobs = Run("to_prune", Params().Real(finished_before_unix).Int(max_jobs), PGRES_TUPLES_OK);
+  if (!jobs.ok()) return jobs.status();
+  const int n = PQntuples(jobs->get());
+  for (int r = 0; r < n; ++r) {
+    const int64_t number = GetInt(jobs->get(), r, 0);
+    const std::string id(GetBytes(jobs->get(), r, 1));
+    // Task ids of a job share the prefix "<job>-t": a range over the key (COLLATE "C").
+    for (const char* stmt : {"prune_samples", "prune_power"}) {
+      if (auto d = Run(stmt, Params().Text(id + "-t").Text(id + "-u"), PGRES_COMMAND_OK); !d.ok()) return d.status();
+    }
+    if (auto m = Run("mark_pruned", Params().Int(number).Int(options_.epoch), PGRES_COMMAND_OK); !m.ok()) {
+      return m.status();
+    }
+  }
+  return n;
+}
+
+}  // namespace hetbench::server

@@ -1,0 +1,101 @@
+#pragma once
+/// JobStore on PostgreSQL (libpq), chosen by `--db postgresql://...`.
+///
+/// The layout is SQLite's (server/store/sqlite_schema.h): a row per job, a
+/// row per task, compact sample batches as bytea keyed (task, attempt, seq).
+///
+/// Fencing: every connection writes with the epoch its coordinator was given
+/// when it became leader (server/store/pg_leader.h). A write transaction
+/// starts with hetbench_fence(epoch), which share-locks the leader row and
+/// raises when the epoch is no longer the current one, and every row carries
+/// the epoch, checked again by a trigger. A new leader's epoch bump waits for
+/// the old leader's open transaction; after it, the old leader's writes are
+/// refused by the database (FAILED_PRECONDITION "fenced"), never acknowledged.
+
+#include <libpq-fe.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/store/job_store.h"
+
+namespace hetbench::server {
+
+struct PgStoreOptions {
+  /// A libpq connection URI or keyword string ("postgresql://host/db").
+  std::string url;
+  /// The leader epoch every write carries (PgLeaderLock::epoch()).
+  int64_t epoch = 0;
+  /// Bounds a transaction left open by a stopped process: the server ends
+  /// the session (idle_in_transaction_session_timeout), releasing its locks.
+  double idle_transaction_seconds = 10.0;
+  /// Runs when the database refused a write as fenced (a newer leader): the
+  /// server steps down. Tests leave it empty and see the error.
+  std::function<void(const absl::Status&)> on_fenced;
+};
+
+/// True for "postgresql://..." and "postgres://..." (--db's PostgreSQL form).
+bool IsPostgresUrl(const std::string& db);
+
+/// Creates the tables, the fence function and triggers once (idempotent;
+/// serialized between coordinators by an advisory transaction lock).
+absl::Status CreatePgSchema(PGconn* conn);
+
+class PgJobStore final : public JobStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<PgJobStore>> Open(const PgStoreOptions& options);
+  absl::StatusOr<std::unique_ptr<JobStore>> Connect() override;
+  ~PgJobStore() override;
+
+  absl::Status Begin() override;
+  absl::Status Commit() override;
+  absl::Status Rollback() override;
+  absl::Status InsertJob(const v1::Job& job, const std::string& request_id) override;
+  absl::Status PutJobHeader(const v1::Job& job) override;
+  absl::Status PutTask(const v1::Task& task) override;
+  absl::StatusOr<std::vector<v1::Job>> LoadLiveJobs() override;
+  absl::StatusOr<std::optional<v1::Job>> GetJob(const std::string& job_id) override;
+  absl::StatusOr<std::optional<v1::Task>> GetTask(const std::string& task_id) override;
+  absl::StatusOr<std::string> FindRequest(const std::string& request_id) override;
+  absl::StatusOr<JobPage> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<StateCounts> CountByState() override;
+  absl::StatusOr<int64_t> MaxJobNumber() override;
+  absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
+  using JobStore::LoadPowerBatches;
+  using JobStore::LoadSampleBatches;
+  absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                 uint64_t from_seq, int max_batches) override;
+  absl::StatusOr<bool> PutPowerBatch(const v1::PowerBatch& batch) override;
+  absl::StatusOr<std::vector<v1::PowerBatch>> LoadPowerBatches(const std::string& task_id, int attempt,
+                                                               uint64_t from_seq, int max_batches) override;
+  absl::StatusOr<int> PruneRawBatches(double finished_before_unix, int max_jobs) override;
+
+  int64_t epoch() const { return options_.epoch; }
+  /// The server's process id for this connection (tests cut it with
+  /// pg_terminate_backend).
+  int backend_pid() const { return PQbackendPID(conn_); }
+
+ private:
+  struct Params;
+  using Result = std::unique_ptr<PGresult, void (*)(PGresult*)>;
+
+  explicit PgJobStore(PgStoreOptions options) : options_(std::move(options)) {}
+  absl::Status ConnectAndPrepare();
+  /// Runs a prepared statement; binary results. Inside a write transaction
+  /// the first failure is remembered: Commit then rolls back and returns it.
+  absl::StatusOr<Result> Run(const char* name, const Params& params, ExecStatusType want);
+  absl::Status RunCommand(const char* sql);
+  absl::Status EnsureWriting();
+  absl::Status ErrorOf(const PGresult* res, const std::string& what);
+  absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
+
+  PgStoreOptions options_;
+  PGconn* conn_ = nullptr;
+  bool in_batch_ = false;
+  bool writing_ = false;
+  absl::Status txn_error_;  // first failure inside the write transaction
+};
+
+}  // namespace hetbench::server

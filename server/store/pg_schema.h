@@ -1,0 +1,107 @@
+#pragma once
+/// The PostgreSQL job store's schema (internal to server/store): the tables
+/// of the SQLite layout plus the leader row, its history, and the fence.
+
+namespace hetbench::server::pg {
+
+inline constexpr int kSchemaVersion = 1;
+
+/// Advisory lock keys: the leader's session lock and the schema creation's
+/// transaction lock ("hetb" and "hets" as integers).
+inline constexpr long long kLeaderLockKey = 0x68657462;
+inline constexpr long long kSchemaLockKey = 0x68657473;
+
+inline constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS hetbench_meta (
+  key text PRIMARY KEY,
+  value text NOT NULL
+);
+-- One row: the current leader's epoch. Bumped by each new leader.
+CREATE TABLE IF NOT EXISTS hetbench_leader (
+  id integer PRIMARY KEY CHECK (id = 1),
+  epoch bigint NOT NULL,
+  holder text NOT NULL,
+  since timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO hetbench_leader (id, epoch, holder) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING;
+-- Every epoch ever granted, for operators and the failover test.
+CREATE TABLE IF NOT EXISTS hetbench_leaders (
+  epoch bigint PRIMARY KEY,
+  holder text NOT NULL,
+  since timestamptz NOT NULL DEFAULT now()
+);
+
+-- Refuses a write of a deposed leader. The share lock on the leader row
+-- makes a new leader's epoch bump wait for this transaction, so every
+-- commit of epoch E comes before epoch E+1 exists.
+CREATE OR REPLACE FUNCTION hetbench_fence(e bigint) RETURNS void AS $$
+DECLARE
+  current_epoch bigint;
+BEGIN
+  SELECT epoch INTO current_epoch FROM hetbench_leader WHERE id = 1 FOR SHARE;
+  IF current_epoch IS DISTINCT FROM e THEN
+    RAISE EXCEPTION 'fenced: this coordinator writes with leader epoch % but the current epoch is %', e, current_epoch
+      USING ERRCODE = 'HB001';
+  END IF;
+END $$ LANGUAGE plpgsql;
+CREATE OR REPLACE FUNCTION hetbench_check_epoch() RETURNS trigger AS $$
+BEGIN
+  PERFORM hetbench_fence(NEW.epoch);
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+
+CREATE TABLE IF NOT EXISTS jobs (
+  number bigint PRIMARY KEY,       -- "job-000042" is 42
+  id text NOT NULL UNIQUE,
+  created_unix_seconds double precision NOT NULL,
+  finished_unix_seconds double precision NOT NULL DEFAULT 0,
+  state integer NOT NULL,
+  request_id text UNIQUE,          -- idempotency key of its submit; NULL when none
+  models text NOT NULL,            -- ",mlp,cnn,": for listing filters
+  kinds text NOT NULL,             -- ",cpu,gpu,"; ",any," for a target of any kind
+  raw_pruned boolean NOT NULL DEFAULT false,
+  epoch bigint NOT NULL,           -- the leader epoch of its last write
+  header bytea NOT NULL            -- hetbench.v1.Job without its tasks
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_to_prune ON jobs(finished_unix_seconds) WHERE NOT raw_pruned AND state >= 3;
+CREATE TABLE IF NOT EXISTS tasks (
+  job_number bigint NOT NULL,
+  idx integer NOT NULL,
+  state integer NOT NULL,
+  epoch bigint NOT NULL,
+  task bytea NOT NULL,             -- hetbench.v1.Task
+  PRIMARY KEY (job_number, idx)
+);
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state);
+CREATE TABLE IF NOT EXISTS sample_batches (
+  task_id text COLLATE "C" NOT NULL,  -- "C": a job's tasks are one key range
+  attempt integer NOT NULL,
+  seq bigint NOT NULL,
+  phase integer NOT NULL,
+  sample_count integer NOT NULL,
+  epoch bigint NOT NULL,
+  batch bytea NOT NULL,            -- the columns, compact (server/store/sample_codec.h)
+  PRIMARY KEY (task_id, attempt, seq)
+);
+CREATE TABLE IF NOT EXISTS power_batches (
+  task_id text COLLATE "C" NOT NULL,
+  attempt integer NOT NULL,
+  seq bigint NOT NULL,
+  sensor text NOT NULL,
+  reading_count integer NOT NULL,
+  epoch bigint NOT NULL,
+  batch bytea NOT NULL,            -- hetbench.v1.PowerBatch
+  PRIMARY KEY (task_id, attempt, seq)
+);
+CREATE OR REPLACE TRIGGER jobs_fenced BEFORE INSERT OR UPDATE ON jobs
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
+CREATE OR REPLACE TRIGGER tasks_fenced BEFORE INSERT OR UPDATE ON tasks
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
+CREATE OR REPLACE TRIGGER sample_batches_fenced BEFORE INSERT OR UPDATE ON sample_batches
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
+CREATE OR REPLACE TRIGGER power_batches_fenced BEFORE INSERT OR UPDATE ON power_batches
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
+)sql";
+
+}  // namespace hetbench::server::pg

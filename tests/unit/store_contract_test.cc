@@ -1,0 +1,414 @@
+// The job store contract, run against every backend: SQLite (a file) and
+// PostgreSQL (a real server started for this test process).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/names.h"
+#include "server/store/pg_job_store.h"
+#include "server/store/pg_leader.h"
+#include "server/store/sqlite_job_store.h"
+#include "tests/testing/postgres.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetbench::server {
+namespace {
+
+v1::SampleBatch Batch(const std::string& task, int attempt, uint64_t seq, int n) {
+  v1::SampleBatch b;
+  b.set_task_id(task);
+  b.set_attempt(attempt);
+  b.set_seq(seq);
+  b.set_phase(v1::PHASE_TRAIN);
+  for (int i = 0; i < n; ++i) {
+    b.add_start_ns(i * 100);
+    b.add_duration_ns(90 + i);
+    b.add_items(8);
+  }
+  return b;
+}
+
+v1::PowerBatch Power(const std::string& task, uint64_t seq, int n) {
+  v1::PowerBatch b;
+  b.set_task_id(task);
+  b.set_attempt(1);
+  b.set_seq(seq);
+  b.mutable_sensor()->set_name("rapl:package-0");
+  for (int i = 0; i < n; ++i) {
+    b.add_t_ns(i * 1000);
+    b.add_watts(40 + i);
+  }
+  return b;
+}
+
+v1::Job MakeJob(int number, v1::JobState state, int tasks, const std::string& model = "mlp") {
+  v1::Job job;
+  job.set_id(absl::StrFormat("job-%06d", number));
+  job.set_state(state);
+  job.set_created_unix_seconds(1000 + number);
+  job.mutable_spec()->add_models(model);
+  job.mutable_spec()->add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
+  for (int i = 0; i < tasks; ++i) {
+    v1::Task* t = job.add_tasks();
+    t->set_id(absl::StrCat(job.id(), "-t", i));
+    t->set_job_id(job.id());
+    t->set_index(i);
+    t->set_state(IsTerminal(state) ? v1::TASK_STATE_SUCCEEDED : v1::TASK_STATE_QUEUED);
+    t->mutable_result()->set_test_accuracy(0.5);
+  }
+  return job;
+}
+
+/// Opens stores of one backend, all on the same data.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual absl::StatusOr<std::unique_ptr<JobStore>> Open() = 0;
+};
+
+class SqliteBackend : public Backend {
+ public:
+  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+    auto s = SqliteJobStore::Open(dir_.path() + "/jobs.db");
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<JobStore>(std::move(*s));
+  }
+
+ private:
+  testing::TempDir dir_{"hetbench-contract"};
+};
+
+class PostgresBackend : public Backend {
+ public:
+  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+    if (url_.empty()) {
+      auto url = testing::FreshTestDatabase();
+      if (!url.ok()) return url.status();
+      url_ = *url;
+      // The stores write as the leader this lock made.
+      PgLeaderOptions options;
+      options.url = url_;
+      options.holder = "contract-test";
+      auto lock = PgLeaderLock::Connect(options);
+      if (!lock.ok()) return lock.status();
+      lock_ = std::move(*lock);
+      if (auto e = lock_->Acquire(nullptr, nullptr); !e.ok()) return e.status();
+    }
+    PgStoreOptions options;
+    options.url = url_;
+    options.epoch = lock_->epoch();
+    auto s = PgJobStore::Open(options);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<JobStore>(std::move(*s));
+  }
+
+ private:
+  std::string url_;
+  std::unique_ptr<PgLeaderLock> lock_;
+};
+
+class StoreContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      backend_ = std::make_unique<SqliteBackend>();
+    } else {
+      backend_ = std::make_unique<PostgresBackend>();
+    }
+    auto s = backend_->Open();
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void Reopen() {
+    store_.reset();
+    auto s = backend_->Open();
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<JobStore> store_;
+};
+
+TEST_P(StoreContractTest, SampleBatchIsStoredOncePerSequenceNumber) {
+  ASSERT_TRUE(store_->Begin().ok());
+  auto first = store_->PutSampleBatch(Batch("job-000001-t0", 1, 0, 5));
+  auto again = store_->PutSampleBatch(Batch("job-000001-t0", 1, 0, 5));
+  auto next = store_->PutSampleBatch(Batch("job-000001-t0", 1, 1, 3));
+  auto other_attempt = store_->PutSampleBatch(Batch("job-000001-t0", 2, 0, 2));
+  ASSERT_TRUE(store_->Commit().ok());
+  ASSERT_TRUE(first.ok() && again.ok() && next.ok() && other_attempt.ok()) << first.status() << again.status();
+  EXPECT_TRUE(*first);
+  EXPECT_FALSE(*again);
+  EXPECT_TRUE(*next);
+  EXPECT_TRUE(*other_attempt);
+  auto batches = store_->LoadSampleBatches("job-000001-t0", 1);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 2u);  // attempts are kept apart
+  EXPECT_EQ((*batches)[0].seq(), 0u);
+  EXPECT_EQ((*batches)[0].duration_ns(4), 94);
+  EXPECT_EQ((*batches)[1].duration_ns_size(), 3);
+  auto page = store_->LoadSampleBatches("job-000001-t0", 1, 1, 5);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].seq(), 1u);
+}
+
+TEST_P(StoreContractTest, PowerBatchesAreStoredOnceAndPaged) {
+  ASSERT_TRUE(store_->Begin().ok());
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(*store_->PutPowerBatch(Power("job-000001-t0", seq, 3)));
+  EXPECT_FALSE(*store_->PutPowerBatch(Power("job-000001-t0", 2, 3)));
+  ASSERT_TRUE(store_->Commit().ok());
+  auto all = store_->LoadPowerBatches("job-000001-t0", 1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ((*all)[4].watts(2), 42);
+  auto page = store_->LoadPowerBatches("job-000001-t0", 1, 2, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].seq(), 2u);
+  EXPECT_EQ((*page)[1].seq(), 3u);
+}
+
+TEST_P(StoreContractTest, CommittedJobsSurviveReopenAndRolledBackOnesDoNot) {
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "").ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "").ok());
+  ASSERT_TRUE(store_->PutSampleBatch(Batch("job-000002-t0", 1, 0, 2)).ok());
+  ASSERT_TRUE(store_->Rollback().ok());
+  Reopen();
+  auto jobs = store_->LoadLiveJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "job-000001");
+  EXPECT_EQ((*jobs)[0].tasks(0).id(), "job-000001-t0");
+  EXPECT_TRUE(store_->LoadSampleBatches("job-000002-t0", 1)->empty());
+  EXPECT_EQ(*store_->MaxJobNumber(), 1);
+}
+
+TEST_P(StoreContractTest, ATaskIsARowAndOnlyLiveJobsAreLoaded) {
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_SUCCEEDED, 2), "").ok());
+  v1::Job live = MakeJob(2, v1::JOB_STATE_QUEUED, 3);
+  ASSERT_TRUE(store_->InsertJob(live, "").ok());
+  // One task changes: only its row is written; the header keeps its state.
+  live.mutable_tasks(1)->set_state(v1::TASK_STATE_RUNNING);
+  live.mutable_tasks(1)->set_agent_id("a1");
+  ASSERT_TRUE(store_->PutTask(live.tasks(1)).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  auto loaded = store_->LoadLiveJobs();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 1u);
+  EXPECT_EQ((*loaded)[0].id(), "job-000002");
+  ASSERT_EQ((*loaded)[0].tasks_size(), 3);
+  EXPECT_EQ((*loaded)[0].tasks(1).agent_id(), "a1");
+  auto task = store_->GetTask("job-000002-t1");
+  ASSERT_TRUE(task.ok() && task->has_value());
+  EXPECT_EQ((*task)->state(), v1::TASK_STATE_RUNNING);
+  EXPECT_FALSE(store_->GetTask("job-000002-t9")->has_value());
+  EXPECT_FALSE(store_->GetTask("nonsense")->has_value());
+  auto ended = store_->GetJob("job-000001");
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  EXPECT_EQ((*ended)->tasks(0).result().test_accuracy(), 0.5);  // a job read alone keeps its results
+  EXPECT_FALSE(store_->GetJob("job-1")->has_value());
+  // The header is rewritten alone.
+  v1::Job header = MakeJob(2, v1::JOB_STATE_RUNNING, 0);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->PutJobHeader(header).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  auto reread = store_->GetJob("job-000002");
+  ASSERT_TRUE(reread.ok() && reread->has_value());
+  EXPECT_EQ((*reread)->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ((*reread)->tasks_size(), 3);
+  auto counts = store_->CountByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->jobs[v1::JOB_STATE_SUCCEEDED], 1);
+  EXPECT_EQ(counts->jobs[v1::JOB_STATE_RUNNING], 1);
+  EXPECT_EQ(counts->tasks[v1::TASK_STATE_QUEUED], 2);
+  EXPECT_EQ(*store_->MaxJobNumber(), 2);
+}
+
+// A failed write fails the whole transaction: nothing of it is stored, and
+// the commit says why (the coordinator then reloads).
+TEST_P(StoreContractTest, ARequestIdNamesOneJobAndAFailedWriteFailsItsWholeTransaction) {
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "req-a").ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(*store_->FindRequest("req-a"), "job-000001");
+  EXPECT_EQ(*store_->FindRequest("req-b"), "");
+
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "req-c").ok());
+  EXPECT_FALSE(store_->InsertJob(MakeJob(3, v1::JOB_STATE_QUEUED, 1), "req-a").ok());  // unique
+  (void)store_->PutSampleBatch(Batch("job-000002-t0", 1, 0, 2));
+  const absl::Status commit = store_->Commit();
+  EXPECT_FALSE(commit.ok());
+  EXPECT_THAT(std::string(commit.message()), ::testing::HasSubstr("job store"));
+  (void)store_->Rollback();
+  EXPECT_EQ(*store_->FindRequest("req-c"), "");
+  EXPECT_FALSE(store_->GetJob("job-000002")->has_value());
+  EXPECT_TRUE(store_->LoadSampleBatches("job-000002-t0", 1)->empty());
+  // The store works on after it.
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(2, v1::JOB_STATE_QUEUED, 1), "req-c").ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(*store_->FindRequest("req-c"), "job-000002");
+}
+
+TEST_P(StoreContractTest, ListingPagesNewestFirstWithFilters) {
+  ASSERT_TRUE(store_->Begin().ok());
+  for (int i = 1; i <= 7; ++i) {
+    v1::Job job = MakeJob(i, i % 2 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED, 2, i <= 3 ? "cnn" : "mlp");
+    if (i == 5) job.mutable_spec()->mutable_targets(0)->set_device_kind(v1::DEVICE_KIND_GPU);
+    ASSERT_TRUE(store_->InsertJob(job, "").ok());
+  }
+  ASSERT_TRUE(store_->Commit().ok());
+  JobFilter filter;
+  filter.page_size = 3;
+  std::vector<std::string> seen;
+  int pages = 0;
+  do {
+    auto page = store_->ListJobs(filter);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Job& j : page->jobs) {
+      seen.push_back(j.id());
+      EXPECT_EQ(j.tasks_size(), 2);
+      EXPECT_FALSE(j.tasks(0).has_result());  // listings carry states, not results
+    }
+    filter.page_token = page->next_page_token;
+    ++pages;
+  } while (!filter.page_token.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(seen, ::testing::ElementsAre("job-000007", "job-000006", "job-000005", "job-000004", "job-000003",
+                                           "job-000002", "job-000001"));
+  JobFilter failed_mlp;
+  failed_mlp.state = v1::JOB_STATE_FAILED;
+  failed_mlp.model = "mlp";
+  auto page = store_->ListJobs(failed_mlp);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 2u);  // 6 and 4 (2 is a cnn job)
+  EXPECT_EQ(page->jobs[0].id(), "job-000006");
+  JobFilter gpu;
+  gpu.device_kind = v1::DEVICE_KIND_GPU;
+  ASSERT_EQ(store_->ListJobs(gpu)->jobs.size(), 1u);
+  EXPECT_EQ(store_->ListJobs(gpu)->jobs[0].id(), "job-000005");
+  JobFilter bad;
+  bad.page_token = "x";
+  EXPECT_EQ(store_->ListJobs(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreContractTest, RawBatchesOfOldFinishedJobsArePrunedAndResultsStay) {
+  ASSERT_TRUE(store_->Begin().ok());
+  v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
+  old_job.set_finished_unix_seconds(100);
+  v1::Job recent = MakeJob(10, v1::JOB_STATE_SUCCEEDED, 1);
+  recent.set_finished_unix_seconds(900);
+  ASSERT_TRUE(store_->InsertJob(old_job, "").ok());
+  ASSERT_TRUE(store_->InsertJob(recent, "").ok());
+  ASSERT_TRUE(store_->PutSampleBatch(Batch("job-000001-t0", 1, 0, 4)).ok());
+  ASSERT_TRUE(store_->PutPowerBatch(Power("job-000001-t0", 0, 4)).ok());
+  ASSERT_TRUE(store_->PutSampleBatch(Batch("job-000010-t0", 1, 0, 4)).ok());
+  auto pruned = store_->PruneRawBatches(500, 8);
+  ASSERT_TRUE(store_->Commit().ok());
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_TRUE(store_->LoadSampleBatches("job-000001-t0", 1)->empty());
+  EXPECT_TRUE(store_->LoadPowerBatches("job-000001-t0", 1)->empty());
+  EXPECT_EQ(store_->LoadSampleBatches("job-000010-t0", 1)->size(), 1u);  // job-00001 is not a prefix of job-000010
+  EXPECT_EQ((*store_->GetJob("job-000001"))->tasks(0).result().test_accuracy(), 0.5);
+  ASSERT_TRUE(store_->Begin().ok());
+  EXPECT_EQ(*store_->PruneRawBatches(500, 8), 0);  // done once
+  ASSERT_TRUE(store_->Commit().ok());
+}
+
+// The batch writer's connection: its transactions and the loop's exclude
+// each other, and each sees what the other committed.
+TEST_P(StoreContractTest, ASecondConnectionWritesBesideTheFirst) {
+  auto other = store_->Connect();
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_RUNNING, 1), "").ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  std::thread writer([&] {
+    for (uint64_t seq = 0; seq < 50; ++seq) {
+      ASSERT_TRUE((*other)->Begin().ok());
+      ASSERT_TRUE(*(*other)->PutSampleBatch(Batch("job-000001-t0", 1, seq, 4)));
+      ASSERT_TRUE((*other)->Commit().ok());
+    }
+  });
+  for (int i = 0; i < 50; ++i) {
+    v1::Task t = MakeJob(1, v1::JOB_STATE_RUNNING, 1).tasks(0);
+    t.set_restarts(i);
+    ASSERT_TRUE(store_->Begin().ok());
+    ASSERT_TRUE(store_->PutTask(t).ok());
+    ASSERT_TRUE(store_->Commit().ok());
+  }
+  writer.join();
+  EXPECT_EQ(store_->LoadSampleBatches("job-000001-t0", 1)->size(), 50u);
+  EXPECT_EQ((*(*other)->GetTask("job-000001-t0"))->restarts(), 49);
+}
+
+// Crash consistency: a writer process killed at a random moment, inside a
+// transaction or between two, leaves each transaction all there or not at
+// all: a job never without its tasks or its batches.
+TEST_P(StoreContractTest, ATransactionCutAtAnyPointLeavesAllOrNone) {
+  constexpr int kTasks = 4, kBatches = 6;
+  std::mt19937 rng(7);
+  int next_job = 1;
+  for (int round = 0; round < 8; ++round) {
+    const int first = next_job;
+    store_.reset();  // the child opens its own connection
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto store = backend_->Open();
+      if (!store.ok()) _exit(2);
+      for (int n = first;; ++n) {
+        (void)(*store)->Begin();
+        (void)(*store)->InsertJob(MakeJob(n, v1::JOB_STATE_RUNNING, kTasks), absl::StrCat("req-", n));
+        for (int t = 0; t < kTasks; ++t) {
+          for (int b = 0; b < kBatches; ++b) {
+            (void)(*store)->PutSampleBatch(Batch(absl::StrFormat("job-%06d-t%d", n, t), 1, b, 50));
+          }
+        }
+        if (!(*store)->Commit().ok()) _exit(3);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20000 + rng() % 200000));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer ended by itself: " << WEXITSTATUS(status);
+    Reopen();
+    auto max = store_->MaxJobNumber();
+    ASSERT_TRUE(max.ok()) << max.status();
+    for (int n = first; n <= *max; ++n) {
+      auto job = store_->GetJob(absl::StrFormat("job-%06d", n));
+      ASSERT_TRUE(job.ok() && job->has_value()) << "job " << n << " of " << *max << " is missing";
+      ASSERT_EQ((*job)->tasks_size(), kTasks) << "job " << n;
+      for (int t = 0; t < kTasks; ++t) {
+        ASSERT_EQ(store_->LoadSampleBatches(absl::StrFormat("job-%06d-t%d", n, t), 1)->size(), size_t{kBatches})
+            << "job " << n << " task " << t;
+      }
+    }
+    // Nothing of the cut transaction: no batches of the job after the last.
+    EXPECT_TRUE(store_->LoadSampleBatches(absl::StrFormat("job-%06d-t0", *max + 1), 1)->empty());
+    next_job = static_cast<int>(*max) + 1;
+  }
+  EXPECT_GT(next_job, 8);  // the writers committed work between the cuts
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace hetbench::server
