@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/coordinator_target.h"
 #include "common/log.h"
 #include "agent/power/sensors.h"
 #include "common/names.h"
@@ -84,8 +85,15 @@ void Agent::Run() {
 bool Agent::RunConnection() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
+  // Several addresses: the stream goes to the one whose health is SERVING (the leader).
+  auto target = ResolveCoordinatorTarget(config_.server_address);
+  if (!target.ok()) {
+    LogWarning(kLog, target.status().message());
+    return false;
+  }
+  AddCoordinatorTargetArguments(config_.server_address, *target, &args);
   auto channel = grpc::CreateCustomChannel(
-      config_.server_address, config_.credentials ? config_.credentials : grpc::InsecureChannelCredentials(), args);
+      target->target, config_.credentials ? config_.credentials : grpc::InsecureChannelCredentials(), args);
   auto stub = v1::AgentGateway::NewStub(channel);
   grpc::ClientContext ctx;
   AddToken(&ctx, config_.token);

@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   config.hostname = Hostname();
   CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};
   app.set_version_flag("--version", hetbench::HetbenchVersion());
-  app.add_option("--server", config.server_address, "coordinator address (host:port)")
+  app.add_option("--server", config.server_address,
+                 "coordinator address (host:port), or a comma-separated list of a leader and its standbys")
       ->envname("HETBENCH_SERVER")
       ->capture_default_str();
   app.add_option("--agent-id", config.agent_id, "unique id of this agent (default: hostname)");

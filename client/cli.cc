@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "client/commands/command.h"
+#include "common/coordinator_target.h"
 #include "common/names.h"
 
 namespace hetbench::client {
@@ -19,7 +20,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"hetbench: benchmark one model across CPUs, GPUs, TPUs, DPUs and QPU simulators"};
   app.set_version_flag("--version", HetbenchVersion());
   app.require_subcommand(1);
-  app.add_option("--server", common.server, "coordinator address (or HETBENCH_SERVER)")->capture_default_str();
+  app.add_option("--server", common.server, "coordinator address, or a comma-separated list of a leader and its standbys (or HETBENCH_SERVER)")->capture_default_str();
   app.add_option("--tls-ca", common.security.tls_ca, "the coordinator's CA (PEM): use TLS")->envname("HETBENCH_TLS_CA");
   app.add_option("--token-file", common.security.token_file, "file holding this client's bearer token")
       ->envname("HETBENCH_TOKEN_FILE");
@@ -70,7 +71,13 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitUsage;
   }
   common.token = *token;
-  auto channel = grpc::CreateCustomChannel(common.server, *credentials, args);
+  auto target = ResolveCoordinatorTarget(common.server);
+  if (!target.ok()) {
+    err << "hetbench: --server: " << target.status().message() << "\n";
+    return kExitUsage;
+  }
+  AddCoordinatorTargetArguments(common.server, *target, &args);
+  auto channel = grpc::CreateCustomChannel(target->target, *credentials, args);
   auto stub = v1::Coordinator::NewStub(channel);
   Context ctx{common, channel, *stub, *format, out, err};
   return chosen->Run(ctx);

@@ -1,0 +1,191 @@
+// Leader election and fencing on a real PostgreSQL server.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "server/store/pg_job_store.h"
+#include "server/store/pg_leader.h"
+#include "tests/testing/postgres.h"
+
+namespace hetbench::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Job MakeJob(int number) {
+  v1::Job job;
+  job.set_id(absl::StrFormat("job-%06d", number));
+  job.set_state(v1::JOB_STATE_QUEUED);
+  job.mutable_spec()->add_models("mlp");
+  v1::Task* t = job.add_tasks();
+  t->set_id(job.id() + "-t0");
+  t->set_job_id(job.id());
+  t->set_state(v1::TASK_STATE_QUEUED);
+  return job;
+}
+
+std::unique_ptr<PgLeaderLock> Leader(const std::string& url, const std::string& holder, double lease = 10,
+                                     double poll = 0.05) {
+  PgLeaderOptions o;
+  o.url = url;
+  o.holder = holder;
+  o.lease_seconds = lease;
+  o.poll_seconds = poll;
+  auto lock = PgLeaderLock::Connect(o);
+  EXPECT_TRUE(lock.ok()) << lock.status();
+  return lock.ok() ? std::move(*lock) : nullptr;
+}
+
+std::unique_ptr<PgJobStore> Store(const std::string& url, int64_t epoch, std::function<void(const absl::Status&)> on) {
+  PgStoreOptions o;
+  o.url = url;
+  o.epoch = epoch;
+  o.on_fenced = std::move(on);
+  auto store = PgJobStore::Open(o);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+// Runs SQL on a connection of its own; the error message, or "" when it worked.
+std::string Sql(const std::string& url, const std::string& sql) {
+  PGconn* c = PQconnectdb(url.c_str());
+  PGresult* r = PQexec(c, sql.c_str());
+  const ExecStatusType st = PQresultStatus(r);
+  std::string err = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? "" : PQresultErrorMessage(r);
+  PQclear(r);
+  PQfinish(c);
+  return err;
+}
+
+class PgLeaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto url = testing::FreshTestDatabase();
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+  }
+  std::string url_;
+};
+
+TEST_F(PgLeaderTest, ADeposedLeadersWritesAreRefusedByTheDatabase) {
+  auto a = Leader(url_, "coordinator-a");
+  ASSERT_NE(a, nullptr);
+  auto epoch_a = a->Acquire(nullptr, nullptr);
+  ASSERT_TRUE(epoch_a.ok()) << epoch_a.status();
+  std::atomic<int> fenced{0};
+  auto store_a = Store(url_, *epoch_a, [&](const absl::Status&) { ++fenced; });
+  ASSERT_TRUE(store_a->Begin().ok());
+  ASSERT_TRUE(store_a->InsertJob(MakeJob(1), "").ok());
+  ASSERT_TRUE(store_a->Commit().ok());
+
+  a.reset();  // A's session ends (a crash, or its lease ran out): B takes over
+  std::vector<std::string> seen;
+  auto b = Leader(url_, "coordinator-b");
+  auto epoch_b = b->Acquire(nullptr, [&](const std::string& l) { seen.push_back(l); });
+  ASSERT_TRUE(epoch_b.ok());
+  EXPECT_EQ(*epoch_b, *epoch_a + 1);
+
+  // A, back, writes with its old epoch: refused, nothing stored, A told.
+  ASSERT_TRUE(store_a->Begin().ok());
+  const absl::Status insert = store_a->InsertJob(MakeJob(2), "req-late");
+  EXPECT_EQ(insert.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(insert.message()), HasSubstr("fenced"));
+  EXPECT_FALSE(store_a->Commit().ok());
+  EXPECT_GE(fenced.load(), 1);
+  auto store_b = Store(url_, *epoch_b, nullptr);
+  EXPECT_FALSE(store_b->GetJob("job-000002")->has_value());
+  EXPECT_EQ(*store_b->FindRequest("req-late"), "");
+  // Not by the client's good will: a row written with the old epoch without
+  // the fence call is refused by the table's trigger.
+  const std::string raw = Sql(url_, absl::StrCat("INSERT INTO tasks (job_number, idx, state, epoch, task) VALUES "
+                                                 "(1, 5, 1, ", *epoch_a, ", '')"));
+  EXPECT_THAT(raw, HasSubstr("fenced"));
+  // The leader of the new epoch writes; the history names both.
+  ASSERT_TRUE(store_b->Begin().ok());
+  ASSERT_TRUE(store_b->InsertJob(MakeJob(2), "req-b").ok());
+  ASSERT_TRUE(store_b->Commit().ok());
+  EXPECT_EQ(Sql(url_, "SELECT 1 FROM hetbench_leaders WHERE holder IN ('coordinator-a', 'coordinator-b') HAVING "
+                      "count(*) = 2"),
+            "");
+}
+
+// Every commit of epoch E lands before epoch E+1 exists: the new leader's
+// bump waits for the old leader's open transaction.
+TEST_F(PgLeaderTest, ANewEpochWaitsForTheOldLeadersOpenTransaction) {
+  auto a = Leader(url_, "coordinator-a");
+  auto epoch_a = a->Acquire(nullptr, nullptr);
+  ASSERT_TRUE(epoch_a.ok());
+  auto store_a = Store(url_, *epoch_a, nullptr);
+  ASSERT_TRUE(store_a->Begin().ok());
+  ASSERT_TRUE(store_a->InsertJob(MakeJob(1), "").ok());  // open, holding the leader row's share lock
+  a.reset();
+  std::atomic<bool> b_leads{false};
+  std::unique_ptr<PgLeaderLock> b;
+  std::thread standby([&] {
+    b = Leader(url_, "coordinator-b");
+    ASSERT_TRUE(b->Acquire(nullptr, nullptr).ok());
+    b_leads = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(b_leads.load());           // waiting for A's transaction
+  EXPECT_TRUE(store_a->Commit().ok());    // which commits, in epoch A
+  standby.join();
+  EXPECT_TRUE(b_leads.load());
+  auto store_b = Store(url_, b->epoch(), nullptr);
+  EXPECT_TRUE(store_b->GetJob("job-000001")->has_value());
+}
+
+// The lease: a leader that keeps its session alive stays leader; one that
+// stops answering (SIGSTOP, a hung host) is cut off by the server after the
+// lease, and a standby takes over; the old one learns it lost the lock.
+TEST_F(PgLeaderTest, AStoppedLeaderLosesTheLockAfterItsLeaseAndAStandbyTakesOver) {
+  constexpr double kLease = 0.6;
+  auto a = Leader(url_, "coordinator-a", kLease);
+  ASSERT_TRUE(a->Acquire(nullptr, nullptr).ok());
+  absl::Notification a_lost;
+  a->KeepAlive([&](const absl::Status&) { a_lost.Notify(); });
+  auto b = Leader(url_, "coordinator-b", kLease);
+  absl::Notification stop_b;
+  std::vector<std::string> seen;
+  std::atomic<bool> b_leads{false};
+  std::thread standby([&] {
+    b_leads = b->Acquire(&stop_b, [&](const std::string& l) { seen.push_back(l); }).ok();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLease * 3000)));
+  EXPECT_FALSE(b_leads.load());  // a live leader keeps the lock past several leases
+  EXPECT_FALSE(a_lost.HasBeenNotified());
+  stop_b.Notify();
+  standby.join();
+  ASSERT_FALSE(b_leads.load());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_THAT(seen.back(), HasSubstr("coordinator-a (epoch 1)"));
+
+  a.reset();
+
+  // S leads, then "stops": no keepalive, as if SIGSTOPped. The server ends
+  // its idle session after the lease; T, standing by, takes over.
+  auto s_lock = Leader(url_, "coordinator-s", kLease);
+  ASSERT_TRUE(s_lock->Acquire(nullptr, nullptr).ok());
+  const auto stopped_at = std::chrono::steady_clock::now();
+  auto t = Leader(url_, "coordinator-t", kLease);
+  auto epoch_t = t->Acquire(nullptr, nullptr);
+  ASSERT_TRUE(epoch_t.ok()) << epoch_t.status();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  std::printf("standby took over %.2f s after the leader stopped (lease %.1f s)\n", took, kLease);
+  EXPECT_GE(took, kLease * 0.9);
+  EXPECT_EQ(*epoch_t, s_lock->epoch() + 1);
+  // S "resumes": its first check finds the lock gone.
+  absl::Notification s_lost;
+  s_lock->KeepAlive([&](const absl::Status&) { s_lost.Notify(); });
+  EXPECT_TRUE(s_lost.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
+}  // namespace
+}  // namespace hetbench::server
