@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "agent/power/sensors.h"
 #include "common/coordinator_target.h"
 #include "common/log.h"
-#include "agent/power/sensors.h"
 #include "common/names.h"
 #include "common/security.h"
 
@@ -506,8 +506,9 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       }
       const bool acks_lag = !finished && unacked >= static_cast<size_t>(config_.max_unacked_sample_batches);
       if (acks_lag) ++ack_lag_waits_;
-      if (!acks_lag && (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
-                        now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9))) {
+      if (!acks_lag &&
+          (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
+           now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9))) {
         ok = DrainSamples(*t);
         t->last_samples_send_ns = now;
       }

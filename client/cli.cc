@@ -20,7 +20,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"hetbench: benchmark one model across CPUs, GPUs, TPUs, DPUs and QPU simulators"};
   app.set_version_flag("--version", HetbenchVersion());
   app.require_subcommand(1);
-  app.add_option("--server", common.server, "coordinator address, or a comma-separated list of a leader and its standbys (or HETBENCH_SERVER)")->capture_default_str();
+  app.add_option("--server", common.server,
+                 "coordinator address, or a comma-separated list of a leader and its standbys (or HETBENCH_SERVER)")
+      ->capture_default_str();
   app.add_option("--tls-ca", common.security.tls_ca, "the coordinator's CA (PEM): use TLS")->envname("HETBENCH_TLS_CA");
   app.add_option("--token-file", common.security.token_file, "file holding this client's bearer token")
       ->envname("HETBENCH_TOKEN_FILE");

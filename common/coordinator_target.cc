@@ -72,7 +72,8 @@ absl::StatusOr<CoordinatorTarget> ResolveCoordinatorTarget(const std::string& se
 void AddCoordinatorTargetArguments(const std::string& servers, const CoordinatorTarget& target,
                                    grpc::ChannelArguments* args) {
   if (!target.several) return;
-  args->SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})");
+  args->SetServiceConfigJSON(
+      R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})");
   args->SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args->SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);

@@ -3,7 +3,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -80,7 +79,7 @@ absl::Status HetbenchServer::Start() {
     }
   }
   LogInfo("server", "serving gRPC on port ", grpc_port_, ", /metrics on port ", metrics_port_, ", store ",
-          config_.db_path);
+          RedactDbUrl(config_.db_path), leader_ ? absl::StrCat(" (leader, epoch ", leader_->epoch(), ")") : "");
   // What protects the API, never the secrets themselves.
   LogInfo("server", config_.security.tls_cert.empty() ? "plaintext gRPC (no --tls-cert)" : "TLS",
           config_.security.tls_client_ca.empty() ? "" : ", client certificates verified",
@@ -108,7 +107,8 @@ std::string WithPort(const std::string& address, int port) {
 // A deposed leader must not acknowledge anything more: it leaves at once,
 // and its supervisor (systemd, Kubernetes) restarts it as a standby.
 [[noreturn]] void StepDown(const absl::Status& why) {
-  LogError("server", "deposed: ", why.ToString(), "; exiting so that the supervisor restarts this coordinator as a "
+  LogError("server", "deposed: ", why.ToString(),
+           "; exiting so that the supervisor restarts this coordinator as a "
            "standby");
   std::_Exit(75);
 }
@@ -147,6 +147,10 @@ absl::Status HetbenchServer::AwaitLeadership(const std::shared_ptr<grpc::ServerC
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config_.listen_address, credentials, &port);
+  // gRPC starts a server only with a service of its own: the agent gateway's
+  // base class, whose every method answers UNIMPLEMENTED.
+  v1::AgentGateway::CallbackService unimplemented;
+  builder.RegisterService(&unimplemented);
   std::unique_ptr<grpc::Server> standby = builder.BuildAndStart();
   if (standby == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen_address,
@@ -157,7 +161,8 @@ absl::Status HetbenchServer::AwaitLeadership(const std::shared_ptr<grpc::ServerC
   auto lock = PgLeaderLock::Connect(options);
   if (!lock.ok()) return lock.status();
   leader_ = std::move(*lock);
-  LogInfo("server", "standing by on port ", port, " (health NOT_SERVING) for leadership of ", config_.db_path);
+  LogInfo("server", "standing by on port ", port, " (health NOT_SERVING) for leadership of ",
+          RedactDbUrl(config_.db_path));
   auto epoch = leader_->Acquire(&stop_standby_, [](const std::string& leader) {
     LogInfo("server", "standby of ", leader.empty() ? "nobody yet" : leader);
   });

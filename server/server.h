@@ -11,12 +11,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "server/http/web_ui.h"
 #include "server/metrics/metrics.h"
 #include "server/service/coordinator.h"
 #include "server/service/grpc_services.h"
-#include "absl/synchronization/notification.h"
 #include "server/store/job_store.h"
 #include "server/store/pg_leader.h"
 

@@ -46,5 +46,4 @@ std::string KindsKey(const v1::JobSpec& spec) {
   return absl::StrCat(",", absl::StrJoin(kinds, ","), ",");
 }
 
-
 }  // namespace hetbench::server

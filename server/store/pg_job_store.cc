@@ -15,6 +15,23 @@
 
 namespace hetbench::server {
 
+std::string RedactDbUrl(const std::string& db) {
+  std::string out = db;
+  // postgresql://user:SECRET@host
+  const size_t scheme = out.find("://");
+  const size_t at = out.find('@');
+  if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
+    const size_t colon = out.find(':', scheme + 3);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // ...?password=SECRET&...
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    const size_t end = out.find_first_of("& ", p);
+    out.replace(p + 9, (end == std::string::npos ? out.size() : end) - p - 9, "***");
+  }
+  return out;
+}
+
 bool IsPostgresUrl(const std::string& db) {
   return absl::StartsWith(db, "postgresql://") || absl::StartsWith(db, "postgres://");
 }
@@ -91,7 +108,8 @@ constexpr Statement kStatements[] = {
      "epoch, header) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"},
     {"put_header", "UPDATE jobs SET state = $1, finished_unix_seconds = $2, header = $3, epoch = $4 WHERE number = $5"},
     {"put_task",
-     "INSERT INTO tasks (job_number, idx, state, epoch, task) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_number, idx) "
+     "INSERT INTO tasks (job_number, idx, state, epoch, task) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_number, "
+     "idx) "
      "DO UPDATE SET state = EXCLUDED.state, epoch = EXCLUDED.epoch, task = EXCLUDED.task"},
     {"get_header", "SELECT header FROM jobs WHERE number = $1"},
     {"get_tasks", "SELECT task FROM tasks WHERE job_number = $1 ORDER BY idx"},
@@ -130,9 +148,10 @@ std::string Limit(int max_rows) { return max_rows < 0 ? std::string() : absl::St
 }  // namespace
 
 absl::Status CreatePgSchema(PGconn* conn) {
-  const std::string sql = absl::StrCat("BEGIN; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey, ");", pg::kSchema,
-                                       "INSERT INTO hetbench_meta VALUES ('schema_version', '", pg::kSchemaVersion,
-                                       "') ON CONFLICT (key) DO NOTHING; COMMIT;");
+  const std::string sql =
+      absl::StrCat("BEGIN; SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey,
+                   ");", pg::kSchema, "INSERT INTO hetbench_meta VALUES ('schema_version', '", pg::kSchemaVersion,
+                   "') ON CONFLICT (key) DO NOTHING; COMMIT;");
   PGresult* res = PQexec(conn, sql.c_str());
   const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
   std::string msg = ok ? "" : PQresultErrorMessage(res);
@@ -164,8 +183,9 @@ absl::Status PgJobStore::ConnectAndPrepare() {
   if (PQstatus(conn_) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn_);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    return absl::UnavailableError(absl::StrCat("job store: cannot connect to PostgreSQL at '", options_.url, "': ",
-                                               msg, "; check --db (postgresql://USER@HOST:PORT/DB)"));
+    return absl::UnavailableError(absl::StrCat("job store: cannot connect to PostgreSQL at '",
+                                               RedactDbUrl(options_.url), "': ", msg,
+                                               "; check --db (postgresql://USER@HOST:PORT/DB)"));
   }
   if (auto s = CreatePgSchema(conn_); !s.ok()) return s;
   // A stopped process's open transaction must not hold the leader row's
@@ -296,16 +316,22 @@ absl::Status PgJobStore::InsertJob(const v1::Job& job, const std::string& reques
 absl::Status PgJobStore::PutJobHeader(const v1::Job& job) {
   if (auto s = EnsureWriting(); !s.ok()) return s;
   Params p;
-  p.Int(job.state()).Real(job.finished_unix_seconds()).Bytes(HeaderBlob(job)).Int(options_.epoch).Int(
-      JobNumber(job.id()));
+  p.Int(job.state())
+      .Real(job.finished_unix_seconds())
+      .Bytes(HeaderBlob(job))
+      .Int(options_.epoch)
+      .Int(JobNumber(job.id()));
   return Run("put_header", p, PGRES_COMMAND_OK).status();
 }
 
 absl::Status PgJobStore::PutTask(const v1::Task& task) {
   if (auto s = EnsureWriting(); !s.ok()) return s;
   Params p;
-  p.Int(JobNumber(task.job_id())).Int(task.index()).Int(task.state()).Int(options_.epoch).Bytes(
-      task.SerializeAsString());
+  p.Int(JobNumber(task.job_id()))
+      .Int(task.index())
+      .Int(task.state())
+      .Int(options_.epoch)
+      .Bytes(task.SerializeAsString());
   return Run("put_task", p, PGRES_COMMAND_OK).status();
 }
 

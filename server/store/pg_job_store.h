@@ -39,6 +39,10 @@ struct PgStoreOptions {
 /// True for "postgresql://..." and "postgres://..." (--db's PostgreSQL form).
 bool IsPostgresUrl(const std::string& db);
 
+/// The URL with its password (user:PASSWORD@ or password=) replaced by ***,
+/// for logs and errors.
+std::string RedactDbUrl(const std::string& db);
+
 /// Creates the tables, the fence function and triggers once (idempotent;
 /// serialized between coordinators by an advisory transaction lock).
 absl::Status CreatePgSchema(PGconn* conn);

@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<PgLeaderLock>> PgLeaderLock::Connect(PgLeaderOpti
     std::string msg = PQerrorMessage(lock->conn_);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     return absl::UnavailableError(absl::StrCat("leader election: cannot connect to PostgreSQL at '",
-                                               lock->options_.url, "': ", msg,
+                                               RedactDbUrl(lock->options_.url), "': ", msg,
                                                "; check --db (postgresql://USER@HOST:PORT/DB)"));
   }
   if (auto s = CreatePgSchema(lock->conn_); !s.ok()) return s;
@@ -67,8 +67,7 @@ absl::StatusOr<int64_t> PgLeaderLock::Acquire(absl::Notification* stop,
       seen = *leader;
       if (on_standby) on_standby(seen);
     }
-    if (stop != nullptr &&
-        stop->WaitForNotificationWithTimeout(absl::Seconds(std::max(0.01, options_.poll_seconds)))) {
+    if (stop != nullptr && stop->WaitForNotificationWithTimeout(absl::Seconds(std::max(0.01, options_.poll_seconds)))) {
       return absl::CancelledError("leader election: stopped while standing by");
     }
   }
@@ -78,12 +77,13 @@ absl::StatusOr<int64_t> PgLeaderLock::Acquire(absl::Notification* stop,
   char* holder = PQescapeLiteral(conn_, options_.holder.c_str(), options_.holder.size());
   const std::string quoted = holder ? holder : "''";
   PQfreemem(holder);
-  auto epoch = Query(absl::StrCat(
-      "WITH bumped AS (UPDATE hetbench_leader SET epoch = epoch + 1, holder = ", quoted,
-      ", since = now() WHERE id = 1 RETURNING epoch, holder) "
-      "INSERT INTO hetbench_leaders (epoch, holder) SELECT epoch, holder FROM bumped RETURNING epoch"));
+  auto epoch = Query(
+      absl::StrCat("WITH bumped AS (UPDATE hetbench_leader SET epoch = epoch + 1, holder = ", quoted,
+                   ", since = now() WHERE id = 1 RETURNING epoch, holder) "
+                   "INSERT INTO hetbench_leaders (epoch, holder) SELECT epoch, holder FROM bumped RETURNING epoch"));
   if (!epoch.ok()) return epoch.status();
-  if (!absl::SimpleAtoi(*epoch, &epoch_)) return absl::InternalError("leader election: the epoch bump returned nothing");
+  if (!absl::SimpleAtoi(*epoch, &epoch_))
+    return absl::InternalError("leader election: the epoch bump returned nothing");
   return epoch_;
 }
 
@@ -92,12 +92,12 @@ void PgLeaderLock::KeepAlive(std::function<void(const absl::Status&)> on_lost) {
     pthread_setname_np(pthread_self(), "hb-leader");
     const absl::Duration period = absl::Seconds(std::max(0.02, options_.lease_seconds / 4));
     while (!stop_keepalive_.WaitForNotificationWithTimeout(period)) {
-      auto held = Query(absl::StrCat("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = "
-                                     "pg_backend_pid() AND objid = ",
-                                     pg::kLeaderLockKey, " AND granted"));
+      auto held =
+          Query(absl::StrCat("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = "
+                             "pg_backend_pid() AND objid = ",
+                             pg::kLeaderLockKey, " AND granted"));
       if (!held.ok() || *held != "1") {
-        on_lost(held.ok() ? absl::AbortedError("leader election: the leader lock is no longer held")
-                          : held.status());
+        on_lost(held.ok() ? absl::AbortedError("leader election: the leader lock is no longer held") : held.status());
         return;
       }
     }

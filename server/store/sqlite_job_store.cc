@@ -436,9 +436,8 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
   return sqlite3_changes(db_) == 1;
 }
 
-absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id,
-                                                                               int attempt, uint64_t from_seq,
-                                                                               int max_batches) {
+absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                               uint64_t from_seq, int max_batches) {
   sqlite3_reset(load_batches_);
   BindText(load_batches_, 1, task_id);
   sqlite3_bind_int(load_batches_, 2, attempt);

@@ -108,8 +108,8 @@ std::string PostgresServer::Url(const std::string& database) const {
 }
 
 absl::StatusOr<std::string> PostgresServer::Psql(const std::string& database, const std::string& sql) const {
-  auto [rc, out] = Shell(absl::StrCat(bin_, "/psql -X -A -t -v ON_ERROR_STOP=1 ", Quote(Url(database)), " -c ",
-                                      Quote(sql)));
+  auto [rc, out] =
+      Shell(absl::StrCat(bin_, "/psql -X -A -t -v ON_ERROR_STOP=1 ", Quote(Url(database)), " -c ", Quote(sql)));
   if (rc != 0) return absl::InternalError(absl::StrCat("psql: ", out));
   return std::string(absl::StripAsciiWhitespace(out));
 }

@@ -1,4 +1,6 @@
 // Leader election and fencing on a real PostgreSQL server.
+#include "server/store/pg_leader.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
@@ -11,7 +13,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "server/store/pg_job_store.h"
-#include "server/store/pg_leader.h"
 #include "tests/testing/postgres.h"
 
 namespace hetbench::server {
@@ -105,14 +106,16 @@ TEST_F(PgLeaderTest, ADeposedLeadersWritesAreRefusedByTheDatabase) {
   // Not by the client's good will: a row written with the old epoch without
   // the fence call is refused by the table's trigger.
   const std::string raw = Sql(url_, absl::StrCat("INSERT INTO tasks (job_number, idx, state, epoch, task) VALUES "
-                                                 "(1, 5, 1, ", *epoch_a, ", '')"));
+                                                 "(1, 5, 1, ",
+                                                 *epoch_a, ", '')"));
   EXPECT_THAT(raw, HasSubstr("fenced"));
   // The leader of the new epoch writes; the history names both.
   ASSERT_TRUE(store_b->Begin().ok());
   ASSERT_TRUE(store_b->InsertJob(MakeJob(2), "req-b").ok());
   ASSERT_TRUE(store_b->Commit().ok());
-  EXPECT_EQ(Sql(url_, "SELECT 1 FROM hetbench_leaders WHERE holder IN ('coordinator-a', 'coordinator-b') HAVING "
-                      "count(*) = 2"),
+  EXPECT_EQ(Sql(url_,
+                "SELECT 1 FROM hetbench_leaders WHERE holder IN ('coordinator-a', 'coordinator-b') HAVING "
+                "count(*) = 2"),
             "");
 }
 
@@ -134,8 +137,8 @@ TEST_F(PgLeaderTest, ANewEpochWaitsForTheOldLeadersOpenTransaction) {
     b_leads = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_FALSE(b_leads.load());           // waiting for A's transaction
-  EXPECT_TRUE(store_a->Commit().ok());    // which commits, in epoch A
+  EXPECT_FALSE(b_leads.load());         // waiting for A's transaction
+  EXPECT_TRUE(store_a->Commit().ok());  // which commits, in epoch A
   standby.join();
   EXPECT_TRUE(b_leads.load());
   auto store_b = Store(url_, b->epoch(), nullptr);
@@ -155,9 +158,7 @@ TEST_F(PgLeaderTest, AStoppedLeaderLosesTheLockAfterItsLeaseAndAStandbyTakesOver
   absl::Notification stop_b;
   std::vector<std::string> seen;
   std::atomic<bool> b_leads{false};
-  std::thread standby([&] {
-    b_leads = b->Acquire(&stop_b, [&](const std::string& l) { seen.push_back(l); }).ok();
-  });
+  std::thread standby([&] { b_leads = b->Acquire(&stop_b, [&](const std::string& l) { seen.push_back(l); }).ok(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLease * 3000)));
   EXPECT_FALSE(b_leads.load());  // a live leader keeps the lock past several leases
   EXPECT_FALSE(a_lost.HasBeenNotified());
@@ -185,6 +186,22 @@ TEST_F(PgLeaderTest, AStoppedLeaderLosesTheLockAfterItsLeaseAndAStandbyTakesOver
   absl::Notification s_lost;
   s_lock->KeepAlive([&](const absl::Status&) { s_lost.Notify(); });
   EXPECT_TRUE(s_lost.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
+}  // namespace
+}  // namespace hetbench::server
+
+namespace hetbench::server {
+namespace {
+
+TEST(PgUrlTest, PasswordsNeverReachTheLog) {
+  EXPECT_EQ(RedactDbUrl("postgresql://hb:s3cret@db:5432/hetbench"), "postgresql://hb:***@db:5432/hetbench");
+  EXPECT_EQ(RedactDbUrl("postgresql://hb@db/x?password=s3cret&sslmode=require"),
+            "postgresql://hb@db/x?password=***&sslmode=require");
+  EXPECT_EQ(RedactDbUrl("postgresql://postgres@/x?host=/tmp/s&port=5432"),
+            "postgresql://postgres@/x?host=/tmp/s&port=5432");
+  EXPECT_TRUE(IsPostgresUrl("postgres://h/db"));
+  EXPECT_FALSE(IsPostgresUrl("/var/lib/hetbench/jobs.db"));
 }
 
 }  // namespace
