@@ -76,7 +76,7 @@ TEST(KustomizeTest, FleetOverlayPlacesEachAgentKindWithTheEcosystemsSelectors) {
 }
 
 TEST(KustomizeTest, EveryWorkloadRequestsResourcesAndDialsTheCoordinator) {
-  for (const char* overlay : {"cpu-only", "fleet"}) {
+  for (const char* overlay : {"cpu-only", "fleet", "ha"}) {
     for (const YAML::Node& d : Render(overlay)) {
       const std::string kind = d["kind"].as<std::string>();
       if (kind != "Namespace") {
@@ -119,6 +119,33 @@ TEST(KustomizeTest, CoordinatorKeepsItsStoreAndIsProbedOverGrpcHealth) {
   EXPECT_EQ(objects["ServiceMonitor/hetbench-coordinator"]["metadata"]["labels"]["release"].as<std::string>(),
             "kube-prometheus-stack");
   EXPECT_EQ(objects["Secret/hetbench-tls"]["type"].as<std::string>(), "kubernetes.io/tls");
+}
+
+// Two coordinators on PostgreSQL: ready means leader (grpc.health.v1 is
+// SERVING on the leader only), alive means the port answers (a standby is
+// NOT_SERVING and must live), the URL comes from a Secret, no volume.
+TEST(KustomizeTest, HaOverlayRunsALeaderAndAStandbyOnPostgres) {
+  auto objects = ByKindAndName(Render("ha"));
+  const YAML::Node sts = objects["StatefulSet/hetbench-coordinator"];
+  ASSERT_TRUE(sts) << "no coordinator StatefulSet";
+  EXPECT_EQ(sts["spec"]["replicas"].as<int>(), 2);
+  EXPECT_EQ(sts["spec"]["podManagementPolicy"].as<std::string>(), "Parallel");
+  EXPECT_FALSE(sts["spec"]["volumeClaimTemplates"]);
+  const YAML::Node c = sts["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(c["readinessProbe"]["grpc"]["port"].as<int>(), 50051);
+  EXPECT_FALSE(c["livenessProbe"]["grpc"]);
+  EXPECT_EQ(c["livenessProbe"]["tcpSocket"]["port"].as<int>(), 50051);
+  std::vector<std::string> args;
+  for (const YAML::Node& a : c["args"]) args.push_back(a.as<std::string>());
+  EXPECT_THAT(args, ::testing::Contains("--db=$(HETBENCH_DB)"));
+  EXPECT_EQ(c["env"][0]["name"].as<std::string>(), "HETBENCH_DB");
+  EXPECT_EQ(c["env"][0]["valueFrom"]["secretKeyRef"]["name"].as<std::string>(), "hetbench-postgres");
+  EXPECT_EQ(c["env"][0]["valueFrom"]["secretKeyRef"]["key"].as<std::string>(), "url");
+  for (const YAML::Node& m : c["volumeMounts"]) EXPECT_NE(m["mountPath"].as<std::string>(), "/var/lib/hetbench");
+  const YAML::Node secret = objects["Secret/hetbench-postgres"];
+  ASSERT_TRUE(secret);
+  EXPECT_THAT(secret["stringData"]["url"].as<std::string>(), ::testing::StartsWith("postgresql://"));
+  EXPECT_EQ(secret["metadata"]["namespace"].as<std::string>(), "hetbench");
 }
 
 }  // namespace
