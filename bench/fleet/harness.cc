@@ -1,5 +1,7 @@
 #include "bench/fleet/harness.h"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -72,6 +74,10 @@ Server Spawn(const std::string& binary, const Options& opt, std::string dir) {
                                      absl::StrCat(opt.heartbeat_seconds),
                                      "--lease-seconds",
                                      "15"};
+    // A --db among the extra arguments (a postgresql:// URL) replaces the SQLite file.
+    if (std::find(opt.server_args.begin(), opt.server_args.end(), "--db") != opt.server_args.end()) {
+      args.erase(args.begin() + 5, args.begin() + 7);
+    }
     args.insert(args.end(), opt.server_args.begin(), opt.server_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
