@@ -142,12 +142,21 @@ constexpr Statement kStatements[] = {
     {"mark_pruned", "UPDATE jobs SET raw_pruned = true, epoch = $2 WHERE number = $1"},
 };
 
-// LIMIT NULL is no limit.
-std::string Limit(int max_rows) { return max_rows < 0 ? std::string() : absl::StrCat(max_rows); }
-
 }  // namespace
 
 absl::Status CreatePgSchema(PGconn* conn) {
+  // The DDL (CREATE OR REPLACE TRIGGER) locks the tables against writes: a
+  // connection opened while the leader writes must not queue behind its
+  // transactions, and hold up the ones after. So it runs only on a database
+  // that does not have this schema version yet.
+  const std::string probe = absl::StrCat(
+      "SELECT 1 FROM pg_class WHERE relname = 'hetbench_meta' AND relkind = 'r' AND pg_table_is_visible(oid) AND "
+      "EXISTS (SELECT 1 FROM hetbench_meta WHERE key = 'schema_version' AND value = '",
+      pg::kSchemaVersion, "')");
+  PGresult* found = PQexec(conn, probe.c_str());
+  const bool current = PQresultStatus(found) == PGRES_TUPLES_OK && PQntuples(found) == 1;
+  PQclear(found);
+  if (current) return absl::OkStatus();
   const std::string sql =
       absl::StrCat("BEGIN; SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey,
                    ");", pg::kSchema, "INSERT INTO hetbench_meta VALUES ('schema_version', '", pg::kSchemaVersion,
@@ -452,6 +461,17 @@ absl::StatusOr<int64_t> PgJobStore::MaxJobNumber() {
   return GetInt(res->get(), 0, 0);
 }
 
+PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows) {
+  Params p;
+  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
+  if (max_rows < 0) {
+    p.Null();  // LIMIT NULL: no limit
+  } else {
+    p.Int(max_rows);
+  }
+  return p;
+}
+
 absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
   if (auto s = EnsureWriting(); !s.ok()) return s;
   Params p;
@@ -464,13 +484,7 @@ absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
 
 absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
                                                                            uint64_t from_seq, int max_batches) {
-  Params p;
-  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
-  if (max_batches < 0) {
-    p.Null();
-  } else {
-    p.Text(Limit(max_batches));
-  }
+  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
   auto res = Run("load_batches", p, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   std::vector<v1::SampleBatch> out;
@@ -500,13 +514,7 @@ absl::StatusOr<bool> PgJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
 
 absl::StatusOr<std::vector<v1::PowerBatch>> PgJobStore::LoadPowerBatches(const std::string& task_id, int attempt,
                                                                          uint64_t from_seq, int max_batches) {
-  Params p;
-  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
-  if (max_batches < 0) {
-    p.Null();
-  } else {
-    p.Text(Limit(max_batches));
-  }
+  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
   auto res = Run("load_power", p, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   std::vector<v1::PowerBatch> out;

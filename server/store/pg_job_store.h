@@ -94,6 +94,8 @@ class PgJobStore final : public JobStore {
   absl::Status EnsureWriting();
   absl::Status ErrorOf(const PGresult* res, const std::string& what);
   absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
+  /// The parameters of a page of one task attempt's batches (load_batches, load_power).
+  static Params PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows);
 
   PgStoreOptions options_;
   PGconn* conn_ = nullptr;

@@ -65,6 +65,16 @@ std::string Sql(const std::string& url, const std::string& sql) {
   return err;
 }
 
+// The first value of a one-row query on a connection of its own; "" when none.
+std::string SqlValue(const std::string& url, const std::string& sql) {
+  PGconn* c = PQconnectdb(url.c_str());
+  PGresult* r = PQexec(c, sql.c_str());
+  std::string value = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+  PQclear(r);
+  PQfinish(c);
+  return value;
+}
+
 class PgLeaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -136,7 +146,15 @@ TEST_F(PgLeaderTest, ANewEpochWaitsForTheOldLeadersOpenTransaction) {
     ASSERT_TRUE(b->Acquire(nullptr, nullptr).ok());
     b_leads = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // B's epoch bump is seen waiting on a lock (at most 10 s), and still waits.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool bump_waits = false;
+  while (!bump_waits && std::chrono::steady_clock::now() < deadline) {
+    bump_waits = SqlValue(url_,
+                          "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
+                          "'WITH bumped%'") == "1";
+  }
+  EXPECT_TRUE(bump_waits) << SqlValue(url_, "SELECT string_agg(coalesce(wait_event_type, '-') || ':' || left(query, 40), ' / ') FROM pg_stat_activity");
   EXPECT_FALSE(b_leads.load());         // waiting for A's transaction
   EXPECT_TRUE(store_a->Commit().ok());  // which commits, in epoch A
   standby.join();
@@ -159,9 +177,9 @@ TEST_F(PgLeaderTest, AStoppedLeaderLosesTheLockAfterItsLeaseAndAStandbyTakesOver
   std::vector<std::string> seen;
   std::atomic<bool> b_leads{false};
   std::thread standby([&] { b_leads = b->Acquire(&stop_b, [&](const std::string& l) { seen.push_back(l); }).ok(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLease * 3000)));
+  // Three leases: A losing the lock ends the wait early (and fails the test).
+  EXPECT_FALSE(a_lost.WaitForNotificationWithTimeout(absl::Seconds(kLease * 3)));
   EXPECT_FALSE(b_leads.load());  // a live leader keeps the lock past several leases
-  EXPECT_FALSE(a_lost.HasBeenNotified());
   stop_b.Notify();
   standby.join();
   ASSERT_FALSE(b_leads.load());

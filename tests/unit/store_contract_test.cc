@@ -16,24 +16,11 @@
 #include "server/store/pg_leader.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/testing/postgres.h"
+#include "tests/testing/store_rows.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetbench::server {
 namespace {
-
-v1::SampleBatch Batch(const std::string& task, int attempt, uint64_t seq, int n) {
-  v1::SampleBatch b;
-  b.set_task_id(task);
-  b.set_attempt(attempt);
-  b.set_seq(seq);
-  b.set_phase(v1::PHASE_TRAIN);
-  for (int i = 0; i < n; ++i) {
-    b.add_start_ns(i * 100);
-    b.add_duration_ns(90 + i);
-    b.add_items(8);
-  }
-  return b;
-}
 
 v1::PowerBatch Power(const std::string& task, uint64_t seq, int n) {
   v1::PowerBatch b;
@@ -48,23 +35,8 @@ v1::PowerBatch Power(const std::string& task, uint64_t seq, int n) {
   return b;
 }
 
-v1::Job MakeJob(int number, v1::JobState state, int tasks, const std::string& model = "mlp") {
-  v1::Job job;
-  job.set_id(absl::StrFormat("job-%06d", number));
-  job.set_state(state);
-  job.set_created_unix_seconds(1000 + number);
-  job.mutable_spec()->add_models(model);
-  job.mutable_spec()->add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
-  for (int i = 0; i < tasks; ++i) {
-    v1::Task* t = job.add_tasks();
-    t->set_id(absl::StrCat(job.id(), "-t", i));
-    t->set_job_id(job.id());
-    t->set_index(i);
-    t->set_state(IsTerminal(state) ? v1::TASK_STATE_SUCCEEDED : v1::TASK_STATE_QUEUED);
-    t->mutable_result()->set_test_accuracy(0.5);
-  }
-  return job;
-}
+using testing::Batch;
+using testing::MakeJob;
 
 /// Opens stores of one backend, all on the same data.
 class Backend {
