@@ -1,7 +1,5 @@
 #include "bench/fleet/harness.h"
 
-#include <algorithm>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -9,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -66,17 +65,15 @@ Server Spawn(const std::string& binary, const Options& opt, std::string dir) {
                                      "127.0.0.1:0",
                                      "--metrics-listen",
                                      "127.0.0.1:0",
-                                     "--db",
-                                     s.dir + "/fleet.db",
                                      "--port-file",
                                      port_file,
                                      "--heartbeat-seconds",
                                      absl::StrCat(opt.heartbeat_seconds),
                                      "--lease-seconds",
                                      "15"};
-    // A --db among the extra arguments (a postgresql:// URL) replaces the SQLite file.
-    if (std::find(opt.server_args.begin(), opt.server_args.end(), "--db") != opt.server_args.end()) {
-      args.erase(args.begin() + 5, args.begin() + 7);
+    // The SQLite file, unless the extra arguments name a store (--db postgresql://...).
+    if (std::find(opt.server_args.begin(), opt.server_args.end(), "--db") == opt.server_args.end()) {
+      args.insert(args.end(), {"--db", s.dir + "/fleet.db"});
     }
     args.insert(args.end(), opt.server_args.begin(), opt.server_args.end());
     std::vector<char*> argv;
