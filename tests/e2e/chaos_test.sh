@@ -113,12 +113,7 @@ wait "$SUBMITTER" 2>/dev/null || true
 ACKED=$(sort -u "$WORK/acked" | grep -c . || true)
 ((ACKED > 0)) || fail "no submit was acknowledged"
 # Every acknowledged job exists and ends; succeeded tasks hold exactly their samples.
-finished() {
-  "$CLI" get jobs --limit 0 -o json >"$WORK/jobs.json" 2>/dev/null &&
-    [[ $(jq '[.jobs[] | select(.state != "JOB_STATE_SUCCEEDED" and .state != "JOB_STATE_FAILED")] | length' \
-         "$WORK/jobs.json") == 0 ]]
-}
-wait_for 600 finished || fail "jobs did not finish after the restarts"
+wait_for 600 all_jobs_ended "$CLI" || fail "jobs did not finish after the restarts"
 while read -r id; do
   jq -e --arg id "$id" '.jobs[] | select(.id == $id)' "$WORK/jobs.json" >/dev/null || fail "acknowledged $id is lost"
   "$CLI" get job "$id" -o json >"$WORK/job.json"

@@ -4,6 +4,7 @@
 #   fail MESSAGE     prints it with the tail of every log in WORK and exits 1
 #   wait_for SECONDS COMMAND...   polls until the command succeeds (1 if it never does)
 #   agent_connected CLI ID        the agent is connected (not merely waiting to resume)
+#   all_jobs_ended CLI            every job ended (succeeded or failed); the list left in WORK/jobs.json
 e2e_begin() {
   E2E_NAME=$1
   WORK=$(mktemp -d "/tmp/hetbench-$1.XXXXXX")
@@ -24,4 +25,9 @@ wait_for() {
 agent_connected() {
   "$1" get agents -o json 2>/dev/null |
     jq -e --arg id "$2" '.agents[] | select(.agent_id == $id and (.resume_deadline_unix_seconds // 0) == 0)' >/dev/null
+}
+all_jobs_ended() {
+  "$1" get jobs --limit 0 -o json >"$WORK/jobs.json" 2>/dev/null &&
+    [[ $(jq '[.jobs[] | select(.state != "JOB_STATE_SUCCEEDED" and .state != "JOB_STATE_FAILED")] | length' \
+      "$WORK/jobs.json") == 0 ]]
 }
