@@ -116,6 +116,8 @@ bool Agent::RunConnection() {
   for (const auto& [k, v] : config_.labels) (*hello->mutable_labels())[k] = v;
   for (const v1::SensorInfo& s : config_.sensors_tried) *hello->add_sensors() = s;
   for (const v1::AbsentDevice& a : config_.absent) *hello->add_absent() = a;
+  hello->set_rendezvous_host(config_.rendezvous_host);
+  hello->set_rendezvous_port_base(config_.rendezvous_port_base);
   for (RunningTask* t : HeldTasks()) {
     if (t->abandoned.load()) continue;
     v1::ResumeTask* r = hello->add_resume();
@@ -156,7 +158,11 @@ bool Agent::RunConnection() {
       case v1::CoordinatorMessage::kRejected:
         HandleRejected(msg.rejected());
         break;
-      default:  // heartbeats only prove the coordinator is alive
+      case v1::CoordinatorMessage::kHeartbeat:
+        // An echo of ours carries the clocks; the periodic ones only prove the coordinator is alive.
+        if (msg.heartbeat().agent_ns() != 0) OnHeartbeatEcho(msg.heartbeat());
+        break;
+      default:
         break;
     }
   }
@@ -183,6 +189,27 @@ bool Agent::Write(const v1::AgentMessage& msg) {
   absl::MutexLock l(&write_mu_);
   if (stream_ == nullptr) return false;
   return stream_->Write(msg);
+}
+
+void Agent::OnHeartbeatEcho(const v1::Heartbeat& hb) {
+  // NTP's estimate with one coordinator timestamp: the reply was stamped at
+  // some moment of the round trip, so the offset is known within half of it.
+  const int64_t received_ns = SteadyNowNs();
+  const int64_t rtt_ns = received_ns - hb.agent_ns();
+  if (rtt_ns < 0) return;
+  const int64_t offset_ns = hb.coordinator_ns() - (hb.agent_ns() + rtt_ns / 2);
+  absl::MutexLock l(&clock_mu_);
+  const int trips = clock_.round_trips() + 1;
+  if (clock_.round_trips() == 0 || rtt_ns / 2 <= clock_.bound_ns()) {
+    clock_.set_offset_ns(offset_ns);
+    clock_.set_bound_ns(rtt_ns / 2 + 1);
+  }
+  clock_.set_round_trips(trips);
+}
+
+v1::ClockSync Agent::ClockEstimate() const {
+  absl::MutexLock l(&clock_mu_);
+  return clock_;
 }
 
 void Agent::HandleAssign(const v1::Assign& assign) {
@@ -484,6 +511,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
     if (now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
       v1::AgentMessage hb;
       hb.mutable_heartbeat()->set_unix_seconds(UnixNow());
+      hb.mutable_heartbeat()->set_agent_ns(SteadyNowNs());
       ok = Write(hb);
       last_heartbeat_ns = now;
     }
@@ -550,6 +578,11 @@ void Agent::Pump(grpc::ClientContext* ctx) {
             } else {
               d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
               *d->mutable_result() = *t->result;
+              v1::ClockSync clock = ClockEstimate();
+              if (clock.round_trips() > 0) {
+                clock.set_task_start_coordinator_ns(t->control->task_start_ns + clock.offset_ns());
+                *d->mutable_result()->mutable_clock() = clock;
+              }
             }
             t->done = std::move(m);
             // Its counts are final: readings taken after the end (the sampler

@@ -56,6 +56,11 @@ struct AgentConfig {
   /// TLS (with this agent's client certificate for mutual TLS); null = plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string token;  // bearer token of role agent; "" = none
+  /// Where this agent hosts a gang's TCPStore when it runs rank 0: the
+  /// address the other ranks' agents dial, and the first port (one per
+  /// device, in device order). Multi-node gangs need a routable address.
+  std::string rendezvous_host = "127.0.0.1";
+  int rendezvous_port_base = 29500;
 };
 
 /// Whether an executor's failure may not recur on another attempt (device
@@ -159,6 +164,12 @@ class Agent {
   /// Joins and forgets tasks with nothing left to deliver (all: every task).
   void JoinFinishedTasks(bool all);
 
+  /// The clock offset estimate (ClockSync) from heartbeat echoes: the one
+  /// with the shortest round trip so far, the tightest bound.
+  void OnHeartbeatEcho(const v1::Heartbeat& hb);
+  v1::ClockSync ClockEstimate() const;
+  mutable absl::Mutex clock_mu_;
+  v1::ClockSync clock_ ABSL_GUARDED_BY(clock_mu_);
   const AgentConfig config_;
   const std::vector<v1::Device> devices_;
   std::unique_ptr<Executor> executor_;

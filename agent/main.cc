@@ -117,6 +117,14 @@ int main(int argc, char** argv) {
       ->envname("HETBENCH_SERVER")
       ->capture_default_str();
   app.add_option("--agent-id", config.agent_id, "unique id of this agent (default: hostname)");
+  app.add_option("--rendezvous-host", config.rendezvous_host,
+                 "address other agents reach this one at, for the TCPStore of a data-parallel gang whose rank 0 "
+                 "runs here (multi-node gangs need a routable address)")
+      ->capture_default_str();
+  app.add_option("--rendezvous-port-base", config.rendezvous_port_base,
+                 "first TCPStore port; device i of this agent uses base + i")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 65000));
   app.add_option("--label", labels, "label key=value a job's targets can select on (repeatable)");
   app.add_option("--threads", exec_config.threads, "LibTorch threads (0 = all usable cores)")
       ->capture_default_str()

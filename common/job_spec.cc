@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -66,6 +68,12 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   spec.mutable_cost();
   v1::InferenceSpec* inf = spec.mutable_inference();
   if (!inf->has_warmup_batches()) inf->set_warmup_batches(2);
+  if (spec.parallel().devices_size() > 0) {
+    v1::ParallelSpec* p = spec.mutable_parallel();
+    if (p->strategy().empty()) p->set_strategy("data");
+    if (p->gang_timeout_seconds() == 0) p->set_gang_timeout_seconds(600);
+    if (p->collective_timeout_seconds() == 0) p->set_collective_timeout_seconds(30);
+  }
   return spec;
 }
 
@@ -99,6 +107,39 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 }
 
 }  // namespace
+
+absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text) {
+  const std::string s(absl::StripAsciiWhitespace(text));
+  auto number = [](absl::string_view v, int* out) {
+    return !v.empty() && v.size() <= 4 && absl::SimpleAtoi(v, out) && *out >= 0;
+  };
+  LayerRange r;
+  const size_t dash = s.find('-');
+  if (dash == std::string::npos) {
+    if (!number(s, &r.begin)) return absl::InvalidArgumentError("not a layer range; write \"2\", \"0-3\" or \"4-\"");
+    r.end = r.begin + 1;
+    return r;
+  }
+  int last = 0;
+  if (!number(absl::string_view(s).substr(0, dash), &r.begin)) {
+    return absl::InvalidArgumentError("not a layer range; write \"2\", \"0-3\" or \"4-\"");
+  }
+  const absl::string_view tail = absl::string_view(s).substr(dash + 1);
+  if (tail.empty()) return r;  // open: to the last layer
+  if (!number(tail, &last) || last < r.begin) {
+    return absl::InvalidArgumentError("not a layer range; write \"2\", \"0-3\" (first <= last) or \"4-\"");
+  }
+  r.end = last + 1;
+  return r;
+}
+
+const std::vector<std::string>& LayerStackModels() {
+  static const std::vector<std::string> models = {"mlp",   "cnn",      "rnn",         "lstm", "autoencoder",
+                                                  "conv6", "vgg16", "resnet18", "transformer", "qnn"};
+  return models;
+}
+
+bool IsLayerStackModel(const std::string& model) { return Contains(LayerStackModels(), model); }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   std::vector<std::string> errors;
@@ -226,11 +267,88 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
           " or leave it out for the device's default");
     }
   }
-  const int64_t tasks =
-      static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() * std::max(spec.models_size(), 1);
+  int64_t ranks_per_combination = 1;
+  const v1::ParallelSpec& par = spec.parallel();
+  if (par.devices_size() > 0 || !par.strategy().empty()) {
+    if (par.devices_size() == 0) bad("parallel.devices: empty: give the device counts, e.g. [1, 2, 4]");
+    if (par.devices_size() > 16) bad("parallel.devices: ", par.devices_size(), " entries: at most 16 allowed");
+    ranks_per_combination = 0;
+    for (int i = 0; i < par.devices_size() && i < 16; ++i) {
+      const int n = par.devices(i);
+      if (n < 1 || n > SpecLimits::kMaxGangSize) {
+        bad("parallel.devices[", i, "] = ", n, ": must be in [1, ", SpecLimits::kMaxGangSize, "]");
+      } else {
+        ranks_per_combination += n;
+      }
+      for (int j = 0; j < i; ++j) {
+        if (par.devices(j) == n) {
+          bad("parallel.devices[", i, "] = ", n, ": repeats parallel.devices[", j, "]; list each count once");
+          break;
+        }
+      }
+    }
+    if (par.strategy() != "data") {
+      bad("parallel.strategy = \"", par.strategy(), "\": only \"data\" (data-parallel training) is supported");
+    }
+    if (!(par.gang_timeout_seconds() > 0) || par.gang_timeout_seconds() > SpecLimits::kMaxDurationSeconds) {
+      bad("parallel.gang_timeout_seconds = ", par.gang_timeout_seconds(), ": must be in (0, ",
+          SpecLimits::kMaxDurationSeconds, "]");
+    }
+    if (!(par.collective_timeout_seconds() >= 1) || par.collective_timeout_seconds() > 3600) {
+      bad("parallel.collective_timeout_seconds = ", par.collective_timeout_seconds(), ": must be in [1, 3600]");
+    }
+    for (const std::string& m : spec.models()) {
+      if (!IsLayerStackModel(m)) {
+        bad("parallel: model \"", m, "\" cannot train data-parallel; use a layer-stack model (",
+            absl::StrJoin(LayerStackModels(), ", "), ")");
+      }
+    }
+  }
+  const v1::SplitSpec& split = spec.split();
+  if (split.stages_size() > 0) {
+    if (par.devices_size() > 0) bad("split and parallel: both set; a job is either split or data-parallel");
+    if (split.stages_size() < 2 || split.stages_size() > 8) {
+      bad("split.stages: ", split.stages_size(), " stages: give 2 to 8");
+    }
+    int expect = 0;
+    for (int i = 0; i < split.stages_size() && i < 8; ++i) {
+      auto range = ParseLayerRange(split.stages(i).layers());
+      const std::string field = absl::StrCat("split.stages[", i, "].layers = \"", split.stages(i).layers(), "\"");
+      if (!range.ok()) {
+        bad(field, ": ", range.status().message());
+        break;
+      }
+      if (range->begin != expect) {
+        bad(field, ": must start at layer ", expect, " (stages are contiguous, from layer 0)");
+        break;
+      }
+      const bool last = i + 1 == split.stages_size();
+      if (range->end < 0 && !last) {
+        bad(field, ": an open range (\"N-\") must be the last stage");
+        break;
+      }
+      if (last && range->end >= 0) {
+        // A closed last stage is checked against the model's depth on the agent.
+      }
+      expect = range->end;
+      const v1::TargetSelector& t = split.stages(i).target();
+      if (!v1::DeviceKind_IsValid(t.device_kind())) bad("split.stages[", i, "].target.device_kind: unknown kind");
+    }
+    for (const std::string& m : spec.models()) {
+      if (!IsLayerStackModel(m)) {
+        bad("split: model \"", m, "\" is not one layer stack; use one of ", absl::StrJoin(LayerStackModels(), ", "));
+      }
+    }
+    if (spec.targets_size() > 1) {
+      bad("split with ", spec.targets_size(), " targets: a split job has one target, the agent's first stage device");
+    }
+  }
+  const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() *
+                        std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1);
   if (tasks > SpecLimits::kMaxTasks) {
-    bad("models x targets x batch_sizes = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks,
-        " per job; split the job");
+    bad(par.devices_size() > 0 ? "models x targets x batch_sizes x sum(parallel.devices)"
+                               : "models x targets x batch_sizes",
+        " = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
   }
   const v1::TrainSpec& t = spec.train();
   if (t.warmup_steps() < 0 || t.warmup_steps() > SpecLimits::kMaxWarmupSteps) {

@@ -24,7 +24,20 @@ struct SpecLimits {
   static constexpr double kMaxEpochs = 1000.0;
   static constexpr int kMaxThreads = 4096;
   static constexpr size_t kMaxNameLength = 128;
+  static constexpr int kMaxGangSize = 64;
 };
+
+/// Top-level layers [begin, end) of a split stage; end = -1: to the last.
+struct LayerRange {
+  int begin = 0;
+  int end = -1;
+};
+/// Parses "2", "0-3" (inclusive) or "4-" (to the last layer).
+absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text);
+/// Models that are one stack of top-level layers: they can be split into
+/// stages and trained data-parallel.
+const std::vector<std::string>& LayerStackModels();
+bool IsLayerStackModel(const std::string& model);
 
 /// Models every agent of this version can run.
 const std::vector<std::string>& KnownModels();

@@ -173,20 +173,77 @@ SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, cons
   free_left_ = free_.size();
 }
 
+std::vector<size_t> SchedulingPass::TakeResource(size_t index) {
+  // The device and every other one on its resource (a CPU and the simulator on its cores).
+  const Free& f = free_[index];
+  std::vector<size_t> marked;
+  for (size_t i = f.agent_begin; i < f.agent_end; ++i) {
+    if (!free_[i].taken && free_[i].resource == f.resource) {
+      free_[i].taken = true;
+      --free_left_;
+      marked.push_back(i);
+    }
+  }
+  return marked;
+}
+
 std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) {
   if (free_left_ == 0) return std::nullopt;
-  for (Free& f : free_) {
+  for (size_t i = 0; i < free_.size(); ++i) {
+    const Free& f = free_[i];
     if (!f.taken && Matches(target, *f.hello, *f.device)) {
-      // The device and every other one on its resource (a CPU and the simulator on its cores).
-      for (size_t i = f.agent_begin; i < f.agent_end; ++i) {
-        if (!free_[i].taken && free_[i].resource == f.resource) {
-          free_[i].taken = true;
-          --free_left_;
-        }
-      }
+      TakeResource(i);
       return Placement{f.hello->agent_id(), *f.device};
     }
   }
+  return std::nullopt;
+}
+
+std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<v1::TargetSelector>& targets,
+                                                              bool same_agent, size_t* got) {
+  if (got != nullptr) *got = 0;
+  if (!same_agent) {
+    // Distinct resources on any agents: take one by one, give back on failure.
+    std::vector<size_t> marked;
+    std::vector<Placement> out;
+    for (const v1::TargetSelector& target : targets) {
+      bool found = false;
+      for (size_t i = 0; i < free_.size() && !found; ++i) {
+        if (!free_[i].taken && Matches(target, *free_[i].hello, *free_[i].device)) {
+          for (size_t m : TakeResource(i)) marked.push_back(m);
+          out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device});
+          found = true;
+        }
+      }
+      if (!found) {
+        for (size_t m : marked) free_[m].taken = false;
+        free_left_ += marked.size();
+        return std::nullopt;
+      }
+      if (got != nullptr) ++*got;
+    }
+    return out;
+  }
+  // One agent: the first whose free devices match every stage (a device may serve several).
+  size_t best = 0;
+  for (size_t begin = 0; begin < free_.size(); begin = free_[begin].agent_end) {
+    const size_t end = free_[begin].agent_end;
+    std::vector<size_t> chosen;
+    for (const v1::TargetSelector& target : targets) {
+      size_t i = begin;
+      while (i < end && (free_[i].taken || !Matches(target, *free_[i].hello, *free_[i].device))) ++i;
+      if (i == end) break;
+      chosen.push_back(i);
+    }
+    best = std::max(best, chosen.size());
+    if (chosen.size() != targets.size()) continue;
+    std::vector<Placement> out;
+    for (size_t i : chosen) out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device});
+    for (size_t i : chosen) TakeResource(i);  // already-taken ones mark nothing
+    if (got != nullptr) *got = targets.size();
+    return out;
+  }
+  if (got != nullptr) *got = best;
   return std::nullopt;
 }
 

@@ -76,6 +76,13 @@ class SchedulingPass {
 
   /// A free device matching `target`, taken for the rest of the pass; or nothing.
   std::optional<Placement> Take(const v1::TargetSelector& target);
+  /// A device for every target at once, or none (nothing taken): a gang's
+  /// ranks, or a split task's stages. Each target gets its own resource;
+  /// with `same_agent` all on one agent, where stages may share a device or
+  /// resource (they are one task). `*got`: how many targets found a device
+  /// before one did not (for the pending reason).
+  std::optional<std::vector<Placement>> TakeAll(const std::vector<v1::TargetSelector>& targets, bool same_agent,
+                                                size_t* got = nullptr);
   /// Why `target` gets no device now (bounded; see PendingReason), cached per target.
   const std::string& Reason(const v1::TargetSelector& target);
   /// Free devices not yet taken in this pass.
@@ -91,6 +98,8 @@ class SchedulingPass {
   };
   const std::vector<const v1::Hello*>& agents_;
   const DeviceLeases& leases_;
+  /// Marks free_[i] and every free device on its resource taken; returns the indices marked.
+  std::vector<size_t> TakeResource(size_t i);
   std::vector<Free> free_;
   size_t free_left_ = 0;
   std::map<std::string, std::string> reasons_;  // by serialized target

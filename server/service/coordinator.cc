@@ -182,6 +182,10 @@ uint64_t Coordinator::NewSessionId() { return next_session_.fetch_add(1); }
 
 void Coordinator::EndOfBatch() {
   Tick();
+  if (gangs_waiting_ && clock_->MonotonicNowNs() - last_gang_pass_ns_ > 1'000'000'000) {
+    last_gang_pass_ns_ = clock_->MonotonicNowNs();
+    schedule_needed_ = true;  // for the gangs' timeouts
+  }
   if (schedule_needed_) {
     schedule_needed_ = false;
     Schedule();
@@ -313,20 +317,38 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
   job.set_id(absl::StrFormat("job-%06d", number));
   job.set_state(v1::JOB_STATE_QUEUED);
   job.set_created_unix_seconds(clock_->SystemNowSeconds());
-  int index = 0;
+  int index = 0, gangs = 0;
+  // Without parallel.devices every combination is one task; with it, one
+  // gang per device count, its ranks consecutive tasks (rank 0 first).
+  std::vector<int> world_sizes(effective.parallel().devices().begin(), effective.parallel().devices().end());
+  const bool parallel = !world_sizes.empty();
+  if (!parallel) world_sizes.push_back(1);
+  const double now = clock_->SystemNowSeconds();
   for (const std::string& model : effective.models()) {
     for (const v1::TargetSelector& target : effective.targets()) {
       for (int batch_size : effective.batch_sizes()) {
-        v1::Task* task = job.add_tasks();
-        task->set_id(absl::StrCat(job.id(), "-t", index));
-        task->set_job_id(job.id());
-        task->set_index(index);
-        task->set_model(model);
-        task->set_batch_size(batch_size);
-        *task->mutable_target() = target;
-        task->set_state(v1::TASK_STATE_QUEUED);
-        task_index_[task->id()] = job.id();
-        ++index;
+        for (int world : world_sizes) {
+          const std::string gang_id = absl::StrCat(job.id(), "-g", gangs);
+          if (parallel) ++gangs;
+          for (int rank = 0; rank < world; ++rank) {
+            v1::Task* task = job.add_tasks();
+            task->set_id(absl::StrCat(job.id(), "-t", index));
+            task->set_job_id(job.id());
+            task->set_index(index);
+            task->set_model(model);
+            task->set_batch_size(batch_size);
+            *task->mutable_target() = target;
+            task->set_state(v1::TASK_STATE_QUEUED);
+            task->set_queued_unix_seconds(now);
+            if (parallel) {
+              task->mutable_gang()->set_id(gang_id);
+              task->mutable_gang()->set_rank(rank);
+              task->mutable_gang()->set_world_size(world);
+            }
+            task_index_[task->id()] = job.id();
+            ++index;
+          }
+        }
       }
     }
   }
@@ -520,6 +542,7 @@ void Coordinator::FinishTask(LiveJob& live, v1::Task& task, v1::TaskState state,
           error);
   RecomputeJobState(live);
   Notify(live, absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
+  if (state == v1::TASK_STATE_FAILED) BreakGang(live, task);
 }
 
 void Coordinator::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string& why, bool restart) {
@@ -542,10 +565,13 @@ void Coordinator::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string
     task.set_error(why);
     task.clear_agent_id();
     task.clear_device_id();
+    task.clear_stage_device_ids();
+    task.set_queued_unix_seconds(clock_->SystemNowSeconds());
     MarkTask(live, task);
     RecomputeJobState(live);
     Notify(live, absl::StrCat("task ", task.id(), " re-queued: ", why));
     schedule_needed_ = true;
+    BreakGang(live, task);
   }
 }
 
@@ -609,58 +635,39 @@ void Coordinator::Schedule() {
   agents.reserve(agent_sessions_.size());
   for (const auto& [agent_id, session_id] : agent_sessions_) agents.push_back(&sessions_[session_id].hello);
   SchedulingPass pass(agents, leases_);
+  gangs_waiting_ = false;
   for (auto& [number, live] : jobs_) {
     v1::Job& job = live.job;
     if (IsTerminal(job.state())) continue;
     bool changed = false, reasons_changed = false;
-    for (v1::Task& task : *job.mutable_tasks()) {
+    for (int i = 0; i < job.tasks_size(); ++i) {
+      v1::Task& task = *job.mutable_tasks(i);
       if (task.state() != v1::TASK_STATE_QUEUED) continue;
-      auto placement = pass.Take(task.target());
-      if (!placement) {
-        // Live only (not stored): a bounded summary, cached per target.
-        const std::string& why = pass.Reason(task.target());
-        if (why != task.pending_reason()) {
-          task.set_pending_reason(why);
-          reasons_changed = true;
-        }
+      std::string why;
+      Placed placed = Placed::kWaiting;
+      if (task.gang().world_size() > 0) {
+        if (task.gang().rank() != 0) continue;  // placed with its rank 0
+        placed = PlaceGang(live, i, pass, &why);
+      } else if (job.spec().split().stages_size() > 0) {
+        placed = PlaceSplit(live, task, pass, &why);
+      } else if (auto placement = pass.Take(task.target())) {
+        SendAssign(placement->agent_id, StartAttempt(live, task, *placement));
+        placed = Placed::kStarted;
+      } else {
+        why = pass.Reason(task.target());  // live only (not stored): bounded, cached per target
+      }
+      if (placed != Placed::kWaiting) {
+        changed = true;
         continue;
       }
-      leases_.Acquire(placement->agent_id, placement->device.id(), task.id());
-      const std::string executor = ExecutorFor(task.target(), placement->device);
-      task.clear_pending_reason();
-      task.set_executor(executor);
-      task.set_state(v1::TASK_STATE_RUNNING);
-      task.set_attempt(task.attempt() + 1);
-      task.set_resumes(0);
-      task.set_agent_id(placement->agent_id);
-      task.set_device_id(placement->device.id());
-      task.set_device_kind(placement->device.kind());
-      task.set_started_unix_seconds(clock_->SystemNowSeconds());
-      task.set_phase(v1::PHASE_UNSPECIFIED);
-      task.set_step(0);
-      task.set_total_steps(0);
-      task.clear_result();
-      MarkTask(live, task);
-      TaskAggregate& agg = aggregates_[task.id()];
-      agg = TaskAggregate{};
-      agg.attempt = task.attempt();
-      changed = true;
-      v1::CoordinatorMessage msg;
-      v1::Assign* assign = msg.mutable_assign();
-      assign->set_task_id(task.id());
-      assign->set_attempt(task.attempt());
-      assign->set_device_id(placement->device.id());
-      assign->set_batch_size(task.batch_size());
-      assign->set_model(task.model());
-      assign->set_executor(executor);
-      *assign->mutable_spec() = job.spec();
-      auto sink = sessions_[agent_sessions_[placement->agent_id]].sink;
-      loop_.Defer([sink, msg = std::move(msg)](const absl::Status& commit) {
-        if (commit.ok()) sink->Send(msg);
-      });
-      metrics_->AddTaskAssigned();
-      LogDebug(kLog, "assigned ", task.id(), " attempt ", task.attempt(), " to ", placement->agent_id, "/",
-               placement->device.id());
+      const int ranks = std::max(task.gang().world_size(), 1);
+      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) {
+        v1::Task& t = *job.mutable_tasks(i + r);
+        if (why != t.pending_reason()) {
+          t.set_pending_reason(why);
+          reasons_changed = true;
+        }
+      }
     }
     if (changed) {
       RecomputeJobState(live);

@@ -185,6 +185,24 @@ class Coordinator {
   void FlushWatches(bool force);
   void UpdateGauges();
   void Schedule();
+
+  // ---- gangs.cc: tasks holding several devices (gang ranks, split stages)
+  enum class Placed { kWaiting, kStarted, kFailed };
+  /// Leases `placement` to `task`, starts its next attempt and returns its Assign.
+  v1::CoordinatorMessage StartAttempt(LiveJob& job, v1::Task& task, const Placement& placement);
+  /// Sends `msg` to the agent's current session after the commit.
+  void SendAssign(const std::string& agent_id, v1::CoordinatorMessage msg);
+  /// Frees every device `task` holds (its device and its split stages').
+  void ReleaseTaskDevices(const v1::Task& task);
+  /// Places the gang whose rank 0 is tasks(first): every rank or none. A
+  /// gang queued past parallel.gang_timeout_seconds fails (kFailed).
+  Placed PlaceGang(LiveJob& job, int first, SchedulingPass& pass, std::string* why);
+  /// Places a split task: a device per stage, all on one agent, or none.
+  Placed PlaceSplit(LiveJob& job, v1::Task& task, SchedulingPass& pass, std::string* why);
+  /// After rank `cause` of a gang was re-queued or failed: the other ranks
+  /// are fenced and follow it (re-queued with it, the gang retried as a
+  /// whole; or failed).
+  void BreakGang(LiveJob& job, const v1::Task& cause);
   bool PostRequest(std::function<void()> fn);
 
   // ---- agent_sessions.cc
@@ -270,6 +288,9 @@ class Coordinator {
   std::set<int64_t> watch_dirty_jobs_;
   int64_t next_job_number_ = 1;
   bool schedule_needed_ = true;
+  bool gangs_waiting_ = false;  // a gang is queued: passes run each second for its timeout
+  int64_t last_gang_pass_ns_ = 0;
+  bool breaking_gang_ = false;
   std::map<uint64_t, Session> sessions_;
   std::map<std::string, uint64_t> agent_sessions_;  // agent id -> session
   // Agents whose stream ended while they held tasks: the tasks stay theirs

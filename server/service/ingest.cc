@@ -107,6 +107,14 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
   }
   switch (m.kind_case()) {
     case v1::AgentMessage::kHeartbeat:
+      if (m.heartbeat().agent_ns() != 0) {
+        // Echoed at once: the agent estimates the clock offset from the round trip.
+        v1::CoordinatorMessage echo;
+        echo.mutable_heartbeat()->set_unix_seconds(clock_->SystemNowSeconds());
+        echo.mutable_heartbeat()->set_agent_ns(m.heartbeat().agent_ns());
+        echo.mutable_heartbeat()->set_coordinator_ns(clock_->MonotonicNowNs());
+        sink->Send(std::move(echo));
+      }
       break;
     case v1::AgentMessage::kProgress:
       HandleProgress(session, m.progress());
@@ -180,7 +188,7 @@ void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const s
     sink->Send(cancel);
   });
   // A malformed message is the agent's bug: another attempt would repeat it.
-  leases_.Release(task.agent_id(), task.device_id());
+  ReleaseTaskDevices(task);
   FinishTask(job, task, v1::TASK_STATE_FAILED,
              absl::StrCat("attempt ", task.attempt(), ": agent ", task.agent_id(), " sent a malformed ", what,
                           " message: ", reason));
@@ -362,7 +370,7 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
     parked_done_[AttemptKey(d.task_id(), d.attempt())] = ParkedDone{session_id, m, checked};
     return;
   }
-  leases_.Release(task->agent_id(), task->device_id());
+  ReleaseTaskDevices(*task);
   *task->mutable_result() = d.result();
   task->mutable_result()->clear_phases();
   task->mutable_result()->set_partial(d.state() == v1::TASK_STATE_CANCELLED);
