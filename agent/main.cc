@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", security.token_file, "file holding this agent's bearer token (role agent)")
       ->envname("HETBENCH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
+  exec_config.rendezvous_host = config.rendezvous_host;
   {
     auto credentials = hetbench::MakeChannelCredentials(security);
     auto token = hetbench::LoadCallerToken(security.token_file);

@@ -5,13 +5,18 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
+#include <optional>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "absl/strings/str_format.h"
 #include "agent/devices/calibration.h"
+#include "agent/distributed/gradient_sync.h"
+#include "common/stats.h"
 #include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
 #include "agent/models/models.h"
@@ -28,6 +33,34 @@ void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_
   w->set_phase(phase);
   w->set_start_ns(start_ns);
   w->set_end_ns(end_ns);
+}
+
+// One rank's figures: the step split into all-reduce and the rest.
+void RecordDistributed(const GradientSync& sync, const v1::GangAssign& gang, int64_t global_bs,
+                       const std::vector<int64_t>& step_ns, const std::vector<int64_t>& comm_ns,
+                       const std::vector<torch::Tensor>& params, v1::TaskResult* result) {
+  v1::DistributedRun* d = result->mutable_distributed();
+  d->set_rank(sync.rank());
+  d->set_world_size(sync.world_size());
+  d->set_backend(sync.backend());
+  d->set_bytes_per_step(sync.bytes_per_step());
+  d->set_rendezvous_seconds(sync.rendezvous_seconds());
+  d->set_master(absl::StrCat(gang.master_host(), ":", gang.master_port()));
+  d->set_global_batch_size(global_bs);
+  std::vector<StepSample> comm, compute;
+  const int32_t items = static_cast<int32_t>(global_bs / std::max(sync.world_size(), 1));
+  for (size_t i = 0; i < step_ns.size() && i < comm_ns.size(); ++i) {
+    comm.push_back({0, comm_ns[i], items});
+    compute.push_back({0, std::max<int64_t>(step_ns[i] - comm_ns[i], 0), items});
+  }
+  *d->mutable_allreduce() = ComputeTimingStats(comm);
+  *d->mutable_compute() = ComputeTimingStats(compute);
+  if (sync.world_size() > 1 && d->allreduce().p50_ns() > 0) {
+    d->set_allreduce_gbytes_per_second(static_cast<double>(sync.bytes_per_step()) / d->allreduce().p50_ns());
+  }
+  double checksum = 0;
+  for (const torch::Tensor& p : params) checksum += p.detach().abs().sum().item<double>();
+  d->set_parameter_checksum(checksum);
 }
 
 }  // namespace
@@ -124,9 +157,33 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
     const int64_t bs = task.batch_size();
     const int64_t n_train = ds.train.size();
-    if (w.Trainable() && bs > n_train) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch size ", bs, " exceeds the training set of ", model, " (", n_train, " rows)"));
+    // A rank of a data-parallel gang trains on its share of the global
+    // batch (rank r takes rows [r bs, (r+1) bs) of it) and averages the
+    // gradients with the other ranks before each optimizer step.
+    const bool gang = task.has_gang();
+    const int64_t world = gang ? std::max(task.gang().world_size(), 1) : 1;
+    const int64_t rank = gang ? task.gang().rank() : 0;
+    const int64_t global_bs = bs * world;
+    if (w.Trainable() && global_bs > n_train) {
+      return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, gang ? absl::StrCat(" x ", world, " ranks") : "",
+                                                     " exceeds the training set of ", model, " (", n_train, " rows)"));
+    }
+    std::unique_ptr<GradientSync> sync;
+    double vote = 0, voted = 0;
+    std::vector<int64_t> step_ns, comm_ns;
+    if (gang) {
+      auto joined = GradientSync::Join(task.gang(), config_.rendezvous_host);
+      if (!joined.ok()) return joined.status();
+      sync = *std::move(joined);
+      GradientSync* s = sync.get();
+      if (auto hooked = w.SetAfterBackward([&w, s, &vote, &voted] { voted = s->AllReduce(w.Parameters(), vote); });
+          !hooked.ok()) {
+        return hooked;
+      }
+      const auto expected = static_cast<size_t>(std::min<int64_t>(
+          std::min(EffectiveMinSteps(spec, static_cast<int>(bs), n_train), spec.train().max_steps()) + 16, 1 << 22));
+      step_ns.reserve(expected);
+      comm_ns.reserve(expected);
     }
     const int64_t warmup = w.Trainable() ? spec.train().warmup_steps() : 0;
     const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
@@ -136,7 +193,15 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
     // ---- training: warm-up, then measured steps until min steps and min duration
     w.SetTraining(true);
-    torch::Tensor perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
+    // Every rank of a gang draws the same permutation from its own generator
+    // (seeded by the spec), whatever else ran in the process before.
+    c10::optional<at::Generator> shuffle;
+    if (gang) shuffle = at::detail::createCPUGenerator(spec.seed());
+    auto permutation = [&] {
+      return torch::randperm(n_train, shuffle, torch::TensorOptions().dtype(torch::kInt64));
+    };
+    torch::Tensor perm = permutation();
+    bool stop_voted = false;
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
     int64_t measure_start_ns = 0, first_step_start_ns = 0, last_step_end_ns = 0;
     torch::Tensor loss;
@@ -146,23 +211,36 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t warmup_start_ns = SteadyNowNs();
     result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
     while (w.Trainable()) {
-      if (control->cancel.load(std::memory_order_relaxed)) break;
       const bool measuring = steps_total >= warmup;
-      if (measuring) {
-        if (measured == 0) measure_start_ns = SteadyNowNs();
-        // The duration is the one validity judges: the first measured step's
-        // start to the last one's end (the stats' window), not the loop's clock.
-        const bool enough = measured >= min_steps && last_step_end_ns - first_step_start_ns >= min_duration_ns;
-        if (enough || measured >= max_steps) break;
+      if (!gang) {
+        if (control->cancel.load(std::memory_order_relaxed)) break;
+        if (measuring) {
+          if (measured == 0) measure_start_ns = SteadyNowNs();
+          // The duration is the one validity judges: the first measured step's
+          // start to the last one's end (the stats' window), not the loop's clock.
+          const bool enough = measured >= min_steps && last_step_end_ns - first_step_start_ns >= min_duration_ns;
+          if (enough || measured >= max_steps) break;
+        }
+      } else {
+        // The ranks stop together: each votes in the step's all-reduce
+        // whether this is its last step (or it was cancelled), and all
+        // stop after a step whose votes sum above 0.
+        if (stop_voted) break;
+        if (measuring && measured == 0) measure_start_ns = SteadyNowNs();
+        const bool last =
+            measuring && (measured + 1 >= max_steps ||
+                          (measured + 1 >= min_steps &&
+                           (measured == 0 ? 0 : last_step_end_ns - first_step_start_ns) >= min_duration_ns));
+        vote = last || control->cancel.load(std::memory_order_relaxed) ? 1.0 : 0.0;
       }
-      if (pos + bs > n_train) {  // next epoch: reshuffle, keep every batch full
-        perm = torch::randperm(n_train, torch::TensorOptions().dtype(torch::kInt64));
+      if (pos + global_bs > n_train) {  // next epoch: reshuffle, keep every batch full
+        perm = permutation();
         pos = 0;
       }
-      torch::Tensor idx = perm.slice(0, pos, pos + bs);
+      torch::Tensor idx = perm.slice(0, pos + rank * bs, pos + rank * bs + bs);
       torch::Tensor x = ds.train.images.index_select(0, idx);
       torch::Tensor y = ds.train.labels.index_select(0, idx);
-      pos += bs;
+      pos += global_bs;
       if (!on_cpu) {  // the host-to-device copy is done before the timer starts
         x = x.to(torch_device);
         y = y.to(torch_device);
@@ -185,8 +263,14 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         last_step_end_ns = t1;
         ++measured;
         control->step = measured;
+        if (gang && step_ns.size() < step_ns.capacity()) {
+          step_ns.push_back(t1 - t0);
+          comm_ns.push_back(sync->last_ns());
+        }
       }
+      if (gang) stop_voted = voted > 0;
     }
+    if (gang) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
     const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {
       AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, train_end_ns - task_start_ns);

@@ -25,6 +25,8 @@ struct TorchExecutorConfig {
   BlasCheck blas;
   /// Largest state the quantum models may allocate.
   int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
+  /// This agent's address for a gang's collectives (AgentConfig.rendezvous_host).
+  std::string rendezvous_host = "127.0.0.1";
   /// Builds the workload of a task; MakeWorkload when empty (benches inject others).
   std::function<absl::StatusOr<std::unique_ptr<Workload>>(const std::string&, const v1::JobSpec&,
                                                           const ImageDataset&)>

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/qpu/qnn.h"
@@ -216,6 +217,11 @@ torch::nn::Sequential Transformer() {
 double NormalizedBackground() { return NormalizedFromPixel(0.0); }
 
 absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed, qpu::QnnShape qnn_shape) {
+  // The initial weights come from LibTorch's process-wide generator: seeding
+  // and building hold one lock, so tasks starting at once on two devices of
+  // an agent each get exactly their seed's weights.
+  static absl::Mutex build_mu(absl::kConstInit);
+  absl::MutexLock lock(&build_mu);
   torch::manual_seed(seed);
   BuiltModel out;
   if (name == "mlp") {

@@ -42,8 +42,13 @@ class SequentialWorkload final : public Workload {
     optimizer_.zero_grad();
     torch::Tensor loss = Loss(built_.net->forward(x), x, y);
     loss.backward();
+    if (after_backward_) after_backward_();
     optimizer_.step();
     return loss;
+  }
+  absl::Status SetAfterBackward(std::function<void()> fn) override {
+    after_backward_ = std::move(fn);
+    return absl::OkStatus();
   }
   torch::Tensor Infer(const torch::Tensor& x) override { return built_.net->forward(x); }
   void Score(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& out, QualityTotals* q) override {
@@ -75,6 +80,7 @@ class SequentialWorkload final : public Workload {
   const ImageDataset& ds_;
   torch::optim::Adam optimizer_;
   v1::QpuRun qpu_;
+  std::function<void()> after_backward_;
 };
 
 // qsim: a pure simulator benchmark. Each test "row" is one run of the

@@ -52,6 +52,13 @@ class Workload {
     (void)out, (void)x, (void)y;
     return {};
   }
+  /// Runs `fn` in every TrainStep between the backward pass and the
+  /// optimizer step (data parallel: the gradient all-reduce). Only layer
+  /// stacks support it.
+  virtual absl::Status SetAfterBackward(std::function<void()> fn) {
+    (void)fn;
+    return absl::UnimplementedError("this model cannot train data-parallel (not one layer stack)");
+  }
   /// Anything a reader must know about the input (e.g. synthetic data).
   virtual std::string InputNote() const { return ""; }
   /// What a quantum model simulates per circuit; empty for classical models.
