@@ -90,8 +90,9 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
   if (!placements) {
     const double waited = clock_->SystemNowSeconds() - head.queued_unix_seconds();
     const double timeout = job.spec().parallel().gang_timeout_seconds();
-    *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " ", DescribeTarget(head.target()),
-                        " devices at once: ", got, " free now; ", pass.Reason(head.target()));
+    // PendingReason speaks of a target with no free device; with some free, the count says it.
+    *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
+                        " at once: ", got, " free now", got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
     if (timeout > 0 && waited > timeout) {
       const std::string error = absl::StrFormat("waited %.0f s (parallel.gang_timeout_seconds = %g): %s", waited,
                                                 timeout, *why);
