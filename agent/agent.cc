@@ -257,6 +257,11 @@ void Agent::StartTask(const v1::Assign& assign, const v1::Device& device) {
   task->assign = assign;
   task->device = device;
   task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
+  for (const std::string& id : assign.stage_device_ids()) {
+    for (const v1::Device& d : devices_) {
+      if (d.id() == id) task->control->stage_devices.push_back(d);
+    }
+  }
   if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
   RunningTask* t = task.get();
   tasks_[assign.device_id()] = std::move(task);

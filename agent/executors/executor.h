@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/executors/sample_buffer.h"
@@ -24,6 +25,8 @@ struct TaskControl {
   std::atomic<int64_t> step{0};         // steps done in the current phase
   std::atomic<int64_t> total_steps{0};  // expected steps in the current phase (estimate)
   std::atomic<bool> cancel{false};      // set by the agent; the executor stops soon after
+  /// Split tasks: the agent's devices of stages 1.. (Assign.stage_device_ids).
+  std::vector<v1::Device> stage_devices;
 };
 
 /// Runs one task. Run() is called on a dedicated task thread, one task per

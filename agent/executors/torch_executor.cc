@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/devices/calibration.h"
 #include "agent/distributed/gradient_sync.h"
+#include "agent/executors/split_step.h"
 #include "common/stats.h"
 #include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
@@ -168,6 +169,28 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, gang ? absl::StrCat(" x ", world, " ranks") : "",
                                                      " exceeds the training set of ", model, " (", n_train, " rows)"));
     }
+    // Split execution: the layer stack in stages, each on its device.
+    std::vector<SplitStagePlan> split;
+    std::vector<std::vector<StageTimes>> split_steps;
+    std::vector<int64_t> split_step_ns;
+    if (task.stage_device_ids_size() > 0) {
+      torch::nn::Sequential* layers = w.Layers();
+      if (layers == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("split: ", model, " is not one layer stack"));
+      }
+      std::vector<v1::Device> stage_devices = {device};
+      for (const v1::Device& d : control->stage_devices) stage_devices.push_back(d);
+      auto plan = PlanSplit(spec.split(), (*layers)->size(), stage_devices);
+      if (!plan.ok()) return plan.status();
+      split = *std::move(plan);
+      for (const SplitStagePlan& p : split) {
+        for (int i = p.begin; i < p.end; ++i) (*layers)[i]->to(p.device);  // in place: the optimizer keeps them
+      }
+      const auto expected = static_cast<size_t>(std::min<int64_t>(
+          std::min(EffectiveMinSteps(spec, static_cast<int>(bs), n_train), spec.train().max_steps()) + 16, 1 << 20));
+      split_steps.reserve(expected);
+      split_step_ns.reserve(expected);
+    }
     std::unique_ptr<GradientSync> sync;
     double vote = 0, voted = 0;
     std::vector<int64_t> step_ns, comm_ns;
@@ -248,9 +271,25 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
 
       const int64_t t0 = SteadyNowNs();
-      loss = w.TrainStep(x, y);
+      std::vector<StageTimes> stage_times;
+      if (split.empty()) {
+        loss = w.TrainStep(x, y);
+      } else {
+        loss = w.TrainStepWith([&] {
+          return SplitForwardBackward(
+              *w.Layers(), split, x, y,
+              [&w](const torch::Tensor& out, const torch::Tensor& xx, const torch::Tensor& yy) {
+                return w.Loss(out, xx, yy);
+              },
+              &stage_times);
+        });
+      }
       SyncDevice(torch_device);
       const int64_t t1 = SteadyNowNs();
+      if (!split.empty() && steps_total >= warmup && split_steps.size() < split_steps.capacity()) {
+        split_steps.push_back(std::move(stage_times));
+        split_step_ns.push_back(t1 - t0);
+      }
 
       ++steps_total;
       samples_seen += bs;
@@ -270,6 +309,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
       if (gang) stop_voted = voted > 0;
     }
+    for (v1::SplitStageResult& r : SummarizeSplit(split, split_steps, split_step_ns)) *result.add_split() = std::move(r);
     if (gang) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
     const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {

@@ -46,6 +46,13 @@ class SequentialWorkload final : public Workload {
     optimizer_.step();
     return loss;
   }
+  torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward) override {
+    optimizer_.zero_grad();
+    torch::Tensor loss = forward_backward();
+    if (after_backward_) after_backward_();
+    optimizer_.step();
+    return loss;
+  }
   absl::Status SetAfterBackward(std::function<void()> fn) override {
     after_backward_ = std::move(fn);
     return absl::OkStatus();

@@ -52,6 +52,12 @@ class Workload {
     (void)out, (void)x, (void)y;
     return {};
   }
+  /// One optimisation step whose forward and backward are `forward_backward`
+  /// (split execution runs them stage by stage); returns its loss.
+  virtual torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward) {
+    (void)forward_backward;
+    return {};
+  }
   /// Runs `fn` in every TrainStep between the backward pass and the
   /// optimizer step (data parallel: the gradient all-reduce). Only layer
   /// stacks support it.
