@@ -120,7 +120,8 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
-                          "power", "cost", "validity", "models", "layers", "torchscript", "qpu"});
+                          "power", "cost", "validity", "models", "layers", "torchscript", "qpu", "parallel",
+                          "split"});
       !s.ok()) {
     return s;
   }
@@ -142,6 +143,49 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     if (auto s = CheckKeys(l, "layers", {"enabled", "steps"}); !s.ok()) return s;
     if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
     if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
+  }
+  if (const YAML::Node p = root["parallel"]) {
+    if (auto s = CheckKeys(p, "parallel", {"devices", "strategy", "gang_timeout_seconds", "collective_timeout_seconds"});
+        !s.ok()) {
+      return s;
+    }
+    v1::ParallelSpec* out = spec.mutable_parallel();
+    if (const YAML::Node d = p["devices"]) {
+      if (!d.IsSequence()) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(d, "parallel.devices"), ": expected a list like [1, 2, 4]"));
+      }
+      if (auto s = CheckCount(d, "parallel.devices", 16); !s.ok()) return s;
+      for (size_t i = 0; i < d.size(); ++i) {
+        HB_ASSIGN(out->add_devices, As<int32_t>(d[i], absl::StrCat("parallel.devices[", i, "]"), "an integer"));
+      }
+    }
+    if (p["strategy"]) HB_ASSIGN(out->set_strategy, As<std::string>(p["strategy"], "parallel.strategy", "a string"));
+    if (p["gang_timeout_seconds"]) {
+      HB_ASSIGN(out->set_gang_timeout_seconds,
+                As<double>(p["gang_timeout_seconds"], "parallel.gang_timeout_seconds", "a number"));
+    }
+    if (p["collective_timeout_seconds"]) {
+      HB_ASSIGN(out->set_collective_timeout_seconds,
+                As<double>(p["collective_timeout_seconds"], "parallel.collective_timeout_seconds", "a number"));
+    }
+  }
+  if (const YAML::Node sp = root["split"]) {
+    if (auto s = CheckKeys(sp, "split", {"stages"}); !s.ok()) return s;
+    const YAML::Node st = sp["stages"];
+    if (!st || !st.IsSequence()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(sp, "split.stages"), ": expected a list like [{layers: \"0-3\", target: cpu}, ...]"));
+    }
+    if (auto s = CheckCount(st, "split.stages", 8); !s.ok()) return s;
+    for (size_t i = 0; i < st.size(); ++i) {
+      const std::string path = absl::StrCat("split.stages[", i, "]");
+      if (auto s = CheckKeys(st[i], path, {"layers", "target"}); !s.ok()) return s;
+      v1::SplitStage* stage = spec.mutable_split()->add_stages();
+      if (st[i]["layers"]) HB_ASSIGN(stage->set_layers, As<std::string>(st[i]["layers"], path + ".layers", "a string"));
+      if (st[i]["target"]) {
+        if (auto s = ParseTarget(st[i]["target"], path + ".target", stage->mutable_target()); !s.ok()) return s;
+      }
+    }
   }
   if (const YAML::Node q = root["qpu"]) {
     if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits", "backend"}); !s.ok()) return s;
@@ -337,6 +381,29 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "circuits" << YAML::Value << q.circuits();
   if (!q.backend().empty()) out << YAML::Key << "backend" << YAML::Value << q.backend();
   out << YAML::EndMap;
+  const v1::ParallelSpec& par = spec.parallel();
+  if (par.devices_size() > 0) {
+    out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "devices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (int32_t d : par.devices()) out << d;
+    out << YAML::EndSeq;
+    out << YAML::Key << "strategy" << YAML::Value << par.strategy();
+    out << YAML::Key << "gang_timeout_seconds" << YAML::Value << par.gang_timeout_seconds();
+    out << YAML::Key << "collective_timeout_seconds" << YAML::Value << par.collective_timeout_seconds();
+    out << YAML::EndMap;
+  }
+  if (spec.split().stages_size() > 0) {
+    out << YAML::Key << "split" << YAML::Value << YAML::BeginMap << YAML::Key << "stages" << YAML::Value
+        << YAML::BeginSeq;
+    for (const v1::SplitStage& st : spec.split().stages()) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "layers" << YAML::Value << st.layers();
+      out << YAML::Key << "target" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "device_kind" << YAML::Value << DeviceKindName(st.target().device_kind());
+      if (!st.target().agent_id().empty()) out << YAML::Key << "agent_id" << YAML::Value << st.target().agent_id();
+      out << YAML::EndMap << YAML::EndMap;
+    }
+    out << YAML::EndSeq << YAML::EndMap;
+  }
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   out << YAML::EndMap;

@@ -64,6 +64,17 @@ void RecordDistributed(const GradientSync& sync, const v1::GangAssign& gang, int
   d->set_parameter_checksum(checksum);
 }
 
+// A LibTorch error. In a gang of several ranks it is (almost always) a
+// collective that failed because a peer is gone or timed out: retryable, so
+// the coordinator runs the gang again.
+absl::Status TorchFailure(const v1::Assign& task, const std::string& model, const std::string& what) {
+  if (task.has_gang() && task.gang().world_size() > 1) {
+    return absl::UnavailableError(absl::StrCat("gang ", task.gang().gang_id(), " rank ", task.gang().rank(),
+                                               ": a collective failed (peer gone or timed out): ", what));
+  }
+  return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", what));
+}
+
 }  // namespace
 
 size_t SampleCapacity(const v1::Assign& task) {
@@ -390,9 +401,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
     }
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", FirstLine(e.what_without_backtrace())));
+    return TorchFailure(task, model, FirstLine(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", FirstLine(e.what())));
+    return TorchFailure(task, model, FirstLine(e.what()));
   }
   return result;
 }

@@ -11,7 +11,7 @@ namespace {
 constexpr const char* kScalarFlags[] = {"--layer-steps",  "--warmup-steps",  "--min-steps", "--max-steps",
                                         "--min-duration", "--epochs",        "--lr",        "--infer-max-batches",
                                         "--seed",         "--threads",       "--idle-baseline",
-                                        "--electricity-usd-per-kwh"};
+                                        "--electricity-usd-per-kwh", "--gang-timeout"};
 }  // namespace
 
 void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
@@ -42,6 +42,11 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--threads", f->threads, "threads per task (0 = all cores)");
   submit->add_option("--idle-baseline", f->idle_baseline, "seconds of idle power measured before each task");
   submit->add_option("--cost", f->costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
+  submit->add_option("--parallel", f->parallel, "data-parallel training: a gang per device count, e.g. 1,2,4")
+      ->delimiter(',');
+  submit->add_option("--gang-timeout", f->gang_timeout, "seconds a gang may wait for all its devices (default 600)");
+  submit->add_option("--split", f->split, "split execution: LAYERS:KIND per stage, e.g. 0-1:cpu,2-:qpu-sim")
+      ->delimiter(',');
   submit->add_option("--electricity-usd-per-kwh", f->electricity, "electricity price, shown apart from device cost");
 }
 
@@ -105,6 +110,25 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (given("--threads")) spec.set_threads(f.threads);
   if (given("--idle-baseline")) spec.mutable_power()->set_idle_baseline_seconds(f.idle_baseline);
   if (given("--electricity-usd-per-kwh")) spec.mutable_cost()->set_electricity_usd_per_kwh(f.electricity);
+  if (!f.parallel.empty()) {
+    spec.mutable_parallel()->clear_devices();
+    for (int n : f.parallel) spec.mutable_parallel()->add_devices(n);
+  }
+  if (given("--gang-timeout")) spec.mutable_parallel()->set_gang_timeout_seconds(f.gang_timeout);
+  if (!f.split.empty()) {
+    spec.mutable_split()->clear_stages();
+    for (const std::string& st : f.split) {
+      const auto colon = st.rfind(':');
+      auto kind = colon == std::string::npos ? std::nullopt : ParseDeviceKind(st.substr(colon + 1));
+      if (!kind) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--split ", st, ": expected LAYERS:KIND, e.g. 0-3:cpu or 4-:qpu-sim"));
+      }
+      v1::SplitStage* stage = spec.mutable_split()->add_stages();
+      stage->set_layers(st.substr(0, colon));
+      stage->mutable_target()->set_device_kind(*kind);
+    }
+  }
   for (const std::string& c : f.costs) {
     const auto eq = c.rfind('=');
     double rate = 0;

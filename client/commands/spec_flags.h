@@ -27,6 +27,9 @@ struct SpecFlags {
   int64_t seed = -1;
   double idle_baseline = 0, electricity = 0;
   std::vector<std::string> costs;  // KIND=USD_PER_HOUR
+  std::vector<int> parallel;       // device counts of data-parallel gangs
+  double gang_timeout = -1;
+  std::vector<std::string> split;  // LAYERS:KIND per stage, e.g. 0-3:cpu
   /// Scalar flags given on the command line ("--min-steps"): those override.
   std::set<std::string> given;
 };

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Data-parallel gangs with the real binaries on loopback (issue "Many devices,
+# many nodes"):
+#  A. `--parallel 1,2` over two agents: the gang of 2 runs one rank on each
+#     agent (c10d/Gloo through rank 0's TCPStore), both ranks store their
+#     samples, report the all-reduce split and end with equal parameters;
+#  B. one rank's agent is killed (-9) mid-task: the other rank fails within
+#     the collective timeout, the gang goes back to the queue as a whole, and
+#     once the agent is back it runs again as attempt 2 and succeeds;
+#  C. one rank's agent is frozen (SIGSTOP: no connection breaks, the peer
+#     just stops answering): the other rank's all-reduce times out (5 s), the
+#     gang goes back to the queue, and after SIGCONT it runs again and succeeds.
+# Usage: gang_test.sh SERVER AGENT CLI
+set -euo pipefail
+SERVER=$1 AGENT=$2 CLI=$3
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "gang"
+PORT=$((20000 + RANDOM % 20000))
+export HETBENCH_SERVER=127.0.0.1:$PORT
+"$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" \
+  --heartbeat-seconds 1 --lease-seconds 3 >>"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+wait_for 20 "$CLI" health || fail "server did not start"
+start_agent() {  # start_agent ID PORT_BASE
+  "$AGENT" --agent-id "$1" --threads 1 --qpu-sim off --python-runner off --calibration off \
+    --rendezvous-port-base "$2" >>"$WORK/agent-$1.log" 2>&1 &
+  PIDS+=($!)
+  eval "PID_$1=$!"
+}
+BASE=$((41000 + RANDOM % 20000))
+start_agent a1 "$BASE"
+start_agent a2 $((BASE + 100))
+{ wait_for 60 agent_connected "$CLI" a1 && wait_for 60 agent_connected "$CLI" a2; } || fail "agents did not connect"
+
+# ---- A. a gang of 1 and a gang of 2
+"$CLI" submit -b 32 --parallel 1,2 --warmup-steps 2 --min-steps 40 --min-duration 0 --infer-max-batches 2 \
+  >/dev/null
+"$CLI" watch job-000001 >/dev/null 2>&1 || true
+"$CLI" get job job-000001 -o json >"$WORK/a.json"
+q() { jq -r "$1" "$WORK/a.json"; }
+[[ $(q '.state') == JOB_STATE_SUCCEEDED ]] || fail "job A: $(q '.state') $(q '.error')"
+[[ $(q '.tasks | length') == 3 ]] || fail "job A has $(q '.tasks | length') tasks, expected 1 + 2 ranks"
+[[ $(q '[.tasks[] | select(.gang.world_size == 2)] | map(.agent_id) | unique | length') == 2 ]] \
+  || fail "the two ranks did not run on the two agents"
+for t in 1 2; do
+  [[ $(q ".tasks[$t].result.samples_stored") == 42 ]] || fail "rank task $t stored $(q ".tasks[$t].result.samples_stored") samples"
+  [[ $(q ".tasks[$t].result.distributed.backend") == gloo ]] || fail "rank task $t: no gloo all-reduce"
+  [[ $(q ".tasks[$t].result.distributed.allreduce.count") == 40 ]] || fail "rank task $t: all-reduce count"
+done
+[[ $(q '.tasks[1].result.distributed.parameter_checksum') == $(q '.tasks[2].result.distributed.parameter_checksum') ]] \
+  || fail "the ranks ended with different parameters"
+echo "gang A: 2 ranks on a1 and a2; all-reduce p50 $(q '.tasks[1].result.distributed.allreduce.p50_ns') ns of" \
+  "$(q '.tasks[1].result.distributed.bytes_per_step') bytes; equal parameter checksums"
+
+# ---- B. kill one rank's agent mid-task
+cat >"$WORK/b.yaml" <<YAML
+models: [mlp]
+batch_sizes: [32]
+parallel: {devices: [2], collective_timeout_seconds: 5}
+train: {warmup_steps: 2, min_steps: 1500, min_duration_seconds: 0}
+inference: {max_batches: 2}
+YAML
+"$CLI" submit -f "$WORK/b.yaml" >/dev/null
+measuring() {
+  "$CLI" get job job-000002 -o json >"$WORK/b.json" 2>/dev/null &&
+    [[ $(jq '[.tasks[] | select(.state == "TASK_STATE_RUNNING" and (.step // "0" | tonumber) >= 20)] | length' \
+      "$WORK/b.json") == 2 ]]
+}
+wait_for 120 measuring || fail "gang B did not start measuring"
+VICTIM=$(jq -r '.tasks[1].agent_id' "$WORK/b.json")
+eval "kill -9 \$PID_$VICTIM"
+KILLED_AT=$(date +%s.%N)
+gang_back_in_queue() {
+  "$CLI" get job job-000002 -o json >"$WORK/b.json" 2>/dev/null &&
+    [[ $(jq '[.tasks[] | select(.state == "TASK_STATE_QUEUED" and .attempt == 1)] | length' "$WORK/b.json") == 2 ]]
+}
+wait_for 30 gang_back_in_queue || fail "the gang did not go back to the queue after the kill"
+BACK_S=$(awk -v a="$(date +%s.%N)" -v b="$KILLED_AT" 'BEGIN { printf "%.1f", a - b }')
+awk -v s="$BACK_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "the gang took ${BACK_S} s to fail (timeout 5 s + 5)"
+grep -q "job-000002-t[01] attempt 1 FAILED\|job-000002-t[01]: FAILED" "$WORK/agent-a1.log" "$WORK/agent-a2.log" \
+  || grep -q "finished job-000002" "$WORK/agent-a1.log" "$WORK/agent-a2.log" || fail "no rank reported its failure"
+echo "gang B: $VICTIM killed; both ranks back in the queue after ${BACK_S} s;" \
+  "errors: $(jq -r '[.tasks[].error] | unique | join(" | ")' "$WORK/b.json" | cut -c1-300)"
+start_agent "$VICTIM" $((BASE + 200))
+"$CLI" watch job-000002 >/dev/null 2>&1 || true
+"$CLI" get job job-000002 -o json >"$WORK/b.json"
+[[ $(jq -r '.state' "$WORK/b.json") == JOB_STATE_SUCCEEDED ]] || fail "gang B did not succeed: $(jq -r '.error' "$WORK/b.json")"
+[[ $(jq '[.tasks[] | select(.attempt == 2 and (.result.samples_stored | tonumber) == 1502)] | length' "$WORK/b.json") == 2 ]] \
+  || fail "gang B: both ranks should finish attempt 2 with 1502 samples"
+echo "gang B: re-run as attempt 2 on both ranks, 1502 samples each"
+
+# ---- C. freeze one rank's agent mid-task
+"$CLI" submit -f "$WORK/b.yaml" >/dev/null
+measuring3() {
+  "$CLI" get job job-000003 -o json >"$WORK/c.json" 2>/dev/null &&
+    [[ $(jq '[.tasks[] | select(.state == "TASK_STATE_RUNNING" and (.step // "0" | tonumber) >= 20)] | length' \
+      "$WORK/c.json") == 2 ]]
+}
+wait_for 120 measuring3 || fail "gang C did not start measuring"
+FROZEN=$(jq -r '.tasks[1].agent_id' "$WORK/c.json")
+eval "kill -STOP \$PID_$FROZEN"
+STOPPED_AT=$(date +%s.%N)
+back3() {
+  "$CLI" get job job-000003 -o json >"$WORK/c.json" 2>/dev/null &&
+    [[ $(jq '[.tasks[] | select(.state == "TASK_STATE_QUEUED" and .attempt == 1)] | length' "$WORK/c.json") == 2 ]]
+}
+wait_for 30 back3 || { eval "kill -CONT \$PID_$FROZEN"; fail "the gang did not go back to the queue after the freeze"; }
+FROZEN_S=$(awk -v a="$(date +%s.%N)" -v b="$STOPPED_AT" 'BEGIN { printf "%.1f", a - b }')
+eval "kill -CONT \$PID_$FROZEN"
+awk -v s="$FROZEN_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "the frozen gang took ${FROZEN_S} s to fail (timeout 5 s + 5)"
+echo "gang C: $FROZEN frozen; both ranks back in the queue after ${FROZEN_S} s (agent lease 3 s, collective timeout 5 s: the first to expire)"
+"$CLI" watch job-000003 >/dev/null 2>&1 || true
+"$CLI" get job job-000003 -o json >"$WORK/c.json"
+[[ $(jq -r '.state' "$WORK/c.json") == JOB_STATE_SUCCEEDED ]] || fail "gang C did not succeed: $(jq -r '.error' "$WORK/c.json")"
+echo "gang C: after SIGCONT the gang re-ran as attempt $(jq -r '.tasks[0].attempt' "$WORK/c.json") and succeeded"
+ok=1
