@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/render/common.h"
+#include "client/render/parallel.h"
 #include "client/render/svg.h"
 #include "common/energy.h"
 #include "common/names.h"
@@ -388,6 +389,7 @@ std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
   LayerBars(job, tasks, &out);
   Timelines(TimelineTasks(job), power, &out);
   Roofline(job, tasks, &out);
+  ParallelPlots(job, &out);
   return out;
 }
 

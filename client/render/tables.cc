@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "client/render.h"
 #include "client/render/common.h"
+#include "client/render/parallel.h"
 #include "common/energy.h"
 #include "common/names.h"
 #include "common/spec_yaml.h"
@@ -202,6 +203,8 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
   }
   absl::StrAppend(&out, "\n", RenderEnergyTable(job));
   absl::StrAppend(&out, "\n", RenderRoofline(job));
+  if (std::string s = RenderScaling(job, OutputFormat::kTable); !s.empty()) absl::StrAppend(&out, "\n", s);
+  if (std::string s = RenderSplit(job, OutputFormat::kTable); !s.empty()) absl::StrAppend(&out, "\n", s);
   if (std::any_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) { return t.result().layers_size() > 0; })) {
     absl::StrAppend(&out, "\n", RenderLayers(job, OutputFormat::kTable, baseline_kind));
   }
