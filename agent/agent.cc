@@ -503,7 +503,8 @@ bool Agent::ResendOutstanding(RunningTask& task) {
 }
 
 void Agent::Pump(grpc::ClientContext* ctx) {
-  int64_t last_heartbeat_ns = SteadyNowNs();
+  // The first heartbeat goes at once: its echo gives the clock offset before the first task ends.
+  int64_t last_heartbeat_ns = 0;
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
   // First what an earlier stream left unacknowledged, in sequence order.
   bool ok = true;

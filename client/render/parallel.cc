@@ -42,6 +42,7 @@ std::vector<GangFigures> Gangs(const v1::Job& job) {
     g.allreduce_p50_ns = std::max(g.allreduce_p50_ns, d.allreduce().p50_ns());
     g.bytes_per_step = d.bytes_per_step();
     g.clock_bound_ns = std::max(g.clock_bound_ns, static_cast<double>(t.result().clock().bound_ns()));
+    g.clock_known = g.clock_known && t.result().clock().round_trips() > 0;
   }
   for (GangFigures& g : out) {
     if (g.world_size > 1 && g.allreduce_p50_ns > 0) {
@@ -70,7 +71,7 @@ std::string RenderScaling(const v1::Job& job, OutputFormat format) {
                     done && g.world_size > 1 ? absl::StrFormat("%.1f", g.bytes_per_step / 1048576.0) : "-",
                     g.allreduce_gbytes_per_second > 0 ? absl::StrFormat("%.2f", g.allreduce_gbytes_per_second) : "-",
                     g.scaling_efficiency > 0 ? absl::StrFormat("%.2f", g.scaling_efficiency) : "-",
-                    done ? absl::StrFormat("%.2f", g.clock_bound_ns / 1e6) : "-"});
+                    done && g.clock_known ? absl::StrFormat("%.3f", g.clock_bound_ns / 1e6) : "-"});
   }
   if (format == OutputFormat::kCsv) {
     return CsvLines(

@@ -26,6 +26,7 @@ struct GangFigures {
   /// samples/s over world_size x the same model and batch's 1-device gang; 0 without one.
   double scaling_efficiency = 0;
   double clock_bound_ns = 0;  // the largest clock-offset bound among the ranks
+  bool clock_known = true;    // every rank recorded a clock offset
 };
 
 /// The job's gangs in task order; a gang counts once every rank succeeded.

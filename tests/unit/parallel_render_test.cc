@@ -32,6 +32,7 @@ v1::Task Rank(const std::string& gang, int rank, int world, double sps, double s
   d->mutable_allreduce()->set_p50_ns(allreduce_ms * 1e6);
   d->mutable_compute()->set_p50_ns((step_ms - allreduce_ms) * 1e6);
   t.mutable_result()->mutable_clock()->set_bound_ns(150'000);
+  t.mutable_result()->mutable_clock()->set_round_trips(3);
   return t;
 }
 
@@ -57,6 +58,7 @@ TEST(ParallelRenderTest, ScalingSumsTheRanksAndComparesWithOneDevice) {
   const std::string table = RenderScaling(TwoGangs(), OutputFormat::kTable);
   EXPECT_THAT(table, HasSubstr("EFFICIENCY"));
   EXPECT_THAT(table, HasSubstr("0.80"));
+  EXPECT_THAT(table, HasSubstr("0.150")) << "the ranks' clock bound, ms";
   EXPECT_THAT(RenderScaling(TwoGangs(), OutputFormat::kCsv), HasSubstr("g1,mlp,64,128,2,1590.0,"));
   EXPECT_THAT(RenderReport(TwoGangs(), OutputFormat::kTable), HasSubstr("data-parallel scaling"));
 }
