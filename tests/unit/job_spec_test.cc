@@ -233,6 +233,7 @@ TEST(ValidityTest, ExpectedInferenceBatchesCoverTheTestSetOrTheCap) {
   EXPECT_THAT(std::string(ValidateJobSpec(spec).message()), HasSubstr("validity.max_iqr_over_median = 0"));
 }
 
+
 }  // namespace
 }  // namespace hetbench
 
@@ -268,6 +269,72 @@ TEST(JobSpecTest, CountsAreCheckedBeforeEntriesSoAHugeListIsRefusedInLinearTime)
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "job spec: models: 100 entries: at most 32 allowed; batch_sizes: 1000000 entries: at most 64 allowed");
+}
+
+
+// Data-parallel and split specs: defaults, and every bad field named with its fix.
+TEST(JobSpecTest, ParallelGetsDefaultsAndBadFieldsAreNamed) {
+  v1::JobSpec in;
+  in.mutable_parallel()->add_devices(1);
+  in.mutable_parallel()->add_devices(2);
+  v1::JobSpec s = WithDefaults(in);
+  EXPECT_EQ(s.parallel().strategy(), "data");
+  EXPECT_DOUBLE_EQ(s.parallel().gang_timeout_seconds(), 600);
+  EXPECT_DOUBLE_EQ(s.parallel().collective_timeout_seconds(), 30);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
+
+  s.mutable_parallel()->add_devices(0);
+  s.mutable_parallel()->add_devices(2);
+  s.mutable_parallel()->set_strategy("pipeline");
+  s.add_models("qsim");
+  const std::string m(ValidateJobSpec(s).message());
+  EXPECT_THAT(m, HasSubstr("parallel.devices[2] = 0: must be in [1, 64]"));
+  EXPECT_THAT(m, HasSubstr("parallel.devices[3] = 2: repeats parallel.devices[1]"));
+  EXPECT_THAT(m, HasSubstr("parallel.strategy = \"pipeline\": only \"data\""));
+  EXPECT_THAT(m, HasSubstr("parallel: model \"qsim\" cannot train data-parallel"));
+}
+
+TEST(JobSpecTest, ParallelRanksCountTowardsTheTaskLimit) {
+  v1::JobSpec in;
+  for (int b = 1; b <= 20; ++b) in.add_batch_sizes(b);
+  in.mutable_parallel()->add_devices(32);
+  in.mutable_parallel()->add_devices(64);
+  const std::string m(ValidateJobSpec(WithDefaults(in)).message());
+  EXPECT_THAT(m, HasSubstr("models x targets x batch_sizes x sum(parallel.devices) = 1920 tasks: at most 1024"));
+}
+
+TEST(JobSpecTest, SplitStagesMustBeContiguousFromLayerZero) {
+  v1::JobSpec in;
+  auto stage = [&](const std::string& layers) {
+    v1::SplitStage* st = in.mutable_split()->add_stages();
+    st->set_layers(layers);
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  };
+  stage("0-3");
+  stage("4-");
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(in)).ok());
+  in.mutable_split()->mutable_stages(1)->set_layers("5-");
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("split.stages[1].layers = \"5-\": must start at layer 4"));
+  in.mutable_split()->mutable_stages(0)->set_layers("0-");
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("an open range (\"N-\") must be the last stage"));
+  in.mutable_split()->mutable_stages(0)->set_layers("three");
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()), HasSubstr("not a layer range"));
+  in.mutable_split()->mutable_stages(0)->set_layers("0-3");
+  in.mutable_split()->mutable_stages(1)->set_layers("4-");
+  in.mutable_parallel()->add_devices(2);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()), HasSubstr("split and parallel: both set"));
+}
+
+TEST(JobSpecTest, LayerRangesParse) {
+  EXPECT_EQ(ParseLayerRange("2")->begin, 2);
+  EXPECT_EQ(ParseLayerRange("2")->end, 3);
+  EXPECT_EQ(ParseLayerRange("0-3")->end, 4);
+  EXPECT_EQ(ParseLayerRange("4-")->end, -1);
+  EXPECT_FALSE(ParseLayerRange("3-1").ok());
+  EXPECT_FALSE(ParseLayerRange("-2").ok());
+  EXPECT_FALSE(ParseLayerRange("").ok());
 }
 
 }  // namespace

@@ -110,5 +110,38 @@ TEST(SpecYamlTest, AnOverlongListIsRefusedByItsCountBeforeItsEntriesAreRead) {
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("batch_sizes (line 1): 100000 entries: at most 64"));
 }
 
+
+TEST(SpecYamlTest, ParallelAndSplitParseAndRoundTrip) {
+  auto spec = ParseJobSpecYaml(R"(
+models: [qnn]
+parallel: {devices: [1, 2], collective_timeout_seconds: 5}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->parallel().devices_size(), 2);
+  EXPECT_DOUBLE_EQ(spec->parallel().collective_timeout_seconds(), 5);
+  auto back = ParseJobSpecYaml(JobSpecToYaml(WithDefaults(*spec)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->parallel().devices(1), 2);
+  EXPECT_EQ(back->parallel().strategy(), "data");
+
+  auto split = ParseJobSpecYaml(R"(
+models: [qnn]
+split:
+  stages:
+    - {layers: "0", target: {device_kind: cpu}}
+    - {layers: "1-", target: {device_kind: qpu-sim}}
+)");
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->split().stages_size(), 2);
+  EXPECT_EQ(split->split().stages(1).target().device_kind(), v1::DEVICE_KIND_QPU_SIM);
+  auto again = ParseJobSpecYaml(JobSpecToYaml(WithDefaults(*split)));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(WithDefaults(*split));
+  EXPECT_EQ(again->split().stages(1).layers(), "1-");
+  EXPECT_EQ(again->split().stages(1).target().device_kind(), v1::DEVICE_KIND_QPU_SIM);
+
+  EXPECT_THAT(std::string(ParseJobSpecYaml("split: {stages: [{layers: \"0\", device: cpu}]}").status().message()),
+              HasSubstr("device"));
+}
+
 }  // namespace
 }  // namespace hetbench
