@@ -152,6 +152,9 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     torch::Tensor next;
     t.set_forward_flops_per_sample(CountFlops([&] { next = layer.forward<torch::Tensor>(h); }) /
                                    static_cast<double>(batch_size));
+    if (next.defined() && next.dim() > 0 && next.size(0) > 0) {
+      t.set_output_bytes_per_sample(next.numel() * static_cast<int64_t>(next.element_size()) / next.size(0));
+    }
     h = next;
     ++i;
   }

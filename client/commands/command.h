@@ -64,12 +64,15 @@ std::vector<std::unique_ptr<Command>> GetCommands();  // get jobs, get job, get 
 std::unique_ptr<Command> CancelCommand();
 std::unique_ptr<Command> ReportCommand();
 std::unique_ptr<Command> CompareCommand();
+std::unique_ptr<Command> AdviseCommand();
 std::unique_ptr<Command> HistoryCommand();
 std::unique_ptr<Command> WatchCommand();
 std::unique_ptr<Command> HealthCommand();
 
 // Shared by the commands.
 
+/// 128 random bits, hex: the idempotency key of one submit invocation.
+std::string NewRequestId();
 /// Every call: its deadline and this caller's bearer token.
 void Prepare(grpc::ClientContext* ctx, double seconds, const std::string& token);
 /// Prints what went wrong (unreachable: how to point at a coordinator); returns kExitFailed.

@@ -1,6 +1,9 @@
 #include <unistd.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/commands/command.h"
 #include "common/names.h"
 
@@ -118,6 +121,12 @@ CLI::App* Group(CLI::App& app, const std::string& name, const std::string& descr
   return group;
 }
 
+std::string NewRequestId() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> u;
+  return absl::StrFormat("cli-%016x%016x", u(rd), u(rd));
+}
+
 std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> all;
   all.push_back(SubmitCommand());
@@ -125,6 +134,7 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   all.push_back(CancelCommand());
   all.push_back(ReportCommand());
   all.push_back(CompareCommand());
+  all.push_back(AdviseCommand());
   all.push_back(HistoryCommand());
   all.push_back(WatchCommand());
   all.push_back(HealthCommand());

@@ -15,13 +15,6 @@ namespace hetbench::client {
 
 namespace {
 
-/// 128 random bits, hex: the idempotency key of one submit invocation.
-std::string NewRequestId() {
-  std::random_device rd;
-  std::uniform_int_distribution<uint64_t> u;
-  return absl::StrFormat("cli-%016x%016x", u(rd), u(rd));
-}
-
 class Submit final : public Command {
  public:
   CLI::App* Add(CLI::App& app, Common& common) override {

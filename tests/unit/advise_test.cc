@@ -1,0 +1,107 @@
+// The placement advisor on jobs built here: the plan that wins each
+// objective under the stated model, and refusals that say what to run.
+#include "client/advise.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace hetbench::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A task of the 3-layer qnn on `kind`: per-layer forward (backward 0) in ms,
+// a measured step equal to their sum, average training power and a rate.
+v1::Task Timed(const std::string& id, v1::DeviceKind kind, std::vector<double> layer_ms, double watts, double usd) {
+  v1::Task t;
+  t.set_id(id);
+  t.set_model("qnn");
+  t.set_batch_size(64);
+  t.set_device_kind(kind);
+  t.set_state(v1::TASK_STATE_SUCCEEDED);
+  double sum = 0;
+  for (size_t i = 0; i < layer_ms.size(); ++i) {
+    v1::LayerTiming* l = t.mutable_result()->add_layers();
+    l->set_index(static_cast<int>(i));
+    l->set_name(absl::StrCat("layer", i));
+    l->mutable_forward()->set_p50_ns(layer_ms[i] * 1e6);
+    l->set_output_bytes_per_sample(32);
+    sum += layer_ms[i];
+  }
+  v1::PhaseResult* p = t.mutable_result()->add_phases();
+  p->set_phase(v1::PHASE_TRAIN);
+  p->mutable_stats()->set_p50_ns(sum * 1e6);
+  v1::EnergyResult* e = t.mutable_result()->add_energy();
+  e->set_phase(v1::PHASE_TRAIN);
+  e->set_average_watts(watts);
+  e->set_source(v1::POWER_SOURCE_RAPL);
+  v1::CostResult* c = t.mutable_result()->add_cost();
+  c->set_phase(v1::PHASE_TRAIN);
+  c->set_usd_per_hour(usd);
+  return t;
+}
+
+v1::Job TwoKinds() {
+  v1::Job job;
+  job.set_id("job-7");
+  *job.add_tasks() = Timed("job-7-t0", v1::DEVICE_KIND_CPU, {1, 10, 1}, 100, 1.0);
+  *job.add_tasks() = Timed("job-7-t1", v1::DEVICE_KIND_QPU_SIM, {5, 2, 4}, 10, 100.0);
+  return job;
+}
+
+TEST(AdviseTest, TimePutsEachLayerWhereItIsFastestWhenTheLinkIsCheap) {
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1.0;
+  auto a = Advise(TwoKinds(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->best.stages.size(), 3u);
+  EXPECT_EQ(SplitFlag(a->best, 3), "0:cpu,1:qpu-sim,2-:cpu");
+  // 1 + 2 + 1 ms, plus two boundaries of 2 x 32 B x 64 / 1 GB/s = 4.096 us each.
+  EXPECT_NEAR(a->best.step_ns, 4e6 + 2 * 4096, 1);
+  ASSERT_EQ(a->singles.size(), 2u);
+  EXPECT_NEAR(a->singles[0].as_plan.step_ns, 12e6, 1) << "a kind alone predicts its measured step";
+  EXPECT_EQ(a->link_source, "given (--link-gbytes-per-second)");
+}
+
+TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1e-5;  // 4096 B take 0.4 s
+  auto a = Advise(TwoKinds(), o);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->best.stages.size(), 1u);
+  EXPECT_EQ(a->best.stages[0].kind, v1::DEVICE_KIND_QPU_SIM) << "11 ms on qpu-sim alone beats 12 ms on cpu; a boundary costs 0.4 s";
+}
+
+TEST(AdviseTest, EnergyAndCostWeighPowerAndRates) {
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1.0;
+  o.objective = Objective::kEnergy;
+  auto energy = Advise(TwoKinds(), o);
+  ASSERT_TRUE(energy.ok());
+  // qpu-sim at 10 W for 11 ms (0.11 J) beats any plan using the 100 W cpu.
+  EXPECT_EQ(SplitFlag(energy->best, 3), "0-:qpu-sim");
+  EXPECT_NEAR(energy->best.energy_joules, 0.11, 1e-9);
+  o.objective = Objective::kCost;
+  auto cost = Advise(TwoKinds(), o);
+  ASSERT_TRUE(cost.ok());
+  // The cpu at 1 USD/h for 12 ms is cheaper than holding the 100 USD/h qpu-sim at all.
+  EXPECT_EQ(SplitFlag(cost->best, 3), "0-:cpu");
+  const auto j = nlohmann::json::parse(RenderAdvice(*cost, OutputFormat::kJson));
+  EXPECT_EQ(j["objective"], "cost");
+  EXPECT_EQ(j["best"]["split_flag"], "0-:cpu");
+  EXPECT_EQ(j["single_devices"].size(), 2u);
+  EXPECT_FALSE(j["assumptions"].empty());
+}
+
+TEST(AdviseTest, AJobWithoutLayerTimingsSaysWhatToRun) {
+  v1::Job job;
+  job.set_id("job-8");
+  auto a = Advise(job, AdviseOptions());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("--layers"));
+}
+
+}  // namespace
+}  // namespace hetbench::client
