@@ -140,6 +140,7 @@ bool Agent::RunConnection() {
     switch (msg.kind_case()) {
       case v1::CoordinatorMessage::kWelcome:
         welcomed = true;
+        heartbeat_now_ = true;
         ++connections_;
         if (msg.welcome().heartbeat_seconds() > 0) heartbeat_seconds_ = msg.welcome().heartbeat_seconds();
         if (msg.welcome().lease_seconds() > 0) lease_seconds_ = msg.welcome().lease_seconds();
@@ -503,8 +504,7 @@ bool Agent::ResendOutstanding(RunningTask& task) {
 }
 
 void Agent::Pump(grpc::ClientContext* ctx) {
-  // The first heartbeat goes at once: its echo gives the clock offset before the first task ends.
-  int64_t last_heartbeat_ns = 0;
+  int64_t last_heartbeat_ns = SteadyNowNs();
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
   // First what an earlier stream left unacknowledged, in sequence order.
   bool ok = true;
@@ -514,7 +514,10 @@ void Agent::Pump(grpc::ClientContext* ctx) {
   while (ok && connected_) {
     absl::SleepFor(interval);
     const int64_t now = SteadyNowNs();
-    if (now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
+    // The first heartbeat goes right after the Welcome (its echo gives the
+    // clock offset before the first task ends); then one per period.
+    if (heartbeat_now_.exchange(false) ||
+        now - last_heartbeat_ns >= static_cast<int64_t>(heartbeat_seconds_.load() * 1e9)) {
       v1::AgentMessage hb;
       hb.mutable_heartbeat()->set_unix_seconds(UnixNow());
       hb.mutable_heartbeat()->set_agent_ns(SteadyNowNs());

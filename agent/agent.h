@@ -168,6 +168,7 @@ class Agent {
   /// with the shortest round trip so far, the tightest bound.
   void OnHeartbeatEcho(const v1::Heartbeat& hb);
   v1::ClockSync ClockEstimate() const;
+  std::atomic<bool> heartbeat_now_{false};  // set by the reader on Welcome, taken by the pump
   mutable absl::Mutex clock_mu_;
   v1::ClockSync clock_ ABSL_GUARDED_BY(clock_mu_);
   const AgentConfig config_;

@@ -78,6 +78,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
         "; submit the model on each device kind with --layers, e.g. hetbench submit -m qnn -t cpu -t qpu-sim --layers"));
   }
   Advice advice;
+  advice.job_id = job.id();
   advice.model = key.first;
   advice.batch_size = key.second;
   advice.objective = options.objective;
@@ -225,6 +226,7 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
   };
   if (format == OutputFormat::kJson) {
     nlohmann::json j;
+    j["job_id"] = a.job_id;
     j["model"] = a.model;
     j["batch_size"] = a.batch_size;
     j["objective"] = ObjectiveName(a.objective);
@@ -272,7 +274,7 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
                                               "MEASURED_STEP_MS"},
                                              rows));
   absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
-                  SplitFlag(a.best, layers), "   (or: hetbench advise JOB --verify)\n");
+                  SplitFlag(a.best, layers), "   (or: hetbench advise ", a.job_id, " --verify)\n");
   absl::StrAppend(&out, "assumptions:\n");
   for (const std::string& s : a.assumptions) absl::StrAppend(&out, "  - ", s, "\n");
   return out;

@@ -59,6 +59,7 @@ struct SingleRun {
 };
 
 struct Advice {
+  std::string job_id;
   std::string model;
   int batch_size = 0;
   Objective objective = Objective::kTime;
