@@ -174,12 +174,7 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
   const bool restart = d != detached_.end() && d->second.restart;
   if (d != detached_.end()) detached_.erase(d);
   auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
-    v1::CoordinatorMessage msg;
-    msg.mutable_cancel()->set_task_id(task_id);
-    msg.mutable_cancel()->set_attempt(attempt);
-    msg.mutable_cancel()->set_reason(reason);
-    msg.mutable_cancel()->set_fenced(fenced);
-    session.sink->Send(std::move(msg));
+    session.sink->Send(CancelMessage(task_id, attempt, reason, fenced));
   };
   std::set<std::string> resumed;
   for (const v1::ResumeTask& r : hello.resume()) {

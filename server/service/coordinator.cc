@@ -452,10 +452,7 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
         // The device stays leased until the agent confirms the work stopped.
         auto it = agent_sessions_.find(task.agent_id());
         if (it != agent_sessions_.end()) {
-          v1::CoordinatorMessage msg;
-          msg.mutable_cancel()->set_task_id(task.id());
-          msg.mutable_cancel()->set_attempt(task.attempt());
-          msg.mutable_cancel()->set_reason("job cancelled by user");
+          v1::CoordinatorMessage msg = CancelMessage(task.id(), task.attempt(), "job cancelled by user", false);
           auto sink = sessions_[it->second].sink;
           loop_.Defer([sink, msg](const absl::Status&) { sink->Send(msg); });
         }
@@ -651,7 +648,7 @@ void Coordinator::Schedule() {
       } else if (job.spec().split().stages_size() > 0) {
         placed = PlaceSplit(live, task, pass, &why);
       } else if (auto placement = pass.Take(task.target())) {
-        SendAssign(placement->agent_id, StartAttempt(live, task, *placement));
+        SendAfterCommit(placement->agent_id, StartAttempt(live, task, *placement));
         placed = Placed::kStarted;
       } else {
         why = pass.Reason(task.target());  // live only (not stored): bounded, cached per target

@@ -190,8 +190,8 @@ class Coordinator {
   enum class Placed { kWaiting, kStarted, kFailed };
   /// Leases `placement` to `task`, starts its next attempt and returns its Assign.
   v1::CoordinatorMessage StartAttempt(LiveJob& job, v1::Task& task, const Placement& placement);
-  /// Sends `msg` to the agent's current session after the commit.
-  void SendAssign(const std::string& agent_id, v1::CoordinatorMessage msg);
+  /// Sends `msg` (an Assign, a Cancel) to the agent's current session once the batch commits.
+  void SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg);
   /// Frees every device `task` holds (its device and its split stages').
   void ReleaseTaskDevices(const v1::Task& task);
   /// Places the gang whose rank 0 is tasks(first): every rank or none. A
@@ -263,6 +263,9 @@ class Coordinator {
   /// message of it sent again with `ack` and returns true.
   bool AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack);
   static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
+  /// Stop attempt `attempt` of `task_id`; `fenced`: it is no longer the agent's (drop what is undelivered).
+  static v1::CoordinatorMessage CancelMessage(const std::string& task_id, int attempt, const std::string& reason,
+                                              bool fenced);
   /// Whether `agent_id` ran attempt `attempt` of `task_id` and it has ended
   /// (live jobs in memory, else the store).
   bool IsSettled(const std::string& agent_id, const std::string& task_id, int attempt);

@@ -57,7 +57,7 @@ v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, 
   return msg;
 }
 
-void Coordinator::SendAssign(const std::string& agent_id, v1::CoordinatorMessage msg) {
+void Coordinator::SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg) {
   auto sink = sessions_[agent_sessions_[agent_id]].sink;
   loop_.Defer([sink, msg = std::move(msg)](const absl::Status& commit) {
     if (commit.ok()) sink->Send(msg);
@@ -120,7 +120,7 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
     v1::CoordinatorMessage msg = StartAttempt(live, task, (*placements)[r]);
     *msg.mutable_assign()->mutable_gang() = gang;
     msg.mutable_assign()->mutable_gang()->set_rank(r);
-    SendAssign((*placements)[r].agent_id, std::move(msg));
+    SendAfterCommit((*placements)[r].agent_id, std::move(msg));
   }
   LogInfo(kLog, "gang ", head.gang().id(), " of ", world, " started on ", absl::StrJoin(gang.peers(), ", "),
           " (store ", gang.master_host(), ":", gang.master_port(), ")");
@@ -153,7 +153,7 @@ Coordinator::Placed Coordinator::PlaceSplit(LiveJob& live, v1::Task& task, Sched
     msg.mutable_assign()->add_stage_device_ids(device);
     leases_.Acquire(task.agent_id(), device, task.id());  // false when stage 0 (or another) holds it already
   }
-  SendAssign(task.agent_id(), std::move(msg));
+  SendAfterCommit(task.agent_id(), std::move(msg));
   return Placed::kStarted;
 }
 
@@ -171,12 +171,7 @@ void Coordinator::BreakGang(LiveJob& live, const v1::Task& cause) {
     if (t.state() == v1::TASK_STATE_RUNNING) {
       // Fenced: the rank stops and what it did not deliver is dropped.
       if (auto s = agent_sessions_.find(t.agent_id()); s != agent_sessions_.end()) {
-        v1::CoordinatorMessage cancel;
-        cancel.mutable_cancel()->set_task_id(t.id());
-        cancel.mutable_cancel()->set_attempt(t.attempt());
-        cancel.mutable_cancel()->set_reason(why);
-        cancel.mutable_cancel()->set_fenced(true);
-        SendAssign(t.agent_id(), std::move(cancel));
+        SendAfterCommit(t.agent_id(), CancelMessage(t.id(), t.attempt(), why, /*fenced=*/true));
       }
       ReleaseTaskDevices(t);
       if (retry) {

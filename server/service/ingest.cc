@@ -177,11 +177,8 @@ void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const s
   rejected.mutable_rejected()->set_seq(seq);
   rejected.mutable_rejected()->set_what(what);
   rejected.mutable_rejected()->set_reason(reason);
-  v1::CoordinatorMessage cancel;
-  cancel.mutable_cancel()->set_task_id(task.id());
-  cancel.mutable_cancel()->set_attempt(task.attempt());
-  cancel.mutable_cancel()->set_reason(absl::StrCat("a ", what, " message was refused: ", reason));
-  cancel.mutable_cancel()->set_fenced(true);
+  const v1::CoordinatorMessage cancel = CancelMessage(
+      task.id(), task.attempt(), absl::StrCat("a ", what, " message was refused: ", reason), /*fenced=*/true);
   auto sink = session.sink;
   loop_.Defer([sink, rejected, cancel](const absl::Status&) {
     sink->Send(rejected);
@@ -273,12 +270,7 @@ v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, 
     // Fencing: an attempt that is no longer assigned to this agent is refused
     // and told to stop.
     metrics_->AddRejectedMessage("stale_attempt");
-    v1::CoordinatorMessage cancel;
-    cancel.mutable_cancel()->set_task_id(task_id);
-    cancel.mutable_cancel()->set_attempt(attempt);
-    cancel.mutable_cancel()->set_reason("this attempt is not assigned to you");
-    cancel.mutable_cancel()->set_fenced(true);
-    session.sink->Send(cancel);
+    session.sink->Send(CancelMessage(task_id, attempt, "this attempt is not assigned to you", /*fenced=*/true));
   }
   return task;
 }
@@ -300,6 +292,16 @@ v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt,
   ack.mutable_ack()->set_seq(seq);
   ack.mutable_ack()->set_power(power);
   return ack;
+}
+
+v1::CoordinatorMessage Coordinator::CancelMessage(const std::string& task_id, int attempt, const std::string& reason,
+                                                  bool fenced) {
+  v1::CoordinatorMessage msg;
+  msg.mutable_cancel()->set_task_id(task_id);
+  msg.mutable_cancel()->set_attempt(attempt);
+  msg.mutable_cancel()->set_reason(reason);
+  msg.mutable_cancel()->set_fenced(fenced);
+  return msg;
 }
 
 void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked) {
