@@ -7,16 +7,15 @@
 #include "agent/executors/layer_profiler.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
+#include "common/stats.h"
 
 namespace hetbench::agent {
 
 namespace {
 
-double Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
+double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? static_cast<double>(v[n / 2]) : 0.5 * static_cast<double>(v[n / 2 - 1] + v[n / 2]);
+  return PercentileOfSorted(v, 0.5);
 }
 
 }  // namespace
@@ -56,8 +55,8 @@ absl::StatusOr<std::vector<SplitStagePlan>> PlanSplit(const v1::SplitSpec& split
 
 torch::Tensor SplitForwardBackward(torch::nn::Sequential& net, const std::vector<SplitStagePlan>& plan,
                                    const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss,
-                                   std::vector<StageTimes>* times) {
-  times->assign(plan.size(), StageTimes{});
+                                   StageTimes* times) {
+  std::fill(times, times + plan.size(), StageTimes{});
   std::vector<torch::Tensor> inputs(plan.size()), outputs(plan.size());
   torch::Tensor a = x.to(plan[0].device);
   for (size_t s = 0; s < plan.size(); ++s) {
@@ -68,15 +67,15 @@ torch::Tensor SplitForwardBackward(torch::nn::Sequential& net, const std::vector
       SyncDevice(plan[s].device);
       const int64_t dt = SteadyNowNs() - t0;
       const int64_t bytes = a.numel() * static_cast<int64_t>(a.element_size());
-      (*times)[s - 1].transfer_ns += dt, (*times)[s - 1].transfer_bytes += bytes;
-      (*times)[s].transfer_ns += dt, (*times)[s].transfer_bytes += bytes;
+      times[s - 1].transfer_ns += dt, times[s - 1].transfer_bytes += bytes;
+      times[s].transfer_ns += dt, times[s].transfer_bytes += bytes;
       a = moved.requires_grad_(true);
     }
     inputs[s] = a;
     const int64_t t0 = SteadyNowNs();
     for (int i = plan[s].begin; i < plan[s].end; ++i) a = net->begin()[i].forward<torch::Tensor>(a);
     SyncDevice(plan[s].device);
-    (*times)[s].forward_ns = SteadyNowNs() - t0;
+    times[s].forward_ns = SteadyNowNs() - t0;
     outputs[s] = a;
   }
   const torch::Device last = plan.back().device;
@@ -92,31 +91,32 @@ torch::Tensor SplitForwardBackward(torch::nn::Sequential& net, const std::vector
       SyncDevice(plan[s].device);
       const int64_t dt = SteadyNowNs() - c0;
       const int64_t bytes = g.numel() * static_cast<int64_t>(g.element_size());
-      (*times)[s].transfer_ns += dt, (*times)[s].transfer_bytes += bytes;
-      (*times)[s + 1].transfer_ns += dt, (*times)[s + 1].transfer_bytes += bytes;
+      times[s].transfer_ns += dt, times[s].transfer_bytes += bytes;
+      times[s + 1].transfer_ns += dt, times[s + 1].transfer_bytes += bytes;
       outputs[s].backward(g);
-      (*times)[s].backward_ns -= dt;  // counted as transfer, not compute
+      times[s].backward_ns -= dt;  // counted as transfer, not compute
     }
     SyncDevice(plan[s].device);
-    (*times)[s].backward_ns += SteadyNowNs() - t0;
+    times[s].backward_ns += SteadyNowNs() - t0;
   }
   return l;
 }
 
 std::vector<v1::SplitStageResult> SummarizeSplit(const std::vector<SplitStagePlan>& plan,
-                                                 const std::vector<std::vector<StageTimes>>& steps,
+                                                 const std::vector<StageTimes>& times,
                                                  const std::vector<int64_t>& step_ns) {
   std::vector<v1::SplitStageResult> out;
-  const double step = Median(step_ns);
+  const double step = Median(std::vector<double>(step_ns.begin(), step_ns.end()));
+  const size_t steps = plan.empty() ? 0 : std::min(times.size() / plan.size(), step_ns.size());
   for (size_t s = 0; s < plan.size(); ++s) {
-    std::vector<int64_t> fwd, bwd, xfer, idle;
+    std::vector<double> fwd, bwd, xfer, idle;
     int64_t bytes = 0;
-    for (size_t k = 0; k < steps.size() && k < step_ns.size(); ++k) {
-      const StageTimes& t = steps[k][s];
+    for (size_t k = 0; k < steps; ++k) {
+      const StageTimes& t = times[k * plan.size() + s];
       fwd.push_back(t.forward_ns);
       bwd.push_back(t.backward_ns);
       xfer.push_back(t.transfer_ns);
-      idle.push_back(std::max<int64_t>(0, step_ns[k] - t.forward_ns - t.backward_ns - t.transfer_ns));
+      idle.push_back(static_cast<double>(std::max<int64_t>(0, step_ns[k] - t.forward_ns - t.backward_ns - t.transfer_ns)));
       bytes = t.transfer_bytes;
     }
     v1::SplitStageResult r;

@@ -37,15 +37,17 @@ using LossFn = std::function<torch::Tensor(const torch::Tensor& out, const torch
 
 /// Forward stage by stage, the loss, then backward stage by stage from the
 /// last; gradients are left in the parameters (the caller's optimizer steps).
-/// Returns the loss; `times` gets one entry per stage.
+/// Returns the loss; `times[0 .. plan.size())` get one entry per stage
+/// (written in place: the caller's buffer, nothing allocated for them).
 torch::Tensor SplitForwardBackward(torch::nn::Sequential& net, const std::vector<SplitStagePlan>& plan,
                                    const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss,
-                                   std::vector<StageTimes>* times);
+                                   StageTimes* times);
 
 /// Per stage: medians over the steps of forward, backward, transfer (time
-/// and bytes) and idle (the step minus the stage's own work).
+/// and bytes) and idle (the step minus the stage's own work). `times` holds
+/// plan.size() entries per step, step after step.
 std::vector<v1::SplitStageResult> SummarizeSplit(const std::vector<SplitStagePlan>& plan,
-                                                 const std::vector<std::vector<StageTimes>>& steps,
+                                                 const std::vector<StageTimes>& times,
                                                  const std::vector<int64_t>& step_ns);
 
 }  // namespace hetbench::agent

@@ -64,11 +64,12 @@ void RecordDistributed(const GradientSync& sync, const v1::GangAssign& gang, int
   d->set_parameter_checksum(checksum);
 }
 
-// A LibTorch error. In a gang of several ranks it is (almost always) a
-// collective that failed because a peer is gone or timed out: retryable, so
-// the coordinator runs the gang again.
-absl::Status TorchFailure(const v1::Assign& task, const std::string& model, const std::string& what) {
-  if (task.has_gang() && task.gang().world_size() > 1) {
+// A LibTorch error. One thrown by the gang's all-reduce means a peer is gone
+// or timed out: retryable, so the coordinator runs the gang again. Any other
+// (a shape error, out of memory) is the task's own, as without a gang.
+absl::Status TorchFailure(const v1::Assign& task, const std::string& model, const std::string& what,
+                          bool collective_failed) {
+  if (collective_failed) {
     return absl::UnavailableError(absl::StrCat("gang ", task.gang().gang_id(), " rank ", task.gang().rank(),
                                                ": a collective failed (peer gone or timed out): ", what));
   }
@@ -131,6 +132,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (!dataset.ok()) return dataset.status();
   result.set_data_load_seconds(load_seconds);
 
+  bool collective_failed = false;  // set by the gang's all-reduce hook when it throws
   try {
     // Once per device, outside every timed window: what the device can do.
     if (config_.calibrate && on_cpu) *result.mutable_calibration() = DeviceCalibration();
@@ -180,9 +182,13 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, gang ? absl::StrCat(" x ", world, " ranks") : "",
                                                      " exceeds the training set of ", model, " (", n_train, " rows)"));
     }
+    // Per-step records of a split or a gang's rank, reserved before the loop
+    // so a measured step never allocates.
+    const auto measured_capacity = static_cast<size_t>(std::min<int64_t>(
+        std::min(EffectiveMinSteps(spec, static_cast<int>(bs), n_train), spec.train().max_steps()) + 16, 1 << 20));
     // Split execution: the layer stack in stages, each on its device.
     std::vector<SplitStagePlan> split;
-    std::vector<std::vector<StageTimes>> split_steps;
+    std::vector<StageTimes> split_times;  // measured steps x stages, flat
     std::vector<int64_t> split_step_ns;
     if (task.stage_device_ids_size() > 0) {
       torch::nn::Sequential* layers = w.Layers();
@@ -197,10 +203,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       for (const SplitStagePlan& p : split) {
         for (int i = p.begin; i < p.end; ++i) (*layers)[i]->to(p.device);  // in place: the optimizer keeps them
       }
-      const auto expected = static_cast<size_t>(std::min<int64_t>(
-          std::min(EffectiveMinSteps(spec, static_cast<int>(bs), n_train), spec.train().max_steps()) + 16, 1 << 20));
-      split_steps.reserve(expected);
-      split_step_ns.reserve(expected);
+      split_times.reserve(measured_capacity * split.size());
+      split_step_ns.reserve(measured_capacity);
     }
     std::unique_ptr<GradientSync> sync;
     double vote = 0, voted = 0;
@@ -209,15 +213,18 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       auto joined = GradientSync::Join(task.gang(), config_.rendezvous_host);
       if (!joined.ok()) return joined.status();
       sync = *std::move(joined);
-      GradientSync* s = sync.get();
-      if (auto hooked = w.SetAfterBackward([&w, s, &vote, &voted] { voted = s->AllReduce(w.Parameters(), vote); });
-          !hooked.ok()) {
-        return hooked;
-      }
-      const auto expected = static_cast<size_t>(std::min<int64_t>(
-          std::min(EffectiveMinSteps(spec, static_cast<int>(bs), n_train), spec.train().max_steps()) + 16, 1 << 22));
-      step_ns.reserve(expected);
-      comm_ns.reserve(expected);
+      // The parameter list is fixed for the task: taken once, not rebuilt inside every timed step.
+      auto hooked = w.SetAfterBackward([params = w.Parameters(), s = sync.get(), &vote, &voted, &collective_failed] {
+        try {
+          voted = s->AllReduce(params, vote);
+        } catch (...) {
+          collective_failed = true;
+          throw;
+        }
+      });
+      if (!hooked.ok()) return hooked;
+      step_ns.reserve(measured_capacity);
+      comm_ns.reserve(measured_capacity);
     }
     const int64_t warmup = w.Trainable() ? spec.train().warmup_steps() : 0;
     const int64_t min_steps = EffectiveMinSteps(spec, static_cast<int>(bs), n_train);
@@ -236,6 +243,15 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     };
     torch::Tensor perm = permutation();
     bool stop_voted = false;
+    // A split step's forward and backward, built once: the loop only points it at the batch.
+    torch::Tensor split_x, split_y;
+    std::vector<StageTimes> stage_times(split.size());
+    const LossFn split_loss = [&w](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) {
+      return w.Loss(out, x, y);
+    };
+    const std::function<torch::Tensor()> split_step = [&] {
+      return SplitForwardBackward(*w.Layers(), split, split_x, split_y, split_loss, stage_times.data());
+    };
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
     int64_t measure_start_ns = 0, first_step_start_ns = 0, last_step_end_ns = 0;
     torch::Tensor loss;
@@ -282,23 +298,16 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
 
       const int64_t t0 = SteadyNowNs();
-      std::vector<StageTimes> stage_times;
       if (split.empty()) {
         loss = w.TrainStep(x, y);
       } else {
-        loss = w.TrainStepWith([&] {
-          return SplitForwardBackward(
-              *w.Layers(), split, x, y,
-              [&w](const torch::Tensor& out, const torch::Tensor& xx, const torch::Tensor& yy) {
-                return w.Loss(out, xx, yy);
-              },
-              &stage_times);
-        });
+        split_x = x, split_y = y;
+        loss = w.TrainStepWith(split_step);
       }
       SyncDevice(torch_device);
       const int64_t t1 = SteadyNowNs();
-      if (!split.empty() && steps_total >= warmup && split_steps.size() < split_steps.capacity()) {
-        split_steps.push_back(std::move(stage_times));
+      if (!split.empty() && steps_total >= warmup && split_step_ns.size() < split_step_ns.capacity()) {
+        split_times.insert(split_times.end(), stage_times.begin(), stage_times.end());
         split_step_ns.push_back(t1 - t0);
       }
 
@@ -320,7 +329,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
       if (gang) stop_voted = voted > 0;
     }
-    for (v1::SplitStageResult& r : SummarizeSplit(split, split_steps, split_step_ns)) *result.add_split() = std::move(r);
+    for (v1::SplitStageResult& r : SummarizeSplit(split, split_times, split_step_ns)) *result.add_split() = std::move(r);
     if (gang) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
     const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {
@@ -401,9 +410,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
     }
   } catch (const c10::Error& e) {
-    return TorchFailure(task, model, FirstLine(e.what_without_backtrace()));
+    return TorchFailure(task, model, FirstLine(e.what_without_backtrace()), collective_failed);
   } catch (const std::exception& e) {
-    return TorchFailure(task, model, FirstLine(e.what()));
+    return TorchFailure(task, model, FirstLine(e.what()), collective_failed);
   }
   return result;
 }
