@@ -117,6 +117,20 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     profiles[kind] = std::move(p);
   }
 
+  // An objective the job has no figures for is refused, not optimised on zeros.
+  for (const auto& [kind, p] : profiles) {
+    if (options.objective == Objective::kEnergy && p.watts <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat("--objective energy: task ", p.task->id(), " (",
+                                                        DeviceKindName(kind), ") has no training energy figure"));
+    }
+    if (options.objective == Objective::kCost && p.usd_per_hour <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--objective cost: task ", p.task->id(), " has no hourly rate for ", DeviceKindName(kind),
+                       "; submit with --cost ", DeviceKindName(kind), "=USD_PER_HOUR (or start the agent with "
+                       "--cost-usd-per-hour)"));
+    }
+  }
+
   // The link: what the job's split tasks measured, else the option, else 1 GB/s assumed.
   double bytes = 0, ns = 0;
   for (const v1::Task& t : job.tasks()) {
@@ -146,6 +160,8 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
         p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * prof.watts;
       }
       p.energy_modeled = p.energy_modeled || prof.watts_modeled;
+      p.energy_known = p.energy_known && prof.watts > 0;
+      p.cost_known = p.cost_known && prof.usd_per_hour > 0;
       if (std::find(held.begin(), held.end(), stages[s].kind) == held.end()) {
         held.push_back(stages[s].kind);
         rate += prof.usd_per_hour;
@@ -239,9 +255,9 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
       }
       o["step_ms"] = p.step_ns / 1e6;
       o["transfer_ms"] = p.transfer_ns / 1e6;
-      o["energy_joules_per_step"] = p.energy_joules;
+      o["energy_joules_per_step"] = p.energy_known ? nlohmann::json(p.energy_joules) : nlohmann::json();
       o["energy_modeled"] = p.energy_modeled;
-      o["usd_per_1000_samples"] = p.usd_per_1000_samples;
+      o["usd_per_1000_samples"] = p.cost_known ? nlohmann::json(p.usd_per_1000_samples) : nlohmann::json();
       o["split_flag"] = SplitFlag(p, layers);
       return o;
     };
@@ -263,8 +279,8 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
   auto row = [&](const std::string& what, const Prediction& p, const std::string& measured) {
     rows.push_back({what, plan_text(p), render::Ms(p.step_ns), render::Ms(p.transfer_ns),
-                    absl::StrFormat("%.4f%s", p.energy_joules, p.energy_modeled ? "*" : ""),
-                    absl::StrFormat("%.6f", p.usd_per_1000_samples), measured});
+                    p.energy_known ? absl::StrFormat("%.4f%s", p.energy_joules, p.energy_modeled ? "*" : "") : "-",
+                    p.cost_known ? absl::StrFormat("%.6f", p.usd_per_1000_samples) : "-", measured});
   };
   row(absl::StrCat("advised (", ObjectiveName(a.objective), ")"), a.best, "-");
   for (const SingleRun& s : a.singles) row(absl::StrCat(DeviceKindName(s.kind), " alone"), s.as_plan, render::Ms(s.measured_step_ns));
@@ -273,6 +289,8 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
                                  FormatTable({"PLAN", "LAYERS", "STEP_MS", "TRANSFER_MS", "J_PER_STEP", "USD_PER_1K",
                                               "MEASURED_STEP_MS"},
                                              rows));
+  absl::StrAppend(&out, "J_PER_STEP: * = from MODELED power, not measured; - = no power figure. USD_PER_1K: - = no "
+                       "hourly rate (give --cost KIND=USD_PER_HOUR).\n");
   absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
                   SplitFlag(a.best, layers), "   (or: hetbench advise ", a.job_id, " --verify)\n");
   absl::StrAppend(&out, "assumptions:\n");

@@ -48,6 +48,8 @@ struct Prediction {
   double energy_joules = 0;          // per step
   double usd_per_1000_samples = 0;
   bool energy_modeled = false;       // some power figure was MODELED
+  bool energy_known = true;          // every kind of the plan had a power figure
+  bool cost_known = true;            // every kind of the plan had an hourly rate
 };
 
 struct SingleRun {

@@ -95,6 +95,23 @@ TEST(AdviseTest, EnergyAndCostWeighPowerAndRates) {
   EXPECT_FALSE(j["assumptions"].empty());
 }
 
+TEST(AdviseTest, AnObjectiveWithoutItsFiguresIsRefusedNotOptimisedOnZeros) {
+  v1::Job job = TwoKinds();
+  job.mutable_tasks(1)->mutable_result()->mutable_cost(0)->set_usd_per_hour(0);
+  job.mutable_tasks(0)->mutable_result()->mutable_energy(0)->set_average_watts(0);
+  AdviseOptions o;
+  o.objective = Objective::kCost;
+  EXPECT_THAT(std::string(Advise(job, o).status().message()), HasSubstr("--cost qpu-sim=USD_PER_HOUR"));
+  o.objective = Objective::kEnergy;
+  EXPECT_THAT(std::string(Advise(job, o).status().message()), HasSubstr("no training energy figure"));
+  o.objective = Objective::kTime;
+  auto a = Advise(job, o);
+  ASSERT_TRUE(a.ok());
+  const std::string table = RenderAdvice(*a, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("no hourly rate"));
+  EXPECT_FALSE(a->best.cost_known && a->best.energy_known) << "the best time plan uses both kinds";
+}
+
 TEST(AdviseTest, AJobWithoutLayerTimingsSaysWhatToRun) {
   v1::Job job;
   job.set_id("job-8");
