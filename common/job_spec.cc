@@ -12,11 +12,33 @@
 
 namespace hetbench {
 
+namespace {
+
+// The zoo, once: each model and whether it is one stack of top-level layers
+// (so it can be split into stages and trained data-parallel).
+struct ModelEntry {
+  const char* name;
+  bool layer_stack;
+};
+constexpr ModelEntry kZoo[] = {
+    {"mlp", true},      {"cnn", true},       {"rnn", true},       {"lstm", true},          {"autoencoder", true},
+    {"conv6", true},    {"vgg16", true},     {"resnet18", true},  {"cyclegan", false},     {"transformer", true},
+    {"torchscript", false}, {"qnn", true},   {"qsim", false},
+};
+
+std::vector<std::string> ZooNames(bool layer_stacks_only) {
+  std::vector<std::string> out;
+  for (const ModelEntry& m : kZoo) {
+    if (!layer_stacks_only || m.layer_stack) out.emplace_back(m.name);
+  }
+  return out;
+}
+
+}  // namespace
+
 const std::vector<std::string>& KnownModels() {
-  static const std::vector<std::string> kModels = {"mlp",      "cnn",  "rnn",      "lstm",     "autoencoder", "conv6",
-                                                     "vgg16",    "resnet18", "cyclegan", "transformer", "torchscript",
-                                                     "qnn",      "qsim"};
-  return kModels;
+  static const std::vector<std::string> models = ZooNames(false);
+  return models;
 }
 
 const std::vector<std::string>& KnownExecutors() {
@@ -134,8 +156,7 @@ absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text) {
 }
 
 const std::vector<std::string>& LayerStackModels() {
-  static const std::vector<std::string> models = {"mlp",   "cnn",      "rnn",         "lstm", "autoencoder",
-                                                  "conv6", "vgg16", "resnet18", "transformer", "qnn"};
+  static const std::vector<std::string> models = ZooNames(true);
   return models;
 }
 
