@@ -22,8 +22,24 @@ struct Profile {
   double measured_step_ns = 0, profiled_sum_ns = 0;
   double watts = 0;
   bool watts_modeled = false;
+  // Each layer's own training power, when the job resolved all of them
+  // (layers.energy_seconds); empty otherwise.
+  std::vector<double> layer_watts;
   double usd_per_hour = 0;
 };
+
+// The layers' resolved training power in layer order, or empty unless every layer has one.
+std::vector<double> LayerTrainWatts(const v1::TaskResult& r) {
+  std::vector<double> watts(static_cast<size_t>(r.layers_size()), 0);
+  for (const v1::LayerEnergy& e : r.layer_energy()) {
+    if (e.phase() == v1::PHASE_TRAIN && e.resolved() && e.layer() >= 0 &&
+        static_cast<size_t>(e.layer()) < watts.size()) {
+      watts[static_cast<size_t>(e.layer())] = e.average_watts();
+    }
+  }
+  if (watts.empty() || std::any_of(watts.begin(), watts.end(), [](double w) { return w <= 0; })) return {};
+  return watts;
+}
 
 double Score(const Prediction& p, Objective o) {
   return o == Objective::kTime ? p.step_ns : o == Objective::kEnergy ? p.energy_joules : p.usd_per_1000_samples;
@@ -113,13 +129,21 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
         break;
       }
     }
+    p.layer_watts = LayerTrainWatts(task->result());
+    if (!p.layer_watts.empty()) {
+      p.watts_modeled = p.watts_modeled || std::any_of(task->result().layer_energy().begin(),
+                                                       task->result().layer_energy().end(), [](const v1::LayerEnergy& e) {
+                                                         return e.source() == v1::POWER_SOURCE_MODELED;
+                                                       });
+      advice.per_layer_power.push_back(DeviceKindName(kind));
+    }
     if (const v1::CostResult* c = render::FindCost(*task, v1::PHASE_TRAIN)) p.usd_per_hour = c->usd_per_hour();
     profiles[kind] = std::move(p);
   }
 
   // An objective the job has no figures for is refused, not optimised on zeros.
   for (const auto& [kind, p] : profiles) {
-    if (options.objective == Objective::kEnergy && p.watts <= 0) {
+    if (options.objective == Objective::kEnergy && p.watts <= 0 && p.layer_watts.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("--objective energy: task ", p.task->id(), " (",
                                                         DeviceKindName(kind), ") has no training energy figure"));
     }
@@ -157,10 +181,11 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
       const Profile& prof = profiles[stages[s].kind];
       for (int l = stages[s].begin; l < stages[s].end; ++l) {
         p.step_ns += prof.layer_ns[static_cast<size_t>(l)];
-        p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * prof.watts;
+        const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[static_cast<size_t>(l)];
+        p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * watts;
       }
       p.energy_modeled = p.energy_modeled || prof.watts_modeled;
-      p.energy_known = p.energy_known && prof.watts > 0;
+      p.energy_known = p.energy_known && (prof.watts > 0 || !prof.layer_watts.empty());
       p.cost_known = p.cost_known && prof.usd_per_hour > 0;
       if (std::find(held.begin(), held.end(), stages[s].kind) == held.end()) {
         held.push_back(stages[s].kind);
@@ -221,8 +246,14 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
                       advice.link_gbytes_per_second, advice.link_source),
       "stages run one after another (no micro-batches): the step is their sum; loss and optimizer are in the "
       "measured steps",
-      "energy: each layer's time x its kind's average training power (transfers: both kinds' power); cost: the "
-      "step x the hourly rates of every kind the plan holds",
+      advice.per_layer_power.empty()
+          ? "energy: each layer's time x its kind's average training power (transfers: both kinds' power); cost: "
+            "the step x the hourly rates of every kind the plan holds"
+          : absl::StrCat("energy: each layer's time x its own training power, measured by the layer loops "
+                         "(layers.energy_seconds) on ",
+                         absl::StrJoin(advice.per_layer_power, ", "),
+                         "; elsewhere the kind's average training power (transfers: both kinds' power); cost: the "
+                         "step x the hourly rates of every kind the plan holds"),
   };
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");

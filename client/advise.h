@@ -71,6 +71,7 @@ struct Advice {
   double link_gbytes_per_second = 0;
   std::string link_source;
   size_t plans_considered = 0;
+  std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
   std::vector<std::string> assumptions;
 };
 

@@ -45,6 +45,9 @@ std::string RenderRoofline(const v1::Job& job);
 
 /// Per-layer forward, backward and inference times (p50 [p25-p75]) of every
 /// task that profiled its layers; table or CSV.
+/// Per-layer energy (train and infer) from the coordinator's LayerEnergy,
+/// with unresolved layers shown as such; "" when the job has none.
+std::string RenderLayerEnergy(const v1::Job& job);
 std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind baseline_kind = v1::DEVICE_KIND_CPU);
 
 std::string RenderJobList(const std::vector<v1::Job>& jobs, OutputFormat format);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_format.h"
+
 namespace hetbench {
 
 namespace {
@@ -113,6 +115,111 @@ EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase) {
     }
   }
   if (!out.ok) out.coverage = 0;
+  return out;
+}
+
+double ReadingIntervalSeconds(const PowerSeries& series) {
+  std::vector<int64_t> t;
+  const std::vector<double>& values = series.counter ? series.joules : series.watts;
+  for (size_t i = 0; i < series.t_ns.size() && i < values.size(); ++i) {
+    if (!std::isnan(values[i])) t.push_back(series.t_ns[i]);
+  }
+  if (t.size() < 2) return 0;
+  std::sort(t.begin(), t.end());
+  std::vector<int64_t> gaps;
+  gaps.reserve(t.size() - 1);
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(t[i] - t[i - 1]);
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<ptrdiff_t>(gaps.size() / 2), gaps.end());
+  const double median = static_cast<double>(gaps[gaps.size() / 2]) * 1e-9;
+  return std::max(median, series.update_period_seconds);
+}
+
+std::vector<v1::LayerEnergy> ComputeLayerEnergy(const std::vector<SensorReadings>& sensors,
+                                                const google::protobuf::RepeatedPtrField<v1::LayerTiming>& layers) {
+  std::vector<v1::LayerEnergy> out;
+  int best = 5;
+  for (const SensorReadings& s : sensors) {
+    if (ReadingIntervalSeconds(s.series) > 0) best = std::min(best, SourceRank(s.source));
+  }
+  std::vector<const SensorReadings*> used;
+  double interval = 0;
+  for (const SensorReadings& s : sensors) {
+    const double i = ReadingIntervalSeconds(s.series);
+    if (i <= 0 || SourceRank(s.source) != best) continue;
+    used.push_back(&s);
+    interval = std::max(interval, i);
+  }
+  if (used.empty()) return out;
+
+  for (const v1::LayerTiming& layer : layers) {
+    for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+      bool looped = false;
+      for (const v1::LayerWindow& w : layer.windows()) looped = looped || (w.phase() == phase && w.repeated_loop());
+      std::vector<const v1::LayerWindow*> windows;
+      for (const v1::LayerWindow& w : layer.windows()) {
+        if (w.phase() == phase && w.repeated_loop() == looped && w.end_ns() > w.start_ns()) windows.push_back(&w);
+      }
+      if (windows.empty()) continue;
+      v1::LayerEnergy& e = out.emplace_back();
+      e.set_layer(layer.index());
+      e.set_phase(phase);
+      e.set_source(used.front()->source);
+      e.set_sensors(static_cast<int32_t>(used.size()));
+      e.set_repeated_loop(looped);
+      e.set_reading_interval_seconds(interval);
+      std::vector<int64_t> lengths;
+      int64_t passes = 0, batch = 0;
+      double window_seconds = 0;
+      for (const v1::LayerWindow* w : windows) {
+        lengths.push_back(w->end_ns() - w->start_ns());
+        passes += w->passes();
+        batch = std::max<int64_t>(batch, w->batch_size());
+        window_seconds += static_cast<double>(w->end_ns() - w->start_ns()) * 1e-9;
+      }
+      std::nth_element(lengths.begin(), lengths.begin() + static_cast<ptrdiff_t>(lengths.size() / 2), lengths.end());
+      const double median = static_cast<double>(lengths[lengths.size() / 2]) * 1e-9;
+      e.set_median_window_seconds(median);
+      e.set_window_seconds(window_seconds);
+      if (median < 2 * interval || passes <= 0) {
+        e.set_resolved(false);
+        e.set_note(absl::StrFormat(
+            "power is read every %.3g ms and this layer's windows last %.3g ms: too short for a figure%s",
+            interval * 1e3, median * 1e3,
+            looped ? "; raise layers.energy_seconds"
+                   : absl::StrFormat("; --layer-energy-seconds %.2g runs each layer alone long enough",
+                                     std::max(0.1, 4 * interval))));
+        continue;
+      }
+      double joules = 0, coverage = 1;
+      std::string method, assumptions;
+      for (const SensorReadings* s : used) {
+        double sensor_joules = 0, covered_seconds = 0;
+        for (const v1::LayerWindow* w : windows) {
+          const WindowEnergy we = EnergyInWindow(s->series, w->start_ns(), w->end_ns());
+          if (!we.ok) continue;
+          sensor_joules += we.joules;
+          covered_seconds += we.coverage * we.window_seconds;
+          method = we.method;
+        }
+        joules += sensor_joules;
+        coverage = std::min(coverage, window_seconds > 0 ? covered_seconds / window_seconds : 0.0);
+        if (!s->assumptions.empty() && assumptions.find(s->assumptions) == std::string::npos) {
+          assumptions += (assumptions.empty() ? "" : "; ") + s->assumptions;
+        }
+      }
+      e.set_resolved(coverage > 0);
+      if (coverage <= 0) {
+        e.set_note("no power reading within or around this layer's windows");
+        continue;
+      }
+      e.set_method(method);
+      e.set_assumptions(assumptions);
+      e.set_coverage(coverage);
+      e.set_joules_per_pass(joules / static_cast<double>(passes));
+      if (batch > 0) e.set_joules_per_sample(e.joules_per_pass() / static_cast<double>(batch));
+      e.set_average_watts(joules / window_seconds);
+    }
+  }
   return out;
 }
 

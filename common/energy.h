@@ -61,6 +61,27 @@ struct EnergySummary {
 };
 EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase);
 
+/// One sensor's readings as the coordinator holds them for a task.
+struct SensorReadings {
+  std::string name;
+  v1::PowerSource source = v1::POWER_SOURCE_UNSPECIFIED;
+  std::string assumptions;  // MODELED: what the estimate assumes
+  PowerSeries series;
+};
+
+/// How often a sensor's readings change: the median spacing of its readings,
+/// or its update period when that is longer; 0 with fewer than 2 readings.
+double ReadingIntervalSeconds(const PowerSeries& series);
+
+/// Per-layer energy of each layer and phase (train = forward + backward,
+/// infer) from the layers' windows: the sensors of the most trusted source
+/// present, summed, over the repeat-loop windows when the layer has them,
+/// else over its profiled windows. A group whose median window is shorter
+/// than twice the slowest sensor's reading interval is not resolved: it gets
+/// no joules and a note that says so, never an interpolated guess.
+std::vector<v1::LayerEnergy> ComputeLayerEnergy(const std::vector<SensorReadings>& sensors,
+                                                const google::protobuf::RepeatedPtrField<v1::LayerTiming>& layers);
+
 /// Nominal device power: the reference study's figures (GPU 400 W, TPU 300 W,
 /// DPU 75 W, QPU 50 W) and, for CPUs, which the study did not list, a
 /// hetbench default of 150 W. `from_study` tells which.

@@ -260,6 +260,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.layers().steps() < 0 || spec.layers().steps() > 10000) {
     bad("layers.steps = ", spec.layers().steps(), ": must be in [0, 10000] (0 = default 20)");
   }
+  if (!(spec.layers().energy_seconds() >= 0 && spec.layers().energy_seconds() <= 60)) {
+    bad("layers.energy_seconds = ", spec.layers().energy_seconds(),
+        ": must be in [0, 60] seconds per layer and phase (0 = off)");
+  }
+  if (spec.layers().energy_seconds() > 0 && !spec.layers().enabled()) {
+    bad("layers.energy_seconds = ", spec.layers().energy_seconds(),
+        ": needs layers.enabled (CLI --layers): it repeats the profiled layers");
+  }
   if (!Contains(KnownDatasets(), spec.dataset())) {
     bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ", absl::StrJoin(KnownDatasets(), ", "));
   }

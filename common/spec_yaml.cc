@@ -140,9 +140,13 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     }
   }
   if (const YAML::Node l = root["layers"]) {
-    if (auto s = CheckKeys(l, "layers", {"enabled", "steps"}); !s.ok()) return s;
+    if (auto s = CheckKeys(l, "layers", {"enabled", "steps", "energy_seconds"}); !s.ok()) return s;
     if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
     if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
+    if (l["energy_seconds"]) {
+      HB_ASSIGN(spec.mutable_layers()->set_energy_seconds,
+                As<double>(l["energy_seconds"], "layers.energy_seconds", "a number of seconds"));
+    }
   }
   if (const YAML::Node p = root["parallel"]) {
     if (auto s = CheckKeys(p, "parallel", {"devices", "strategy", "gang_timeout_seconds", "collective_timeout_seconds"});
@@ -365,6 +369,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << spec.layers().enabled();
   out << YAML::Key << "steps" << YAML::Value << spec.layers().steps();
+  out << YAML::Key << "energy_seconds" << YAML::Value << spec.layers().energy_seconds();
   out << YAML::EndMap;
   if (!spec.torchscript().path().empty() || spec.torchscript().input_shape_size() > 0) {
     out << YAML::Key << "torchscript" << YAML::Value << YAML::BeginMap;

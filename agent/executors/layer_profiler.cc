@@ -23,6 +23,16 @@ std::string ShortName(const torch::nn::Module& m) {
   return name;
 }
 
+void AddWindow(v1::LayerTiming* t, v1::Phase phase, int64_t start_ns, int64_t end_ns, int32_t passes,
+               int64_t batch_size) {
+  v1::LayerWindow* w = t->add_windows();
+  w->set_phase(phase);
+  w->set_start_ns(start_ns);
+  w->set_end_ns(end_ns);
+  w->set_passes(passes);
+  w->set_batch_size(batch_size);
+}
+
 v1::TimingStats Stats(const std::vector<int64_t>& durations, int64_t batch_size) {
   std::vector<StepSample> steps;
   steps.reserve(durations.size());
@@ -35,9 +45,11 @@ v1::TimingStats Stats(const std::vector<int64_t>& durations, int64_t batch_size)
 }
 
 // Runs x through every layer, timing each between device synchronisations
-// into times[layer]; `after` sees each layer's output.
+// into times[layer] and windows[layer] (relative to `origin_ns`); `after`
+// sees each layer's output.
 torch::Tensor TimeEachLayer(torch::nn::Sequential& net, const torch::Tensor& x, const torch::Device& device,
-                            std::vector<std::vector<int64_t>>& times,
+                            v1::Phase phase, int64_t origin_ns, std::vector<std::vector<int64_t>>& times,
+                            std::vector<v1::LayerTiming>& out,
                             const std::function<void(size_t, torch::Tensor&)>& after = {}) {
   torch::Tensor h = x;
   size_t i = 0;
@@ -46,11 +58,38 @@ torch::Tensor TimeEachLayer(torch::nn::Sequential& net, const torch::Tensor& x, 
     const int64_t t0 = SteadyNowNs();
     h = layer.forward<torch::Tensor>(h);
     SyncDevice(device);
-    times[i].push_back(SteadyNowNs() - t0);
+    const int64_t t1 = SteadyNowNs();
+    times[i].push_back(t1 - t0);
+    AddWindow(&out[i], phase, t0 - origin_ns, t1 - origin_ns, 1, x.size(0));
     if (after) after(i, h);
     ++i;
   }
   return h;
+}
+
+// Runs `pass` back to back until `seconds` have passed (at least once) and
+// records the whole stretch as one window of N passes.
+void RepeatLayer(const std::function<void()>& pass, double seconds, const torch::Device& device, v1::Phase phase,
+                 int64_t origin_ns, int64_t batch_size, v1::LayerTiming* out) {
+  const int64_t span = static_cast<int64_t>(seconds * 1e9);
+  SyncDevice(device);
+  const int64_t t0 = SteadyNowNs();
+  int32_t passes = 0;
+  int64_t t1 = t0;
+  do {
+    pass();
+    ++passes;
+    // Synchronise only now and then: a CUDA launch queue must not run ahead
+    // of the clock by more than a few passes.
+    if (passes % 8 == 0 || !device.is_cuda()) {
+      SyncDevice(device);
+      t1 = SteadyNowNs();
+    }
+  } while (t1 - t0 < span);
+  SyncDevice(device);
+  t1 = SteadyNowNs();
+  AddWindow(out, phase, t0 - origin_ns, t1 - origin_ns, passes, batch_size);
+  out->mutable_windows(out->windows_size() - 1)->set_repeated_loop(true);
 }
 
 }  // namespace
@@ -80,11 +119,60 @@ double CountFlops(const std::function<void()>& fn) {
   return flops;
 }
 
+namespace {
+
+// Each layer alone, on its real input (the batch-0 output of the layers
+// before it): forward + backward in training mode, then the eval forward,
+// each repeated for `energy.seconds`. The upstream gradient is ones of the
+// output's shape: the same work as the real one.
+void RepeatEachLayer(torch::nn::Sequential& net, const torch::Tensor& images, int64_t batch_size,
+                     const torch::Device& device, const LayerEnergyOptions& energy, std::vector<v1::LayerTiming>& out) {
+  const torch::Tensor x0 = images.slice(0, 0, batch_size).to(device);
+  net->train();
+  {
+    torch::Tensor h = x0;
+    bool input_needs_grad = false;
+    size_t i = 0;
+    for (auto& layer : *net) {
+      torch::Tensor in = h.detach();
+      if (input_needs_grad) in.requires_grad_(true);
+      torch::Tensor probe = layer.forward<torch::Tensor>(in);
+      const bool backward = probe.requires_grad();
+      const torch::Tensor upstream = torch::ones_like(probe);
+      RepeatLayer(
+          [&] {
+            torch::Tensor o = layer.forward<torch::Tensor>(in);
+            if (backward) o.backward(upstream);
+          },
+          energy.seconds, device, v1::PHASE_TRAIN, energy.origin_ns, batch_size, &out[i]);
+      input_needs_grad = backward;
+      h = probe.detach();
+      ++i;
+    }
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+  }
+  net->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor h = x0;
+  size_t i = 0;
+  for (auto& layer : *net) {
+    const torch::Tensor in = h;
+    RepeatLayer([&] { (void)layer.forward<torch::Tensor>(in); }, energy.seconds, device, v1::PHASE_INFER,
+                energy.origin_ns, batch_size, &out[i]);
+    h = layer.forward<torch::Tensor>(in);
+    ++i;
+  }
+}
+
+}  // namespace
+
 std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const LossFn& loss, const torch::Tensor& images,
                                            const torch::Tensor& labels, int64_t batch_size, int steps,
-                                           const torch::Device& device) {
+                                           const torch::Device& device, const LayerEnergyOptions& energy) {
   const size_t n = net->size();
   std::vector<std::vector<int64_t>> forward(n), backward(n), inference(n);
+  std::vector<v1::LayerTiming> out(n);
+  const int64_t origin = energy.origin_ns;
   const int64_t rows = images.size(0);
   auto batch = [&](int step, torch::Tensor* x, torch::Tensor* y) {
     const int64_t lo = (static_cast<int64_t>(step) * batch_size) % std::max<int64_t>(1, rows - batch_size + 1);
@@ -96,9 +184,9 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     torch::Tensor x, y;
     batch(step, &x, &y);
     std::vector<int64_t> grad_ready(n, 0);
-    torch::Tensor h = TimeEachLayer(net, x, device, forward, [&](size_t i, torch::Tensor& out) {
-      if (!out.requires_grad()) return;
-      out.register_hook([&grad_ready, &device, i](torch::Tensor) {
+    torch::Tensor h = TimeEachLayer(net, x, device, v1::PHASE_TRAIN, origin, forward, out, [&](size_t i, torch::Tensor& o) {
+      if (!o.requires_grad()) return;
+      o.register_hook([&grad_ready, &device, i](torch::Tensor) {
         SyncDevice(device);
         grad_ready[i] = SteadyNowNs();
       });
@@ -122,6 +210,7 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
         }
       }
       backward[j].push_back(until - grad_ready[j]);
+      AddWindow(&out[j], v1::PHASE_TRAIN, grad_ready[j] - origin, until - origin, 0, batch_size);
     }
   }
   for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
@@ -132,11 +221,11 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     for (int step = 0; step < steps; ++step) {
       torch::Tensor x, y;
       batch(step, &x, &y);
-      (void)TimeEachLayer(net, x, device, inference);
+      (void)TimeEachLayer(net, x, device, v1::PHASE_INFER, origin, inference, out);
     }
   }
+  if (energy.seconds > 0) RepeatEachLayer(net, images, batch_size, device, energy, out);
 
-  std::vector<v1::LayerTiming> out(n);
   torch::Tensor x, y;
   batch(0, &x, &y);
   torch::NoGradGuard no_grad;

@@ -401,7 +401,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
             *layers, [&w](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) {
               return w.Loss(out, x, y);
             },
-            ds.train.images, ds.train.labels, bs, spec.layers().steps(), torch_device);
+            ds.train.images, ds.train.labels, bs, spec.layers().steps(), torch_device,
+            LayerEnergyOptions{control->task_start_ns, spec.layers().energy_seconds()});
         for (auto& t : timings) *result.add_layers() = std::move(t);
       } else {
         result.set_input_note(absl::StrCat(result.input_note(), result.input_note().empty() ? "" : "; ",

@@ -8,7 +8,7 @@
 namespace hetbench::client {
 
 namespace {
-constexpr const char* kScalarFlags[] = {"--layer-steps",  "--warmup-steps",  "--min-steps", "--max-steps",
+constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-seconds", "--warmup-steps",  "--min-steps", "--max-steps",
                                         "--min-duration", "--epochs",        "--lr",        "--infer-max-batches",
                                         "--seed",         "--threads",       "--idle-baseline",
                                         "--electricity-usd-per-kwh", "--gang-timeout"};
@@ -19,6 +19,8 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
       ->delimiter(',');
   submit->add_flag("--layers", f->layers, "also time every top-level layer (forward, backward, inference)");
   submit->add_option("--layer-steps", f->layer_steps, "steps of per-layer timing (default 20)");
+  submit->add_option("--layer-energy-seconds", f->layer_energy_seconds,
+                     "with --layers: run each layer alone this long per phase, so a slow power sensor sees it");
   submit->add_option("--torchscript", f->torchscript_path, "TorchScript file on the agent (model \"torchscript\")");
   submit->add_option("--input-shape", f->input_shape, "TorchScript input shape without the batch, e.g. 1,28,28")
       ->delimiter(',');
@@ -69,6 +71,7 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   }
   if (f.layers) spec.mutable_layers()->set_enabled(true);
   if (given("--layer-steps")) spec.mutable_layers()->set_steps(f.layer_steps);
+  if (given("--layer-energy-seconds")) spec.mutable_layers()->set_energy_seconds(f.layer_energy_seconds);
   if (!f.torchscript_path.empty()) {
     spec.mutable_torchscript()->set_path(f.torchscript_path);
     if (f.models.empty() && spec.models().empty() && spec.model().empty()) spec.add_models("torchscript");

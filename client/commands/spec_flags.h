@@ -16,6 +16,7 @@ struct SpecFlags {
   std::vector<std::string> models;
   bool layers = false;
   int layer_steps = -1;
+  double layer_energy_seconds = -1;
   std::string torchscript_path;
   std::vector<int64_t> input_shape;
   std::string name, dataset;

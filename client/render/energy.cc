@@ -15,6 +15,46 @@ namespace hetbench::client {
 
 using namespace render;  // NOLINT: the shared lookups and formats of every view
 
+std::string RenderLayerEnergy(const v1::Job& job) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::TaskResult& r = t.result();
+    for (const v1::LayerEnergy& e : r.layer_energy()) {
+      std::string name = "-";
+      for (const v1::LayerTiming& l : r.layers()) {
+        if (l.index() == e.layer()) name = l.name();
+      }
+      std::string source = PowerSourceName(e.source());
+      if (e.sensors() > 1) absl::StrAppend(&source, " x", e.sensors());
+      if (e.source() == v1::POWER_SOURCE_MODELED) source += "*";
+      if (!e.assumptions().empty() && std::find(notes.begin(), notes.end(), e.assumptions()) == notes.end()) {
+        notes.push_back(e.assumptions());
+      }
+      rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(e.layer()), name, PhaseName(e.phase()),
+                      e.repeated_loop() ? "loop" : "profiled", source,
+                      e.resolved() ? Num(e.joules_per_sample() * 1e3, "%.4g") : "-",
+                      e.resolved() ? Num(e.average_watts(), "%.1f") : "-",
+                      e.resolved() ? Num(e.coverage() * 100, "%.0f%%") : "-",
+                      absl::StrFormat("%.3g / %.3g", e.median_window_seconds() * 1e3,
+                                      e.reading_interval_seconds() * 1e3),
+                      e.resolved() ? "" : e.note()});
+    }
+  }
+  if (rows.empty()) return "";
+  std::string out = absl::StrCat("Per-layer energy for ", job.id(), "\n");
+  absl::StrAppend(&out, FormatTable({"TASK", "DEVICE", "#", "LAYER", "PHASE", "WINDOWS", "SOURCE", "MJ_PER_SAMPLE",
+                                     "WATTS", "COVERAGE", "WINDOW/READ_MS", "NOTE"},
+                                    rows));
+  absl::StrAppend(&out,
+                  "train = the layer's forward and backward, infer = its eval forward. WINDOWS: 'profiled' = the "
+                  "timed steps, 'loop' = the layer run alone for layers.energy_seconds. WINDOW/READ_MS: median window "
+                  "against the interval between power readings; a window shorter than two intervals gets no figure "
+                  "('-'). '*' = modeled, not measured.\n");
+  for (const std::string& n : notes) absl::StrAppend(&out, "  * ", n, "\n");
+  return out;
+}
+
 std::string RenderEnergyTable(const v1::Job& job) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;

@@ -303,6 +303,16 @@ std::string RenderRoofline(const v1::Job& job) {
   return out;
 }
 
+namespace {
+// A layer's resolved energy per sample, or "" (unknown or too short to resolve).
+std::string LayerJoulesCell(const v1::TaskResult& r, int32_t layer, v1::Phase phase) {
+  for (const v1::LayerEnergy& e : r.layer_energy()) {
+    if (e.layer() == layer && e.phase() == phase && e.resolved()) return absl::StrCat(e.joules_per_sample());
+  }
+  return "";
+}
+}  // namespace
+
 std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind baseline_kind) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
@@ -328,7 +338,8 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
                         absl::StrCat(l.backward().p25_ns()), absl::StrCat(l.backward().p50_ns()),
                         absl::StrCat(l.backward().p75_ns()), absl::StrCat(l.inference().p25_ns()),
                         absl::StrCat(l.inference().p50_ns()), absl::StrCat(l.inference().p75_ns()),
-                        absl::StrCat(l.forward_flops_per_sample())});
+                        absl::StrCat(l.forward_flops_per_sample()),
+                        LayerJoulesCell(r, l.index(), v1::PHASE_TRAIN), LayerJoulesCell(r, l.index(), v1::PHASE_INFER)});
         continue;
       }
       rows.push_back(
@@ -346,7 +357,7 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
     return CsvLines(
         "job_id,task_id,model,agent_id,device_id,device_kind,batch_size,layer,name,forward_p25_ns,forward_p50_ns,"
         "forward_p75_ns,backward_count,backward_p25_ns,backward_p50_ns,backward_p75_ns,inference_p25_ns,"
-        "inference_p50_ns,inference_p75_ns,forward_flops_per_sample",
+        "inference_p50_ns,inference_p75_ns,forward_flops_per_sample,train_joules_per_sample,infer_joules_per_sample",
         rows);
   }
   if (rows.empty()) return "No per-layer timings in this job (submit with --layers, or layers: {enabled: true}).\n";
@@ -359,6 +370,7 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
                   "the backward pass (gradient of its output to gradient of its input); '-' where it has none. "
                   "INFER_SPEEDUP compares with the same layer on ",
                   DeviceKindName(baseline_kind), ".\n");
+  if (std::string e = RenderLayerEnergy(job); !e.empty()) absl::StrAppend(&out, "\n", e);
   return out;
 }
 

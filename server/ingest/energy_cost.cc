@@ -50,6 +50,7 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
   v1::TaskResult* result = task->mutable_result();
   result->clear_energy();
   result->clear_cost();
+  result->clear_layer_energy();
 
   std::map<std::string, SensorSeries> by_sensor;
   int64_t readings = 0;
@@ -116,6 +117,16 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
         r->set_idle_watts(idle_watts);
         r->set_net_energy_joules(e.joules - idle_watts * e.window_seconds);
       }
+    }
+  }
+
+  if (!result->layers().empty()) {
+    std::vector<SensorReadings> readings_by_sensor;
+    for (const auto& [name, s] : by_sensor) {
+      readings_by_sensor.push_back({name, s.info.source(), s.assumptions, s.series});
+    }
+    for (v1::LayerEnergy& e : ComputeLayerEnergy(readings_by_sensor, result->layers())) {
+      *result->add_layer_energy() = std::move(e);
     }
   }
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_join.h"
+
 namespace hetbench::client {
 namespace {
 
@@ -93,6 +95,35 @@ TEST(AdviseTest, EnergyAndCostWeighPowerAndRates) {
   EXPECT_EQ(j["best"]["split_flag"], "0-:cpu");
   EXPECT_EQ(j["single_devices"].size(), 2u);
   EXPECT_FALSE(j["assumptions"].empty());
+}
+
+TEST(AdviseTest, PerLayerPowerFromTheLayerLoopsReplacesTheKindsAverage) {
+  v1::Job job = TwoKinds();
+  // The cpu's middle layer draws 1 W on its own, its outer layers 100 W: the
+  // cpu's 10 ms middle layer costs 0.01 J, less than 2 ms at 10 W on qpu-sim.
+  const double watts[] = {100, 1, 100};
+  for (int l = 0; l < 3; ++l) {
+    v1::LayerEnergy* e = job.mutable_tasks(0)->mutable_result()->add_layer_energy();
+    e->set_layer(l);
+    e->set_phase(v1::PHASE_TRAIN);
+    e->set_resolved(true);
+    e->set_source(v1::POWER_SOURCE_RAPL);
+    e->set_average_watts(watts[l]);
+  }
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1.0;
+  o.objective = Objective::kEnergy;
+  auto a = Advise(job, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(SplitFlag(a->best, 3), "0:qpu-sim,1:cpu,2-:qpu-sim");
+  ASSERT_EQ(a->per_layer_power, std::vector<std::string>{"cpu"});
+  EXPECT_THAT(absl::StrJoin(a->assumptions, "\n"), HasSubstr("its own training power, measured by the layer loops"));
+  // One unresolved layer: the kind's average is used again, as before.
+  job.mutable_tasks(0)->mutable_result()->mutable_layer_energy(1)->set_resolved(false);
+  auto b = Advise(job, o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->per_layer_power.empty());
+  EXPECT_EQ(SplitFlag(b->best, 3), "0-:qpu-sim");
 }
 
 TEST(AdviseTest, AnObjectiveWithoutItsFiguresIsRefusedNotOptimisedOnZeros) {

@@ -112,5 +112,121 @@ TEST(EnergyTest, NominalWattsAreTheStudysFiguresAndALabelledCpuDefault) {
   EXPECT_FALSE(from_study);
 }
 
+// A RAPL-like counter read every `period_ns` over [0, end_ns) whose power is
+// watts(t).
+SensorReadings Counter(const std::string& name, v1::PowerSource source, int64_t period_ns, int64_t end_ns,
+                       double (*watts)(int64_t)) {
+  SensorReadings r;
+  r.name = name;
+  r.source = source;
+  r.series.counter = true;
+  double joules = 0;
+  for (int64_t t = 0; t <= end_ns; t += period_ns) {
+    r.series.t_ns.push_back(t);
+    r.series.joules.push_back(joules);
+    r.series.watts.push_back(NAN);
+    joules += watts(t) * static_cast<double>(period_ns) * 1e-9;
+  }
+  return r;
+}
+
+v1::LayerTiming Layer(int index, std::vector<std::tuple<v1::Phase, int64_t, int64_t, int>> windows, bool loop) {
+  v1::LayerTiming l;
+  l.set_index(index);
+  for (const auto& [phase, start, end, passes] : windows) {
+    v1::LayerWindow* w = l.add_windows();
+    w->set_phase(phase);
+    w->set_start_ns(start);
+    w->set_end_ns(end);
+    w->set_passes(passes);
+    w->set_batch_size(10);
+    w->set_repeated_loop(loop);
+  }
+  return l;
+}
+
+// Layer 0 draws 20 W in [0, 1) s, layer 1 draws 80 W in [1, 2) s, inference of layer 0 40 W in [2, 3) s.
+double ThreeLevels(int64_t t) { return t < 1 * kS ? 20.0 : t < 2 * kS ? 80.0 : 40.0; }
+
+TEST(LayerEnergyTest, LoopWindowsGiveEachLayerItsOwnEnergyPerPassAndSample) {
+  google::protobuf::RepeatedPtrField<v1::LayerTiming> layers;
+  *layers.Add() = Layer(0, {{v1::PHASE_TRAIN, 0, 1 * kS, 100}, {v1::PHASE_INFER, 2 * kS, 3 * kS, 400}}, true);
+  *layers.Add() = Layer(1, {{v1::PHASE_TRAIN, 1 * kS, 2 * kS, 50}}, true);
+  // Profiled windows are ignored once a layer has loop windows for the phase.
+  layers.Mutable(1)->MergeFrom(Layer(1, {{v1::PHASE_TRAIN, 0, 1000, 1}}, false));
+  const std::vector<SensorReadings> sensors = {Counter("package-0", v1::POWER_SOURCE_RAPL, kS / 1000, 3 * kS, ThreeLevels)};
+  std::vector<v1::LayerEnergy> e = ComputeLayerEnergy(sensors, layers);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].layer(), 0);
+  EXPECT_EQ(e[0].phase(), v1::PHASE_TRAIN);
+  EXPECT_TRUE(e[0].resolved());
+  EXPECT_TRUE(e[0].repeated_loop());
+  EXPECT_EQ(e[0].source(), v1::POWER_SOURCE_RAPL);
+  EXPECT_EQ(e[0].method(), "counter delta");
+  EXPECT_NEAR(e[0].joules_per_pass(), 20.0 / 100, 1e-3);  // 20 J over 100 passes
+  EXPECT_NEAR(e[0].joules_per_sample(), 0.02, 1e-4);
+  EXPECT_NEAR(e[0].average_watts(), 20.0, 0.1);
+  EXPECT_NEAR(e[0].coverage(), 1.0, 1e-9);
+  EXPECT_EQ(e[1].phase(), v1::PHASE_INFER);
+  EXPECT_NEAR(e[1].joules_per_pass(), 40.0 / 400, 1e-3);
+  EXPECT_EQ(e[2].layer(), 1);
+  EXPECT_NEAR(e[2].joules_per_pass(), 80.0 / 50, 1e-2);
+  EXPECT_NEAR(e[2].reading_interval_seconds(), 1e-3, 1e-9);
+}
+
+TEST(LayerEnergyTest, ProfiledWindowsSumForwardAndBackwardOverTheSteps) {
+  google::protobuf::RepeatedPtrField<v1::LayerTiming> layers;
+  // 5 steps of layer 1 (80 W region): forward 40 ms (1 pass) + backward 60 ms (0 passes).
+  std::vector<std::tuple<v1::Phase, int64_t, int64_t, int>> w;
+  for (int s = 0; s < 5; ++s) {
+    const int64_t t = kS + s * 150'000'000;
+    w.push_back({v1::PHASE_TRAIN, t, t + 40'000'000, 1});
+    w.push_back({v1::PHASE_TRAIN, t + 40'000'000, t + 100'000'000, 0});
+  }
+  *layers.Add() = Layer(1, w, false);
+  std::vector<v1::LayerEnergy> e = ComputeLayerEnergy(
+      {Counter("package-0", v1::POWER_SOURCE_RAPL, kS / 1000, 3 * kS, ThreeLevels)}, layers);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_TRUE(e[0].resolved());
+  EXPECT_FALSE(e[0].repeated_loop());
+  EXPECT_NEAR(e[0].joules_per_pass(), 80.0 * 0.1, 0.05);  // 100 ms at 80 W per pass
+  EXPECT_NEAR(e[0].window_seconds(), 0.5, 1e-9);
+}
+
+TEST(LayerEnergyTest, ASensorSlowerThanTheLayerGivesNoFigureButSaysWhy) {
+  google::protobuf::RepeatedPtrField<v1::LayerTiming> layers;
+  std::vector<std::tuple<v1::Phase, int64_t, int64_t, int>> w;
+  for (int s = 0; s < 20; ++s) w.push_back({v1::PHASE_TRAIN, s * 10'000'000, s * 10'000'000 + 300'000, 1});
+  *layers.Add() = Layer(0, w, false);
+  // A 10 Hz sensor against 0.3 ms windows.
+  std::vector<v1::LayerEnergy> e = ComputeLayerEnergy(
+      {Counter("package-0", v1::POWER_SOURCE_RAPL, kS / 10, 3 * kS, ThreeLevels)}, layers);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_FALSE(e[0].resolved());
+  EXPECT_EQ(e[0].joules_per_pass(), 0);
+  EXPECT_EQ(e[0].joules_per_sample(), 0);
+  EXPECT_NEAR(e[0].reading_interval_seconds(), 0.1, 1e-9);
+  EXPECT_NEAR(e[0].median_window_seconds(), 3e-4, 1e-9);
+  EXPECT_THAT(e[0].note(), testing::HasSubstr("power is read every 100 ms"));
+  EXPECT_THAT(e[0].note(), testing::HasSubstr("--layer-energy-seconds 0.4"));
+}
+
+TEST(LayerEnergyTest, TheMostTrustedSourceIsUsedAndItsSensorsSummed) {
+  google::protobuf::RepeatedPtrField<v1::LayerTiming> layers;
+  *layers.Add() = Layer(0, {{v1::PHASE_TRAIN, 0, 1 * kS, 10}}, true);
+  std::vector<SensorReadings> sensors = {
+      Counter("modeled-cpu0", v1::POWER_SOURCE_MODELED, kS / 10, 3 * kS, ThreeLevels),
+      Counter("package-0", v1::POWER_SOURCE_RAPL, kS / 100, 3 * kS, ThreeLevels),
+      Counter("dram", v1::POWER_SOURCE_RAPL, kS / 100, 3 * kS, ThreeLevels)};
+  std::vector<v1::LayerEnergy> e = ComputeLayerEnergy(sensors, layers);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].source(), v1::POWER_SOURCE_RAPL);
+  EXPECT_EQ(e[0].sensors(), 2);
+  EXPECT_NEAR(e[0].joules_per_pass(), 2 * 20.0 / 10, 1e-2);
+  EXPECT_NEAR(e[0].reading_interval_seconds(), 0.01, 1e-9);
+  // No readings at all: no figures.
+  EXPECT_TRUE(ComputeLayerEnergy({}, layers).empty());
+}
+
 }  // namespace
 }  // namespace hetbench

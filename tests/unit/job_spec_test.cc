@@ -132,6 +132,15 @@ TEST(JobSpecTest, LayerProfilingGetsADefaultStepCount) {
   EXPECT_EQ(WithDefaults(s).layers().steps(), 20);
   s.mutable_layers()->set_steps(-3);
   EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()), HasSubstr("layers.steps = -3: must be in"));
+  s.mutable_layers()->set_steps(5);
+  s.mutable_layers()->set_energy_seconds(120);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
+              HasSubstr("layers.energy_seconds = 120: must be in [0, 60]"));
+  s.mutable_layers()->set_energy_seconds(0.5);
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(s)).ok());
+  s.mutable_layers()->set_enabled(false);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
+              HasSubstr("layers.energy_seconds = 0.5: needs layers.enabled (CLI --layers)"));
 }
 
 TEST(JobSpecTest, EveryBadFieldIsReportedAtOnce) {

@@ -163,6 +163,51 @@ TEST(LayerProfilerTest, TimesEveryTopLevelLayerAndSplitsTheBackward) {
   EXPECT_NEAR(layers[3].forward_flops_per_sample(), 2.0 * 24 * 24 * 64 * 32 * 9, 2.0 * 24 * 24 * 64 * 32 * 9 * 0.01);
   // The profiling leaves no gradients behind and does not change weights.
   for (const auto& p : cnn->net->parameters()) EXPECT_FALSE(p.grad().defined());
+  // Every timed stretch is a window for the layer's energy: per step one
+  // forward (1 pass) in training, one backward (0 passes) where it has one,
+  // and one eval forward.
+  for (size_t i = 0; i < layers.size(); ++i) {
+    int train_passes = 0, train_windows = 0, infer_passes = 0;
+    for (const v1::LayerWindow& w : layers[i].windows()) {
+      EXPECT_GE(w.end_ns(), w.start_ns());
+      EXPECT_FALSE(w.repeated_loop());
+      EXPECT_EQ(w.batch_size(), 8);
+      if (w.phase() == v1::PHASE_TRAIN) train_passes += w.passes(), ++train_windows;
+      if (w.phase() == v1::PHASE_INFER) infer_passes += w.passes();
+    }
+    EXPECT_EQ(train_passes, 3) << i;
+    EXPECT_EQ(train_windows, i == 0 ? 3 : 6) << i;
+    EXPECT_EQ(infer_passes, 3) << i;
+  }
+}
+
+TEST(LayerProfileTest, EnergyLoopsRunEachLayerAloneForTheAskedTimeOnTheTasksAxis) {
+  auto mlp = BuildModel("mlp", 1);
+  ASSERT_TRUE(mlp.ok());
+  ImageDataset ds = TinyDataset();
+  auto loss = [](const torch::Tensor& out, const torch::Tensor&, const torch::Tensor& y) {
+    return torch::nn::functional::cross_entropy(out, y);
+  };
+  torch::nn::Sequential* net = &mlp->net;
+  const int64_t origin = SteadyNowNs();
+  std::vector<v1::LayerTiming> layers = ProfileLayers(*net, loss, ds.train.images, ds.train.labels, 8, 2,
+                                                      torch::Device(torch::kCPU), LayerEnergyOptions{origin, 0.02});
+  const int64_t end = SteadyNowNs() - origin;
+  ASSERT_EQ(layers.size(), (*net)->size());
+  for (const v1::LayerTiming& l : layers) {
+    int loops[2] = {0, 0};
+    for (const v1::LayerWindow& w : l.windows()) {
+      EXPECT_GE(w.start_ns(), 0);
+      EXPECT_LE(w.end_ns(), end);
+      if (!w.repeated_loop()) continue;
+      ++loops[w.phase() == v1::PHASE_TRAIN ? 0 : 1];
+      EXPECT_GE(w.end_ns() - w.start_ns(), 20'000'000) << l.name();
+      EXPECT_GE(w.passes(), 1) << l.name();
+    }
+    EXPECT_EQ(loops[0], 1) << l.name();
+    EXPECT_EQ(loops[1], 1) << l.name();
+  }
+  for (const auto& p : (*net)->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(BlasCheckTest, GradesKernelFamiliesAgainstTheCpuFlags) {
