@@ -14,22 +14,27 @@ namespace hetbench {
 
 namespace {
 
-// The zoo, once: each model and whether it is one stack of top-level layers
-// (so it can be split into stages and trained data-parallel).
+// The zoo, once: each model, whether it is one stack of top-level layers (so
+// it can be split into stages and trained data-parallel), and whether the
+// Python runner (agent/runners/torch_runner.py) implements it too. The C++
+// zoo (RunnerFingerprintTest, WorkloadTest) and the runner's probe are
+// checked against this table.
 struct ModelEntry {
   const char* name;
   bool layer_stack;
+  bool python_runner;
 };
 constexpr ModelEntry kZoo[] = {
-    {"mlp", true},      {"cnn", true},       {"rnn", true},       {"lstm", true},          {"autoencoder", true},
-    {"conv6", true},    {"vgg16", true},     {"resnet18", true},  {"cyclegan", false},     {"transformer", true},
-    {"torchscript", false}, {"qnn", true},   {"qsim", false},
+    {"mlp", true, true},          {"cnn", true, true},       {"rnn", true, true},       {"lstm", true, true},
+    {"autoencoder", true, true},  {"conv6", true, false},    {"vgg16", true, false},    {"resnet18", true, false},
+    {"cyclegan", false, false},   {"transformer", true, false}, {"torchscript", false, false},
+    {"qnn", true, false},         {"qsim", false, false},
 };
 
-std::vector<std::string> ZooNames(bool layer_stacks_only) {
+std::vector<std::string> ZooNames(bool ModelEntry::*only) {
   std::vector<std::string> out;
   for (const ModelEntry& m : kZoo) {
-    if (!layer_stacks_only || m.layer_stack) out.emplace_back(m.name);
+    if (only == nullptr || m.*only) out.emplace_back(m.name);
   }
   return out;
 }
@@ -37,7 +42,12 @@ std::vector<std::string> ZooNames(bool layer_stacks_only) {
 }  // namespace
 
 const std::vector<std::string>& KnownModels() {
-  static const std::vector<std::string> models = ZooNames(false);
+  static const std::vector<std::string> models = ZooNames(nullptr);
+  return models;
+}
+
+const std::vector<std::string>& PythonRunnerModels() {
+  static const std::vector<std::string> models = ZooNames(&ModelEntry::python_runner);
   return models;
 }
 
@@ -156,7 +166,7 @@ absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text) {
 }
 
 const std::vector<std::string>& LayerStackModels() {
-  static const std::vector<std::string> models = ZooNames(true);
+  static const std::vector<std::string> models = ZooNames(&ModelEntry::layer_stack);
   return models;
 }
 
@@ -294,6 +304,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     if (!t.executor().empty() && !IsKnownExecutor(t.executor())) {
       bad("targets[", i, "].executor = \"", t.executor(), "\": unknown; use ", absl::StrJoin(KnownExecutors(), ", "),
           " or leave it out for the device's default");
+    }
+    if (t.executor() == "python") {
+      for (const std::string& m : spec.models()) {
+        if (Contains(KnownModels(), m) && !Contains(PythonRunnerModels(), m)) {
+          bad("targets[", i, "].executor = \"python\" with model \"", m, "\": the Python runner implements ",
+              absl::StrJoin(PythonRunnerModels(), ", "), "; run ", m, " with the torch executor (leave :python out)");
+        }
+      }
     }
   }
   int64_t ranks_per_combination = 1;

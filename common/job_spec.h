@@ -41,6 +41,8 @@ bool IsLayerStackModel(const std::string& model);
 
 /// Models every agent of this version can run.
 const std::vector<std::string>& KnownModels();
+/// The subset the Python runner implements (its probe lists them).
+const std::vector<std::string>& PythonRunnerModels();
 /// Datasets every agent of this version can load.
 const std::vector<std::string>& KnownDatasets();
 

@@ -9,8 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "agent/devices/nvml.h"
-#include "agent/power/sensors.h"
+#include "agent/platform/nvml.h"
 
 extern char** environ;
 
@@ -260,15 +259,6 @@ void ApplyBlueField(const BlueField& bf, v1::Device* cpu, Discovered* out) {
   cpu->set_model(absl::StrCat(bf.generation.empty() ? "BlueField" : bf.generation, " DPU: ", cpu->model()));
   cpu->set_driver(absl::StrJoin(bf.evidence, "; "));
   (*cpu->mutable_attributes())["bluefield"] = absl::StrJoin(bf.evidence, "; ");
-}
-
-void AttachSensors(const std::vector<v1::SensorInfo>& sensors, std::vector<v1::Device>* devices) {
-  for (v1::Device& d : *devices) {
-    d.clear_power_sensors();
-    for (const v1::SensorInfo& s : sensors) {
-      if (s.available() && SensorMeasures(s, d)) d.add_power_sensors(s.name());
-    }
-  }
 }
 
 std::map<std::string, std::string> ProcessEnvironment() {

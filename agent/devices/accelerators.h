@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/power/sysfs_reader.h"
+#include "agent/platform/sysfs_reader.h"
 #include "hetbench/v1/common.pb.h"
 #include "hetbench/v1/runner.pb.h"
 
@@ -54,10 +54,6 @@ BlueField DetectBlueField(const SysfsReader& root, bool arm_cpu);
 /// The CPU as a DPU device when on a BlueField's Arm cores (kind dpu, id
 /// dpu0, the CPU executor), else it is left as is and the DPU is absent.
 void ApplyBlueField(const BlueField& bf, v1::Device* cpu, Discovered* out);
-
-/// Fills each device's power_sensors with the available sensors measuring it
-/// (its own, the node's, and for simulated devices the host's).
-void AttachSensors(const std::vector<v1::SensorInfo>& sensors, std::vector<v1::Device>* devices);
 
 /// The process environment as a map (TPU discovery reads TPU_*).
 std::map<std::string, std::string> ProcessEnvironment();

@@ -1,6 +1,6 @@
 #include "agent/power/sensors.h"
 
-#include "agent/devices/nvml.h"
+#include "agent/platform/nvml.h"
 
 #include <dlfcn.h>
 
@@ -441,6 +441,15 @@ SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const s
     out.Add(MakeModeledSensor(d, is_default ? NominalWatts(d.kind()) : it->second, is_default, config.proc));
   }
   return out;
+}
+
+void AttachSensors(const std::vector<v1::SensorInfo>& sensors, std::vector<v1::Device>* devices) {
+  for (v1::Device& d : *devices) {
+    d.clear_power_sensors();
+    for (const v1::SensorInfo& s : sensors) {
+      if (s.available() && SensorMeasures(s, d)) d.add_power_sensors(s.name());
+    }
+  }
 }
 
 }  // namespace hetbench::agent

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "agent/power/power_sensor.h"
-#include "agent/power/sysfs_reader.h"
+#include "agent/platform/sysfs_reader.h"
 
 namespace hetbench::agent {
 
@@ -53,6 +53,10 @@ SensorDiscovery DiscoverPowerSensors(const PowerDiscoveryConfig& config, const s
 /// runs on), beside its own labelled model. Tasks get these readings and the
 /// inventory lists them.
 bool SensorMeasures(const v1::SensorInfo& sensor, const v1::Device& device);
+
+/// Fills each device's power_sensors with the available sensors measuring it
+/// (its own, the node's, and for simulated devices the host's).
+void AttachSensors(const std::vector<v1::SensorInfo>& sensors, std::vector<v1::Device>* devices);
 
 /// Parses ipmitool's DCMI output; INVALID_ARGUMENT when no reading is found.
 absl::StatusOr<double> ParseIpmiPowerReading(const std::string& output);

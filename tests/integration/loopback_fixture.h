@@ -21,7 +21,7 @@
 #include "agent/executors/routing_executor.h"
 #include "agent/executors/runner_executor.h"
 #include "agent/executors/torch_executor.h"
-#include "agent/power/power_sampler.h"
+#include "agent/node/node.h"
 #include "agent/power/sensors.h"
 #include "agent/qpu/device.h"
 #include "client/cli.h"
@@ -42,7 +42,11 @@ class LoopbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
     StartServer("127.0.0.1:0");
-    agent::AgentConfig config;
+    // The agent as hetbench-agent assembles it (agent/node), on this VM's
+    // real /proc and /sys: no RAPL, hwmon or GPU here, so power falls back to
+    // the labelled modeled sensor, and the GPU and TPU are absent with why.
+    agent::NodeOptions node;
+    agent::AgentConfig& config = node.agent;
     config.server_address = address_;
     if (ThroughProxy()) {
       proxy_ = std::make_unique<hetbench::testing::TcpProxy>(server_->grpc_port());
@@ -53,45 +57,28 @@ class LoopbackTest : public ::testing::Test {
     config.initial_backoff_seconds = 0.05;
     config.max_backoff_seconds = 0.2;
     config.max_samples_per_batch = 16;  // many batches, to exercise sequencing
-    agent::TorchExecutorConfig exec;
+    agent::TorchExecutorConfig& exec = node.executor;
     exec.data_dir = HETBENCH_DATA_DIR;
     // One thread: ctest runs two tests at once on this 2-core machine, and two
     // OpenMP teams of two spin-waiting against each other slowed a task 6x.
     exec.threads = 1;
     exec.calibration_gemm_size = 256;  // the agent's default 2048 takes ~1 s; the figures are not checked here
     exec.blas.text = "checked by the test fixture";
+    node.power_sample_hz = 20;
+    node.nvml_library = "libnvidia-ml-absent-in-tests.so.1";
+    node.qpu_memory_bytes = int64_t{1} << 30;
+    node.python_runner = absl::StrCat("/usr/bin/python3 ", HETBENCH_RUNNER_SCRIPT);
+    // The runner is known here: its probe (an import of torch, seconds) is not repeated per test.
+    v1::RunnerProbe probe;
+    probe.set_python("3 (probe skipped by the test fixture)");
+    probe.set_torch_version("python3-torch");
+    node.runner_probe = probe;
     auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
     ASSERT_TRUE(cpu.ok());
-    // As the real agent: the CPU runs the C++ executor and the Python runner.
-    cpu->add_executors("torch");
-    cpu->add_executors("python");
-    v1::AbsentDevice tpu;
-    tpu.set_kind(v1::DEVICE_KIND_TPU);
-    tpu.set_reason("no /dev/accel* device (test fixture)");
-    config.absent = {tpu};
-    // Power: this VM has no RAPL, hwmon or GPU, so discovery falls back to
-    // the labelled modeled sensor, as the real agent does here.
-    agent::PowerDiscoveryConfig power;
-    power.sys = std::make_shared<agent::RealSysfsReader>();
-    power.proc = std::make_shared<agent::RealSysfsReader>("/proc");
-    power.nvml_library = "libnvidia-ml-absent-in-tests.so.1";
-    agent::SensorDiscovery sensors = agent::DiscoverPowerSensors(power, {*cpu});
-    config.sensors_tried = sensors.tried;
-    sampler_ = std::make_unique<agent::PowerSampler>(std::move(sensors.sensors), 20);
-    sampler_->Start();
-    auto executor = std::make_unique<agent::RoutingExecutor>();
-    auto torch_executor = std::make_shared<agent::TorchExecutor>(exec);
-    executor->Add("torch", torch_executor);
-    executor->Add("qsim", torch_executor);
-    agent::RunnerConfig runner;
-    runner.command = {"/usr/bin/python3", HETBENCH_RUNNER_SCRIPT};
-    runner.data_dir = HETBENCH_DATA_DIR;
-    runner.threads = 1;
-    runner.hostname = "localhost";
-    executor->Add("python", std::make_shared<agent::RunnerExecutor>(runner));
-    agent_ =
-        std::make_unique<agent::Agent>(config, std::vector<v1::Device>{*cpu, agent::qpu::QpuSimDevice(*cpu, 1 << 30)},
-                                       std::move(executor), sampler_.get());
+    auto built = agent::Node::Create(std::move(node), *std::move(cpu));
+    ASSERT_TRUE(built.ok()) << built.status();
+    node_ = *std::move(built);
+    agent_ = &node_->agent();
     agent_->set_batch_observer([this](const v1::SampleBatch& b) {
       absl::MutexLock l(&mu_);
       sent_.push_back(b);
@@ -205,8 +192,8 @@ class LoopbackTest : public ::testing::Test {
   std::string address_;
   std::unique_ptr<server::HetbenchServer> server_;
   std::unique_ptr<hetbench::testing::TcpProxy> proxy_;
-  std::unique_ptr<agent::PowerSampler> sampler_;
-  std::unique_ptr<agent::Agent> agent_;
+  std::unique_ptr<agent::Node> node_;
+  agent::Agent* agent_ = nullptr;
   std::thread agent_thread_;
   absl::Mutex mu_;
   std::vector<v1::SampleBatch> sent_ ABSL_GUARDED_BY(mu_);

@@ -79,7 +79,7 @@ TEST_F(LoopbackTest, AJobForAnAbsentKindStaysPendingWithTheReason) {
   EXPECT_THAT(job.out, HasSubstr("queued"));
   EXPECT_THAT(
       job.out,
-      HasSubstr("no connected agent offers a tpu device (loopback-agent: no /dev/accel* device (test fixture))"));
+      HasSubstr("no connected agent offers a tpu device (loopback-agent: no /dev/accel* device, no Google (1ae0) PCI function"));
   CliResult agents = Cli({"--server", address_, "get", "agents"});
   ASSERT_EQ(agents.code, 0) << agents.err;
   EXPECT_THAT(agents.out, ::testing::ContainsRegex("cpu0 +cpu .* torch,python"));

@@ -1,6 +1,7 @@
 // GPU (fake NVML), TPU (fixture tree) and BlueField DPU (fixture trees)
 // discovery, and the honest "absent" answers on this VM.
 #include "agent/devices/accelerators.h"
+#include "agent/power/sensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -143,6 +143,20 @@ TEST(JobSpecTest, LayerProfilingGetsADefaultStepCount) {
               HasSubstr("layers.energy_seconds = 0.5: needs layers.enabled (CLI --layers)"));
 }
 
+TEST(JobSpecTest, ThePythonExecutorTakesOnlyTheModelsTheRunnerImplements) {
+  v1::JobSpec s = Valid();
+  s.clear_models();
+  s.add_models("mlp");
+  s.add_models("vgg16");
+  auto* t = s.add_targets();
+  t->set_device_kind(v1::DEVICE_KIND_CPU);
+  t->set_executor("python");
+  const std::string msg(ValidateJobSpec(WithDefaults(s)).message());
+  EXPECT_THAT(msg, HasSubstr("executor = \"python\" with model \"vgg16\": the Python runner implements mlp, cnn, rnn, "
+                             "lstm, autoencoder; run vgg16 with the torch executor"));
+  EXPECT_THAT(msg, Not(HasSubstr("\"mlp\":")));
+}
+
 TEST(JobSpecTest, EveryBadFieldIsReportedAtOnce) {
   v1::JobSpec s = Valid();
   s.set_batch_sizes(0, -5);

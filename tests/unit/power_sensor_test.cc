@@ -11,7 +11,7 @@
 
 #include "agent/power/power_sampler.h"
 #include "agent/power/sensors.h"
-#include "agent/power/sysfs_reader.h"
+#include "agent/platform/sysfs_reader.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetbench::agent {

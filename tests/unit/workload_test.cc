@@ -38,6 +38,27 @@ ImageDataset TinyDataset() {
 
 v1::JobSpec Spec() { return WithDefaults(v1::JobSpec()); }
 
+// The C++ zoo against the model table (common/job_spec.cc): every model the
+// spec validator accepts is one this agent builds; only torchscript needs
+// more (a file), and says so by its field.
+TEST(ModelTableTest, EveryKnownModelIsBuiltByTheAgentsZoo) {
+  ImageDataset ds = TinyDataset();
+  for (const std::string& model : KnownModels()) {
+    v1::JobSpec spec = Spec();
+    spec.clear_models();
+    spec.add_models(model);
+    spec.mutable_qpu()->set_qubits(4);
+    auto w = MakeWorkload(model, WithDefaults(spec), ds);
+    if (model == "torchscript") {
+      EXPECT_THAT(std::string(w.status().message()), HasSubstr("torchscript.path")) << w.status();
+      continue;
+    }
+    EXPECT_TRUE(w.ok()) << model << ": " << w.status();
+    EXPECT_EQ(IsLayerStackModel(model), w.ok() && (*w)->Layers() != nullptr) << model;
+  }
+  EXPECT_THAT(std::string(MakeWorkload("nosuch", Spec(), ds).status().message()), HasSubstr("not in this agent's zoo"));
+}
+
 TEST(CycleGanTest, PairsTheTwoClassesAndTrainsBothDirections) {
   ImageDataset ds = TinyDataset();
   auto w = MakeWorkload("cyclegan", Spec(), ds);

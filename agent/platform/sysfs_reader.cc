@@ -1,4 +1,4 @@
-#include "agent/power/sysfs_reader.h"
+#include "agent/platform/sysfs_reader.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "agent/devices/nvml.h"
+#include "agent/platform/nvml.h"
 
 #include <dlfcn.h>
 
