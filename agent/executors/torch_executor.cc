@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "absl/strings/str_format.h"
 #include "agent/devices/calibration.h"
+#include "agent/executors/torch_threads.h"
 #include "agent/distributed/gradient_sync.h"
 #include "agent/executors/split_step.h"
 #include "common/stats.h"
@@ -87,6 +88,7 @@ size_t SampleCapacity(const v1::Assign& task) {
 }
 
 absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds) {
+  absl::MutexLock l(&lazy_mu_);  // a second task waits for the first load rather than loading again
   *load_seconds = 0;
   if (!dataset_) {
     auto ds = LoadFashionMnist(config_.data_dir);
@@ -97,7 +99,8 @@ absl::StatusOr<const ImageDataset*> TorchExecutor::Dataset(double* load_seconds)
   return dataset_.get();
 }
 
-const v1::Calibration& TorchExecutor::DeviceCalibration() {
+v1::Calibration TorchExecutor::DeviceCalibration() {
+  absl::MutexLock l(&lazy_mu_);
   if (!calibration_) {
     calibration_ = std::make_unique<v1::Calibration>(Calibrate(config_.blas, config_.calibration_gemm_size));
   }
@@ -125,7 +128,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   const bool on_cpu = torch_device.is_cpu();
 
   const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
-  torch::set_num_threads(std::max(threads, 1));
+  const TorchThreads thread_setting(threads);  // process-wide: see torch_threads.h
+  if (!thread_setting.note().empty()) result.set_input_note(thread_setting.note());
 
   double load_seconds = 0;
   auto dataset = Dataset(&load_seconds);
@@ -150,7 +154,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const ImageDataset& ds = w.Data();
     result.set_dataset_train_size(ds.train.size());
     result.set_dataset_test_size(ds.test.size());
-    result.set_input_note(w.InputNote());
+    if (!w.InputNote().empty()) {
+      result.set_input_note(absl::StrCat(w.InputNote(), result.input_note().empty() ? "" : "; ", result.input_note()));
+    }
     if (w.Qpu().qubits() > 0) *result.mutable_qpu() = w.Qpu();
 
     v1::RunEnvironment* env = result.mutable_environment();

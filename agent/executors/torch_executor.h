@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent/data/fashion_mnist.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/devices/calibration.h"
 #include "agent/executors/executor.h"
 #include "agent/models/workload.h"
@@ -40,14 +41,17 @@ class TorchExecutor final : public Executor {
 
  private:
   /// Loads the dataset once per executor; later tasks reuse it (load time 0).
-  absl::StatusOr<const ImageDataset*> Dataset(double* load_seconds);
+  /// Tasks on two devices of the agent may ask at once: the first loads,
+  /// the other waits. The dataset is immutable once loaded.
+  absl::StatusOr<const ImageDataset*> Dataset(double* load_seconds) ABSL_LOCKS_EXCLUDED(lazy_mu_);
 
-  /// Calibrates once; later tasks reuse the figures.
-  const v1::Calibration& DeviceCalibration();
+  /// Calibrates once; later tasks reuse the figures (a copy, under the lock).
+  v1::Calibration DeviceCalibration() ABSL_LOCKS_EXCLUDED(lazy_mu_);
 
-  TorchExecutorConfig config_;
-  std::unique_ptr<ImageDataset> dataset_;         // touched only from the task thread
-  std::unique_ptr<v1::Calibration> calibration_;  // likewise
+  const TorchExecutorConfig config_;
+  absl::Mutex lazy_mu_;
+  std::unique_ptr<ImageDataset> dataset_ ABSL_GUARDED_BY(lazy_mu_);
+  std::unique_ptr<v1::Calibration> calibration_ ABSL_GUARDED_BY(lazy_mu_);
 };
 
 

@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "agent/devices/calibration.h"
 #include "agent/executors/layer_profiler.h"
 #include "agent/executors/torch_executor.h"
+#include "agent/executors/torch_threads.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
 #include "common/job_spec.h"
@@ -296,6 +298,75 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   EXPECT_EQ(r->calibration().blas_check(), "test");
   EXPECT_THAT(r->environment().model_fingerprint(), HasSubstr("cnn/params=1199882/"));
   EXPECT_EQ(control.samples.published(), 3u + 2u);
+}
+
+// Two first tasks at once on two devices of one agent: the dataset is
+// loaded once (the other waits for it), calibration is measured once, and
+// the process-wide thread count is not changed under a running task.
+TEST(TorchExecutorTest, TwoFirstTasksAtOnceShareOneLoadAndOneThreadSetting) {
+  TorchExecutorConfig config;
+  config.calibration_gemm_size = 128;
+  config.blas.text = "test";
+  config.data_dir = HETBENCH_DATA_DIR;
+  TorchExecutor exec(config);
+  auto task = [](int threads) {
+    v1::Assign a;
+    a.set_task_id(absl::StrCat("t", threads));
+    a.set_batch_size(32);
+    a.set_model("mlp");
+    v1::JobSpec spec;
+    spec.mutable_train()->set_min_steps(40);
+    spec.mutable_train()->set_warmup_steps(1);
+    spec.mutable_train()->set_min_duration_seconds(0);
+    spec.mutable_inference()->set_max_batches(2);
+    spec.set_threads(threads);
+    *a.mutable_spec() = WithDefaults(spec);
+    return a;
+  };
+  const v1::Assign a1 = task(1), a2 = task(2);
+  v1::Device cpu0, cpu1;
+  cpu0.set_id("cpu0");
+  cpu1.set_id("cpu1");
+  TaskControl c1(SampleCapacity(a1), SteadyNowNs()), c2(SampleCapacity(a2), SteadyNowNs());
+  absl::StatusOr<v1::TaskResult> r1, r2;
+  std::thread t1([&] { r1 = exec.Run(a1, cpu0, &c1); });
+  std::thread t2([&] { r2 = exec.Run(a2, cpu1, &c2); });
+  t1.join();
+  t2.join();
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ((r1->data_load_seconds() > 0) + (r2->data_load_seconds() > 0), 1) << "one load, not two";
+  EXPECT_EQ(r1->calibration().gemm_gflops(), r2->calibration().gemm_gflops()) << "one calibration";
+  // Not asserted: equal initial weights. Both builds take BuildModel's lock,
+  // but the first task's dropout draws from LibTorch's process-wide generator
+  // while the second builds, so the second's init= hash can differ (this test
+  // found it; README "Known limitations"). The fingerprint shows it.
+  // Whichever started second ran with the first one's count, and says so.
+  const int differing = (r1->environment().threads() != 1) + (r2->environment().threads() != 2);
+  if (differing > 0) {
+    EXPECT_EQ(r1->environment().threads(), r2->environment().threads());
+    const std::string notes = r1->input_note() + r2->input_note();
+    EXPECT_THAT(notes, HasSubstr("LibTorch threads, not the"));
+    EXPECT_THAT(notes, HasSubstr("process-wide"));
+  }
+  EXPECT_EQ(TorchThreads::holders(), 0);
+}
+
+TEST(TorchThreadsTest, TheFirstHolderSetsTheCountAndLaterOnesShareIt) {
+  {
+    TorchThreads first(2);
+    EXPECT_EQ(first.threads(), 2);
+    EXPECT_EQ(torch::get_num_threads(), 2);
+    EXPECT_TRUE(first.note().empty());
+    TorchThreads second(1);
+    EXPECT_EQ(second.threads(), 2);
+    EXPECT_EQ(torch::get_num_threads(), 2) << "not changed under the first holder";
+    EXPECT_THAT(second.note(), HasSubstr("ran with 2 LibTorch threads, not the 1 asked for"));
+    EXPECT_EQ(TorchThreads::holders(), 2);
+  }
+  TorchThreads alone(1);
+  EXPECT_EQ(alone.threads(), 1);
+  EXPECT_EQ(torch::get_num_threads(), 1);
 }
 
 // The loop stops on the window validity judges (first measured step's start to
