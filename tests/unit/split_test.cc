@@ -81,6 +81,58 @@ TEST(SplitTest, ASplitMlpFollowsTheSingleDeviceLossCurve) {
   }
 }
 
+// The quantum variant split as cpu | qpu-sim | cpu (the classical encoder,
+// the simulated circuit layer, the classical head) follows the same loss
+// curve as the whole qnn on one device.
+TEST(SplitTest, ASplitQnnAcrossCpuAndQpuSimFollowsTheSingleDeviceLossCurve) {
+  const ImageDataset ds = Rows(160);
+  v1::JobSpec base;
+  base.mutable_qpu()->set_qubits(4);
+  const v1::JobSpec spec = WithDefaults(base);
+  v1::SplitSpec three;
+  three.add_stages()->set_layers("0");
+  three.add_stages()->set_layers("1");
+  three.add_stages()->set_layers("2-");
+  auto run = [&](bool split) {
+    auto w = MakeWorkload("qnn", spec, ds);
+    EXPECT_TRUE(w.ok()) << w.status();
+    (*w)->SetTraining(true);
+    const size_t layers = (*(*w)->Layers())->size();
+    EXPECT_GE(layers, 3u);
+    v1::Device qpu = Cpu("qpu0");
+    qpu.set_kind(v1::DEVICE_KIND_QPU_SIM);
+    auto plan = PlanSplit(three, layers, {Cpu("cpu0"), qpu, Cpu("cpu0")});
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    torch::manual_seed(5);
+    std::vector<double> losses;
+    for (int k = 0; k < 10; ++k) {
+      const torch::Tensor x = ds.train.images.slice(0, 16 * k, 16 * k + 16);
+      const torch::Tensor y = ds.train.labels.slice(0, 16 * k, 16 * k + 16);
+      std::vector<StageTimes> times(3);
+      torch::Tensor loss = split ? (*w)->TrainStepWith([&] {
+        return SplitForwardBackward(
+            *(*w)->Layers(), *plan, x, y,
+            [&](const torch::Tensor& o, const torch::Tensor& a, const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
+            times.data());
+      })
+                                 : (*w)->TrainStep(x, y);
+      losses.push_back(loss.item<double>());
+      if (split) {
+        EXPECT_GT(times[1].forward_ns, 0) << "the quantum stage was timed";
+        EXPECT_GT(times[1].backward_ns, 0) << "and its gradient";
+      }
+    }
+    return std::make_pair(losses, (*w)->Parameters());
+  };
+  const auto [single, single_params] = run(false);
+  const auto [split, split_params] = run(true);
+  ASSERT_EQ(single.size(), split.size());
+  for (size_t k = 0; k < single.size(); ++k) EXPECT_NEAR(split[k], single[k], 1e-6) << "step " << k;
+  for (size_t i = 0; i < single_params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(split_params[i], single_params[i], 1e-5, 1e-6)) << "tensor " << i;
+  }
+}
+
 TEST(SplitTest, StagesMustCoverTheStackInOrder) {
   EXPECT_THAT(PlanSplit(TwoStages("0-2", "3-9"), 7, {Cpu("a"), Cpu("b")}).status().message(),
               HasSubstr("the model has layers 0-6"));
