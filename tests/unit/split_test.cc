@@ -38,46 +38,71 @@ v1::Device Cpu(const std::string& id) {
   return d;
 }
 
+// Trains `model` for `steps` batches of 16, whole or split by `stages` over
+// `devices`, from one seed (the dropout draws included); returns the loss of
+// every step, the final parameters and each split step's stage times.
+struct Curve {
+  std::vector<double> losses;
+  std::vector<torch::Tensor> parameters;
+  std::vector<std::vector<StageTimes>> times;
+};
+Curve TrainCurve(const std::string& model, const v1::JobSpec& spec, const ImageDataset& ds, int steps,
+                 const v1::SplitSpec* stages, const std::vector<v1::Device>& devices) {
+  Curve out;
+  auto w = MakeWorkload(model, spec, ds);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return out;
+  (*w)->SetTraining(true);
+  absl::StatusOr<std::vector<SplitStagePlan>> plan = absl::UnknownError("not split");
+  if (stages != nullptr) {
+    plan = PlanSplit(*stages, (*(*w)->Layers())->size(), devices);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return out;
+  }
+  torch::manual_seed(11);  // the dropout draws
+  for (int k = 0; k < steps; ++k) {
+    const torch::Tensor x = ds.train.images.slice(0, 16 * k, 16 * k + 16);
+    const torch::Tensor y = ds.train.labels.slice(0, 16 * k, 16 * k + 16);
+    std::vector<StageTimes> times(devices.size());
+    torch::Tensor loss = stages == nullptr ? (*w)->TrainStep(x, y) : (*w)->TrainStepWith([&] {
+      return SplitForwardBackward(
+          *(*w)->Layers(), *plan, x, y,
+          [&](const torch::Tensor& o, const torch::Tensor& a, const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
+          times.data());
+    });
+    out.losses.push_back(loss.item<double>());
+    out.times.push_back(std::move(times));
+  }
+  out.parameters = (*w)->Parameters();
+  return out;
+}
+
+// The split run's losses equal the whole run's to 1e-6 at every step, and
+// its final parameters are allclose.
+void ExpectSameCurve(const Curve& whole, const Curve& split) {
+  ASSERT_EQ(whole.losses.size(), split.losses.size());
+  for (size_t k = 0; k < whole.losses.size(); ++k) EXPECT_NEAR(split.losses[k], whole.losses[k], 1e-6) << "step " << k;
+  ASSERT_EQ(whole.parameters.size(), split.parameters.size());
+  for (size_t i = 0; i < whole.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(split.parameters[i], whole.parameters[i], 1e-5, 1e-6)) << "tensor " << i;
+  }
+}
+
 // Acceptance: mlp split in two (layers 0-2 | 3-6) follows the single-device
 // loss curve step for step (dropout included: the same draws in the same
 // order), to 1e-6, over 20 steps.
 TEST(SplitTest, ASplitMlpFollowsTheSingleDeviceLossCurve) {
   const ImageDataset ds = Rows(320);
   const v1::JobSpec spec = WithDefaults(v1::JobSpec());
-  auto run = [&](bool split) {
-    auto w = MakeWorkload("mlp", spec, ds);
-    EXPECT_TRUE(w.ok());
-    (*w)->SetTraining(true);
-    auto plan = PlanSplit(TwoStages("0-2", "3-"), (*(*w)->Layers())->size(), {Cpu("cpu0"), Cpu("cpu1")});
-    EXPECT_TRUE(plan.ok()) << plan.status();
-    torch::manual_seed(11);  // the dropout draws
-    std::vector<double> losses;
-    for (int k = 0; k < 20; ++k) {
-      const torch::Tensor x = ds.train.images.slice(0, 16 * k, 16 * k + 16);
-      const torch::Tensor y = ds.train.labels.slice(0, 16 * k, 16 * k + 16);
-      std::vector<StageTimes> times(2);
-      torch::Tensor loss = split ? (*w)->TrainStepWith([&] {
-        return SplitForwardBackward(
-            *(*w)->Layers(), *plan, x, y,
-            [&](const torch::Tensor& o, const torch::Tensor& a, const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
-            times.data());
-      })
-                                 : (*w)->TrainStep(x, y);
-      losses.push_back(loss.item<double>());
-      if (split) {
-        EXPECT_GT(times[1].forward_ns, 0) << "the second stage was timed";
-        EXPECT_EQ(times[0].transfer_bytes, 2 * 16 * 512 * 4) << "the activation forward and its gradient back";
-      }
-    }
-    return std::make_pair(losses, (*w)->Parameters());
-  };
-  const auto [single, single_params] = run(false);
-  const auto [split, split_params] = run(true);
-  ASSERT_EQ(single.size(), split.size());
-  for (size_t k = 0; k < single.size(); ++k) EXPECT_NEAR(split[k], single[k], 1e-6) << "step " << k;
-  EXPECT_LT(single.back(), single.front()) << "it learns";
-  for (size_t i = 0; i < single_params.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(split_params[i], single_params[i], 1e-5, 1e-6)) << "tensor " << i;
+  const v1::SplitSpec two = TwoStages("0-2", "3-");
+  const std::vector<v1::Device> devices = {Cpu("cpu0"), Cpu("cpu1")};
+  const Curve whole = TrainCurve("mlp", spec, ds, 20, nullptr, devices);
+  const Curve split = TrainCurve("mlp", spec, ds, 20, &two, devices);
+  ExpectSameCurve(whole, split);
+  EXPECT_LT(whole.losses.back(), whole.losses.front()) << "it learns";
+  for (const std::vector<StageTimes>& t : split.times) {
+    EXPECT_GT(t[1].forward_ns, 0) << "the second stage was timed";
+    EXPECT_EQ(t[0].transfer_bytes, 2 * 16 * 512 * 4) << "the activation forward and its gradient back";
   }
 }
 
@@ -93,43 +118,15 @@ TEST(SplitTest, ASplitQnnAcrossCpuAndQpuSimFollowsTheSingleDeviceLossCurve) {
   three.add_stages()->set_layers("0");
   three.add_stages()->set_layers("1");
   three.add_stages()->set_layers("2-");
-  auto run = [&](bool split) {
-    auto w = MakeWorkload("qnn", spec, ds);
-    EXPECT_TRUE(w.ok()) << w.status();
-    (*w)->SetTraining(true);
-    const size_t layers = (*(*w)->Layers())->size();
-    EXPECT_GE(layers, 3u);
-    v1::Device qpu = Cpu("qpu0");
-    qpu.set_kind(v1::DEVICE_KIND_QPU_SIM);
-    auto plan = PlanSplit(three, layers, {Cpu("cpu0"), qpu, Cpu("cpu0")});
-    EXPECT_TRUE(plan.ok()) << plan.status();
-    torch::manual_seed(5);
-    std::vector<double> losses;
-    for (int k = 0; k < 10; ++k) {
-      const torch::Tensor x = ds.train.images.slice(0, 16 * k, 16 * k + 16);
-      const torch::Tensor y = ds.train.labels.slice(0, 16 * k, 16 * k + 16);
-      std::vector<StageTimes> times(3);
-      torch::Tensor loss = split ? (*w)->TrainStepWith([&] {
-        return SplitForwardBackward(
-            *(*w)->Layers(), *plan, x, y,
-            [&](const torch::Tensor& o, const torch::Tensor& a, const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
-            times.data());
-      })
-                                 : (*w)->TrainStep(x, y);
-      losses.push_back(loss.item<double>());
-      if (split) {
-        EXPECT_GT(times[1].forward_ns, 0) << "the quantum stage was timed";
-        EXPECT_GT(times[1].backward_ns, 0) << "and its gradient";
-      }
-    }
-    return std::make_pair(losses, (*w)->Parameters());
-  };
-  const auto [single, single_params] = run(false);
-  const auto [split, split_params] = run(true);
-  ASSERT_EQ(single.size(), split.size());
-  for (size_t k = 0; k < single.size(); ++k) EXPECT_NEAR(split[k], single[k], 1e-6) << "step " << k;
-  for (size_t i = 0; i < single_params.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(split_params[i], single_params[i], 1e-5, 1e-6)) << "tensor " << i;
+  v1::Device qpu = Cpu("qpu0");
+  qpu.set_kind(v1::DEVICE_KIND_QPU_SIM);
+  const std::vector<v1::Device> devices = {Cpu("cpu0"), qpu, Cpu("cpu0")};
+  const Curve whole = TrainCurve("qnn", spec, ds, 10, nullptr, devices);
+  const Curve split = TrainCurve("qnn", spec, ds, 10, &three, devices);
+  ExpectSameCurve(whole, split);
+  for (const std::vector<StageTimes>& t : split.times) {
+    EXPECT_GT(t[1].forward_ns, 0) << "the quantum stage was timed";
+    EXPECT_GT(t[1].backward_ns, 0) << "and its gradient";
   }
 }
 
