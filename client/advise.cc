@@ -28,13 +28,15 @@ struct Profile {
   double usd_per_hour = 0;
 };
 
-// The layers' resolved training power in layer order, or empty unless every layer has one.
-std::vector<double> LayerTrainWatts(const v1::TaskResult& r) {
+// The layers' resolved training power in layer order (empty unless every
+// layer has one), and whether any of it is modeled.
+std::vector<double> LayerTrainWatts(const v1::TaskResult& r, bool* modeled) {
   std::vector<double> watts(static_cast<size_t>(r.layers_size()), 0);
   for (const v1::LayerEnergy& e : r.layer_energy()) {
     if (e.phase() == v1::PHASE_TRAIN && e.resolved() && e.layer() >= 0 &&
         static_cast<size_t>(e.layer()) < watts.size()) {
       watts[static_cast<size_t>(e.layer())] = e.average_watts();
+      *modeled = *modeled || e.source() == v1::POWER_SOURCE_MODELED;
     }
   }
   if (watts.empty() || std::any_of(watts.begin(), watts.end(), [](double w) { return w <= 0; })) return {};
@@ -129,12 +131,10 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
         break;
       }
     }
-    p.layer_watts = LayerTrainWatts(task->result());
+    bool layers_modeled = false;
+    p.layer_watts = LayerTrainWatts(task->result(), &layers_modeled);
     if (!p.layer_watts.empty()) {
-      p.watts_modeled = p.watts_modeled || std::any_of(task->result().layer_energy().begin(),
-                                                       task->result().layer_energy().end(), [](const v1::LayerEnergy& e) {
-                                                         return e.source() == v1::POWER_SOURCE_MODELED;
-                                                       });
+      p.watts_modeled = p.watts_modeled || layers_modeled;
       advice.per_layer_power.push_back(DeviceKindName(kind));
     }
     if (const v1::CostResult* c = render::FindCost(*task, v1::PHASE_TRAIN)) p.usd_per_hour = c->usd_per_hour();
@@ -246,14 +246,13 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
                       advice.link_gbytes_per_second, advice.link_source),
       "stages run one after another (no micro-batches): the step is their sum; loss and optimizer are in the "
       "measured steps",
-      advice.per_layer_power.empty()
-          ? "energy: each layer's time x its kind's average training power (transfers: both kinds' power); cost: "
-            "the step x the hourly rates of every kind the plan holds"
-          : absl::StrCat("energy: each layer's time x its own training power, measured by the layer loops "
-                         "(layers.energy_seconds) on ",
-                         absl::StrJoin(advice.per_layer_power, ", "),
-                         "; elsewhere the kind's average training power (transfers: both kinds' power); cost: the "
-                         "step x the hourly rates of every kind the plan holds"),
+      absl::StrCat(advice.per_layer_power.empty()
+                       ? "energy: each layer's time x its kind's average training power"
+                       : absl::StrCat("energy: each layer's time x its own training power, measured by the layer "
+                                      "loops (layers.energy_seconds) on ",
+                                      absl::StrJoin(advice.per_layer_power, ", "),
+                                      "; elsewhere the kind's average training power"),
+                   " (transfers: both kinds' power); cost: the step x the hourly rates of every kind the plan holds"),
   };
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");

@@ -137,17 +137,21 @@ double ReadingIntervalSeconds(const PowerSeries& series) {
 std::vector<v1::LayerEnergy> ComputeLayerEnergy(const std::vector<SensorReadings>& sensors,
                                                 const google::protobuf::RepeatedPtrField<v1::LayerTiming>& layers) {
   std::vector<v1::LayerEnergy> out;
+  // Each sensor's reading interval once (it sorts the readings); the most
+  // trusted source among sensors with at least two readings.
+  std::vector<double> intervals;
+  intervals.reserve(sensors.size());
   int best = 5;
   for (const SensorReadings& s : sensors) {
-    if (ReadingIntervalSeconds(s.series) > 0) best = std::min(best, SourceRank(s.source));
+    intervals.push_back(ReadingIntervalSeconds(s.series));
+    if (intervals.back() > 0) best = std::min(best, SourceRank(s.source));
   }
   std::vector<const SensorReadings*> used;
   double interval = 0;
-  for (const SensorReadings& s : sensors) {
-    const double i = ReadingIntervalSeconds(s.series);
-    if (i <= 0 || SourceRank(s.source) != best) continue;
-    used.push_back(&s);
-    interval = std::max(interval, i);
+  for (size_t i = 0; i < sensors.size(); ++i) {
+    if (intervals[i] <= 0 || SourceRank(sensors[i].source) != best) continue;
+    used.push_back(&sensors[i]);
+    interval = std::max(interval, intervals[i]);
   }
   if (used.empty()) return out;
 

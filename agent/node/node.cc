@@ -21,11 +21,6 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeOptions options, v1::Devi
   return node;
 }
 
-Node::~Node() {
-  agent_.reset();
-  if (sampler_ != nullptr) sampler_->Stop();
-}
-
 absl::Status Node::Assemble(v1::Device cpu) {
   NodeOptions& o = options_;
   if (o.agent.agent_id.empty()) o.agent.agent_id = o.agent.hostname;

@@ -45,7 +45,6 @@ class Node {
   /// Discovers everything around `cpu` (already BLAS-settled), starts the
   /// power sampler and builds the Agent. Fails only on a setup error.
   static absl::StatusOr<std::unique_ptr<Node>> Create(NodeOptions options, v1::Device cpu);
-  ~Node();
 
   /// Connects and serves tasks until Shutdown (blocking).
   void Run() { agent_->Run(); }
@@ -62,7 +61,7 @@ class Node {
   NodeOptions options_;
   std::vector<v1::Device> devices_;
   std::unique_ptr<PowerSampler> sampler_;
-  std::unique_ptr<Agent> agent_;
+  std::unique_ptr<Agent> agent_;  // declared after the sampler it reads: destroyed first
 };
 
 /// "kind=W" of --nominal-watts.

@@ -131,14 +131,15 @@ const v1::CostResult* FindCost(const v1::Task& t, v1::Phase phase) {
 }
 
 // "rapl", "rapl x2", "modeled*" (* = an estimate; ! = window shorter than the sensor's update period).
-std::string SourceCell(const EnergySummary& e) {
-  if (!e.ok) return "-";
-  std::string s = PowerSourceName(e.source);
-  if (e.sensors > 1) absl::StrAppend(&s, " x", e.sensors);
-  if (e.source == v1::POWER_SOURCE_MODELED) s += "*";
-  if (e.short_window) s += "!";
+std::string SourceLabel(v1::PowerSource source, int sensors, bool short_window) {
+  std::string s = PowerSourceName(source);
+  if (sensors > 1) absl::StrAppend(&s, " x", sensors);
+  if (source == v1::POWER_SOURCE_MODELED) s += "*";
+  if (short_window) s += "!";
   return s;
 }
+
+std::string SourceCell(const EnergySummary& e) { return e.ok ? SourceLabel(e.source, e.sensors, e.short_window) : "-"; }
 
 std::string Num(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
 

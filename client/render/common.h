@@ -48,6 +48,8 @@ double AchievedGflops(const v1::Task& t, const v1::PhaseResult& p);
 const v1::CostResult* FindCost(const v1::Task& t, v1::Phase phase);
 /// "rapl", "rapl x2", "modeled*" (* = an estimate; ! = window shorter than
 /// the sensor's update period).
+std::string SourceLabel(v1::PowerSource source, int sensors, bool short_window);
+/// SourceLabel of a phase's headline energy; "-" when it has none.
 std::string SourceCell(const EnergySummary& e);
 std::string Num(double v, const char* fmt);
 /// A step percentile divided by the mean samples per step: time per sample.

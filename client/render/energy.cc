@@ -25,14 +25,12 @@ std::string RenderLayerEnergy(const v1::Job& job) {
       for (const v1::LayerTiming& l : r.layers()) {
         if (l.index() == e.layer()) name = l.name();
       }
-      std::string source = PowerSourceName(e.source());
-      if (e.sensors() > 1) absl::StrAppend(&source, " x", e.sensors());
-      if (e.source() == v1::POWER_SOURCE_MODELED) source += "*";
       if (!e.assumptions().empty() && std::find(notes.begin(), notes.end(), e.assumptions()) == notes.end()) {
         notes.push_back(e.assumptions());
       }
       rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(e.layer()), name, PhaseName(e.phase()),
-                      e.repeated_loop() ? "loop" : "profiled", source,
+                      e.repeated_loop() ? "loop" : "profiled",
+                      SourceLabel(e.source(), e.sensors(), /*short_window=*/false),
                       e.resolved() ? Num(e.joules_per_sample() * 1e3, "%.4g") : "-",
                       e.resolved() ? Num(e.average_watts(), "%.1f") : "-",
                       e.resolved() ? Num(e.coverage() * 100, "%.0f%%") : "-",
