@@ -129,7 +129,6 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
 
   const int threads = spec.threads() > 0 ? spec.threads() : (config_.threads > 0 ? config_.threads : device.cores());
   const TorchThreads thread_setting(threads);  // process-wide: see torch_threads.h
-  if (!thread_setting.note().empty()) result.set_input_note(thread_setting.note());
 
   double load_seconds = 0;
   auto dataset = Dataset(&load_seconds);
@@ -154,9 +153,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const ImageDataset& ds = w.Data();
     result.set_dataset_train_size(ds.train.size());
     result.set_dataset_test_size(ds.test.size());
-    if (!w.InputNote().empty()) {
-      result.set_input_note(absl::StrCat(w.InputNote(), result.input_note().empty() ? "" : "; ", result.input_note()));
-    }
+    result.set_input_note(w.InputNote());
     if (w.Qpu().qubits() > 0) *result.mutable_qpu() = w.Qpu();
 
     v1::RunEnvironment* env = result.mutable_environment();
@@ -164,6 +161,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     env->set_torch_version(TORCH_VERSION);
     env->set_blas(DescribeBlas());
     env->set_threads(torch::get_num_threads());
+    env->set_threads_note(thread_setting.note());
     env->set_seed(spec.seed());
     env->set_device_model(device.model());
     env->set_hostname(config_.hostname);

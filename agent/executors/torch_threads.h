@@ -5,7 +5,7 @@
 /// (a GPU and the CPU, say) cannot each have their own. The rule the agent
 /// enforces: the first running task sets it; a task that starts while
 /// others hold it runs with the same count, and its result says so
-/// (RunEnvironment.threads is what ran; the note gives what was asked).
+/// (RunEnvironment.threads is what ran; threads_note says what was asked).
 
 #include <string>
 

@@ -241,6 +241,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                             r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
                             e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
                             r.samples_stored(), t.attempt());
+      if (!e.threads_note().empty()) absl::StrAppend(&out, "\n    threads: ", e.threads_note());
       if (!e.executor().empty()) {
         absl::StrAppend(&out, "\n    executor ", e.executor(), " on ", e.torch_device().empty() ? "cpu" : e.torch_device(),
                         ", architecture ", e.architecture_fingerprint());

@@ -351,9 +351,9 @@ TEST(TorchExecutorTest, TwoFirstTasksAtOnceShareOneLoadAndOneThreadSetting) {
   // why; the one that asked for 2 got it and says nothing.
   EXPECT_EQ(r1->environment().threads(), 2);
   EXPECT_EQ(r2->environment().threads(), 2);
-  EXPECT_THAT(r1->input_note(), HasSubstr("ran with 2 LibTorch threads, not the 1 asked for"));
-  EXPECT_THAT(r1->input_note(), HasSubstr("process-wide"));
-  EXPECT_THAT(r2->input_note(), Not(HasSubstr("LibTorch threads")));
+  EXPECT_THAT(r1->environment().threads_note(), HasSubstr("ran with 2 LibTorch threads, not the 1 asked for"));
+  EXPECT_THAT(r1->environment().threads_note(), HasSubstr("process-wide"));
+  EXPECT_THAT(r2->environment().threads_note(), Not(HasSubstr("LibTorch threads")));
   EXPECT_EQ(TorchThreads::holders(), 0);
 }
 
