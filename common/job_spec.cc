@@ -106,6 +106,11 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
     if (p->gang_timeout_seconds() == 0) p->set_gang_timeout_seconds(600);
     if (p->collective_timeout_seconds() == 0) p->set_collective_timeout_seconds(30);
   }
+  if (spec.split().across_agents()) {
+    v1::SplitSpec* sp = spec.mutable_split();
+    if (sp->gang_timeout_seconds() == 0) sp->set_gang_timeout_seconds(600);
+    if (sp->collective_timeout_seconds() == 0) sp->set_collective_timeout_seconds(30);
+  }
   return spec;
 }
 
@@ -389,6 +394,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     if (spec.targets_size() > 1) {
       bad("split with ", spec.targets_size(), " targets: a split job has one target, the agent's first stage device");
     }
+    if (split.across_agents()) {
+      ranks_per_combination = split.stages_size();  // a task per stage
+      if (!(split.gang_timeout_seconds() > 0) || split.gang_timeout_seconds() > SpecLimits::kMaxDurationSeconds) {
+        bad("split.gang_timeout_seconds = ", split.gang_timeout_seconds(), ": must be in (0, ",
+            SpecLimits::kMaxDurationSeconds, "]");
+      }
+      if (!(split.collective_timeout_seconds() >= 1) || split.collective_timeout_seconds() > 3600) {
+        bad("split.collective_timeout_seconds = ", split.collective_timeout_seconds(), ": must be in [1, 3600]");
+      }
+    }
+  } else if (split.across_agents() || split.gang_timeout_seconds() != 0 || split.collective_timeout_seconds() != 0) {
+    bad("split.across_agents and its timeouts need split.stages (e.g. --split 0-2:cpu,3-:cpu --split-across-agents)");
   }
   const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() *
                         std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1);

@@ -16,19 +16,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/distributed/gang_group.h"
 #include "hetbench/v1/agent.pb.h"
 
 namespace hetbench::agent {
 
 class GradientSync {
  public:
-  /// Joins the gang: rank 0 opens the TCPStore at master_host:master_port,
-  /// every rank connects to it and builds the process group, its own end of
-  /// the connections on `own_host`. UNAVAILABLE (retryable) when the store's
-  /// port is taken or a peer does not arrive within gang.timeout_seconds.
-  /// A gang of one needs no peers and opens nothing.
+  /// Joins the gang (GangGroup::Join, whose errors it returns).
   static absl::StatusOr<std::unique_ptr<GradientSync>> Join(const v1::GangAssign& gang, const std::string& own_host);
-  ~GradientSync();
 
   /// Averages the gradients of `params` over the ranks and sums `vote` over
   /// them (one more float in the same buffer, so all ranks take the same
@@ -36,22 +32,19 @@ class GradientSync {
   /// took is last_ns(). Throws c10::Error when a peer is gone or times out.
   double AllReduce(const std::vector<torch::Tensor>& params, double vote);
 
-  int rank() const { return rank_; }
-  int world_size() const { return world_; }
+  int rank() const { return group_->rank(); }
+  int world_size() const { return group_->world_size(); }
   /// Bytes of the buffer all-reduced per step (gradients and the vote).
   int64_t bytes_per_step() const { return bytes_per_step_; }
   int64_t last_ns() const { return last_ns_; }
-  double rendezvous_seconds() const { return rendezvous_seconds_; }
-  std::string backend() const { return world_ > 1 ? "gloo" : "none (one rank)"; }
+  double rendezvous_seconds() const { return group_->rendezvous_seconds(); }
+  std::string backend() const { return world_size() > 1 ? "gloo" : "none (one rank)"; }
 
  private:
-  GradientSync(int rank, int world);
-  int rank_ = 0, world_ = 1;
+  explicit GradientSync(std::unique_ptr<GangGroup> group) : group_(std::move(group)) {}
+  std::unique_ptr<GangGroup> group_;
   int64_t bytes_per_step_ = 0;
   int64_t last_ns_ = 0;
-  double rendezvous_seconds_ = 0;
-  struct Group;  // the c10d store and process group (kept out of this header)
-  std::unique_ptr<Group> group_;
   torch::Tensor buffer_;
 };
 

@@ -17,6 +17,7 @@
 #include "agent/devices/calibration.h"
 #include "agent/executors/torch_threads.h"
 #include "agent/distributed/gradient_sync.h"
+#include "agent/distributed/stage_link.h"
 #include "agent/executors/split_step.h"
 #include "common/stats.h"
 #include "agent/devices/cuda.h"
@@ -75,6 +76,25 @@ absl::Status TorchFailure(const v1::Assign& task, const std::string& model, cons
                                                ": a collective failed (peer gone or timed out): ", what));
   }
   return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", what));
+}
+
+// The stages of a split across agents as rank `own` sees them: its own
+// device, and for the others the device named in the gang's peers
+// ("agent/device") with the kind of the stage's target.
+std::vector<v1::Device> SplitGangDevices(const v1::Assign& task, const v1::Device& own) {
+  std::vector<v1::Device> devices;
+  for (int s = 0; s < task.spec().split().stages_size(); ++s) {
+    if (s == task.gang().rank()) {
+      devices.push_back(own);
+      continue;
+    }
+    v1::Device d;
+    const std::string peer = s < task.gang().peers_size() ? task.gang().peers(s) : "";
+    d.set_id(peer.substr(peer.find('/') + 1));
+    d.set_kind(task.spec().split().stages(s).target().device_kind());
+    devices.push_back(std::move(d));
+  }
+  return devices;
 }
 
 }  // namespace
@@ -177,10 +197,13 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t n_train = ds.train.size();
     // A rank of a data-parallel gang trains on its share of the global
     // batch (rank r takes rows [r bs, (r+1) bs) of it) and averages the
-    // gradients with the other ranks before each optimizer step.
+    // gradients with the other ranks before each optimizer step. A rank of
+    // a split across agents (a stage) draws the whole batch, as every stage
+    // does: the gang's ranks share one permutation.
     const bool gang = task.has_gang();
-    const int64_t world = gang ? std::max(task.gang().world_size(), 1) : 1;
-    const int64_t rank = gang ? task.gang().rank() : 0;
+    const bool split_gang = gang && spec.split().across_agents();
+    const int64_t world = gang && !split_gang ? std::max(task.gang().world_size(), 1) : 1;
+    const int64_t rank = gang && !split_gang ? task.gang().rank() : 0;
     const int64_t global_bs = bs * world;
     if (w.Trainable() && global_bs > n_train) {
       return absl::InvalidArgumentError(absl::StrCat("batch size ", bs, gang ? absl::StrCat(" x ", world, " ranks") : "",
@@ -210,10 +233,40 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       split_times.reserve(measured_capacity * split.size());
       split_step_ns.reserve(measured_capacity);
     }
+    std::unique_ptr<StageLink> link;  // a split across agents: this rank's stage
+    if (split_gang) {
+      torch::nn::Sequential* layers = w.Layers();
+      if (layers == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("split: ", model, " is not one layer stack"));
+      }
+      auto plan = PlanSplit(spec.split(), (*layers)->size(), SplitGangDevices(task, device));
+      if (!plan.ok()) return plan.status();
+      (*plan)[task.gang().rank()].device = torch_device;
+      auto joined = GangGroup::Join(task.gang(), config_.rendezvous_host);
+      if (!joined.ok()) return joined.status();
+      auto made_link = StageLink::Create(*std::move(joined), *layers, *std::move(plan),
+                                         ds.train.images.slice(0, 0, 2).to(torch_device), bs,
+                                         task.gang().timeout_seconds());
+      if (!made_link.ok()) return made_link.status();
+      link = *std::move(made_link);
+      if (link->first()) {
+        split_times.reserve(measured_capacity * link->plan().size());
+        split_step_ns.reserve(measured_capacity);
+      }
+    }
+    // A peer gone or silent makes the link throw: retryable, like a failed all-reduce.
+    const auto on_link = [&collective_failed](const auto& fn) {
+      try {
+        return fn();
+      } catch (...) {
+        collective_failed = true;
+        throw;
+      }
+    };
     std::unique_ptr<GradientSync> sync;
     double vote = 0, voted = 0;
     std::vector<int64_t> step_ns, comm_ns;
-    if (gang) {
+    if (gang && !split_gang) {
       auto joined = GradientSync::Join(task.gang(), config_.rendezvous_host);
       if (!joined.ok()) return joined.status();
       sync = *std::move(joined);
@@ -254,6 +307,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       return w.Loss(out, x, y);
     };
     const std::function<torch::Tensor()> split_step = [&] {
+      if (link) return on_link([&] { return link->ForwardBackward(split_x, split_y, split_loss); });
       return SplitForwardBackward(*w.Layers(), split, split_x, split_y, split_loss, stage_times.data());
     };
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
@@ -266,14 +320,25 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     result.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns) * 1e-9);
     while (w.Trainable()) {
       const bool measuring = steps_total >= warmup;
-      if (!gang) {
-        if (control->cancel.load(std::memory_order_relaxed)) break;
-        if (measuring) {
+      // A later stage of a split across agents: its step starts when it
+      // waits for the activation (the sample is the pipeline's period).
+      int64_t wait_start_ns = 0;
+      if (link && !link->first()) {
+        if (measuring && measured == 0) measure_start_ns = SteadyNowNs();
+        wait_start_ns = SteadyNowNs();
+        if (!on_link([&] { return link->ReceiveInput(); })) break;  // rank 0 said stop
+      } else if (!gang || link) {
+        bool stop = control->cancel.load(std::memory_order_relaxed);
+        if (measuring && !stop) {
           if (measured == 0) measure_start_ns = SteadyNowNs();
           // The duration is the one validity judges: the first measured step's
           // start to the last one's end (the stats' window), not the loop's clock.
           const bool enough = measured >= min_steps && last_step_end_ns - first_step_start_ns >= min_duration_ns;
-          if (enough || measured >= max_steps) break;
+          stop = enough || measured >= max_steps;
+        }
+        if (stop) {
+          if (link) on_link([&] { link->SendStop(); });
+          break;
         }
       } else {
         // The ranks stop together: each votes in the step's all-reduce
@@ -301,8 +366,8 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         SyncDevice(torch_device);
       }
 
-      const int64_t t0 = SteadyNowNs();
-      if (split.empty()) {
+      const int64_t t0 = wait_start_ns > 0 ? wait_start_ns : SteadyNowNs();
+      if (split.empty() && !link) {
         loss = w.TrainStep(x, y);
       } else {
         split_x = x, split_y = y;
@@ -310,8 +375,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
       SyncDevice(torch_device);
       const int64_t t1 = SteadyNowNs();
-      if (!split.empty() && steps_total >= warmup && split_step_ns.size() < split_step_ns.capacity()) {
-        split_times.insert(split_times.end(), stage_times.begin(), stage_times.end());
+      if (steps_total >= warmup && split_step_ns.size() < split_step_ns.capacity()) {
+        const std::vector<StageTimes>& st = link ? link->step_times() : stage_times;
+        split_times.insert(split_times.end(), st.begin(), st.end());
         split_step_ns.push_back(t1 - t0);
       }
 
@@ -326,15 +392,23 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         last_step_end_ns = t1;
         ++measured;
         control->step = measured;
-        if (gang && step_ns.size() < step_ns.capacity()) {
+        if (sync && step_ns.size() < step_ns.capacity()) {
           step_ns.push_back(t1 - t0);
           comm_ns.push_back(sync->last_ns());
         }
       }
-      if (gang) stop_voted = voted > 0;
+      if (sync) stop_voted = voted > 0;
+    }
+    if (link && link->first()) {
+      // Rank 0 reports every stage (it holds their figures); the others report their own samples.
+      for (v1::SplitStageResult& r : SummarizeSplit(link->plan(), split_times, split_step_ns)) {
+        const std::string& peer = task.gang().peers(r.stage());
+        r.set_agent_id(peer.substr(0, peer.find('/')));
+        *result.add_split() = std::move(r);
+      }
     }
     for (v1::SplitStageResult& r : SummarizeSplit(split, split_times, split_step_ns)) *result.add_split() = std::move(r);
-    if (gang) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
+    if (sync) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
     const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {
       AddWindow(&result, v1::PHASE_TRAIN, measure_start_ns - task_start_ns, train_end_ns - task_start_ns);
@@ -343,8 +417,17 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t train_warmup_ns = (measured > 0 ? measure_start_ns : train_end_ns) - warmup_start_ns;
     result.set_train_steps_total(steps_total);
     result.set_epochs_seen(n_train > 0 ? static_cast<double>(samples_seen) / static_cast<double>(n_train) : 0.0);
-    if (loss.defined()) result.set_final_train_loss(loss.item<double>());
+    if (loss.defined() && (!link || link->last())) result.set_final_train_loss(loss.item<double>());
     if (control->cancel.load()) return result;
+    if (link) {
+      // The stages trained together; evaluating would need the pipeline
+      // again, forward only. Not built: said, not measured.
+      result.set_input_note(absl::StrCat(result.input_note(), result.input_note().empty() ? "" : "; ",
+                                         "split across agents (stage ", link->rank(), " of ", link->world_size(),
+                                         ", rendezvous ", absl::StrFormat("%.2f", link->rendezvous_seconds()),
+                                         " s): training only, inference not measured"));
+      return result;
+    }
 
     // ---- inference over the test set
     w.SetTraining(false);

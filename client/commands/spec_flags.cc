@@ -46,9 +46,13 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--cost", f->costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
   submit->add_option("--parallel", f->parallel, "data-parallel training: a gang per device count, e.g. 1,2,4")
       ->delimiter(',');
-  submit->add_option("--gang-timeout", f->gang_timeout, "seconds a gang may wait for all its devices (default 600)");
+  submit->add_option("--gang-timeout", f->gang_timeout,
+                     "seconds a gang (or a split across agents) may wait for all its devices (default 600)");
   submit->add_option("--split", f->split, "split execution: LAYERS:KIND per stage, e.g. 0-1:cpu,2-:qpu-sim")
       ->delimiter(',');
+  submit->add_flag("--split-across-agents", f->split_across_agents,
+                   "with --split: each stage a task of its own, on any agent; activations and gradients cross over "
+                   "c10d (Gloo)");
   submit->add_option("--electricity-usd-per-kwh", f->electricity, "electricity price, shown apart from device cost");
 }
 
@@ -117,7 +121,14 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
     spec.mutable_parallel()->clear_devices();
     for (int n : f.parallel) spec.mutable_parallel()->add_devices(n);
   }
-  if (given("--gang-timeout")) spec.mutable_parallel()->set_gang_timeout_seconds(f.gang_timeout);
+  if (given("--gang-timeout")) {
+    if (f.split_across_agents) {
+      spec.mutable_split()->set_gang_timeout_seconds(f.gang_timeout);
+    } else {
+      spec.mutable_parallel()->set_gang_timeout_seconds(f.gang_timeout);
+    }
+  }
+  if (f.split_across_agents) spec.mutable_split()->set_across_agents(true);
   if (!f.split.empty()) {
     spec.mutable_split()->clear_stages();
     for (const std::string& st : f.split) {

@@ -31,6 +31,7 @@ struct SpecFlags {
   std::vector<int> parallel;       // device counts of data-parallel gangs
   double gang_timeout = -1;
   std::vector<std::string> split;  // LAYERS:KIND per stage, e.g. 0-3:cpu
+  bool split_across_agents = false;  // each stage a rank on its own device, any agent
   /// Scalar flags given on the command line ("--min-steps"): those override.
   std::set<std::string> given;
 };

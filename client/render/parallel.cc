@@ -20,7 +20,8 @@ std::vector<GangFigures> Gangs(const v1::Job& job) {
   std::vector<GangFigures> out;
   std::map<std::string, size_t> index;
   for (const v1::Task& t : job.tasks()) {
-    if (t.gang().world_size() == 0) continue;
+    // A split across agents is a gang too, of stages: its figures are the split's.
+    if (t.gang().world_size() == 0 || job.spec().split().across_agents()) continue;
     auto [it, fresh] = index.emplace(t.gang().id(), out.size());
     if (fresh) {
       GangFigures g;

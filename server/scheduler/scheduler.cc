@@ -28,6 +28,14 @@ bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1:
   return target.executor().empty() || CanRun(device, target.executor());
 }
 
+v1::TargetSelector SplitStageTarget(const v1::SplitStage& stage, const v1::TargetSelector& job_target,
+                                    bool same_agent) {
+  v1::TargetSelector t = stage.target();
+  if (same_agent && t.agent_id().empty()) t.set_agent_id(job_target.agent_id());
+  if (t.labels().empty()) *t.mutable_labels() = job_target.labels();
+  return t;
+}
+
 std::string DescribeTarget(const v1::TargetSelector& target) {
   std::string out = target.device_kind() == v1::DEVICE_KIND_UNSPECIFIED
                         ? "device"

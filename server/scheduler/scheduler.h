@@ -23,6 +23,10 @@ std::string ExecutorFor(const v1::TargetSelector& target, const v1::Device& devi
 bool CanRun(const v1::Device& device, const std::string& executor);
 /// "tpu device with the python executor labelled pool=spot", for messages.
 std::string DescribeTarget(const v1::TargetSelector& target);
+/// A split stage's target: the stage's own, with the job target's labels
+/// when the stage names none, and (for a split on one agent) its agent.
+v1::TargetSelector SplitStageTarget(const v1::SplitStage& stage, const v1::TargetSelector& job_target,
+                                    bool same_agent = false);
 
 /// Exclusive leases: (agent, device) -> task. Not thread-safe (event loop only).
 class DeviceLeases {

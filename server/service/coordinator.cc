@@ -319,8 +319,12 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
   job.set_created_unix_seconds(clock_->SystemNowSeconds());
   int index = 0, gangs = 0;
   // Without parallel.devices every combination is one task; with it, one
-  // gang per device count, its ranks consecutive tasks (rank 0 first).
+  // gang per device count, its ranks consecutive tasks (rank 0 first). A
+  // split across agents is one gang whose rank s runs stage s on a device
+  // matching the stage's target.
   std::vector<int> world_sizes(effective.parallel().devices().begin(), effective.parallel().devices().end());
+  const v1::SplitSpec& split = effective.split();
+  if (split.across_agents()) world_sizes = {split.stages_size()};
   const bool parallel = !world_sizes.empty();
   if (!parallel) world_sizes.push_back(1);
   const double now = clock_->SystemNowSeconds();
@@ -337,7 +341,7 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
             task->set_index(index);
             task->set_model(model);
             task->set_batch_size(batch_size);
-            *task->mutable_target() = target;
+            *task->mutable_target() = split.across_agents() ? SplitStageTarget(split.stages(rank), target) : target;
             task->set_state(v1::TASK_STATE_QUEUED);
             task->set_queued_unix_seconds(now);
             if (parallel) {

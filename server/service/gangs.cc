@@ -1,6 +1,7 @@
-// Tasks that hold several devices: the ranks of a data-parallel gang (one
-// task per rank, placed all at once or not at all) and split tasks (one
-// task, a device per stage on one agent). Loop thread only.
+// Tasks that hold several devices: the ranks of a gang (data parallel, or a
+// split across agents: one task per rank, placed all at once or not at all)
+// and split tasks on one agent (one task, a device per stage). Loop thread
+// only.
 //
 // Why no deadlock: a gang is placed inside one scheduling pass, which is
 // serial and sees every free device; it takes all its devices or gives back
@@ -84,18 +85,33 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
       return Placed::kWaiting;
     }
   }
-  std::vector<v1::TargetSelector> targets(world, head.target());
+  // A data-parallel gang's ranks share one target; a split's ranks each have their stage's.
+  const bool split = job.spec().split().across_agents();
+  std::vector<v1::TargetSelector> targets;
+  for (int r = 0; r < world; ++r) targets.push_back(job.tasks(first + r).target());
   size_t got = 0;
   auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got);
   if (!placements) {
     const double waited = clock_->SystemNowSeconds() - head.queued_unix_seconds();
-    const double timeout = job.spec().parallel().gang_timeout_seconds();
+    const double timeout =
+        split ? job.spec().split().gang_timeout_seconds() : job.spec().parallel().gang_timeout_seconds();
     // PendingReason speaks of a target with no free device; with some free, the count says it.
-    *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
-                        " at once: ", got, " free now", got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
+    if (split) {
+      std::vector<std::string> kinds;
+      for (const v1::TargetSelector& t : targets) kinds.push_back(DescribeTarget(t));
+      const v1::TargetSelector& missing = targets[std::min(got, targets.size() - 1)];
+      *why = absl::StrCat("split ", head.gang().id(), " needs ", absl::StrJoin(kinds, " + "),
+                          " at once (a stage per device, any agents): stage ", got, " has none free; ",
+                          pass.Reason(missing));
+    } else {
+      *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
+                          " at once: ", got, " free now",
+                          got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
+    }
     if (timeout > 0 && waited > timeout) {
-      const std::string error = absl::StrFormat("waited %.0f s (parallel.gang_timeout_seconds = %g): %s", waited,
-                                                timeout, *why);
+      const std::string error =
+          absl::StrFormat("waited %.0f s (%s.gang_timeout_seconds = %g): %s", waited, split ? "split" : "parallel",
+                          timeout, *why);
       for (int r = 0; r < world; ++r) FinishTask(live, *job.mutable_tasks(first + r), v1::TASK_STATE_FAILED, error);
       return Placed::kFailed;
     }
@@ -113,7 +129,8 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
   gang.set_world_size(world);
   gang.set_master_host(master.rendezvous_host().empty() ? "127.0.0.1" : master.rendezvous_host());
   gang.set_master_port(master.rendezvous_port_base() > 0 ? master.rendezvous_port_base() + device_index : 0);
-  gang.set_timeout_seconds(job.spec().parallel().collective_timeout_seconds());
+  gang.set_timeout_seconds(split ? job.spec().split().collective_timeout_seconds()
+                                 : job.spec().parallel().collective_timeout_seconds());
   for (const Placement& p : *placements) gang.add_peers(absl::StrCat(p.agent_id, "/", p.device.id()));
   for (int r = 0; r < world; ++r) {
     v1::Task& task = *job.mutable_tasks(first + r);
@@ -131,11 +148,7 @@ Coordinator::Placed Coordinator::PlaceSplit(LiveJob& live, v1::Task& task, Sched
   const v1::SplitSpec& split = live.job.spec().split();
   std::vector<v1::TargetSelector> targets;
   for (const v1::SplitStage& stage : split.stages()) {
-    v1::TargetSelector t = stage.target();
-    // The task's target picks the agent (id, labels) when the stage does not.
-    if (t.agent_id().empty()) t.set_agent_id(task.target().agent_id());
-    if (t.labels().empty()) *t.mutable_labels() = task.target().labels();
-    targets.push_back(std::move(t));
+    targets.push_back(SplitStageTarget(stage, task.target(), /*same_agent=*/true));
   }
   size_t got = 0;
   auto placements = pass.TakeAll(targets, /*same_agent=*/true, &got);

@@ -1,6 +1,8 @@
-// Data-parallel training of one rank per thread over c10d/Gloo on loopback:
+// Gangs of one rank per thread over c10d/Gloo on loopback. Data parallel:
 // the ranks end with the parameters of one process trained on the global
 // batch, and a peer that never arrives fails the rank instead of hanging.
+// Split across agents: each stage's rank ends with its layers' parameters
+// of one process trained on the same batches.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -49,11 +51,14 @@ ImageDataset SmallDataset() {
 struct RankRun {
   absl::StatusOr<v1::TaskResult> result = absl::UnknownError("not run");
   std::vector<torch::Tensor> parameters;  // the trained tensors (kept alive past the run)
+  std::vector<std::vector<torch::Tensor>> layer_parameters;  // per top-level layer
   size_t train_samples = 0;
 };
 
-// One rank (or, with world 1, the single-process reference) of `model`.
-RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int port, double timeout_seconds = 20) {
+// One rank (or, with world 1, the single-process reference) of `model`;
+// with `split` set, rank r runs stage r of it across agents.
+RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int port, double timeout_seconds = 20,
+                const v1::SplitSpec* split = nullptr) {
   RankRun out;
   TorchExecutorConfig config;
   config.calibrate = false;
@@ -62,6 +67,7 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
     auto w = MakeWorkload(m, s, ds);
     if (!w.ok()) return w;
     out.parameters = (*w)->Parameters();
+    for (const auto& layer : **(*w)->Layers()) out.layer_parameters.push_back(layer.ptr()->parameters());
     // Dropout masks are drawn per process (as in any DDP), so no two runs
     // of a different split share them: the comparison runs without dropout.
     for (const auto& layer : (*(*w)->Layers())->modules(/*include_self=*/false)) {
@@ -79,6 +85,7 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
   spec.mutable_train()->set_warmup_steps(2);
   spec.mutable_train()->set_min_duration_seconds(0);
   spec.mutable_inference()->set_max_batches(1);
+  if (split != nullptr) *spec.mutable_split() = *split;
   *a.mutable_spec() = WithDefaults(spec);
   v1::GangAssign* g = a.mutable_gang();
   g->set_gang_id("g");
@@ -87,6 +94,7 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
   g->set_master_host("127.0.0.1");
   g->set_master_port(port);
   g->set_timeout_seconds(timeout_seconds);
+  for (int r = 0; r < world; ++r) g->add_peers(absl::StrCat("agent-", r, "/cpu0"));
   v1::Device cpu;
   cpu.set_cores(1);
   TaskControl control(SampleCapacity(a), SteadyNowNs());
@@ -148,6 +156,73 @@ TEST(DataParallelTest, ARankWhosePeerNeverArrivesFailsWithinTheTimeout) {
   ASSERT_FALSE(alone.result.ok());
   EXPECT_EQ(alone.result.status().code(), absl::StatusCode::kUnavailable) << alone.result.status();
   EXPECT_THAT(alone.result.status().message(), HasSubstr("rendezvous"));
+}
+
+// Acceptance (split across agents): mlp in two stages, one rank each, 8
+// steps of batch 16 (2 warm-up + 6, crossing an epoch), against one process
+// on the same seed and batches. The ranks exchange the boundary activation
+// and its gradient as float32, unchanged, so each layer's parameters match
+// the one-process run to float rounding (tolerance 1e-6 absolute + 1e-5
+// relative); the last stage's loss matches it too.
+TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatches) {
+  const ImageDataset ds = SmallDataset();
+  v1::SplitSpec split;
+  split.set_across_agents(true);
+  split.add_stages()->set_layers("0-2");
+  split.add_stages()->set_layers("3-");
+  for (v1::SplitStage& st : *split.mutable_stages()) st.mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  const int port = FreePort();
+  RankRun r0, r1;
+  std::thread t0([&] { r0 = RunRank(ds, 16, 0, 2, port, 20, &split); });
+  std::thread t1([&] { r1 = RunRank(ds, 16, 1, 2, port, 20, &split); });
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(r0.result.ok()) << r0.result.status();
+  ASSERT_TRUE(r1.result.ok()) << r1.result.status();
+  const RankRun one = RunRank(ds, 16, 0, 1, 0);
+  ASSERT_TRUE(one.result.ok()) << one.result.status();
+
+  EXPECT_EQ(r0.train_samples, 6u);
+  EXPECT_EQ(r1.train_samples, 6u) << "the later stage stops when the first says so";
+  ASSERT_EQ(one.layer_parameters.size(), r0.layer_parameters.size());
+  for (size_t layer = 0; layer < one.layer_parameters.size(); ++layer) {
+    const RankRun& owner = layer < 3 ? r0 : r1;  // the stage that trained the layer
+    for (size_t i = 0; i < one.layer_parameters[layer].size(); ++i) {
+      const torch::Tensor& got = owner.layer_parameters[layer][i];
+      const torch::Tensor& want = one.layer_parameters[layer][i];
+      EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-6))
+          << "layer " << layer << " tensor " << i << ": max difference " << (got - want).abs().max().item<double>();
+    }
+  }
+  EXPECT_NEAR(r1.result->final_train_loss(), one.result->final_train_loss(),
+              1e-5 * std::abs(one.result->final_train_loss()));
+  // Rank 0 reports both stages; the boundary is 16 x 512 floats each way,
+  // plus the stop flag forward and the later stage's figures back.
+  ASSERT_EQ(r0.result->split_size(), 2);
+  const int64_t boundary = 16 * 512;
+  for (const v1::SplitStageResult& st : r0.result->split()) {
+    EXPECT_EQ(st.transfer_bytes(), 4 * ((boundary + 1) + (boundary + 1 + 3))) << "stage " << st.stage();
+    EXPECT_GT(st.forward_ns(), 0);
+    EXPECT_GT(st.backward_ns(), 0);
+    EXPECT_GT(st.transfer_ns(), 0);
+    EXPECT_EQ(st.agent_id(), absl::StrCat("agent-", st.stage()));
+  }
+  EXPECT_EQ(r0.result->split(0).layers(), "0-2");
+  EXPECT_EQ(r0.result->split(1).layers(), "3-" + std::to_string(one.layer_parameters.size() - 1));
+  EXPECT_EQ(r1.result->split_size(), 0) << "only rank 0 holds every stage's figures";
+  EXPECT_THAT(r1.result->input_note(), HasSubstr("inference not measured"));
+}
+
+// Stage 1 of 2 whose stage 0 never comes: fails retryable, no hang.
+TEST(SplitAcrossAgentsTest, AStageWhosePeerNeverArrivesFailsWithinTheTimeout) {
+  const ImageDataset ds = SmallDataset();
+  v1::SplitSpec split;
+  split.set_across_agents(true);
+  split.add_stages()->set_layers("0-2");
+  split.add_stages()->set_layers("3-");
+  const RankRun alone = RunRank(ds, 16, 1, 2, FreePort(), /*timeout_seconds=*/1.5, &split);
+  ASSERT_FALSE(alone.result.ok());
+  EXPECT_EQ(alone.result.status().code(), absl::StatusCode::kUnavailable) << alone.result.status();
 }
 
 TEST(DataParallelTest, AGangOfOneOpensNothingAndARankOutsideTheGangIsRefused) {

@@ -1,0 +1,177 @@
+#include "agent/distributed/stage_link.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "agent/executors/layer_profiler.h"
+#include "common/clock.h"
+
+namespace hetbench::agent {
+
+namespace {
+
+// The backward message's tail: the sender's hold time, then per stage from
+// the sender on (forward, backward, outgoing link).
+constexpr int64_t kPerStage = 3;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StageLink>> StageLink::Create(std::unique_ptr<GangGroup> group,
+                                                             torch::nn::Sequential& net,
+                                                             std::vector<SplitStagePlan> plan,
+                                                             const torch::Tensor& probe, int64_t batch,
+                                                             double timeout_seconds) {
+  const int world = group->world_size();
+  if (static_cast<int>(plan.size()) != world || world < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split across agents: ", plan.size(), " stages for a gang of ", world, " ranks"));
+  }
+  if (probe.dim() < 1 || probe.size(0) < 2) {
+    return absl::InvalidArgumentError("split across agents: the shape probe needs at least two rows");
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  std::unique_ptr<StageLink> link(new StageLink(std::move(group), net, std::move(plan), timeout));
+  {
+    // The activation after each stage but the last, per sample: eval mode
+    // (a batch norm would refuse or learn from the probe in training mode).
+    torch::NoGradGuard no_grad;
+    const bool training = net->is_training();
+    net->eval();
+    torch::Tensor a = probe;
+    for (int s = 0; s + 1 < world; ++s) {
+      for (int i = link->plan_[s].begin; i < link->plan_[s].end; ++i) a = net->begin()[i].forward<torch::Tensor>(a);
+      std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end());
+      shape[0] = batch;
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      link->shapes_.push_back(std::move(shape));
+      link->boundary_numel_.push_back(numel);
+    }
+    net->train(training);
+  }
+  const int s = link->rank();
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  if (s > 0) {
+    const int64_t n = link->boundary_numel_[s - 1];
+    link->in_buffer_ = torch::zeros({n + 1}, f32);
+    link->grad_out_ = torch::zeros({n + 1 + kPerStage * (world - s)}, f32);
+  }
+  if (s + 1 < world) {
+    const int64_t n = link->boundary_numel_[s];
+    link->out_buffer_ = torch::zeros({n + 1}, f32);
+    link->grad_in_ = torch::zeros({n + 1 + kPerStage * (world - 1 - s)}, f32);
+  }
+  link->times_.resize(world);
+  return link;
+}
+
+StageLink::StageLink(std::unique_ptr<GangGroup> group, torch::nn::Sequential& net, std::vector<SplitStagePlan> plan,
+                     std::chrono::milliseconds timeout)
+    : group_(std::move(group)), net_(net), plan_(std::move(plan)), timeout_(timeout) {}
+
+void StageLink::Send(torch::Tensor& buffer, int peer) {
+  std::vector<at::Tensor> tensors{buffer};
+  TORCH_CHECK(group_->group()->send(tensors, peer, 0)->wait(timeout_), "send to rank ", peer, " did not complete");
+}
+
+void StageLink::Recv(torch::Tensor& buffer, int peer) {
+  std::vector<at::Tensor> tensors{buffer};
+  TORCH_CHECK(group_->group()->recv(tensors, peer, 0)->wait(timeout_), "receive from rank ", peer,
+              " did not complete");
+}
+
+void StageLink::SendStop() {
+  out_buffer_.data_ptr<float>()[out_buffer_.numel() - 1] = 1.0F;
+  Send(out_buffer_, rank() + 1);
+}
+
+bool StageLink::ReceiveInput() {
+  Recv(in_buffer_, rank() - 1);
+  input_received_ns_ = SteadyNowNs();
+  if (in_buffer_.data_ptr<float>()[in_buffer_.numel() - 1] != 0.0F) {
+    if (!last()) SendStop();
+    return false;
+  }
+  return true;
+}
+
+torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss) {
+  const int s = rank(), world = world_size();
+  const SplitStagePlan& stage = plan_[s];
+  torch::Tensor input, a;
+  if (first()) {
+    a = x;
+  } else {
+    input = in_buffer_.narrow(0, 0, boundary_numel_[s - 1]).view(shapes_[s - 1]).detach().requires_grad_(true);
+    a = input;
+  }
+  int64_t t0 = SteadyNowNs();
+  for (int i = stage.begin; i < stage.end; ++i) a = net_->begin()[i].forward<torch::Tensor>(a);
+  SyncDevice(stage.device);
+  const int64_t forward_ns = SteadyNowNs() - t0;
+  int64_t backward_ns = 0, link_ns = 0;
+  torch::Tensor l;
+  const float* downstream = nullptr;  // per stage from s + 1: forward, backward, link
+  if (!last()) {
+    const int64_t n = boundary_numel_[s];
+    {
+      torch::NoGradGuard no_grad;
+      out_buffer_.narrow(0, 0, n).copy_(a.detach().reshape({-1}));
+      out_buffer_.data_ptr<float>()[n] = 0.0F;
+    }
+    const int64_t sent_ns = SteadyNowNs();
+    Send(out_buffer_, s + 1);
+    Recv(grad_in_, s + 1);
+    const float* tail = grad_in_.data_ptr<float>() + n;
+    link_ns = std::max<int64_t>(0, SteadyNowNs() - sent_ns - static_cast<int64_t>(tail[0]));
+    downstream = tail + 1;
+    t0 = SteadyNowNs();
+    a.backward(grad_in_.narrow(0, 0, n).view(shapes_[s]));
+    SyncDevice(stage.device);
+    backward_ns = SteadyNowNs() - t0;
+    l = torch::zeros({});
+  } else {
+    t0 = SteadyNowNs();
+    l = loss(a, x, y);
+    l.backward();
+    SyncDevice(stage.device);
+    backward_ns = SteadyNowNs() - t0;
+  }
+  const int later = world - 1 - s;  // stages after this one
+  if (!first()) {
+    const int64_t n = boundary_numel_[s - 1];
+    float* out = grad_out_.data_ptr<float>();
+    {
+      torch::NoGradGuard no_grad;
+      grad_out_.narrow(0, 0, n).copy_(input.grad().reshape({-1}));
+    }
+    out[n + 1] = static_cast<float>(forward_ns);
+    out[n + 2] = static_cast<float>(backward_ns);
+    out[n + 3] = static_cast<float>(link_ns);
+    for (int64_t k = 0; k < kPerStage * later; ++k) out[n + 4 + k] = downstream[k];
+    out[n] = static_cast<float>(SteadyNowNs() - input_received_ns_);  // the time this rank held the step
+    Send(grad_out_, s - 1);
+  } else {
+    // Rank 0 assembles the step: each stage's compute, its links' time and bytes.
+    std::vector<int64_t> link(world, 0);
+    times_[0] = StageTimes{forward_ns, backward_ns, 0, 0};
+    link[0] = link_ns;
+    for (int k = 1; k < world; ++k) {
+      const float* f = downstream + kPerStage * (k - 1);
+      times_[k] = StageTimes{static_cast<int64_t>(f[0]), static_cast<int64_t>(f[1]), 0, 0};
+      link[k] = static_cast<int64_t>(f[2]);
+    }
+    for (int b = 0; b + 1 < world; ++b) {
+      // Both messages of the link, as sent: the activation and flag, the gradient and figures.
+      const int64_t bytes = static_cast<int64_t>(sizeof(float)) *
+                            (boundary_numel_[b] + 1 + boundary_numel_[b] + 1 + kPerStage * (world - 1 - b));
+      for (int k : {b, b + 1}) {
+        times_[k].transfer_ns += link[b];
+        times_[k].transfer_bytes += bytes;
+      }
+    }
+  }
+  return l;
+}
+
+}  // namespace hetbench::agent

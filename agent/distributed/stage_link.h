@@ -1,0 +1,89 @@
+#pragma once
+/// One stage of a split across agents: rank s of a gang of S runs the
+/// layers [begin, end) of stage s; the activation goes to rank s + 1 and its
+/// gradient comes back, over c10d send/recv (Gloo) of the gang's group.
+///
+/// Every rank builds the whole model on the same seed and draws the same
+/// batches (the gang's shared permutation), so the last stage has the
+/// labels without a transfer; only the boundary activations and gradients
+/// cross. Rank 0 drives: it decides when to stop and tells the others.
+///
+/// Messages (float32, one buffer each way per link and step):
+///  - forward s -> s+1: the activation, then a stop flag;
+///  - backward s+1 -> s: the gradient of the activation, then the time
+///    rank s+1 held the step (activation in to gradient out) and, per stage
+///    from s+1 on, its forward, backward and outgoing link time.
+/// Rank s measures its link as (activation sent -> gradient received) minus
+/// the time rank s+1 held the step: durations on each rank's own clock, so
+/// no clock offset enters. Rank 0 so knows every stage's figures per step.
+///
+/// Threading: one rank's task thread only. A peer gone or silent past the
+/// gang's timeout makes the next send/recv throw c10::Error (never a hang).
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/distributed/gang_group.h"
+#include "agent/executors/split_step.h"
+#include "hetbench/v1/agent.pb.h"
+
+namespace hetbench::agent {
+
+class StageLink {
+ public:
+  /// `plan`: every stage of the split (PlanSplit); this rank runs
+  /// plan[group->rank()]. `probe`: two or more input rows, to learn the
+  /// boundary shapes (run in eval mode, without gradients, nothing kept).
+  /// `batch`: the rows of every training step.
+  static absl::StatusOr<std::unique_ptr<StageLink>> Create(std::unique_ptr<GangGroup> group,
+                                                           torch::nn::Sequential& net,
+                                                           std::vector<SplitStagePlan> plan,
+                                                           const torch::Tensor& probe, int64_t batch,
+                                                           double timeout_seconds);
+
+  int rank() const { return group_->rank(); }
+  int world_size() const { return group_->world_size(); }
+  bool first() const { return rank() == 0; }
+  bool last() const { return rank() + 1 == world_size(); }
+  double rendezvous_seconds() const { return group_->rendezvous_seconds(); }
+  const std::vector<SplitStagePlan>& plan() const { return plan_; }
+
+  /// Rank 0: tells the next stage the training ended (passed on to the last).
+  void SendStop();
+  /// Ranks > 0: waits for the previous stage's activation of the next step;
+  /// false when it said stop instead (passed on downstream first).
+  bool ReceiveInput();
+
+  /// This stage's share of one training step (inside the workload's
+  /// TrainStepWith, after ReceiveInput on ranks > 0). `x` is the batch (rank
+  /// 0's input; the last stage's loss may use it), `y` the labels (the last
+  /// stage's). Returns the loss on the last rank, a zero scalar elsewhere.
+  torch::Tensor ForwardBackward(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss);
+
+  /// After a step on rank 0: every stage's figures of that step (plan order),
+  /// in SplitForwardBackward's layout (transfer = both links of the stage).
+  const std::vector<StageTimes>& step_times() const { return times_; }
+
+ private:
+  StageLink(std::unique_ptr<GangGroup> group, torch::nn::Sequential& net, std::vector<SplitStagePlan> plan,
+            std::chrono::milliseconds timeout);
+  void Send(torch::Tensor& buffer, int peer);
+  void Recv(torch::Tensor& buffer, int peer);
+
+  std::unique_ptr<GangGroup> group_;
+  torch::nn::Sequential& net_;
+  std::vector<SplitStagePlan> plan_;
+  std::chrono::milliseconds timeout_;
+  std::vector<int64_t> boundary_numel_;       // activation values per step after stage s
+  std::vector<std::vector<int64_t>> shapes_;  // the activation's shape after stage s
+  torch::Tensor in_buffer_, out_buffer_;      // forward: from s-1, to s+1
+  torch::Tensor grad_in_, grad_out_;          // backward: from s+1, to s-1
+  int64_t input_received_ns_ = 0;
+  std::vector<StageTimes> times_;
+};
+
+}  // namespace hetbench::agent
