@@ -1,7 +1,8 @@
 // Tasks that hold several devices: data-parallel gangs (every rank placed at
 // once or none; a failed rank takes the gang back; a gang that cannot be
-// placed fails after its timeout) and split tasks (a device per stage on one
-// agent). Fixture: coordinator_fixture.h.
+// placed fails after its timeout), split tasks (a device per stage on one
+// agent) and splits across agents (a gang of stages, each its own target).
+// Fixture: coordinator_fixture.h.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -172,6 +173,46 @@ TEST_F(CoordinatorTest, ASplitTaskTakesADevicePerStageOnOneAgent) {
   EXPECT_EQ(Get(other->id()).tasks(0).state(), v1::TASK_STATE_QUEUED);
   SendDone(session, sink, a, 0, 0);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+}
+
+// A split across agents is a gang of its stages: a task per stage, each with
+// its stage's target, waiting (with a reason naming the stage) until every
+// stage has a device, then started at once, a stage per agent.
+TEST_F(CoordinatorTest, ASplitAcrossAgentsWaitsForAllItsStagesAndStartsThemAtOnce) {
+  v1::JobSpec spec;
+  spec.add_models("mlp");
+  spec.mutable_split()->set_across_agents(true);
+  for (const char* layers : {"0-2", "3-"}) {
+    v1::SplitStage* st = spec.mutable_split()->add_stages();
+    st->set_layers(layers);
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  }
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->tasks_size(), 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(job->tasks(r).gang().rank(), r);
+    EXPECT_EQ(job->tasks(r).gang().world_size(), 2);
+    EXPECT_EQ(job->tasks(r).target().device_kind(), v1::DEVICE_KIND_CPU);
+  }
+  EXPECT_DOUBLE_EQ(job->spec().split().collective_timeout_seconds(), 30);
+  auto s1 = std::make_shared<FakeAgentSink>(), s2 = std::make_shared<FakeAgentSink>();
+  Connect("a1", s1);
+  coordinator_->RunSync([] {});
+  v1::Job waiting = Get(job->id());
+  EXPECT_EQ(waiting.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_THAT(waiting.tasks(0).pending_reason(),
+              HasSubstr("needs cpu device + cpu device at once (a stage per device, any agents): stage 1 has none free"));
+  EXPECT_EQ(CountAssigns(s1->messages()), 0) << "no stage starts alone";
+  Connect("a2", s2);
+  ASSERT_TRUE(s1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  ASSERT_TRUE(s2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*s1).back(), b = Assigns(*s2).back();
+  EXPECT_EQ(a.gang().rank() + b.gang().rank(), 1);
+  EXPECT_TRUE(a.spec().split().across_agents());
+  EXPECT_EQ(a.gang().peers(a.gang().rank()), "a1/cpu0");
+  EXPECT_EQ(b.gang().peers(b.gang().rank()), "a2/cpu0");
+  EXPECT_EQ(a.stage_device_ids_size(), 0) << "each rank holds only its own stage's device";
 }
 
 }  // namespace

@@ -350,6 +350,37 @@ TEST(JobSpecTest, SplitStagesMustBeContiguousFromLayerZero) {
   EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()), HasSubstr("split and parallel: both set"));
 }
 
+TEST(JobSpecTest, ASplitAcrossAgentsIsAGangOfItsStagesWithTimeouts) {
+  v1::JobSpec in;
+  in.mutable_split()->set_across_agents(true);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("split.across_agents and its timeouts need split.stages"));
+  for (const char* layers : {"0-2", "3-"}) {
+    v1::SplitStage* st = in.mutable_split()->add_stages();
+    st->set_layers(layers);
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  }
+  const v1::JobSpec effective = WithDefaults(in);
+  EXPECT_TRUE(ValidateJobSpec(effective).ok()) << ValidateJobSpec(effective);
+  EXPECT_DOUBLE_EQ(effective.split().gang_timeout_seconds(), 600);
+  EXPECT_DOUBLE_EQ(effective.split().collective_timeout_seconds(), 30);
+  in.mutable_split()->set_collective_timeout_seconds(0.5);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("split.collective_timeout_seconds = 0.5: must be in [1, 3600]"));
+  in.mutable_split()->set_collective_timeout_seconds(30);
+  in.mutable_split()->clear_stages();
+  for (int i = 0; i < 8; ++i) {
+    v1::SplitStage* st = in.mutable_split()->add_stages();
+    st->set_layers(i < 7 ? std::to_string(i) : "7-");
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  }
+  for (int b = 1; b <= 64; ++b) in.add_batch_sizes(b);
+  for (const char* m : {"mlp", "cnn", "qnn"}) in.add_models(m);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("= 1536 tasks: at most 1024"))
+      << "3 models x 64 batch sizes x a task per stage (8)";
+}
+
 TEST(JobSpecTest, LayerRangesParse) {
   EXPECT_EQ(ParseLayerRange("2")->begin, 2);
   EXPECT_EQ(ParseLayerRange("2")->end, 3);
