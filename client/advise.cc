@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/render/common.h"
+#include "common/job_spec.h"
 #include "common/names.h"
 
 namespace hetbench::client {
@@ -155,9 +156,12 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     }
   }
 
-  // The link: what the job's split tasks measured, else the option, else 1 GB/s assumed.
+  // The link: what the job's split tasks measured (or those of options.link_job;
+  // across agents only splits across agents count), else the option, else 1 GB/s assumed.
+  const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
   double bytes = 0, ns = 0;
-  for (const v1::Task& t : job.tasks()) {
+  for (const v1::Task& t : link_job.tasks()) {
+    if (options.across_agents != link_job.spec().split().across_agents()) continue;
     for (const v1::SplitStageResult& s : t.result().split()) bytes += s.transfer_bytes(), ns += s.transfer_ns();
   }
   if (options.link_gbytes_per_second > 0) {
@@ -165,7 +169,13 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     advice.link_source = "given (--link-gbytes-per-second)";
   } else if (bytes > 0 && ns > 0) {
     advice.link_gbytes_per_second = bytes / ns;
-    advice.link_source = "measured by this job's split tasks";
+    advice.link_source = absl::StrCat("measured by ", options.link_job != nullptr ? link_job.id() : "this job",
+                                      "'s split tasks", options.across_agents ? " across agents" : "");
+  } else if (options.link_job != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--link-from ", link_job.id(), ": no succeeded split task", options.across_agents ? " across agents" : "",
+        " with transfers in it; run one (hetbench submit --split ...", options.across_agents ? " --split-across-agents" : "",
+        ") or give --link-gbytes-per-second"));
   } else {
     advice.link_gbytes_per_second = 1.0;
     advice.link_source = "assumed (no split task in the job; give --link-gbytes-per-second)";
@@ -203,10 +213,48 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     return p;
   };
 
-  // Every plan of at most max_stages contiguous ranges, neighbours on different kinds.
+  advice.across_agents = options.across_agents;
+  if (!options.plan.empty()) {
+    // A given plan: parsed against the model's layers and the kinds timed.
+    std::vector<Stage> plan;
+    int next = 0;
+    for (const std::string& st : options.plan) {
+      const auto colon = st.rfind(':');
+      auto kind = colon == std::string::npos ? std::nullopt : ParseDeviceKind(st.substr(colon + 1));
+      auto range = colon == std::string::npos ? absl::StatusOr<LayerRange>(absl::InvalidArgumentError("no range"))
+                                              : ParseLayerRange(st.substr(0, colon));
+      if (!kind || !range.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": expected LAYERS:KIND, e.g. 0-2:cpu or 3-:cpu"));
+      }
+      const int end = range->end < 0 ? static_cast<int>(layers) : range->end;
+      if (range->begin != next || end > static_cast<int>(layers) || end <= range->begin) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": ", advice.model, " has layers 0-", layers - 1,
+                                                       "; the stages must cover them in order from ", next));
+      }
+      if (profiles.count(*kind) == 0) {
+        return absl::FailedPreconditionError(absl::StrCat("--plan ", st, ": job ", job.id(), " timed no ", advice.model,
+                                                          " layers on ", DeviceKindName(*kind)));
+      }
+      if (!plan.empty() && plan.back().kind == *kind && !options.across_agents) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": the stage before is on ",
+                                                       DeviceKindName(*kind), " too; on one agent that is one stage "
+                                                       "(give --across-agents for two agents of one kind)"));
+      }
+      plan.push_back(Stage{range->begin, end, *kind});
+      next = end;
+    }
+    if (next != static_cast<int>(layers)) {
+      return absl::InvalidArgumentError(absl::StrCat("--plan: the stages end at layer ", next - 1, " of 0-",
+                                                     layers - 1, "; the last must reach it (e.g. \"", next, "-:cpu\")"));
+    }
+    advice.best = evaluate(plan);
+    advice.plans_considered = 1;
+    advice.plan_given = true;
+  }
+  // Else every plan of at most max_stages contiguous ranges, neighbours on different kinds.
   std::vector<v1::DeviceKind> kinds;
   for (const auto& [kind, p] : profiles) kinds.push_back(kind);
-  bool have_best = false;
+  bool have_best = advice.plan_given;
   std::vector<Stage> current;
   std::function<void(int)> extend = [&](int begin) {
     if (static_cast<size_t>(begin) == layers) {
@@ -228,7 +276,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
       }
     }
   };
-  extend(0);
+  if (!advice.plan_given) extend(0);
   for (const auto& [kind, prof] : profiles) {
     SingleRun s;
     s.kind = kind;
@@ -254,6 +302,12 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
                                       "; elsewhere the kind's average training power"),
                    " (transfers: both kinds' power); cost: the step x the hourly rates of every kind the plan holds"),
   };
+  if (advice.plan_given) {
+    advice.assumptions.push_back(absl::StrCat("the plan was given (--plan), not searched",
+                                              options.across_agents
+                                                  ? "; its stages on different agents, each boundary a network link"
+                                                  : ""));
+  }
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
   }
@@ -303,6 +357,8 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
     j["link_gbytes_per_second"] = a.link_gbytes_per_second;
     j["link_source"] = a.link_source;
     j["plans_considered"] = a.plans_considered;
+    j["plan_given"] = a.plan_given;
+    j["across_agents"] = a.across_agents;
     j["assumptions"] = a.assumptions;
     return j.dump(1) + "\n";
   }
@@ -312,7 +368,8 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
                     p.energy_known ? absl::StrFormat("%.4f%s", p.energy_joules, p.energy_modeled ? "*" : "") : "-",
                     p.cost_known ? absl::StrFormat("%.6f", p.usd_per_1000_samples) : "-", measured});
   };
-  row(absl::StrCat("advised (", ObjectiveName(a.objective), ")"), a.best, "-");
+  row(a.plan_given ? std::string("given plan") : absl::StrCat("advised (", ObjectiveName(a.objective), ")"), a.best,
+      "-");
   for (const SingleRun& s : a.singles) row(absl::StrCat(DeviceKindName(s.kind), " alone"), s.as_plan, render::Ms(s.measured_step_ns));
   std::string out = absl::StrCat("placement advice for ", a.model, ", batch ", a.batch_size, " (", a.plans_considered,
                                  " plans considered):\n",
@@ -322,7 +379,8 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
   absl::StrAppend(&out, "J_PER_STEP: * = from MODELED power, not measured; - = no power figure. USD_PER_1K: - = no "
                        "hourly rate (give --cost KIND=USD_PER_HOUR).\n");
   absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
-                  SplitFlag(a.best, layers), "   (or: hetbench advise ", a.job_id, " --verify)\n");
+                  SplitFlag(a.best, layers), a.across_agents ? " --split-across-agents" : "",
+                  "   (or: hetbench advise ", a.job_id, " ... --verify)\n");
   absl::StrAppend(&out, "assumptions:\n");
   for (const std::string& s : a.assumptions) absl::StrAppend(&out, "  - ", s, "\n");
   return out;

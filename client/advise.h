@@ -2,7 +2,9 @@
 /// The placement advisor: from a job that timed the layers of one model on
 /// several device kinds (`layers: {enabled: true}` on each target), predict
 /// the best placement of contiguous layer ranges on device kinds for an
-/// objective, against every single-device run. Pure computation on the job.
+/// objective (or the figures of a given plan, e.g. one split across two
+/// agents of one kind), against every single-device run. Pure computation
+/// on the job.
 ///
 /// The model (stated with every answer):
 ///  - a layer's training time on a kind is its profiled forward + backward
@@ -35,6 +37,14 @@ struct AdviseOptions {
   double link_gbytes_per_second = 0;
   std::string model;  // empty: the model with layer timings on the most kinds
   int batch_size = 0;
+  /// A plan to predict instead of searching: "LAYERS:KIND" per stage, as
+  /// --split takes them ("0-2:cpu", "3-:cpu").
+  std::vector<std::string> plan;
+  /// The stages on different agents (a split across agents): neighbours of
+  /// one kind are allowed in a given plan, each boundary a network link.
+  bool across_agents = false;
+  /// Where the link is measured: this job's split tasks (null: the advised job's).
+  const v1::Job* link_job = nullptr;
 };
 
 struct Stage {
@@ -71,6 +81,8 @@ struct Advice {
   double link_gbytes_per_second = 0;
   std::string link_source;
   size_t plans_considered = 0;
+  bool plan_given = false;     // --plan: predicted, not searched
+  bool across_agents = false;
   std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
   std::vector<std::string> assumptions;
 };

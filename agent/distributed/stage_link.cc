@@ -10,8 +10,9 @@ namespace hetbench::agent {
 
 namespace {
 
-// The backward message's tail: the sender's hold time, then per stage from
-// the sender on (forward, backward, outgoing link).
+// The backward message's tail: the sender's hold time and the step's loss,
+// then per stage from the sender on (forward, backward, outgoing link).
+constexpr int64_t kHead = 2;
 constexpr int64_t kPerStage = 3;
 
 }  // namespace
@@ -54,12 +55,12 @@ absl::StatusOr<std::unique_ptr<StageLink>> StageLink::Create(std::unique_ptr<Gan
   if (s > 0) {
     const int64_t n = link->boundary_numel_[s - 1];
     link->in_buffer_ = torch::zeros({n + 1}, f32);
-    link->grad_out_ = torch::zeros({n + 1 + kPerStage * (world - s)}, f32);
+    link->grad_out_ = torch::zeros({n + kHead + kPerStage * (world - s)}, f32);
   }
   if (s + 1 < world) {
     const int64_t n = link->boundary_numel_[s];
     link->out_buffer_ = torch::zeros({n + 1}, f32);
-    link->grad_in_ = torch::zeros({n + 1 + kPerStage * (world - 1 - s)}, f32);
+    link->grad_in_ = torch::zeros({n + kHead + kPerStage * (world - 1 - s)}, f32);
   }
   link->times_.resize(world);
   return link;
@@ -124,18 +125,20 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     Recv(grad_in_, s + 1);
     const float* tail = grad_in_.data_ptr<float>() + n;
     link_ns = std::max<int64_t>(0, SteadyNowNs() - sent_ns - static_cast<int64_t>(tail[0]));
-    downstream = tail + 1;
+    loss_ = tail[1];
+    downstream = tail + kHead;
     t0 = SteadyNowNs();
     a.backward(grad_in_.narrow(0, 0, n).view(shapes_[s]));
     SyncDevice(stage.device);
     backward_ns = SteadyNowNs() - t0;
-    l = torch::zeros({});
+    l = torch::full({}, loss_);
   } else {
     t0 = SteadyNowNs();
     l = loss(a, x, y);
     l.backward();
     SyncDevice(stage.device);
     backward_ns = SteadyNowNs() - t0;
+    loss_ = l.item<float>();
   }
   const int later = world - 1 - s;  // stages after this one
   if (!first()) {
@@ -145,10 +148,11 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
       torch::NoGradGuard no_grad;
       grad_out_.narrow(0, 0, n).copy_(input.grad().reshape({-1}));
     }
-    out[n + 1] = static_cast<float>(forward_ns);
-    out[n + 2] = static_cast<float>(backward_ns);
-    out[n + 3] = static_cast<float>(link_ns);
-    for (int64_t k = 0; k < kPerStage * later; ++k) out[n + 4 + k] = downstream[k];
+    out[n + 1] = loss_;
+    out[n + kHead] = static_cast<float>(forward_ns);
+    out[n + kHead + 1] = static_cast<float>(backward_ns);
+    out[n + kHead + 2] = static_cast<float>(link_ns);
+    for (int64_t k = 0; k < kPerStage * later; ++k) out[n + kHead + kPerStage + k] = downstream[k];
     out[n] = static_cast<float>(SteadyNowNs() - input_received_ns_);  // the time this rank held the step
     Send(grad_out_, s - 1);
   } else {
@@ -164,7 +168,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     for (int b = 0; b + 1 < world; ++b) {
       // Both messages of the link, as sent: the activation and flag, the gradient and figures.
       const int64_t bytes = static_cast<int64_t>(sizeof(float)) *
-                            (boundary_numel_[b] + 1 + boundary_numel_[b] + 1 + kPerStage * (world - 1 - b));
+                            (boundary_numel_[b] + 1 + boundary_numel_[b] + kHead + kPerStage * (world - 1 - b));
       for (int k : {b, b + 1}) {
         times_[k].transfer_ns += link[b];
         times_[k].transfer_bytes += bytes;

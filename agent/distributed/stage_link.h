@@ -11,8 +11,9 @@
 /// Messages (float32, one buffer each way per link and step):
 ///  - forward s -> s+1: the activation, then a stop flag;
 ///  - backward s+1 -> s: the gradient of the activation, then the time
-///    rank s+1 held the step (activation in to gradient out) and, per stage
-///    from s+1 on, its forward, backward and outgoing link time.
+///    rank s+1 held the step (activation in to gradient out), the step's
+///    loss and, per stage from s+1 on, its forward, backward and outgoing
+///    link time.
 /// Rank s measures its link as (activation sent -> gradient received) minus
 /// the time rank s+1 held the step: durations on each rank's own clock, so
 /// no clock offset enters. Rank 0 so knows every stage's figures per step.
@@ -61,7 +62,8 @@ class StageLink {
   /// This stage's share of one training step (inside the workload's
   /// TrainStepWith, after ReceiveInput on ranks > 0). `x` is the batch (rank
   /// 0's input; the last stage's loss may use it), `y` the labels (the last
-  /// stage's). Returns the loss on the last rank, a zero scalar elsewhere.
+  /// stage's). Returns the step's loss (computed by the last rank, passed
+  /// back with the gradients); only the last rank's has a graph.
   torch::Tensor ForwardBackward(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss);
 
   /// After a step on rank 0: every stage's figures of that step (plan order),
@@ -83,6 +85,7 @@ class StageLink {
   torch::Tensor in_buffer_, out_buffer_;      // forward: from s-1, to s+1
   torch::Tensor grad_in_, grad_out_;          // backward: from s+1, to s-1
   int64_t input_received_ns_ = 0;
+  float loss_ = 0;
   std::vector<StageTimes> times_;
 };
 

@@ -417,7 +417,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     const int64_t train_warmup_ns = (measured > 0 ? measure_start_ns : train_end_ns) - warmup_start_ns;
     result.set_train_steps_total(steps_total);
     result.set_epochs_seen(n_train > 0 ? static_cast<double>(samples_seen) / static_cast<double>(n_train) : 0.0);
-    if (loss.defined() && (!link || link->last())) result.set_final_train_loss(loss.item<double>());
+    if (loss.defined()) result.set_final_train_loss(loss.item<double>());
     if (control->cancel.load()) return result;
     if (link) {
       // The stages trained together; evaluating would need the pipeline

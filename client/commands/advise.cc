@@ -29,6 +29,14 @@ class AdviseCmd final : public Command {
                     "bandwidth between two device kinds (default: measured by the job's split tasks)");
     sub->add_option("--model", options_.model, "the model to plan (default: the one timed on the most kinds)");
     sub->add_option("--batch-size", options_.batch_size, "the batch size to plan (default: as for --model)");
+    sub->add_option("--plan", options_.plan, "predict this plan instead of searching: LAYERS:KIND per stage, e.g. "
+                                             "0-2:cpu,3-:cpu")
+        ->delimiter(',');
+    sub->add_flag("--across-agents", options_.across_agents,
+                  "the stages on different agents (split across agents): --plan may put neighbours on one kind, "
+                  "--verify runs it so");
+    sub->add_option("--link-from", link_job_id_,
+                    "a job whose split tasks measured the link (default: the advised job's own split tasks)");
     sub->add_flag("--verify", verify_, "submit the advised split, wait, and print predicted against measured");
     sub->add_option("--verify-steps", verify_steps_, "measured training steps of the --verify run")
         ->capture_default_str()
@@ -46,8 +54,14 @@ class AdviseCmd final : public Command {
       return kExitUsage;
     }
     options_.objective = *objective;
-    v1::Job job;
+    v1::Job job, link_job;
     if (grpc::Status s = FetchJob(c, job_id_, &job); !s.ok()) return RpcError(c.err, "get job", s, c.common.server);
+    if (!link_job_id_.empty()) {
+      if (grpc::Status s = FetchJob(c, link_job_id_, &link_job); !s.ok()) {
+        return RpcError(c.err, "get job (--link-from)", s, c.common.server);
+      }
+      options_.link_job = &link_job;
+    }
     auto advice = Advise(job, options_);
     if (!advice.ok()) {
       c.err << "hetbench: advise " << job_id_ << ": " << advice.status().message() << "\n";
@@ -86,6 +100,7 @@ class AdviseCmd final : public Command {
       st->mutable_target()->set_device_kind(stages[s].kind);
     }
     spec.add_targets()->set_device_kind(stages[0].kind);
+    spec.mutable_split()->set_across_agents(advice.across_agents);
     if (stages.size() == 1) spec.clear_split();  // one device: a plain task
     *req.mutable_spec() = WithDefaults(spec);
     req.set_request_id(NewRequestId());
@@ -95,7 +110,8 @@ class AdviseCmd final : public Command {
     if (grpc::Status s = c.stub.SubmitJob(&ctx, req, &resp); !s.ok()) {
       return RpcError(c.err, "submit the advised split", s, c.common.server);
     }
-    c.err << "verifying with " << resp.job_id() << " (--split " << SplitFlag(advice.best, layers) << ")\n";
+    c.err << "verifying with " << resp.job_id() << " (--split " << SplitFlag(advice.best, layers)
+          << (advice.across_agents ? " --split-across-agents" : "") << ")\n";
     auto ended = WatchUntilEnd(c, resp.job_id(), 3600, /*draw=*/false);
     if (!ended.ok()) {
       c.err << "hetbench: watching " << resp.job_id() << ": " << ended.status().message() << "\n";
@@ -111,13 +127,14 @@ class AdviseCmd final : public Command {
     }
     const double measured = train->stats().p50_ns(), predicted = advice.best.step_ns;
     const double error = (predicted - measured) / measured;
-    c.out << absl::StrFormat("advised %s: predicted step %.3f ms, measured %.3f ms (%s, p50 of %d steps): %+.1f%%\n",
-                             SplitFlag(advice.best, layers), predicted / 1e6, measured / 1e6, resp.job_id(),
+    c.out << absl::StrFormat("%s %s%s: predicted step %.3f ms, measured %.3f ms (%s, p50 of %d steps): %+.1f%%\n",
+                             advice.plan_given ? "plan" : "advised", SplitFlag(advice.best, layers),
+                             advice.across_agents ? " across agents" : "", predicted / 1e6, measured / 1e6, resp.job_id(),
                              train->stats().count(), error * 100);
     return kExitOk;
   }
 
-  std::string job_id_, objective_ = "time";
+  std::string job_id_, link_job_id_, objective_ = "time";
   AdviseOptions options_;
   bool verify_ = false;
   int64_t verify_steps_ = 200;

@@ -90,12 +90,19 @@ std::string RenderScaling(const v1::Job& job, OutputFormat format) {
       " ranks' clock offsets to the coordinator.\n");
 }
 
+namespace {
+// "a2/cpu0" for a stage on another agent (a split across agents), else "cpu0".
+std::string StageDevice(const v1::SplitStageResult& s) {
+  return s.agent_id().empty() ? s.device_id() : absl::StrCat(s.agent_id(), "/", s.device_id());
+}
+}  // namespace
+
 std::string RenderSplit(const v1::Job& job, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::Task& t : job.tasks()) {
     for (const v1::SplitStageResult& s : t.result().split()) {
       rows.push_back({t.id(), TaskModel(job, t), absl::StrCat(t.batch_size()), absl::StrCat(s.stage()), s.layers(),
-                      absl::StrCat(s.device_id(), " (", DeviceKindName(s.device_kind()), ")"), Ms(s.forward_ns()),
+                      absl::StrCat(StageDevice(s), " (", DeviceKindName(s.device_kind()), ")"), Ms(s.forward_ns()),
                       Ms(s.backward_ns()), Ms(s.transfer_ns()), absl::StrFormat("%.1f", s.transfer_bytes() / 1024.0),
                       Ms(s.idle_ns()), Ms(s.step_ns())});
     }
@@ -110,9 +117,10 @@ std::string RenderSplit(const v1::Job& job, OutputFormat format) {
                       FormatTable({"TASK", "MODEL", "BATCH", "STAGE", "LAYERS", "DEVICE", "FWD_MS", "BWD_MS",
                                    "TRANSFER_MS", "TRANSFER_KIB", "IDLE_MS", "STEP_MS"},
                                   rows),
-                      "TRANSFER: activations out and gradients in (both directions, per step); IDLE: the step minus "
-                      "the stage's own work (the pipeline bubble: without micro-batches each stage waits for the "
-                      "others).\n");
+                      "TRANSFER: activations out and gradients in (both directions, per step; across agents the "
+                      "c10d send/recv of both, with the figures sent back); IDLE: the step minus the stage's own "
+                      "work (the pipeline bubble: without micro-batches each stage waits for the others; the "
+                      "optimizer step is in it).\n");
 }
 
 void ParallelPlots(const v1::Job& job, std::vector<Plot>* out) {
@@ -143,7 +151,7 @@ void ParallelPlots(const v1::Job& job, std::vector<Plot>* out) {
     c.stacks = {"forward", "backward", "transfer", "idle (bubble)"};
     c.other_last = true;
     for (const v1::SplitStageResult& s : t.result().split()) {
-      c.categories.push_back(absl::StrCat("stage ", s.stage(), " ", s.layers(), " ", s.device_id()));
+      c.categories.push_back(absl::StrCat("stage ", s.stage(), " ", s.layers(), " ", StageDevice(s)));
       c.values.push_back({s.forward_ns() / 1e6, s.backward_ns() / 1e6, s.transfer_ns() / 1e6, s.idle_ns() / 1e6});
     }
     out->push_back({absl::StrCat("split-", t.id()), c.title, svg::Render(c)});

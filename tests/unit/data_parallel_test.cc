@@ -196,12 +196,14 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
   }
   EXPECT_NEAR(r1.result->final_train_loss(), one.result->final_train_loss(),
               1e-5 * std::abs(one.result->final_train_loss()));
+  EXPECT_FLOAT_EQ(r0.result->final_train_loss(), r1.result->final_train_loss()) << "passed back with the gradient";
   // Rank 0 reports both stages; the boundary is 16 x 512 floats each way,
-  // plus the stop flag forward and the later stage's figures back.
+  // plus the stop flag forward and the later stage's hold time, loss and
+  // figures back.
   ASSERT_EQ(r0.result->split_size(), 2);
   const int64_t boundary = 16 * 512;
   for (const v1::SplitStageResult& st : r0.result->split()) {
-    EXPECT_EQ(st.transfer_bytes(), 4 * ((boundary + 1) + (boundary + 1 + 3))) << "stage " << st.stage();
+    EXPECT_EQ(st.transfer_bytes(), 4 * ((boundary + 1) + (boundary + 2 + 3))) << "stage " << st.stage();
     EXPECT_GT(st.forward_ns(), 0);
     EXPECT_GT(st.backward_ns(), 0);
     EXPECT_GT(st.transfer_ns(), 0);
