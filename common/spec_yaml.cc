@@ -174,7 +174,22 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
     }
   }
   if (const YAML::Node sp = root["split"]) {
-    if (auto s = CheckKeys(sp, "split", {"stages"}); !s.ok()) return s;
+    if (auto s = CheckKeys(sp, "split", {"stages", "across_agents", "gang_timeout_seconds", "collective_timeout_seconds"});
+        !s.ok()) {
+      return s;
+    }
+    v1::SplitSpec* out = spec.mutable_split();
+    if (sp["across_agents"]) {
+      HB_ASSIGN(out->set_across_agents, As<bool>(sp["across_agents"], "split.across_agents", "true or false"));
+    }
+    if (sp["gang_timeout_seconds"]) {
+      HB_ASSIGN(out->set_gang_timeout_seconds,
+                As<double>(sp["gang_timeout_seconds"], "split.gang_timeout_seconds", "a number"));
+    }
+    if (sp["collective_timeout_seconds"]) {
+      HB_ASSIGN(out->set_collective_timeout_seconds,
+                As<double>(sp["collective_timeout_seconds"], "split.collective_timeout_seconds", "a number"));
+    }
     const YAML::Node st = sp["stages"];
     if (!st || !st.IsSequence()) {
       return absl::InvalidArgumentError(
@@ -407,7 +422,13 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
       if (!st.target().agent_id().empty()) out << YAML::Key << "agent_id" << YAML::Value << st.target().agent_id();
       out << YAML::EndMap << YAML::EndMap;
     }
-    out << YAML::EndSeq << YAML::EndMap;
+    out << YAML::EndSeq;
+    if (spec.split().across_agents()) {
+      out << YAML::Key << "across_agents" << YAML::Value << true;
+      out << YAML::Key << "gang_timeout_seconds" << YAML::Value << spec.split().gang_timeout_seconds();
+      out << YAML::Key << "collective_timeout_seconds" << YAML::Value << spec.split().collective_timeout_seconds();
+    }
+    out << YAML::EndMap;
   }
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();

@@ -9,7 +9,11 @@
 #     once the agent is back it runs again as attempt 2 and succeeds;
 #  C. one rank's agent is frozen (SIGSTOP: no connection breaks, the peer
 #     just stops answering): the other rank's all-reduce times out (5 s), the
-#     gang goes back to the queue, and after SIGCONT it runs again and succeeds.
+#     gang goes back to the queue, and after SIGCONT it runs again and succeeds;
+#  D. a split across agents (mlp 0-2 | 3-): a stage per agent, rank 0 reports
+#     both stages with the link's bytes, both report the same loss;
+#  E. the later stage's agent is killed mid-split: both stages go back to the
+#     queue within the transfer timeout and the retry succeeds.
 # Usage: gang_test.sh SERVER AGENT CLI
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -101,4 +105,52 @@ echo "gang C: $FROZEN frozen; both ranks back in the queue after ${FROZEN_S} s (
 "$CLI" get job job-000003 -o json >"$WORK/c.json"
 [[ $(jq -r '.state' "$WORK/c.json") == JOB_STATE_SUCCEEDED ]] || fail "gang C did not succeed: $(jq -r '.error' "$WORK/c.json")"
 echo "gang C: after SIGCONT the gang re-ran as attempt $(jq -r '.tasks[0].attempt' "$WORK/c.json") and succeeded"
+
+# ---- D. a split across agents: mlp layers 0-2 on one agent, 3- on the other;
+# then its later stage's agent is killed mid-task and the split runs again.
+cat >"$WORK/d.yaml" <<YAML
+models: [mlp]
+batch_sizes: [64]
+split:
+  across_agents: true
+  collective_timeout_seconds: 5
+  stages:
+    - {layers: "0-2", target: {device_kind: cpu}}
+    - {layers: "3-", target: {device_kind: cpu}}
+train: {warmup_steps: 5, min_steps: 200, min_duration_seconds: 0}
+YAML
+"$CLI" submit -f "$WORK/d.yaml" >/dev/null
+"$CLI" watch job-000004 >/dev/null 2>&1 || true
+"$CLI" get job job-000004 -o json >"$WORK/d.json"
+q() { jq -r "$1" "$WORK/d.json"; }
+[[ $(q '.state') == JOB_STATE_SUCCEEDED ]] || fail "split D: $(q '.state') $(q '.error') $(q '[.tasks[].error] | join(" | ")')"
+[[ $(q '.tasks | map(.agent_id) | unique | length') == 2 ]] || fail "split D: the two stages did not run on two agents"
+[[ $(q '.tasks[0].result.split | length') == 2 ]] || fail "split D: rank 0 reports $(q '.tasks[0].result.split | length') stages"
+# The boundary: 64 x 512 floats each way, the stop flag forward, hold time + loss + 3 figures back.
+[[ $(q '.tasks[0].result.split[0].transfer_bytes') == $((4 * (64 * 512 + 1 + 64 * 512 + 5))) ]] \
+  || fail "split D: transfer bytes $(q '.tasks[0].result.split[0].transfer_bytes')"
+[[ $(q '.tasks[0].result.split[1].agent_id') == $(q '.tasks[1].agent_id') ]] || fail "split D: stage 1's agent"
+[[ $(q '.tasks[0].result.final_train_loss') == $(q '.tasks[1].result.final_train_loss') ]] \
+  || fail "split D: the stages report different losses"
+for t in 0 1; do
+  [[ $(q ".tasks[$t].result.samples_stored") == 200 ]] || fail "split D: stage $t stored $(q ".tasks[$t].result.samples_stored") samples"
+done
+"$CLI" report job-000004 >"$WORK/d.txt"
+grep -q "a2/cpu0 (cpu)\|a1/cpu0 (cpu)" "$WORK/d.txt" || fail "split D: the report does not name the stages' agents"
+echo "split D: stages on $(q '[.tasks[].agent_id] | join(" + ")'); step p50 $(q '.tasks[0].result.split[0].step_ns') ns," \
+  "link $(q '.tasks[0].result.split[0].transfer_ns') ns for $(q '.tasks[0].result.split[0].transfer_bytes') bytes"
+
+sed -i 's/min_steps: 200/min_steps: 3000/' "$WORK/d.yaml"
+"$CLI" submit -f "$WORK/d.yaml" >/dev/null
+wait_for 120 both_measuring job-000005 "$WORK/e.json" || fail "split E did not start measuring"
+VICTIM=$(jq -r '.tasks[1].agent_id' "$WORK/e.json")
+eval "kill -9 \$PID_$VICTIM"
+KILLED_AT=$(date +%s.%N)
+wait_for 30 both_requeued job-000005 "$WORK/e.json" || fail "the split did not go back to the queue after the kill"
+BACK_S=$(awk -v a="$(date +%s.%N)" -v b="$KILLED_AT" 'BEGIN { printf "%.1f", a - b }')
+awk -v s="$BACK_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "the split took ${BACK_S} s to fail (timeout 5 s + 5)"
+start_agent "$VICTIM" $((BASE + 300))
+"$CLI" watch job-000005 >/dev/null 2>&1 || true
+[[ $("$CLI" get job job-000005 -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "split E did not succeed on its retry"
+echo "split E: stage 1's agent $VICTIM killed; both stages back in the queue after ${BACK_S} s; the retry succeeded"
 ok=1

@@ -76,6 +76,50 @@ TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
   EXPECT_EQ(a->best.stages[0].kind, v1::DEVICE_KIND_QPU_SIM) << "11 ms on qpu-sim alone beats 12 ms on cpu; a boundary costs 0.4 s";
 }
 
+// --plan predicts a given plan instead of searching; across agents two
+// stages may share a kind, and the link comes from another job's splits
+// across agents (its transfer bytes over its transfer time).
+TEST(AdviseTest, AGivenPlanAcrossTwoAgentsOfOneKindUsesTheLinkOfAnotherJobsSplit) {
+  v1::Job link;
+  link.set_id("job-8");
+  link.mutable_spec()->mutable_split()->set_across_agents(true);
+  v1::SplitStageResult* st = link.add_tasks()->mutable_result()->add_split();
+  st->set_transfer_bytes(8192);
+  st->set_transfer_ns(4096);  // 2 GB/s
+  AdviseOptions o;
+  o.plan = {"0-1:cpu", "2-:cpu"};
+  o.across_agents = true;
+  o.link_job = &link;
+  auto a = Advise(TwoKinds(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->plan_given);
+  EXPECT_EQ(a->plans_considered, 1u);
+  EXPECT_EQ(SplitFlag(a->best, 3), "0-1:cpu,2-:cpu");
+  // 12 ms of cpu layers, plus one boundary: 2 x 32 B x 64 / 2 GB/s = 2.048 us.
+  EXPECT_NEAR(a->best.step_ns, 12e6 + 2048, 1);
+  EXPECT_EQ(a->link_source, "measured by job-8's split tasks across agents");
+
+  // On one agent two neighbouring stages of one kind are one stage: refused.
+  o.across_agents = false;
+  o.link_job = nullptr;
+  auto same = Advise(TwoKinds(), o);
+  EXPECT_EQ(same.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(same.status().message()), HasSubstr("give --across-agents"));
+  // A plan that leaves layers out, or names a kind the job never timed, says which.
+  o.plan = {"0:cpu", "1:qpu-sim"};
+  EXPECT_THAT(std::string(Advise(TwoKinds(), o).status().message()), HasSubstr("the last must reach it"));
+  o.plan = {"0:cpu", "1-:gpu"};
+  EXPECT_THAT(std::string(Advise(TwoKinds(), o).status().message()), HasSubstr("timed no qnn layers on gpu"));
+  // --link-from a job without splits across agents is refused, not assumed.
+  o.plan = {"0-1:cpu", "2-:cpu"};
+  o.across_agents = true;
+  v1::Job none;
+  none.set_id("job-9");
+  o.link_job = &none;
+  EXPECT_THAT(std::string(Advise(TwoKinds(), o).status().message()),
+              HasSubstr("--link-from job-9: no succeeded split task across agents"));
+}
+
 TEST(AdviseTest, EnergyAndCostWeighPowerAndRates) {
   AdviseOptions o;
   o.link_gbytes_per_second = 1.0;

@@ -141,6 +141,25 @@ split:
 
   EXPECT_THAT(std::string(ParseJobSpecYaml("split: {stages: [{layers: \"0\", device: cpu}]}").status().message()),
               HasSubstr("device"));
+
+  auto across = ParseJobSpecYaml(R"(
+models: [mlp]
+split:
+  across_agents: true
+  collective_timeout_seconds: 5
+  stages:
+    - {layers: "0-2", target: {device_kind: cpu}}
+    - {layers: "3-", target: {device_kind: cpu}}
+)");
+  ASSERT_TRUE(across.ok()) << across.status();
+  const v1::JobSpec effective = WithDefaults(*across);
+  auto round = ParseJobSpecYaml(JobSpecToYaml(effective));
+  ASSERT_TRUE(round.ok()) << round.status() << "\n" << JobSpecToYaml(effective);
+  EXPECT_TRUE(round->split().across_agents());
+  EXPECT_DOUBLE_EQ(round->split().collective_timeout_seconds(), 5);
+  EXPECT_DOUBLE_EQ(round->split().gang_timeout_seconds(), 600);
+  EXPECT_THAT(std::string(ParseJobSpecYaml("split: {across_agents: maybe}").status().message()),
+              HasSubstr("split.across_agents"));
 }
 
 }  // namespace
