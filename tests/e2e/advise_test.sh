@@ -2,8 +2,11 @@
 # `hetbench advise --verify` with the real binaries on loopback: a qnn job
 # timed per layer on cpu and qpu-sim, the advisor's plan (-o json and the
 # table), and --verify, which submits the advised split, waits for it and
-# prints predicted against measured. The error is printed, not judged: a
-# timing threshold would make the test depend on the machine's load.
+# prints predicted against measured. Then mlp and cnn over two CPU agents:
+# a plan given with --plan --across-agents, the link measured by an mlp
+# split across the agents (--link-from), verified as a split across agents.
+# The errors are printed, not judged: a timing threshold would make the test
+# depend on the machine's load.
 # Usage: advise_test.sh SERVER AGENT CLI
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -15,7 +18,9 @@ export HETBENCH_SERVER=127.0.0.1:$PORT
 "$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" >>"$WORK/server.log" 2>&1 &
 PIDS+=($!)
 wait_for 20 "$CLI" health || fail "server did not start"
-"$AGENT" --agent-id adv --threads 1 --python-runner off --calibration off >>"$WORK/agent.log" 2>&1 &
+BASE=$((41000 + RANDOM % 20000))
+"$AGENT" --agent-id adv --threads 1 --python-runner off --calibration off --rendezvous-port-base "$BASE" \
+  >>"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" adv || fail "agent did not connect"
 
@@ -43,4 +48,38 @@ if (( stages > 1 )); then
     || fail "$verify_job did not run the $stages stages of $flag"
 fi
 echo "advise: $line"
+
+# ---- two CPU agents: a given plan across them, predicted and verified
+"$AGENT" --agent-id adv2 --threads 1 --qpu-sim off --python-runner off --calibration off \
+  --rendezvous-port-base $((BASE + 100)) >>"$WORK/agent2.log" 2>&1 &
+PIDS+=($!)
+wait_for 60 agent_connected "$CLI" adv2 || fail "the second agent did not connect"
+submitted() {  # submitted SUBMIT_FLAGS...: submits, waits for the end, prints the job id
+  local id
+  id=$("$CLI" submit "$@") || fail "submit $* failed"
+  "$CLI" watch "$id" >/dev/null 2>&1 || true
+  echo "$id"
+}
+link_job=$(submitted -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
+  --min-duration 0)
+[[ $("$CLI" get job "$link_job" -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "the link job $link_job failed"
+for case in "mlp 0-2:cpu,3-:cpu 100" "cnn 0-7:cpu,8-:cpu 30"; do
+  read -r model plan steps <<<"$case"
+  timed=$(submitted -m "$model" -b 64 -t cpu --layers --layer-steps 5 --warmup-steps 5 --min-steps "$steps" \
+    --min-duration 0 --infer-max-batches 1)
+  "$CLI" advise "$timed" --plan "$plan" --across-agents --link-from "$link_job" -o json >"$WORK/plan.json" \
+    || fail "advise --plan for $model failed"
+  [[ $(jq -r '.plan_given and .across_agents' "$WORK/plan.json") == true ]] || fail "the advice does not say the plan was given"
+  [[ $(jq -r '.link_source' "$WORK/plan.json") == "measured by $link_job's split tasks across agents" ]] \
+    || fail "the link is not $link_job's: $(jq -r '.link_source' "$WORK/plan.json")"
+  "$CLI" advise "$timed" --plan "$plan" --across-agents --link-from "$link_job" --verify --verify-steps "$steps" \
+    >"$WORK/verify.out" 2>"$WORK/verify.err" || fail "advise --verify for $model failed: $(tail -3 "$WORK/verify.err")"
+  line=$(cat "$WORK/verify.out")
+  [[ $line =~ ^plan\ ${plan}\ across\ agents:\ predicted\ step\ [0-9.]+\ ms,\ measured\ [0-9.]+\ ms\ \((job-[0-9]+), ]] \
+    || fail "unexpected --verify output for $model: $line"
+  "$CLI" get job "${BASH_REMATCH[1]}" -o json >"$WORK/verify.json"
+  [[ $(jq -r '.tasks | map(.agent_id) | unique | length' "$WORK/verify.json") == 2 ]] \
+    || fail "the verification of $model did not run on both agents"
+  echo "advise ($model, $timed, link from $link_job): $line"
+done
 ok=1
