@@ -3,7 +3,10 @@
 #  1. data-parallel scaling of mlp over 1, 2 and 4 CPU ranks (4 agents of one
 #     device each, 1 LibTorch thread per rank), c10d/Gloo all-reduce;
 #  2. split execution: mlp in two stages on one agent's CPU, and qnn's
-#     classical layers on the CPU with its quantum layer on the qpu-sim.
+#     classical layers on the CPU with its quantum layer on the qpu-sim;
+#  3. splits across agents: mlp (0-2 | 3-) and cnn (0-7 | 8-) with a stage
+#     on each of two agents (c10d send/recv over loopback), each against the
+#     same model on one device.
 # Prints `hetbench report`'s scaling and split tables. The VM has 2 cores: 4
 # ranks share them, so the figures show the all-reduce's cost and the
 # contention, not the speed-up 4 real devices would give.
@@ -44,4 +47,17 @@ echo "== split: mlp 0-3 | 4-6 on one agent's cpu0; qnn on cpu | qpu-sim | cpu; a
   --wait --wait-timeout 900 >/dev/null || true
 for j in 2 3; do "$CLI" report job-00000$j | sed -n '/^split stages/,/^TRANSFER:/p'; done
 "$CLI" report job-000004 | grep -E "^TASK|train" | head -3
+echo
+echo "== split across agents: a stage on each of two agents; the same model on one device"
+job=5
+for case in "mlp 0-2:cpu,3-:cpu $STEPS" "cnn 0-7:cpu,8-:cpu $((STEPS / 5))"; do
+  read -r model split steps <<<"$case"
+  "$CLI" submit -m "$model" -b 64 --split "$split" --split-across-agents --warmup-steps 5 --min-steps "$steps" \
+    --min-duration 0 --wait --wait-timeout 900 >/dev/null || true
+  "$CLI" report "job-00000$job" | sed -n '/^split stages/,/^TRANSFER:/p' | grep -v '^TRANSFER:'
+  "$CLI" submit -m "$model" -b 64 --warmup-steps 5 --min-steps "$steps" --min-duration 0 --infer-max-batches 1 \
+    --target cpu --wait --wait-timeout 900 >/dev/null || true
+  "$CLI" report "job-00000$((job + 1))" | grep -E " train " | head -1
+  job=$((job + 2))
+done
 echo "logs: $WORK"
