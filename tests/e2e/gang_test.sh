@@ -70,14 +70,20 @@ count_tasks() {  # count_tasks JOB FILE FILTER: the job's tasks matching the jq 
 }
 both_measuring() { [[ $(count_tasks "$1" "$2" '.state == "TASK_STATE_RUNNING" and (.step // "0" | tonumber) >= 20') == 2 ]]; }
 both_requeued() { [[ $(count_tasks "$1" "$2" '.state == "TASK_STATE_QUEUED" and .attempt == 1') == 2 ]]; }
+# kill_rank_1 JOB FILE WHAT: once both ranks measure, kill -9 rank 1's agent
+# and expect both back in the queue within the 5 s timeout + 5; sets VICTIM, BACK_S.
+kill_rank_1() {
+  wait_for 120 both_measuring "$1" "$2" || fail "$3 did not start measuring"
+  VICTIM=$(jq -r '.tasks[1].agent_id' "$2")
+  eval "kill -9 \$PID_$VICTIM"
+  local killed_at
+  killed_at=$(date +%s.%N)
+  wait_for 30 both_requeued "$1" "$2" || fail "$3 did not go back to the queue after the kill"
+  BACK_S=$(awk -v a="$(date +%s.%N)" -v b="$killed_at" 'BEGIN { printf "%.1f", a - b }')
+  awk -v s="$BACK_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "$3 took ${BACK_S} s to fail (timeout 5 s + 5)"
+}
 "$CLI" submit -f "$WORK/b.yaml" >/dev/null
-wait_for 120 both_measuring job-000002 "$WORK/b.json" || fail "gang B did not start measuring"
-VICTIM=$(jq -r '.tasks[1].agent_id' "$WORK/b.json")
-eval "kill -9 \$PID_$VICTIM"
-KILLED_AT=$(date +%s.%N)
-wait_for 30 both_requeued job-000002 "$WORK/b.json" || fail "the gang did not go back to the queue after the kill"
-BACK_S=$(awk -v a="$(date +%s.%N)" -v b="$KILLED_AT" 'BEGIN { printf "%.1f", a - b }')
-awk -v s="$BACK_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "the gang took ${BACK_S} s to fail (timeout 5 s + 5)"
+kill_rank_1 job-000002 "$WORK/b.json" "gang B"
 jq -e '[.tasks[].error] | any(test("a collective failed"))' "$WORK/b.json" >/dev/null \
   || fail "the surviving rank did not report its failed collective"
 echo "gang B: $VICTIM killed; both ranks back in the queue after ${BACK_S} s;" \
@@ -142,13 +148,7 @@ echo "split D: stages on $(q '[.tasks[].agent_id] | join(" + ")'); step p50 $(q 
 
 sed -i 's/min_steps: 200/min_steps: 3000/' "$WORK/d.yaml"
 "$CLI" submit -f "$WORK/d.yaml" >/dev/null
-wait_for 120 both_measuring job-000005 "$WORK/e.json" || fail "split E did not start measuring"
-VICTIM=$(jq -r '.tasks[1].agent_id' "$WORK/e.json")
-eval "kill -9 \$PID_$VICTIM"
-KILLED_AT=$(date +%s.%N)
-wait_for 30 both_requeued job-000005 "$WORK/e.json" || fail "the split did not go back to the queue after the kill"
-BACK_S=$(awk -v a="$(date +%s.%N)" -v b="$KILLED_AT" 'BEGIN { printf "%.1f", a - b }')
-awk -v s="$BACK_S" 'BEGIN { exit !(s <= 5 + 5) }' || fail "the split took ${BACK_S} s to fail (timeout 5 s + 5)"
+kill_rank_1 job-000005 "$WORK/e.json" "split E"
 start_agent "$VICTIM" $((BASE + 300))
 "$CLI" watch job-000005 >/dev/null 2>&1 || true
 [[ $("$CLI" get job job-000005 -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "split E did not succeed on its retry"

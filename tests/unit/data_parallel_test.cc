@@ -105,6 +105,20 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
   return out;
 }
 
+// Ranks 0 and 1 of a gang of two, each on its own thread, with the same
+// batch size (and split, when given); both must succeed.
+std::pair<RankRun, RankRun> RunTwoRanks(const ImageDataset& ds, int batch_size, const v1::SplitSpec* split = nullptr) {
+  const int port = FreePort();
+  RankRun r0, r1;
+  std::thread t0([&] { r0 = RunRank(ds, batch_size, 0, 2, port, 20, split); });
+  std::thread t1([&] { r1 = RunRank(ds, batch_size, 1, 2, port, 20, split); });
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(r0.result.ok()) << r0.result.status();
+  EXPECT_TRUE(r1.result.ok()) << r1.result.status();
+  return {std::move(r0), std::move(r1)};
+}
+
 // Acceptance: mlp over 2 ranks, batch 8 each, 8 steps (2 warm-up + 6) that
 // cross an epoch, against one process with batch 16 on the same seed.
 // Tolerance per parameter: 1e-4 absolute + 1e-4 relative, a tenth of one
@@ -114,14 +128,8 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
 // Dropout is set to 0 in both (see RunRank).
 TEST(DataParallelTest, TwoRanksEndWithTheParametersOfOneProcessOnTheGlobalBatch) {
   const ImageDataset ds = SmallDataset();
-  const int port = FreePort();
-  RankRun r0, r1;
-  std::thread t0([&] { r0 = RunRank(ds, 8, 0, 2, port); });
-  std::thread t1([&] { r1 = RunRank(ds, 8, 1, 2, port); });
-  t0.join();
-  t1.join();
-  ASSERT_TRUE(r0.result.ok()) << r0.result.status();
-  ASSERT_TRUE(r1.result.ok()) << r1.result.status();
+  auto [r0, r1] = RunTwoRanks(ds, 8);
+  ASSERT_TRUE(r0.result.ok() && r1.result.ok());
   const RankRun one = RunRank(ds, 16, 0, 1, 0);
   ASSERT_TRUE(one.result.ok()) << one.result.status();
 
@@ -171,14 +179,8 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
   split.add_stages()->set_layers("0-2");
   split.add_stages()->set_layers("3-");
   for (v1::SplitStage& st : *split.mutable_stages()) st.mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
-  const int port = FreePort();
-  RankRun r0, r1;
-  std::thread t0([&] { r0 = RunRank(ds, 16, 0, 2, port, 20, &split); });
-  std::thread t1([&] { r1 = RunRank(ds, 16, 1, 2, port, 20, &split); });
-  t0.join();
-  t1.join();
-  ASSERT_TRUE(r0.result.ok()) << r0.result.status();
-  ASSERT_TRUE(r1.result.ok()) << r1.result.status();
+  auto [r0, r1] = RunTwoRanks(ds, 16, &split);
+  ASSERT_TRUE(r0.result.ok() && r1.result.ok());
   const RankRun one = RunRank(ds, 16, 0, 1, 0);
   ASSERT_TRUE(one.result.ok()) << one.result.status();
 
