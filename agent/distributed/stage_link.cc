@@ -103,7 +103,12 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
   if (first()) {
     a = x;
   } else {
-    input = in_buffer_.narrow(0, 0, boundary_numel_[s - 1]).view(shapes_[s - 1]).detach().requires_grad_(true);
+    // The buffers are host memory (Gloo's); a GPU stage's input goes to its device (a no-op on the CPU).
+    input = in_buffer_.narrow(0, 0, boundary_numel_[s - 1])
+                .view(shapes_[s - 1])
+                .to(stage.device)
+                .detach()
+                .requires_grad_(true);
     a = input;
   }
   int64_t t0 = SteadyNowNs();
@@ -128,7 +133,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     loss_ = tail[1];
     downstream = tail + kHead;
     t0 = SteadyNowNs();
-    a.backward(grad_in_.narrow(0, 0, n).view(shapes_[s]));
+    a.backward(grad_in_.narrow(0, 0, n).view(shapes_[s]).to(stage.device));
     SyncDevice(stage.device);
     backward_ns = SteadyNowNs() - t0;
     l = torch::full({}, loss_);

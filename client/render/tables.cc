@@ -231,12 +231,14 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
         }
       }
       absl::StrAppendFormat(&out,
-                            "; test %s %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
+                            "; %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
                             "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
                             "\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
                             "%d samples stored, attempt %d",
-                            r.test_mse() > 0 ? "mse" : "accuracy",
-                            r.test_mse() > 0 ? Num(r.test_mse(), "%.4f") : Num(r.test_accuracy(), "%.4f"),
+                            // A task that evaluated nothing (a split across agents trains only) has no quality figure.
+                            FindPhase(t, v1::PHASE_INFER) == nullptr ? std::string("no test evaluation")
+                            : r.test_mse() > 0 ? absl::StrCat("test mse ", Num(r.test_mse(), "%.4f"))
+                                               : absl::StrCat("test accuracy ", Num(r.test_accuracy(), "%.4f")),
                             r.epochs_seen(), r.train_steps_total(), r.final_train_loss(), r.data_load_seconds(),
                             r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
                             e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),

@@ -104,5 +104,39 @@ TEST(ParallelRenderTest, SplitStagesGetATableAndAFigure) {
   EXPECT_THAT(plots[0].svg, HasSubstr("2 dev (eff 0.80)"));
 }
 
+// A split across agents: its stages are a gang, but not a data-parallel one
+// (no scaling row); the stage on another agent is named with it; a rank that
+// evaluated nothing says so instead of printing an accuracy of 0.
+TEST(ParallelRenderTest, ASplitAcrossAgentsNamesTheStagesAgentsAndIsNoScalingRow) {
+  v1::Job job;
+  job.set_id("job-3");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.mutable_spec()->add_models("mlp");
+  job.mutable_spec()->mutable_split()->set_across_agents(true);
+  for (int r = 0; r < 2; ++r) {
+    v1::Task t = Rank("job-3-g0", r, 2, 20000, 2.4, 0);
+    t.mutable_result()->clear_distributed();
+    t.mutable_result()->set_test_accuracy(0);
+    if (r == 0) {
+      for (int s = 0; s < 2; ++s) {
+        v1::SplitStageResult* st = t.mutable_result()->add_split();
+        st->set_stage(s);
+        st->set_layers(s == 0 ? "0-2" : "3-6");
+        st->set_device_id("cpu0");
+        st->set_agent_id(s == 0 ? "a1" : "a2");
+        st->set_device_kind(v1::DEVICE_KIND_CPU);
+      }
+    }
+    *job.add_tasks() = t;
+  }
+  EXPECT_TRUE(Gangs(job).empty());
+  const std::string table = RenderSplit(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("a2/cpu0 (cpu)"));
+  const std::string report = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(report, HasSubstr("no test evaluation after"));
+  EXPECT_THAT(report, ::testing::Not(HasSubstr("test accuracy 0.0000")));
+  EXPECT_THAT(report, ::testing::Not(HasSubstr("data-parallel scaling")));
+}
+
 }  // namespace
 }  // namespace hetbench::client
