@@ -10,6 +10,8 @@ namespace hetbench::agent {
 
 namespace {
 
+// The forward message's tail: what it is (StageLink::Message) and its rows.
+constexpr int64_t kForwardTail = 2;
 // The backward message's tail: the sender's hold time and the step's loss,
 // then per stage from the sender on (forward, backward, outgoing link).
 constexpr int64_t kHead = 2;
@@ -51,16 +53,20 @@ absl::StatusOr<std::unique_ptr<StageLink>> StageLink::Create(std::unique_ptr<Gan
     net->train(training);
   }
   const int s = link->rank();
+  link->batch_ = batch;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const int64_t answer = std::tuple_size<Totals>::value;
   if (s > 0) {
     const int64_t n = link->boundary_numel_[s - 1];
-    link->in_buffer_ = torch::zeros({n + 1}, f32);
+    link->in_buffer_ = torch::zeros({n + kForwardTail}, f32);
     link->grad_out_ = torch::zeros({n + kHead + kPerStage * (world - s)}, f32);
+    link->answer_out_ = torch::zeros({answer}, f32);
   }
   if (s + 1 < world) {
     const int64_t n = link->boundary_numel_[s];
-    link->out_buffer_ = torch::zeros({n + 1}, f32);
+    link->out_buffer_ = torch::zeros({n + kForwardTail}, f32);
     link->grad_in_ = torch::zeros({n + kHead + kPerStage * (world - 1 - s)}, f32);
+    link->answer_in_ = torch::zeros({answer}, f32);
   }
   link->times_.resize(world);
   return link;
@@ -81,19 +87,64 @@ void StageLink::Recv(torch::Tensor& buffer, int peer) {
               " did not complete");
 }
 
+namespace {
+
+// Writes the forward tail of `buffer` (whose activation is n values).
+void SetForwardTail(torch::Tensor& buffer, StageLink::Message what, int64_t rows) {
+  float* tail = buffer.data_ptr<float>() + buffer.numel() - kForwardTail;
+  tail[0] = static_cast<float>(static_cast<int>(what));
+  tail[1] = static_cast<float>(rows);
+}
+
+}  // namespace
+
 void StageLink::SendStop() {
-  out_buffer_.data_ptr<float>()[out_buffer_.numel() - 1] = 1.0F;
+  SetForwardTail(out_buffer_, Message::kStop, 0);
   Send(out_buffer_, rank() + 1);
 }
 
-bool StageLink::ReceiveInput() {
+StageLink::Message StageLink::Receive() {
   Recv(in_buffer_, rank() - 1);
   input_received_ns_ = SteadyNowNs();
-  if (in_buffer_.data_ptr<float>()[in_buffer_.numel() - 1] != 0.0F) {
-    if (!last()) SendStop();
-    return false;
+  const float* tail = in_buffer_.data_ptr<float>() + in_buffer_.numel() - kForwardTail;
+  const int what = static_cast<int>(tail[0]);
+  rows_ = static_cast<int64_t>(tail[1]);
+  TORCH_CHECK(what >= 0 && what <= 2 && rows_ >= 0 && rows_ <= batch_, "stage ", rank(),
+              ": a malformed message from the previous stage (", what, ", ", rows_, " rows)");
+  if (what == static_cast<int>(Message::kStop) && !last()) SendStop();
+  return static_cast<Message>(what);
+}
+
+StageLink::Totals StageLink::InferBatch(const torch::Tensor& x,
+                                        const std::function<Totals(const torch::Tensor& out)>& score) {
+  torch::NoGradGuard no_grad;
+  const int s = rank();
+  const SplitStagePlan& stage = plan_[s];
+  torch::Tensor a;
+  if (first()) {
+    a = x;
+    rows_ = x.size(0);
+  } else {
+    std::vector<int64_t> shape = shapes_[s - 1];
+    shape[0] = rows_;
+    a = in_buffer_.narrow(0, 0, boundary_numel_[s - 1] / batch_ * rows_).view(shape).to(stage.device);
   }
-  return true;
+  for (int i = stage.begin; i < stage.end; ++i) a = net_->begin()[i].forward<torch::Tensor>(a);
+  Totals totals{};
+  if (!last()) {
+    out_buffer_.narrow(0, 0, a.numel()).copy_(a.reshape({-1}));
+    SetForwardTail(out_buffer_, Message::kInfer, rows_);
+    Send(out_buffer_, s + 1);
+    Recv(answer_in_, s + 1);
+    for (size_t k = 0; k < totals.size(); ++k) totals[k] = answer_in_.data_ptr<float>()[k];
+  } else {
+    totals = score(a);
+  }
+  if (!first()) {
+    for (size_t k = 0; k < totals.size(); ++k) answer_out_.data_ptr<float>()[k] = static_cast<float>(totals[k]);
+    Send(answer_out_, s - 1);
+  }
+  return totals;
 }
 
 torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss) {
@@ -123,7 +174,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     {
       torch::NoGradGuard no_grad;
       out_buffer_.narrow(0, 0, n).copy_(a.detach().reshape({-1}));
-      out_buffer_.data_ptr<float>()[n] = 0.0F;
+      SetForwardTail(out_buffer_, Message::kTrain, batch_);
     }
     const int64_t sent_ns = SteadyNowNs();
     Send(out_buffer_, s + 1);
@@ -171,9 +222,10 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
       link[k] = static_cast<int64_t>(f[2]);
     }
     for (int b = 0; b + 1 < world; ++b) {
-      // Both messages of the link, as sent: the activation and flag, the gradient and figures.
-      const int64_t bytes = static_cast<int64_t>(sizeof(float)) *
-                            (boundary_numel_[b] + 1 + boundary_numel_[b] + kHead + kPerStage * (world - 1 - b));
+      // Both messages of the link, as sent: the activation and its tail, the gradient and figures.
+      const int64_t bytes =
+          static_cast<int64_t>(sizeof(float)) *
+          (boundary_numel_[b] + kForwardTail + boundary_numel_[b] + kHead + kPerStage * (world - 1 - b));
       for (int k : {b, b + 1}) {
         times_[k].transfer_ns += link[b];
         times_[k].transfer_bytes += bytes;

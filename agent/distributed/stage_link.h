@@ -8,8 +8,9 @@
 /// labels without a transfer; only the boundary activations and gradients
 /// cross. Rank 0 drives: it decides when to stop and tells the others.
 ///
-/// Messages (float32, one buffer each way per link and step):
-///  - forward s -> s+1: the activation, then a stop flag;
+/// Messages (float32, one buffer each way per link and step or batch):
+///  - forward s -> s+1: the activation, then what it is (a training step,
+///    an inference batch, or stop) and its rows;
 ///  - backward s+1 -> s: the gradient of the activation, then the time
 ///    rank s+1 held the step (activation in to gradient out), the step's
 ///    loss and, per stage from s+1 on, its forward, backward and outgoing
@@ -17,13 +18,18 @@
 /// Rank s measures its link as (activation sent -> gradient received) minus
 /// the time rank s+1 held the step: durations on each rank's own clock, so
 /// no clock offset enters. Rank 0 so knows every stage's figures per step.
+/// Inference runs through the same stages, forward only, a batch at a time
+/// (no micro-batches, as in training): the last stage scores the batch and
+/// its running quality totals come back to every stage in the answer.
 ///
 /// Threading: one rank's task thread only. A peer gone or silent past the
 /// gang's timeout makes the next send/recv throw c10::Error (never a hang).
 
 #include <torch/torch.h>
 
+#include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -53,18 +59,31 @@ class StageLink {
   double rendezvous_seconds() const { return group_->rendezvous_seconds(); }
   const std::vector<SplitStagePlan>& plan() const { return plan_; }
 
-  /// Rank 0: tells the next stage the training ended (passed on to the last).
+  /// What the previous stage sent: a training step's activation, an
+  /// inference batch's, or stop (the phase ended).
+  enum class Message { kTrain = 0, kStop = 1, kInfer = 2 };
+
+  /// Rank 0: tells the next stage the phase ended (passed on to the last).
   void SendStop();
-  /// Ranks > 0: waits for the previous stage's activation of the next step;
-  /// false when it said stop instead (passed on downstream first).
-  bool ReceiveInput();
+  /// Ranks > 0: waits for the previous stage's next message; a stop is
+  /// passed on downstream before it returns. rows() is the batch's.
+  Message Receive();
+  int64_t rows() const { return rows_; }
 
   /// This stage's share of one training step (inside the workload's
-  /// TrainStepWith, after ReceiveInput on ranks > 0). `x` is the batch (rank
+  /// TrainStepWith, after Receive on ranks > 0 said kTrain). `x` is the batch (rank
   /// 0's input; the last stage's loss may use it), `y` the labels (the last
   /// stage's). Returns the step's loss (computed by the last rank, passed
   /// back with the gradients); only the last rank's has a graph.
   torch::Tensor ForwardBackward(const torch::Tensor& x, const torch::Tensor& y, const LossFn& loss);
+
+  /// Quality totals of the inference so far, as the last stage counts them.
+  using Totals = std::array<double, 4>;
+  /// One inference batch through this stage, forward only (no gradients).
+  /// Rank 0 passes the batch `x`; the others take what Receive got (rows()).
+  /// The last stage calls `score` on its output; every stage returns the
+  /// totals it returned, passed back stage by stage.
+  Totals InferBatch(const torch::Tensor& x, const std::function<Totals(const torch::Tensor& out)>& score);
 
   /// After a step on rank 0: every stage's figures of that step (plan order),
   /// in SplitForwardBackward's layout (transfer = both links of the stage).
@@ -84,6 +103,8 @@ class StageLink {
   std::vector<std::vector<int64_t>> shapes_;  // the activation's shape after stage s
   torch::Tensor in_buffer_, out_buffer_;      // forward: from s-1, to s+1
   torch::Tensor grad_in_, grad_out_;          // backward: from s+1, to s-1
+  torch::Tensor answer_in_, answer_out_;      // inference's totals: from s+1, to s-1
+  int64_t batch_ = 0, rows_ = 0;
   int64_t input_received_ns_ = 0;
   float loss_ = 0;
   std::vector<StageTimes> times_;

@@ -97,6 +97,88 @@ std::vector<v1::Device> SplitGangDevices(const v1::Assign& task, const v1::Devic
   return devices;
 }
 
+absl::StatusOr<v1::TaskResult> InferAcrossAgents(StageLink& link, Workload& w, const ImageDataset& ds, int64_t bs,
+                                                 const v1::JobSpec& spec, int64_t task_start_ns,
+                                                 TaskControl* control, bool* collective_failed,
+                                                 v1::TaskResult result) {
+  // Inference through the stages, a batch at a time: rank 0 drives (and
+  // times each batch through every stage), the last stage scores, every
+  // stage reports the totals that came back. No warm-up batches: the
+  // training warmed every stage.
+  w.SetTraining(false);
+  torch::NoGradGuard no_grad;
+  const int64_t n_test = ds.test.size();
+  const int64_t batches_all = (n_test + bs - 1) / bs;
+  const int64_t max_batches = spec.inference().max_batches();
+  const int64_t batches = max_batches > 0 ? std::min(max_batches, batches_all) : batches_all;
+  control->phase = v1::PHASE_INFER;
+  control->step = 0;
+  control->total_steps = batches;
+  QualityTotals quality;
+  StageLink::Totals totals{};
+  // The last stage scores its output against batch b of the test set.
+  int64_t b = 0;
+  const auto score = [&](const torch::Tensor& out) {
+    const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
+    w.Score(ds.test.images.slice(0, lo, hi).to(out.device()), ds.test.labels.slice(0, lo, hi).to(out.device()), out,
+            &quality);
+    return StageLink::Totals{static_cast<double>(quality.correct), static_cast<double>(quality.scored),
+                             quality.squared_error, static_cast<double>(quality.error_values)};
+  };
+  const auto guarded = [collective_failed](const auto& fn) {
+    try {
+      return fn();
+    } catch (...) {
+      *collective_failed = true;
+      throw;
+    }
+  };
+  const int64_t infer_start_ns = SteadyNowNs();
+  for (;; ++b) {
+    const int64_t t0 = SteadyNowNs();
+    int64_t rows = 0;
+    if (link.first()) {
+      if (b >= batches || control->cancel.load(std::memory_order_relaxed)) {
+        guarded([&] { link.SendStop(); });
+        break;
+      }
+      const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
+      rows = hi - lo;
+      const torch::Tensor x = ds.test.images.slice(0, lo, hi).to(link.plan()[0].device);
+      totals = guarded([&] { return link.InferBatch(x, score); });
+    } else {
+      const StageLink::Message got = guarded([&] { return link.Receive(); });
+      if (got == StageLink::Message::kStop) break;
+      if (got != StageLink::Message::kInfer || b >= batches_all) {
+        return absl::InternalError("split across agents: a training step arrived during inference");
+      }
+      rows = link.rows();
+      totals = guarded([&] { return link.InferBatch(torch::Tensor(), score); });
+    }
+    const int64_t t1 = SteadyNowNs();
+    if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(rows), v1::PHASE_INFER})) {
+      return absl::ResourceExhaustedError(absl::StrCat("sample buffer full at ", control->samples.capacity(),
+                                                       " records"));
+    }
+    control->step = b + 1;
+  }
+  const int64_t infer_end_ns = SteadyNowNs();
+  if (b > 0) AddWindow(&result, v1::PHASE_INFER, infer_start_ns - task_start_ns, infer_end_ns - task_start_ns);
+  result.set_evaluate_seconds(static_cast<double>(infer_end_ns - infer_start_ns) * 1e-9);
+  QualityTotals passed;  // what the last stage counted, as every stage received it
+  passed.correct = static_cast<int64_t>(totals[0]);
+  passed.scored = static_cast<int64_t>(totals[1]);
+  passed.squared_error = totals[2];
+  passed.error_values = static_cast<int64_t>(totals[3]);
+  SetQuality(passed, &result);
+  result.set_input_note(absl::StrCat(result.input_note(), result.input_note().empty() ? "" : "; ",
+                                     "split across agents (stage ", link.rank(), " of ", link.world_size(),
+                                     ", rendezvous ", absl::StrFormat("%.2f", link.rendezvous_seconds()),
+                                     " s): inference a batch at a time through every stage, scored by the last; "
+                                     "no per-layer or FLOP profile"));
+  return result;
+}
+
 }  // namespace
 
 size_t SampleCapacity(const v1::Assign& task) {
@@ -326,7 +408,11 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       if (link && !link->first()) {
         if (measuring && measured == 0) measure_start_ns = SteadyNowNs();
         wait_start_ns = SteadyNowNs();
-        if (!on_link([&] { return link->ReceiveInput(); })) break;  // rank 0 said stop
+        const StageLink::Message got = on_link([&] { return link->Receive(); });
+        if (got == StageLink::Message::kStop) break;  // rank 0 said the training ended
+        if (got != StageLink::Message::kTrain) {
+          return absl::InternalError("split across agents: an inference batch arrived during training");
+        }
       } else if (!gang || link) {
         bool stop = control->cancel.load(std::memory_order_relaxed);
         if (measuring && !stop) {
@@ -420,13 +506,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     if (loss.defined()) result.set_final_train_loss(loss.item<double>());
     if (control->cancel.load()) return result;
     if (link) {
-      // The stages trained together; evaluating would need the pipeline
-      // again, forward only. Not built: said, not measured.
-      result.set_input_note(absl::StrCat(result.input_note(), result.input_note().empty() ? "" : "; ",
-                                         "split across agents (stage ", link->rank(), " of ", link->world_size(),
-                                         ", rendezvous ", absl::StrFormat("%.2f", link->rendezvous_seconds()),
-                                         " s): training only, inference not measured"));
-      return result;
+      return InferAcrossAgents(*link, w, ds, bs, spec, task_start_ns, control, &collective_failed, std::move(result));
     }
 
     // ---- inference over the test set

@@ -11,7 +11,8 @@
 #     just stops answering): the other rank's all-reduce times out (5 s), the
 #     gang goes back to the queue, and after SIGCONT it runs again and succeeds;
 #  D. a split across agents (mlp 0-2 | 3-): a stage per agent, rank 0 reports
-#     both stages with the link's bytes, both report the same loss;
+#     both stages with the link's bytes, both report the same loss, and the
+#     test batches go through both stages (same accuracy on both);
 #  E. the later stage's agent is killed mid-split: both stages go back to the
 #     queue within the transfer timeout and the retry succeeds.
 # Usage: gang_test.sh SERVER AGENT CLI
@@ -124,6 +125,7 @@ split:
     - {layers: "0-2", target: {device_kind: cpu}}
     - {layers: "3-", target: {device_kind: cpu}}
 train: {warmup_steps: 5, min_steps: 200, min_duration_seconds: 0}
+inference: {max_batches: 10}
 YAML
 "$CLI" submit -f "$WORK/d.yaml" >/dev/null
 "$CLI" watch job-000004 >/dev/null 2>&1 || true
@@ -132,19 +134,26 @@ q() { jq -r "$1" "$WORK/d.json"; }
 [[ $(q '.state') == JOB_STATE_SUCCEEDED ]] || fail "split D: $(q '.state') $(q '.error') $(q '[.tasks[].error] | join(" | ")')"
 [[ $(q '.tasks | map(.agent_id) | unique | length') == 2 ]] || fail "split D: the two stages did not run on two agents"
 [[ $(q '.tasks[0].result.split | length') == 2 ]] || fail "split D: rank 0 reports $(q '.tasks[0].result.split | length') stages"
-# The boundary: 64 x 512 floats each way, the stop flag forward, hold time + loss + 3 figures back.
-[[ $(q '.tasks[0].result.split[0].transfer_bytes') == $((4 * (64 * 512 + 1 + 64 * 512 + 5))) ]] \
+# The boundary: 64 x 512 floats each way, what it is + rows forward, hold time + loss + 3 figures back.
+[[ $(q '.tasks[0].result.split[0].transfer_bytes') == $((4 * (64 * 512 + 2 + 64 * 512 + 5))) ]] \
   || fail "split D: transfer bytes $(q '.tasks[0].result.split[0].transfer_bytes')"
 [[ $(q '.tasks[0].result.split[1].agent_id') == $(q '.tasks[1].agent_id') ]] || fail "split D: stage 1's agent"
 [[ $(q '.tasks[0].result.final_train_loss') == $(q '.tasks[1].result.final_train_loss') ]] \
   || fail "split D: the stages report different losses"
 for t in 0 1; do
-  [[ $(q ".tasks[$t].result.samples_stored") == 200 ]] || fail "split D: stage $t stored $(q ".tasks[$t].result.samples_stored") samples"
+  [[ $(q ".tasks[$t].result.samples_stored") == 210 ]] \
+    || fail "split D: stage $t stored $(q ".tasks[$t].result.samples_stored") samples, not 200 steps + 10 test batches"
 done
+# The last stage scores the test batches; the totals come back to the first.
+[[ $(q '.tasks[0].result.test_accuracy') == $(q '.tasks[1].result.test_accuracy') ]] \
+  || fail "split D: the stages report different accuracies"
+awk -v a="$(q '.tasks[0].result.test_accuracy')" 'BEGIN { exit !(a > 0.5) }' \
+  || fail "split D: test accuracy $(q '.tasks[0].result.test_accuracy') after 200 steps (chance is 0.1)"
 "$CLI" report job-000004 >"$WORK/d.txt"
 grep -q "a2/cpu0 (cpu)\|a1/cpu0 (cpu)" "$WORK/d.txt" || fail "split D: the report does not name the stages' agents"
 echo "split D: stages on $(q '[.tasks[].agent_id] | join(" + ")'); step p50 $(q '.tasks[0].result.split[0].step_ns') ns," \
-  "link $(q '.tasks[0].result.split[0].transfer_ns') ns for $(q '.tasks[0].result.split[0].transfer_bytes') bytes"
+  "link $(q '.tasks[0].result.split[0].transfer_ns') ns for $(q '.tasks[0].result.split[0].transfer_bytes') bytes;" \
+  "test accuracy $(q '.tasks[0].result.test_accuracy') on both stages"
 
 sed -i 's/min_steps: 200/min_steps: 3000/' "$WORK/d.yaml"
 "$CLI" submit -f "$WORK/d.yaml" >/dev/null

@@ -52,7 +52,7 @@ struct RankRun {
   absl::StatusOr<v1::TaskResult> result = absl::UnknownError("not run");
   std::vector<torch::Tensor> parameters;  // the trained tensors (kept alive past the run)
   std::vector<std::vector<torch::Tensor>> layer_parameters;  // per top-level layer
-  size_t train_samples = 0;
+  size_t train_samples = 0, infer_samples = 0;
 };
 
 // One rank (or, with world 1, the single-process reference) of `model`;
@@ -101,6 +101,7 @@ RankRun RunRank(const ImageDataset& ds, int batch_size, int rank, int world, int
   out.result = exec.Run(a, cpu, &control);
   for (size_t i = 0; i < control.samples.published(); ++i) {
     if (control.samples.at(i).phase == v1::PHASE_TRAIN) ++out.train_samples;
+    if (control.samples.at(i).phase == v1::PHASE_INFER) ++out.infer_samples;
   }
   return out;
 }
@@ -200,12 +201,12 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
               1e-5 * std::abs(one.result->final_train_loss()));
   EXPECT_FLOAT_EQ(r0.result->final_train_loss(), r1.result->final_train_loss()) << "passed back with the gradient";
   // Rank 0 reports both stages; the boundary is 16 x 512 floats each way,
-  // plus the stop flag forward and the later stage's hold time, loss and
-  // figures back.
+  // plus what the message is and its rows forward, and the later stage's
+  // hold time, loss and figures back.
   ASSERT_EQ(r0.result->split_size(), 2);
   const int64_t boundary = 16 * 512;
   for (const v1::SplitStageResult& st : r0.result->split()) {
-    EXPECT_EQ(st.transfer_bytes(), 4 * ((boundary + 1) + (boundary + 2 + 3))) << "stage " << st.stage();
+    EXPECT_EQ(st.transfer_bytes(), 4 * ((boundary + 2) + (boundary + 2 + 3))) << "stage " << st.stage();
     EXPECT_GT(st.forward_ns(), 0);
     EXPECT_GT(st.backward_ns(), 0);
     EXPECT_GT(st.transfer_ns(), 0);
@@ -214,7 +215,14 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
   EXPECT_EQ(r0.result->split(0).layers(), "0-2");
   EXPECT_EQ(r0.result->split(1).layers(), "3-" + std::to_string(one.layer_parameters.size() - 1));
   EXPECT_EQ(r1.result->split_size(), 0) << "only rank 0 holds every stage's figures";
-  EXPECT_THAT(r1.result->input_note(), HasSubstr("inference not measured"));
+  // Inference through both stages (1 batch of 16 test rows): scored by the
+  // last, the same on both ranks and as the one process.
+  EXPECT_EQ(r0.infer_samples, 1u);
+  EXPECT_EQ(r1.infer_samples, 1u);
+  EXPECT_GT(one.result->test_accuracy(), 0);
+  EXPECT_DOUBLE_EQ(r0.result->test_accuracy(), one.result->test_accuracy());
+  EXPECT_DOUBLE_EQ(r1.result->test_accuracy(), one.result->test_accuracy());
+  EXPECT_THAT(r1.result->input_note(), HasSubstr("inference a batch at a time through every stage"));
 }
 
 // Stage 1 of 2 whose stage 0 never comes: fails retryable, no hang.
