@@ -97,6 +97,18 @@ std::vector<v1::Device> SplitGangDevices(const v1::Assign& task, const v1::Devic
   return devices;
 }
 
+// The inference phase begins: the test set's batches of `bs` (all of them,
+// and those the spec measures), the latter as the task's progress total.
+std::pair<int64_t, int64_t> BeginInference(const v1::JobSpec& spec, int64_t n_test, int64_t bs, TaskControl* control) {
+  const int64_t all = (n_test + bs - 1) / bs;
+  const int64_t max_batches = spec.inference().max_batches();
+  const int64_t measured = max_batches > 0 ? std::min(max_batches, all) : all;
+  control->phase = v1::PHASE_INFER;
+  control->step = 0;
+  control->total_steps = measured;
+  return {all, measured};
+}
+
 absl::StatusOr<v1::TaskResult> InferAcrossAgents(StageLink& link, Workload& w, const ImageDataset& ds, int64_t bs,
                                                  const v1::JobSpec& spec, int64_t task_start_ns,
                                                  TaskControl* control, bool* collective_failed,
@@ -108,12 +120,7 @@ absl::StatusOr<v1::TaskResult> InferAcrossAgents(StageLink& link, Workload& w, c
   w.SetTraining(false);
   torch::NoGradGuard no_grad;
   const int64_t n_test = ds.test.size();
-  const int64_t batches_all = (n_test + bs - 1) / bs;
-  const int64_t max_batches = spec.inference().max_batches();
-  const int64_t batches = max_batches > 0 ? std::min(max_batches, batches_all) : batches_all;
-  control->phase = v1::PHASE_INFER;
-  control->step = 0;
-  control->total_steps = batches;
+  const auto [batches_all, batches] = BeginInference(spec, n_test, bs, control);
   QualityTotals quality;
   StageLink::Totals totals{};
   // The last stage scores its output against batch b of the test set.
@@ -513,12 +520,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     w.SetTraining(false);
     torch::NoGradGuard no_grad;
     const int64_t n_test = ds.test.size();
-    const int64_t batches_all = (n_test + bs - 1) / bs;
-    const int64_t max_batches = spec.inference().max_batches();
-    const int64_t batches = max_batches > 0 ? std::min(max_batches, batches_all) : batches_all;
-    control->phase = v1::PHASE_INFER;
-    control->step = 0;
-    control->total_steps = batches;
+    const auto [batches_all, batches] = BeginInference(spec, n_test, bs, control);
     const int64_t infer_warmup_start_ns = SteadyNowNs();
     for (int i = 0; i < spec.inference().warmup_batches(); ++i) {
       const int64_t lo = (i % batches_all) * bs;
