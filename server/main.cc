@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
                  "client requests waiting for the event loop at most; more are refused with RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000000));
+  app.add_option("--gang-hold-after-seconds", config.coordinator.gang_hold_after_seconds,
+                 "a gang queued this long holds the free devices it could use, so later single tasks cannot starve "
+                 "it; -1 = never")
+      ->capture_default_str()
+      ->check(CLI::Range(-1.0, 1e6));
   double retention_hours = 0;
   app.add_option("--raw-retention-hours", retention_hours,
                  "delete the raw sample and power batches of jobs finished this long ago (results stay); 0 = keep")

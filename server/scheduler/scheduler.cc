@@ -1,6 +1,7 @@
 #include "server/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -207,6 +208,39 @@ std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) 
   return std::nullopt;
 }
 
+size_t SchedulingPass::Hold(const std::vector<v1::TargetSelector>& targets, const std::string& holder) {
+  size_t held = 0;
+  for (const v1::TargetSelector& target : targets) {
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (!free_[i].taken && Matches(target, *free_[i].hello, *free_[i].device)) {
+        TakeResource(i);
+        ++held;
+        break;
+      }
+    }
+  }
+  if (held > 0) {
+    holders_.push_back(holder);
+    held_ += held;
+  }
+  return held;
+}
+
+bool SchedulingPass::Fits(const std::vector<v1::TargetSelector>& targets) const {
+  std::set<std::pair<std::string, std::string>> used;  // (agent, resource)
+  for (const v1::TargetSelector& target : targets) {
+    bool found = false;
+    for (const v1::Hello* hello : agents_) {
+      for (const v1::Device& device : hello->devices()) {
+        if (found || !Matches(target, *hello, device)) continue;
+        found = used.emplace(hello->agent_id(), ResourceOf(device)).second;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
 std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<v1::TargetSelector>& targets,
                                                               bool same_agent, size_t* got) {
   if (got != nullptr) *got = 0;
@@ -255,13 +289,15 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
   return std::nullopt;
 }
 
-const std::string& SchedulingPass::Reason(const v1::TargetSelector& target) {
+std::string SchedulingPass::Reason(const v1::TargetSelector& target) {
   // Leases taken during this pass are not in `leases_` yet, so the reason
   // speaks of the state at the start of the pass; the next pass refreshes it.
   const std::string key = target.SerializeAsString();
   auto it = reasons_.find(key);
   if (it == reasons_.end()) it = reasons_.emplace(key, PendingReason(target, agents_, leases_)).first;
-  return it->second;
+  if (holders_.empty()) return it->second;
+  return absl::StrCat(it->second, "; ", held_, " free device", held_ == 1 ? " is" : "s are", " held for ",
+                      absl::StrJoin(holders_, ", "), " (waiting longest)");
 }
 
 }  // namespace hetbench::server

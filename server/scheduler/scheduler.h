@@ -87,8 +87,17 @@ class SchedulingPass {
   /// before one did not (for the pending reason).
   std::optional<std::vector<Placement>> TakeAll(const std::vector<v1::TargetSelector>& targets, bool same_agent,
                                                 size_t* got = nullptr);
-  /// Why `target` gets no device now (bounded; see PendingReason), cached per target.
-  const std::string& Reason(const v1::TargetSelector& target);
+  /// Takes, for the rest of the pass, a free device for each target that has
+  /// one (the others stay missing): a waiting gang holds what it could use
+  /// so later tasks of the pass do not. Returns how many were held; later
+  /// reasons name `holder`.
+  size_t Hold(const std::vector<v1::TargetSelector>& targets, const std::string& holder);
+  /// Whether the connected agents have a device on a resource of its own for
+  /// every target, busy or not: a gang that could never start holds nothing.
+  bool Fits(const std::vector<v1::TargetSelector>& targets) const;
+  /// Why `target` gets no device now (bounded; see PendingReason), cached per
+  /// target; with holds in the pass, it says who holds free devices.
+  std::string Reason(const v1::TargetSelector& target);
   /// Free devices not yet taken in this pass.
   size_t free_devices() const { return free_left_; }
 
@@ -107,6 +116,8 @@ class SchedulingPass {
   std::vector<Free> free_;
   size_t free_left_ = 0;
   std::map<std::string, std::string> reasons_;  // by serialized target
+  std::vector<std::string> holders_;            // of Hold, in order
+  size_t held_ = 0;
 };
 
 }  // namespace hetbench::server

@@ -75,6 +75,11 @@ struct CoordinatorOptions {
   /// Raw sample and power batches of jobs finished longer ago than this are
   /// deleted (aggregated results stay); 0 keeps them forever.
   double raw_retention_seconds = 0;
+  /// A gang (data parallel, or a split across agents) queued this long holds
+  /// the free devices it could use in each scheduling pass, so later tasks
+  /// cannot keep taking them one by one; nothing is leased, and the oldest
+  /// gang holds first, so two gangs cannot deadlock. < 0: never hold.
+  double gang_hold_after_seconds = 60;
 };
 
 /// The job's tasks without their results (JOB_VIEW_SUMMARY).

@@ -5,9 +5,13 @@
 //
 // Why no deadlock: a gang is placed inside one scheduling pass, which is
 // serial and sees every free device; it takes all its devices or gives back
-// what it took before the pass goes on. No device is ever reserved for a
-// gang that is not starting, so two gangs cannot each hold half of what the
-// other needs.
+// what it took before the pass goes on. No device is ever leased for a gang
+// that is not starting, so two gangs cannot each hold half of what the
+// other needs. Fairness: a gang queued longer than gang_hold_after_seconds
+// holds, within each pass only, the free devices it could use, so single
+// tasks behind it cannot keep taking them; the queue is walked oldest job
+// first, so the oldest waiting gang holds first and gets every device that
+// frees, and younger work waits behind it.
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -107,6 +111,15 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
       *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
                           " at once: ", got, " free now",
                           got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
+    }
+    // Waiting long: hold what is free for it in this pass (nothing leased),
+    // so later tasks stop taking the devices it needs one by one.
+    const double hold_after = options_.gang_hold_after_seconds;
+    if (hold_after >= 0 && waited >= hold_after && !(timeout > 0 && waited > timeout) && pass.Fits(targets)) {
+      if (const size_t held = pass.Hold(targets, absl::StrCat(split ? "split " : "gang ", head.gang().id()))) {
+        absl::StrAppend(why, "; holding ", held, " free device", held == 1 ? "" : "s", " for it (queued ",
+                        absl::StrFormat("%.0f", waited), " s, holds after ", hold_after, " s)");
+      }
     }
     if (timeout > 0 && waited > timeout) {
       const std::string error =

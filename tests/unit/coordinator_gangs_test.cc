@@ -11,6 +11,8 @@
 namespace hetbench::server::coordinator_testing {
 namespace {
 
+using ::testing::Not;
+
 v1::JobSpec GangSpec(int devices, double timeout_seconds = 600) {
   v1::JobSpec spec;
   spec.add_models("mlp");
@@ -173,6 +175,50 @@ TEST_F(CoordinatorTest, ASplitTaskTakesADevicePerStageOnOneAgent) {
   EXPECT_EQ(Get(other->id()).tasks(0).state(), v1::TASK_STATE_QUEUED);
   SendDone(session, sink, a, 0, 0);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+}
+
+// Fairness: a gang queued longer than gang_hold_after_seconds (60 by
+// default) holds the free device it could use, so a single task submitted
+// behind it waits instead of taking it, and the gang starts when the second
+// device frees. A gang that could never start (3 ranks, 2 devices) holds
+// nothing.
+TEST_F(CoordinatorTest, AGangWaitingPastTheHoldTimeKeepsLaterSingleTasksOffItsDevices) {
+  Close();
+  options_.lease_seconds = 3600;  // the fake agents stay connected while the clock jumps a minute
+  Open();
+  auto s1 = std::make_shared<FakeAgentSink>(), s2 = std::make_shared<FakeAgentSink>();
+  const uint64_t a1 = Connect("a1", s1);
+  auto busy = Submit(v1::JobSpec());
+  ASSERT_TRUE(busy.ok());
+  ASSERT_TRUE(s1->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  Connect("a2", s2);
+  auto never = Submit(GangSpec(3));
+  auto gang = Submit(GangSpec(2));
+  ASSERT_TRUE(never.ok() && gang.ok());
+  clock_.AdvanceNs(61'000'000'000);
+  coordinator_->RunSync([] {});
+  coordinator_->RunSync([] {});
+  const v1::Job waiting = Get(gang->id());
+  EXPECT_THAT(waiting.tasks(0).pending_reason(), HasSubstr("holding 1 free device for it (queued 61 s"));
+  EXPECT_THAT(Get(never->id()).tasks(0).pending_reason(), Not(HasSubstr("holding")))
+      << "3 ranks cannot fit on 2 devices: it holds nothing";
+
+  auto later = Submit(v1::JobSpec());
+  ASSERT_TRUE(later.ok());
+  coordinator_->RunSync([] {});
+  coordinator_->RunSync([] {});
+  const v1::Job queued = Get(later->id());
+  EXPECT_EQ(queued.tasks(0).state(), v1::TASK_STATE_QUEUED) << "the free device is held for the gang";
+  EXPECT_THAT(queued.tasks(0).pending_reason(), HasSubstr("1 free device is held for gang " + waiting.tasks(0).gang().id()));
+  EXPECT_EQ(CountAssigns(s2->messages()), 0);
+
+  // The busy task ends: the gang (not the later task) gets both devices.
+  SendDone(a1, s1, Assigns(*s1).back(), 0, 0);
+  ASSERT_TRUE(s1->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+  ASSERT_TRUE(s2->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  EXPECT_TRUE(Assigns(*s1).back().has_gang());
+  EXPECT_TRUE(Assigns(*s2).back().has_gang());
+  EXPECT_EQ(Get(later->id()).tasks(0).state(), v1::TASK_STATE_QUEUED);
 }
 
 // A split across agents is a gang of its stages: a task per stage, each with
