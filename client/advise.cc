@@ -61,14 +61,15 @@ absl::StatusOr<Objective> ParseObjective(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("--objective ", name, ": use time, energy or cost"));
 }
 
+std::string StageLayers(const Stage& s, size_t layers) {
+  return static_cast<size_t>(s.end) == layers ? absl::StrCat(s.begin, "-")
+         : s.end - s.begin == 1               ? absl::StrCat(s.begin)
+                                              : absl::StrCat(s.begin, "-", s.end - 1);
+}
+
 std::string SplitFlag(const Prediction& plan, size_t layers) {
   std::vector<std::string> parts;
-  for (const Stage& s : plan.stages) {
-    const std::string range = static_cast<size_t>(s.end) == layers ? absl::StrCat(s.begin, "-")
-                              : s.end - s.begin == 1                ? absl::StrCat(s.begin)
-                                                                    : absl::StrCat(s.begin, "-", s.end - 1);
-    parts.push_back(absl::StrCat(range, ":", DeviceKindName(s.kind)));
-  }
+  for (const Stage& s : plan.stages) parts.push_back(absl::StrCat(StageLayers(s, layers), ":", DeviceKindName(s.kind)));
   return absl::StrJoin(parts, ",");
 }
 
@@ -219,28 +220,27 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     std::vector<Stage> plan;
     int next = 0;
     for (const std::string& st : options.plan) {
-      const auto colon = st.rfind(':');
-      auto kind = colon == std::string::npos ? std::nullopt : ParseDeviceKind(st.substr(colon + 1));
-      auto range = colon == std::string::npos ? absl::StatusOr<LayerRange>(absl::InvalidArgumentError("no range"))
-                                              : ParseLayerRange(st.substr(0, colon));
-      if (!kind || !range.ok()) {
+      const std::optional<v1::SplitStage> stage = ParseStageFlag(st);
+      auto range = stage ? ParseLayerRange(stage->layers()) : absl::InvalidArgumentError("no kind");
+      if (!range.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": expected LAYERS:KIND, e.g. 0-2:cpu or 3-:cpu"));
       }
+      const v1::DeviceKind kind = stage->target().device_kind();
       const int end = range->end < 0 ? static_cast<int>(layers) : range->end;
       if (range->begin != next || end > static_cast<int>(layers) || end <= range->begin) {
         return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": ", advice.model, " has layers 0-", layers - 1,
                                                        "; the stages must cover them in order from ", next));
       }
-      if (profiles.count(*kind) == 0) {
+      if (profiles.count(kind) == 0) {
         return absl::FailedPreconditionError(absl::StrCat("--plan ", st, ": job ", job.id(), " timed no ", advice.model,
-                                                          " layers on ", DeviceKindName(*kind)));
+                                                          " layers on ", DeviceKindName(kind)));
       }
-      if (!plan.empty() && plan.back().kind == *kind && !options.across_agents) {
+      if (!plan.empty() && plan.back().kind == kind && !options.across_agents) {
         return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": the stage before is on ",
-                                                       DeviceKindName(*kind), " too; on one agent that is one stage "
+                                                       DeviceKindName(kind), " too; on one agent that is one stage "
                                                        "(give --across-agents for two agents of one kind)"));
       }
-      plan.push_back(Stage{range->begin, end, *kind});
+      plan.push_back(Stage{range->begin, end, kind});
       next = end;
     }
     if (next != static_cast<int>(layers)) {

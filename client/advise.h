@@ -88,6 +88,8 @@ struct Advice {
 };
 
 absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options);
+/// A stage's layers as a split stage names them: "0-3", "4" or "5-" (to the last of `layers`).
+std::string StageLayers(const Stage& stage, size_t layers);
 /// "0-3:cpu,4-:qpu-sim": the --split flag that runs the plan.
 std::string SplitFlag(const Prediction& plan, size_t layers);
 std::string RenderAdvice(const Advice& advice, OutputFormat format);

@@ -12,21 +12,13 @@
 #include "client/render.h"
 #include "client/render/common.h"
 #include "common/names.h"
+#include "common/stats.h"
 
 namespace hetbench::client {
 
 namespace {
 
 constexpr int kMinSteps = 5;
-
-double MedianOf(std::vector<double>& v) {
-  const size_t n = v.size();
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  const double hi = *mid;
-  if (n % 2 == 1) return hi;
-  return (hi + *std::max_element(v.begin(), mid)) / 2;
-}
 
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -91,8 +83,8 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
     return c;
   }
   std::vector<double> x = a, y = b;
-  c.median_a_ns = MedianOf(x);
-  c.median_b_ns = MedianOf(y);
+  c.median_a_ns = MedianInPlace(x);
+  c.median_b_ns = MedianInPlace(y);
   c.ratio = c.median_a_ns > 0 ? c.median_b_ns / c.median_a_ns : 0;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> pick_a(0, a.size() - 1), pick_b(0, b.size() - 1);
@@ -101,8 +93,8 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
   for (int r = 0; r < resamples; ++r) {
     for (double& v : x) v = a[pick_a(rng)];
     for (double& v : y) v = b[pick_b(rng)];
-    const double ma = MedianOf(x);
-    if (ma > 0) ratios.push_back(MedianOf(y) / ma);
+    const double ma = MedianInPlace(x);
+    if (ma > 0) ratios.push_back(MedianInPlace(y) / ma);
   }
   if (!ratios.empty()) {
     c.ci_low = Quantile(ratios, 0.025);

@@ -170,6 +170,17 @@ absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text) {
   return r;
 }
 
+std::optional<v1::SplitStage> ParseStageFlag(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const std::optional<v1::DeviceKind> kind = ParseDeviceKind(text.substr(colon + 1));
+  if (!kind) return std::nullopt;
+  v1::SplitStage stage;
+  stage.set_layers(text.substr(0, colon));
+  stage.mutable_target()->set_device_kind(*kind);
+  return stage;
+}
+
 const std::vector<std::string>& LayerStackModels() {
   static const std::vector<std::string> models = ZooNames(&ModelEntry::layer_stack);
   return models;

@@ -2,6 +2,7 @@
 /// Job spec defaults, limits and validation. The coordinator is the authority;
 /// the CLI uses the same code to fail fast.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct LayerRange {
 };
 /// Parses "2", "0-3" (inclusive) or "4-" (to the last layer).
 absl::StatusOr<LayerRange> ParseLayerRange(const std::string& text);
+/// A stage as the CLI writes it, "LAYERS:KIND" ("0-3:cpu", "4-:qpu-sim"):
+/// the layers as given (checked by ParseLayerRange or the spec's validation)
+/// and the kind as the stage's target. Nothing when there is no known kind
+/// after the last colon.
+std::optional<v1::SplitStage> ParseStageFlag(const std::string& text);
 /// Models that are one stack of top-level layers: they can be split into
 /// stages and trained data-parallel.
 const std::vector<std::string>& LayerStackModels();

@@ -5,6 +5,16 @@
 
 namespace hetbench {
 
+double MedianInPlace(std::vector<double>& values) {
+  const size_t n = values.size();
+  if (n == 0) return 0.0;
+  auto mid = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  const double hi = *mid;
+  if (n % 2 == 1) return hi;
+  return (hi + *std::max_element(values.begin(), mid)) / 2;
+}
+
 double PercentileOfSorted(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0.0;
   if (q <= 0.0) return sorted.front();

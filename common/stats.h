@@ -11,6 +11,9 @@ namespace hetbench {
 /// Linear-interpolation percentile (numpy's default, "type 7") of sorted
 /// values; q in [0, 1]. Returns 0 for an empty input.
 double PercentileOfSorted(const std::vector<double>& sorted, double q);
+/// The median of `values` (the mean of the two middle ones for an even
+/// count; 0 for none), reordering them in place instead of sorting a copy.
+double MedianInPlace(std::vector<double>& values);
 
 /// One measured step: when it started (relative to the task start), how long
 /// it took and how many samples it processed.

@@ -69,6 +69,14 @@ absl::StatusOr<std::unique_ptr<StageLink>> StageLink::Create(std::unique_ptr<Gan
     link->answer_in_ = torch::zeros({answer}, f32);
   }
   link->times_.resize(world);
+  link->link_ns_.resize(world);
+  for (int b = 0; b + 1 < world; ++b) {
+    // Both messages of link b, as sent: the activation and its tail, the gradient and figures.
+    const int64_t n = link->boundary_numel_[b];
+    link->link_bytes_.push_back(static_cast<int64_t>(sizeof(float)) *
+                                (n + kForwardTail + n + kHead + kPerStage * (world - 1 - b)));
+  }
+  link->loss_out_ = torch::zeros({}, f32);
   return link;
 }
 
@@ -187,7 +195,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     a.backward(grad_in_.narrow(0, 0, n).view(shapes_[s]).to(stage.device));
     SyncDevice(stage.device);
     backward_ns = SteadyNowNs() - t0;
-    l = torch::full({}, loss_);
+    l = loss_out_.fill_(loss_);  // in place: a step allocates nothing for it
   } else {
     t0 = SteadyNowNs();
     l = loss(a, x, y);
@@ -213,22 +221,17 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     Send(grad_out_, s - 1);
   } else {
     // Rank 0 assembles the step: each stage's compute, its links' time and bytes.
-    std::vector<int64_t> link(world, 0);
     times_[0] = StageTimes{forward_ns, backward_ns, 0, 0};
-    link[0] = link_ns;
+    link_ns_[0] = link_ns;
     for (int k = 1; k < world; ++k) {
       const float* f = downstream + kPerStage * (k - 1);
       times_[k] = StageTimes{static_cast<int64_t>(f[0]), static_cast<int64_t>(f[1]), 0, 0};
-      link[k] = static_cast<int64_t>(f[2]);
+      link_ns_[k] = static_cast<int64_t>(f[2]);
     }
     for (int b = 0; b + 1 < world; ++b) {
-      // Both messages of the link, as sent: the activation and its tail, the gradient and figures.
-      const int64_t bytes =
-          static_cast<int64_t>(sizeof(float)) *
-          (boundary_numel_[b] + kForwardTail + boundary_numel_[b] + kHead + kPerStage * (world - 1 - b));
       for (int k : {b, b + 1}) {
-        times_[k].transfer_ns += link[b];
-        times_[k].transfer_bytes += bytes;
+        times_[k].transfer_ns += link_ns_[b];
+        times_[k].transfer_bytes += link_bytes_[b];
       }
     }
   }

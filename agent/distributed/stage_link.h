@@ -107,7 +107,10 @@ class StageLink {
   int64_t batch_ = 0, rows_ = 0;
   int64_t input_received_ns_ = 0;
   float loss_ = 0;
-  std::vector<StageTimes> times_;
+  torch::Tensor loss_out_;          // the loss returned on ranks before the last
+  std::vector<StageTimes> times_;   // rank 0: the last step, per stage
+  std::vector<int64_t> link_ns_;    // rank 0: the last step, per link (scratch)
+  std::vector<int64_t> link_bytes_; // per link and step, both messages: fixed by the shapes
 };
 
 }  // namespace hetbench::agent

@@ -23,14 +23,15 @@ std::string ShortName(const torch::nn::Module& m) {
   return name;
 }
 
-void AddWindow(v1::LayerTiming* t, v1::Phase phase, int64_t start_ns, int64_t end_ns, int32_t passes,
-               int64_t batch_size) {
+v1::LayerWindow* AddWindow(v1::LayerTiming* t, v1::Phase phase, int64_t start_ns, int64_t end_ns, int32_t passes,
+                           int64_t batch_size) {
   v1::LayerWindow* w = t->add_windows();
   w->set_phase(phase);
   w->set_start_ns(start_ns);
   w->set_end_ns(end_ns);
   w->set_passes(passes);
   w->set_batch_size(batch_size);
+  return w;
 }
 
 v1::TimingStats Stats(const std::vector<int64_t>& durations, int64_t batch_size) {
@@ -88,8 +89,7 @@ void RepeatLayer(const std::function<void()>& pass, double seconds, const torch:
   } while (t1 - t0 < span);
   SyncDevice(device);
   t1 = SteadyNowNs();
-  AddWindow(out, phase, t0 - origin_ns, t1 - origin_ns, passes, batch_size);
-  out->mutable_windows(out->windows_size() - 1)->set_repeated_loop(true);
+  AddWindow(out, phase, t0 - origin_ns, t1 - origin_ns, passes, batch_size)->set_repeated_loop(true);
 }
 
 }  // namespace

@@ -11,15 +11,6 @@
 
 namespace hetbench::agent {
 
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return PercentileOfSorted(v, 0.5);
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<SplitStagePlan>> PlanSplit(const v1::SplitSpec& split, size_t layers,
                                                       const std::vector<v1::Device>& devices) {
   if (devices.size() != static_cast<size_t>(split.stages_size())) {
@@ -106,7 +97,8 @@ std::vector<v1::SplitStageResult> SummarizeSplit(const std::vector<SplitStagePla
                                                  const std::vector<StageTimes>& times,
                                                  const std::vector<int64_t>& step_ns) {
   std::vector<v1::SplitStageResult> out;
-  const double step = Median(std::vector<double>(step_ns.begin(), step_ns.end()));
+  std::vector<double> steps_ns(step_ns.begin(), step_ns.end());
+  const double step = MedianInPlace(steps_ns);
   const size_t steps = plan.empty() ? 0 : std::min(times.size() / plan.size(), step_ns.size());
   for (size_t s = 0; s < plan.size(); ++s) {
     std::vector<double> fwd, bwd, xfer, idle;
@@ -124,11 +116,11 @@ std::vector<v1::SplitStageResult> SummarizeSplit(const std::vector<SplitStagePla
     r.set_layers(absl::StrCat(plan[s].begin, "-", plan[s].end - 1));
     r.set_device_id(plan[s].info.id());
     r.set_device_kind(plan[s].info.kind());
-    r.set_forward_ns(Median(fwd));
-    r.set_backward_ns(Median(bwd));
-    r.set_transfer_ns(Median(xfer));
+    r.set_forward_ns(MedianInPlace(fwd));
+    r.set_backward_ns(MedianInPlace(bwd));
+    r.set_transfer_ns(MedianInPlace(xfer));
     r.set_transfer_bytes(bytes);
-    r.set_idle_ns(Median(idle));
+    r.set_idle_ns(MedianInPlace(idle));
     r.set_step_ns(step);
     out.push_back(std::move(r));
   }

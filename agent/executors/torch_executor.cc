@@ -78,6 +78,25 @@ absl::Status TorchFailure(const v1::Assign& task, const std::string& model, cons
   return absl::InternalError(absl::StrCat("LibTorch (", model, "): ", what));
 }
 
+// Runs `fn`, an exchange with the gang's peers (all-reduce, send, receive);
+// when it throws, marks `*failed` (a peer gone or timed out: TorchFailure
+// makes that retryable) and rethrows.
+template <typename Fn>
+auto WithPeers(bool* failed, const Fn& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    *failed = true;
+    throw;
+  }
+}
+
+// "agent/device", a gang peer, split at the slash.
+std::pair<std::string, std::string> SplitPeer(const std::string& peer) {
+  const size_t slash = peer.find('/');
+  return {peer.substr(0, slash), slash == std::string::npos ? "" : peer.substr(slash + 1)};
+}
+
 // The stages of a split across agents as rank `own` sees them: its own
 // device, and for the others the device named in the gang's peers
 // ("agent/device") with the kind of the stage's target.
@@ -89,8 +108,7 @@ std::vector<v1::Device> SplitGangDevices(const v1::Assign& task, const v1::Devic
       continue;
     }
     v1::Device d;
-    const std::string peer = s < task.gang().peers_size() ? task.gang().peers(s) : "";
-    d.set_id(peer.substr(peer.find('/') + 1));
+    d.set_id(SplitPeer(s < task.gang().peers_size() ? task.gang().peers(s) : "").second);
     d.set_kind(task.spec().split().stages(s).target().device_kind());
     devices.push_back(std::move(d));
   }
@@ -132,35 +150,27 @@ absl::StatusOr<v1::TaskResult> InferAcrossAgents(StageLink& link, Workload& w, c
     return StageLink::Totals{static_cast<double>(quality.correct), static_cast<double>(quality.scored),
                              quality.squared_error, static_cast<double>(quality.error_values)};
   };
-  const auto guarded = [collective_failed](const auto& fn) {
-    try {
-      return fn();
-    } catch (...) {
-      *collective_failed = true;
-      throw;
-    }
-  };
   const int64_t infer_start_ns = SteadyNowNs();
   for (;; ++b) {
     const int64_t t0 = SteadyNowNs();
     int64_t rows = 0;
     if (link.first()) {
       if (b >= batches || control->cancel.load(std::memory_order_relaxed)) {
-        guarded([&] { link.SendStop(); });
+        WithPeers(collective_failed, [&] { link.SendStop(); });
         break;
       }
       const int64_t lo = b * bs, hi = std::min(lo + bs, n_test);
       rows = hi - lo;
       const torch::Tensor x = ds.test.images.slice(0, lo, hi).to(link.plan()[0].device);
-      totals = guarded([&] { return link.InferBatch(x, score); });
+      totals = WithPeers(collective_failed, [&] { return link.InferBatch(x, score); });
     } else {
-      const StageLink::Message got = guarded([&] { return link.Receive(); });
+      const StageLink::Message got = WithPeers(collective_failed, [&] { return link.Receive(); });
       if (got == StageLink::Message::kStop) break;
       if (got != StageLink::Message::kInfer || b >= batches_all) {
         return absl::InternalError("split across agents: a training step arrived during inference");
       }
       rows = link.rows();
-      totals = guarded([&] { return link.InferBatch(torch::Tensor(), score); });
+      totals = WithPeers(collective_failed, [&] { return link.InferBatch(torch::Tensor(), score); });
     }
     const int64_t t1 = SteadyNowNs();
     if (!control->samples.Push({t0 - task_start_ns, t1 - t0, static_cast<int32_t>(rows), v1::PHASE_INFER})) {
@@ -244,7 +254,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (!dataset.ok()) return dataset.status();
   result.set_data_load_seconds(load_seconds);
 
-  bool collective_failed = false;  // set by the gang's all-reduce hook when it throws
+  bool collective_failed = false;  // set by WithPeers when an exchange with the gang's peers throws
   try {
     // Once per device, outside every timed window: what the device can do.
     if (config_.calibrate && on_cpu) *result.mutable_calibration() = DeviceCalibration();
@@ -343,15 +353,6 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
         split_step_ns.reserve(measured_capacity);
       }
     }
-    // A peer gone or silent makes the link throw: retryable, like a failed all-reduce.
-    const auto on_link = [&collective_failed](const auto& fn) {
-      try {
-        return fn();
-      } catch (...) {
-        collective_failed = true;
-        throw;
-      }
-    };
     std::unique_ptr<GradientSync> sync;
     double vote = 0, voted = 0;
     std::vector<int64_t> step_ns, comm_ns;
@@ -361,12 +362,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       sync = *std::move(joined);
       // The parameter list is fixed for the task: taken once, not rebuilt inside every timed step.
       auto hooked = w.SetAfterBackward([params = w.Parameters(), s = sync.get(), &vote, &voted, &collective_failed] {
-        try {
-          voted = s->AllReduce(params, vote);
-        } catch (...) {
-          collective_failed = true;
-          throw;
-        }
+        voted = WithPeers(&collective_failed, [&] { return s->AllReduce(params, vote); });
       });
       if (!hooked.ok()) return hooked;
       step_ns.reserve(measured_capacity);
@@ -396,7 +392,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       return w.Loss(out, x, y);
     };
     const std::function<torch::Tensor()> split_step = [&] {
-      if (link) return on_link([&] { return link->ForwardBackward(split_x, split_y, split_loss); });
+      if (link) return WithPeers(&collective_failed, [&] { return link->ForwardBackward(split_x, split_y, split_loss); });
       return SplitForwardBackward(*w.Layers(), split, split_x, split_y, split_loss, stage_times.data());
     };
     int64_t pos = 0, steps_total = 0, measured = 0, samples_seen = 0;
@@ -415,7 +411,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       if (link && !link->first()) {
         if (measuring && measured == 0) measure_start_ns = SteadyNowNs();
         wait_start_ns = SteadyNowNs();
-        const StageLink::Message got = on_link([&] { return link->Receive(); });
+        const StageLink::Message got = WithPeers(&collective_failed, [&] { return link->Receive(); });
         if (got == StageLink::Message::kStop) break;  // rank 0 said the training ended
         if (got != StageLink::Message::kTrain) {
           return absl::InternalError("split across agents: an inference batch arrived during training");
@@ -430,7 +426,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
           stop = enough || measured >= max_steps;
         }
         if (stop) {
-          if (link) on_link([&] { link->SendStop(); });
+          if (link) WithPeers(&collective_failed, [&] { link->SendStop(); });
           break;
         }
       } else {
@@ -492,15 +488,14 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
       }
       if (sync) stop_voted = voted > 0;
     }
-    if (link && link->first()) {
-      // Rank 0 reports every stage (it holds their figures); the others report their own samples.
-      for (v1::SplitStageResult& r : SummarizeSplit(link->plan(), split_times, split_step_ns)) {
-        const std::string& peer = task.gang().peers(r.stage());
-        r.set_agent_id(peer.substr(0, peer.find('/')));
+    // A split's stages: on one agent, or across agents where rank 0 holds
+    // every stage's figures (the others report their own samples).
+    if (!link || link->first()) {
+      for (v1::SplitStageResult& r : SummarizeSplit(link ? link->plan() : split, split_times, split_step_ns)) {
+        if (link) r.set_agent_id(SplitPeer(task.gang().peers(r.stage())).first);
         *result.add_split() = std::move(r);
       }
     }
-    for (v1::SplitStageResult& r : SummarizeSplit(split, split_times, split_step_ns)) *result.add_split() = std::move(r);
     if (sync) RecordDistributed(*sync, task.gang(), global_bs, step_ns, comm_ns, w.Parameters(), &result);
     const int64_t train_end_ns = SteadyNowNs();
     if (measured > 0) {

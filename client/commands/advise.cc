@@ -93,11 +93,10 @@ class AdviseCmd final : public Command {
     *spec.mutable_qpu() = job.spec().qpu();
     const size_t layers = advice.layer_names.size();
     const std::vector<Stage>& stages = advice.best.stages;
-    for (size_t s = 0; s < stages.size(); ++s) {
+    for (const Stage& stage : stages) {
       v1::SplitStage* st = spec.mutable_split()->add_stages();
-      st->set_layers(s + 1 == stages.size() ? absl::StrCat(stages[s].begin, "-")
-                                            : absl::StrCat(stages[s].begin, "-", stages[s].end - 1));
-      st->mutable_target()->set_device_kind(stages[s].kind);
+      st->set_layers(StageLayers(stage, layers));
+      st->mutable_target()->set_device_kind(stage.kind);
     }
     spec.add_targets()->set_device_kind(stages[0].kind);
     spec.mutable_split()->set_across_agents(advice.across_agents);

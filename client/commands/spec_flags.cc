@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/job_spec.h"
 #include "common/names.h"
 
 namespace hetbench::client {
@@ -132,15 +133,12 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (!f.split.empty()) {
     spec.mutable_split()->clear_stages();
     for (const std::string& st : f.split) {
-      const auto colon = st.rfind(':');
-      auto kind = colon == std::string::npos ? std::nullopt : ParseDeviceKind(st.substr(colon + 1));
-      if (!kind) {
+      std::optional<v1::SplitStage> stage = ParseStageFlag(st);
+      if (!stage) {
         return absl::InvalidArgumentError(
             absl::StrCat("--split ", st, ": expected LAYERS:KIND, e.g. 0-3:cpu or 4-:qpu-sim"));
       }
-      v1::SplitStage* stage = spec.mutable_split()->add_stages();
-      stage->set_layers(st.substr(0, colon));
-      stage->mutable_target()->set_device_kind(*kind);
+      *spec.mutable_split()->add_stages() = *std::move(stage);
     }
   }
   for (const std::string& c : f.costs) {

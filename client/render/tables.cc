@@ -235,7 +235,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                             "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
                             "\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
                             "%d samples stored, attempt %d",
-                            // A task that evaluated nothing (a split across agents trains only) has no quality figure.
+                            // A task that evaluated nothing (cancelled in training) has no quality figure.
                             FindPhase(t, v1::PHASE_INFER) == nullptr ? std::string("no test evaluation")
                             : r.test_mse() > 0 ? absl::StrCat("test mse ", Num(r.test_mse(), "%.4f"))
                                                : absl::StrCat("test accuracy ", Num(r.test_accuracy(), "%.4f")),

@@ -211,13 +211,7 @@ std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) 
 size_t SchedulingPass::Hold(const std::vector<v1::TargetSelector>& targets, const std::string& holder) {
   size_t held = 0;
   for (const v1::TargetSelector& target : targets) {
-    for (size_t i = 0; i < free_.size(); ++i) {
-      if (!free_[i].taken && Matches(target, *free_[i].hello, *free_[i].device)) {
-        TakeResource(i);
-        ++held;
-        break;
-      }
-    }
+    if (Take(target)) ++held;  // taken for the pass, never leased
   }
   if (held > 0) {
     holders_.push_back(holder);

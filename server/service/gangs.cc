@@ -91,14 +91,15 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
   }
   // A data-parallel gang's ranks share one target; a split's ranks each have their stage's.
   const bool split = job.spec().split().across_agents();
+  const double gang_timeout =
+      split ? job.spec().split().gang_timeout_seconds() : job.spec().parallel().gang_timeout_seconds();
   std::vector<v1::TargetSelector> targets;
   for (int r = 0; r < world; ++r) targets.push_back(job.tasks(first + r).target());
   size_t got = 0;
   auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got);
   if (!placements) {
     const double waited = clock_->SystemNowSeconds() - head.queued_unix_seconds();
-    const double timeout =
-        split ? job.spec().split().gang_timeout_seconds() : job.spec().parallel().gang_timeout_seconds();
+    const bool expired = gang_timeout > 0 && waited > gang_timeout;
     // PendingReason speaks of a target with no free device; with some free, the count says it.
     if (split) {
       std::vector<std::string> kinds;
@@ -115,16 +116,16 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
     // Waiting long: hold what is free for it in this pass (nothing leased),
     // so later tasks stop taking the devices it needs one by one.
     const double hold_after = options_.gang_hold_after_seconds;
-    if (hold_after >= 0 && waited >= hold_after && !(timeout > 0 && waited > timeout) && pass.Fits(targets)) {
+    if (!expired && hold_after >= 0 && waited >= hold_after && pass.Fits(targets)) {
       if (const size_t held = pass.Hold(targets, absl::StrCat(split ? "split " : "gang ", head.gang().id()))) {
         absl::StrAppend(why, "; holding ", held, " free device", held == 1 ? "" : "s", " for it (queued ",
                         absl::StrFormat("%.0f", waited), " s, holds after ", hold_after, " s)");
       }
     }
-    if (timeout > 0 && waited > timeout) {
+    if (expired) {
       const std::string error =
           absl::StrFormat("waited %.0f s (%s.gang_timeout_seconds = %g): %s", waited, split ? "split" : "parallel",
-                          timeout, *why);
+                          gang_timeout, *why);
       for (int r = 0; r < world; ++r) FinishTask(live, *job.mutable_tasks(first + r), v1::TASK_STATE_FAILED, error);
       return Placed::kFailed;
     }

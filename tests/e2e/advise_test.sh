@@ -13,11 +13,7 @@ SERVER=$1 AGENT=$2 CLI=$3
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 e2e_begin "advise"
-PORT=$((20000 + RANDOM % 20000))
-export HETBENCH_SERVER=127.0.0.1:$PORT
-"$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" >>"$WORK/server.log" 2>&1 &
-PIDS+=($!)
-wait_for 20 "$CLI" health || fail "server did not start"
+start_coordinator "$SERVER" "$CLI"
 BASE=$((41000 + RANDOM % 20000))
 "$AGENT" --agent-id adv --threads 1 --python-runner off --calibration off --rendezvous-port-base "$BASE" \
   >>"$WORK/agent.log" 2>&1 &

@@ -14,15 +14,7 @@ SERVER=$1 AGENT=$2 CLI=$3 ROUNDS=${4:-5}
 source "$(dirname "$0")/lib.sh"
 e2e_begin "chaos"
 HEARTBEAT=1 LEASE=3
-PORT=$((20000 + RANDOM % 20000))
-export HETBENCH_SERVER=127.0.0.1:$PORT
-start_server() {
-  "$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" \
-    --heartbeat-seconds $HEARTBEAT --lease-seconds $LEASE >>"$WORK/server.log" 2>&1 &
-  SERVER_PID=$!
-  PIDS+=("$SERVER_PID")
-  wait_for 20 "$CLI" health || fail "server did not start"
-}
+start_server() { start_coordinator "$SERVER" "$CLI" --heartbeat-seconds $HEARTBEAT --lease-seconds $LEASE; }
 start_agent() {  # start_agent ID
   "$AGENT" --agent-id "$1" --threads 1 --qpu-sim off --python-runner off --calibration off \
     >>"$WORK/agent-$1.log" 2>&1 &

@@ -21,12 +21,7 @@ SERVER=$1 AGENT=$2 CLI=$3
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 e2e_begin "gang"
-PORT=$((20000 + RANDOM % 20000))
-export HETBENCH_SERVER=127.0.0.1:$PORT
-"$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" \
-  --heartbeat-seconds 1 --lease-seconds 3 >>"$WORK/server.log" 2>&1 &
-PIDS+=($!)
-wait_for 20 "$CLI" health || fail "server did not start"
+start_coordinator "$SERVER" "$CLI" --heartbeat-seconds 1 --lease-seconds 3
 start_agent() {  # start_agent ID PORT_BASE
   "$AGENT" --agent-id "$1" --threads 1 --qpu-sim off --python-runner off --calibration off \
     --rendezvous-port-base "$2" >>"$WORK/agent-$1.log" 2>&1 &

@@ -5,6 +5,9 @@
 #   wait_for SECONDS COMMAND...   polls until the command succeeds (1 if it never does)
 #   agent_connected CLI ID        the agent is connected (not merely waiting to resume)
 #   all_jobs_ended CLI            every job ended (succeeded or failed); the list left in WORK/jobs.json
+#   start_coordinator SERVER CLI [FLAGS...]   a coordinator on loopback port PORT (picked once, kept for
+#                                 restarts), HETBENCH_SERVER exported, its database in WORK; waits until
+#                                 healthy; SERVER_PID set
 e2e_begin() {
   E2E_NAME=$1
   WORK=$(mktemp -d "/tmp/hetbench-$1.XXXXXX")
@@ -25,6 +28,16 @@ wait_for() {
 agent_connected() {
   "$1" get agents -o json 2>/dev/null |
     jq -e --arg id "$2" '.agents[] | select(.agent_id == $id and (.resume_deadline_unix_seconds // 0) == 0)' >/dev/null
+}
+start_coordinator() {
+  local server=$1 cli=$2
+  shift 2
+  : "${PORT:=$((20000 + RANDOM % 20000))}"
+  export HETBENCH_SERVER=127.0.0.1:$PORT
+  "$server" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" "$@" >>"$WORK/server.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  wait_for 20 "$cli" health || fail "server did not start"
 }
 all_jobs_ended() {
   "$1" get jobs --limit 0 -o json >"$WORK/jobs.json" 2>/dev/null &&

@@ -167,6 +167,18 @@ TEST(DataParallelTest, ARankWhosePeerNeverArrivesFailsWithinTheTimeout) {
   EXPECT_THAT(alone.result.status().message(), HasSubstr("rendezvous"));
 }
 
+// mlp as layers 0-2 | 3-6, a stage per rank on CPUs.
+v1::SplitSpec MlpInTwoStagesAcrossAgents() {
+  v1::SplitSpec split;
+  split.set_across_agents(true);
+  for (const char* layers : {"0-2", "3-"}) {
+    v1::SplitStage* st = split.add_stages();
+    st->set_layers(layers);
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  }
+  return split;
+}
+
 // Acceptance (split across agents): mlp in two stages, one rank each, 8
 // steps of batch 16 (2 warm-up + 6, crossing an epoch), against one process
 // on the same seed and batches. The ranks exchange the boundary activation
@@ -175,11 +187,7 @@ TEST(DataParallelTest, ARankWhosePeerNeverArrivesFailsWithinTheTimeout) {
 // relative); the last stage's loss matches it too.
 TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatches) {
   const ImageDataset ds = SmallDataset();
-  v1::SplitSpec split;
-  split.set_across_agents(true);
-  split.add_stages()->set_layers("0-2");
-  split.add_stages()->set_layers("3-");
-  for (v1::SplitStage& st : *split.mutable_stages()) st.mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  const v1::SplitSpec split = MlpInTwoStagesAcrossAgents();
   auto [r0, r1] = RunTwoRanks(ds, 16, &split);
   ASSERT_TRUE(r0.result.ok() && r1.result.ok());
   const RankRun one = RunRank(ds, 16, 0, 1, 0);
@@ -228,10 +236,7 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
 // Stage 1 of 2 whose stage 0 never comes: fails retryable, no hang.
 TEST(SplitAcrossAgentsTest, AStageWhosePeerNeverArrivesFailsWithinTheTimeout) {
   const ImageDataset ds = SmallDataset();
-  v1::SplitSpec split;
-  split.set_across_agents(true);
-  split.add_stages()->set_layers("0-2");
-  split.add_stages()->set_layers("3-");
+  const v1::SplitSpec split = MlpInTwoStagesAcrossAgents();
   const RankRun alone = RunRank(ds, 16, 1, 2, FreePort(), /*timeout_seconds=*/1.5, &split);
   ASSERT_FALSE(alone.result.ok());
   EXPECT_EQ(alone.result.status().code(), absl::StatusCode::kUnavailable) << alone.result.status();
