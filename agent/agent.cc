@@ -418,6 +418,7 @@ void Agent::AbandonIfLeaseLapsed() {
                task.assign.attempt(), "; stopping it");
     task.abandoned = true;
     task.control->cancel = true;
+    ++attempts_abandoned_;
   });
 }
 
@@ -513,6 +514,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
   }
   while (ok && connected_) {
     absl::SleepFor(interval);
+    ++pump_passes_;
     const int64_t now = SteadyNowNs();
     // The first heartbeat goes right after the Welcome (its echo gives the
     // clock offset before the first task ends); then one per period.

@@ -89,6 +89,11 @@ class Agent {
   int64_t messages_rejected() const { return messages_rejected_.load(); }
   /// Pump passes that held samples back because acks lagged.
   int64_t ack_lag_waits() const { return ack_lag_waits_.load(); }
+  /// Passes of the pump (each may send heartbeats, samples, power, progress).
+  int64_t pump_passes() const { return pump_passes_.load(); }
+  /// Attempts this agent stopped by itself because the coordinator was
+  /// silent for a whole lease.
+  int64_t attempts_abandoned() const { return attempts_abandoned_.load(); }
   /// Called on the pump thread with every batch written (tests use it to
   /// compare what was sent with what was stored).
   void set_batch_observer(std::function<void(const v1::SampleBatch&)> observer) { observer_ = std::move(observer); }
@@ -200,6 +205,8 @@ class Agent {
   std::atomic<int64_t> messages_resent_{0};
   std::atomic<int64_t> messages_rejected_{0};
   std::atomic<int64_t> ack_lag_waits_{0};
+  std::atomic<int64_t> pump_passes_{0};
+  std::atomic<int64_t> attempts_abandoned_{0};
   std::mt19937_64 rng_;
 };
 

@@ -1,6 +1,6 @@
 // How honest is `hetbench compare` on this machine? Runs one job's task
 // (mlp by default) many times through the agent's real executor and compares
-// runs two by two with the CLI's method (client/compare.cc):
+// runs two by two with the CLI's method (report/compare.cc):
 //  - A/A: two runs of the same task. Any "slower"/"faster" is a false alarm;
 //  - A/B: a normal run against one slowed by --slowdown (5%): each step of
 //    the slowed run spins that fraction of its own time more, inside the timed
@@ -24,7 +24,7 @@
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
-#include "client/compare.h"
+#include "report/compare.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
 
@@ -167,8 +167,8 @@ int main(int argc, char** argv) {
         a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
       }
       for (int phase = 0; phase < 2; ++phase) {
-        const client::StepComparison c =
-            client::CompareSteps(phase == 0 ? a.train : a.infer, phase == 0 ? b.train : b.infer, threshold);
+        const report::StepComparison c =
+            report::CompareSteps(phase == 0 ? a.train : a.infer, phase == 0 ? b.train : b.infer, threshold);
         if (c.verdict == "too few steps") continue;
         if (kind == 0) {
           ++aa_tests;

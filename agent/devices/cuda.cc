@@ -45,4 +45,8 @@ int64_t CudaPeakMemoryBytes(int index) {
 #endif
 }
 
+void SyncDevice(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 }  // namespace hetbench::agent

@@ -4,6 +4,8 @@
 /// (HETBENCH_WITH_CUDA); with Debian's CPU-only LibTorch they are excluded
 /// and GPUs are reported absent with that reason.
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 
@@ -19,5 +21,8 @@ std::string CudaUnavailableReason();
 /// allocator on one device (no-ops returning -1 without CUDA).
 void CudaResetPeakMemory(int index);
 int64_t CudaPeakMemoryBytes(int index);
+/// Waits for the device's queued work (CUDA) before a clock is read; a no-op
+/// on the CPU, whose LibTorch ops return when done.
+void SyncDevice(const c10::Device& device);
 
 }  // namespace hetbench::agent

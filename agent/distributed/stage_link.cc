@@ -3,7 +3,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "agent/executors/layer_profiler.h"
+#include "agent/devices/cuda.h"
 #include "common/clock.h"
 
 namespace hetbench::agent {

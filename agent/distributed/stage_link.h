@@ -35,7 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/distributed/gang_group.h"
-#include "agent/executors/split_step.h"
+#include "agent/distributed/split_step.h"
 #include "hetbench/v1/agent.pb.h"
 
 namespace hetbench::agent {

@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "agent/devices/cuda.h"
 #include "common/clock.h"
 #include "common/stats.h"
 
@@ -93,10 +94,6 @@ void RepeatLayer(const std::function<void()>& pass, double seconds, const torch:
 }
 
 }  // namespace
-
-void SyncDevice(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
 
 double CountFlops(const std::function<void()>& fn) {
   namespace prof = torch::autograd::profiler;

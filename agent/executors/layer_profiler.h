@@ -10,10 +10,6 @@
 
 namespace hetbench::agent {
 
-/// Waits for the device's queued work (CUDA); a no-op on the CPU, whose
-/// LibTorch ops return when done.
-void SyncDevice(const torch::Device& device);
-
 /// FLOPs LibTorch's profiler attributes to the operators `fn` runs (matrix
 /// products, convolutions, element-wise add/mul), on this thread.
 double CountFlops(const std::function<void()>& fn);

@@ -1,12 +1,12 @@
-// hetbench advise JOB: the placement advisor (client/advise.h) on a job that
+// hetbench advise JOB: the placement advisor (report/advise.h) on a job that
 // timed layers on several device kinds; --verify submits the advised split
 // and prints predicted against measured.
-#include "client/advise.h"
+#include "report/advise.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/commands/command.h"
-#include "client/render/common.h"
+#include "report/render/common.h"
 #include "common/job_spec.h"
 #include "common/names.h"
 

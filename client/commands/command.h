@@ -14,11 +14,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/render.h"
+#include "report/render.h"
 #include "common/security.h"
 #include "hetbench/v1/coordinator.grpc.pb.h"
 
 namespace hetbench::client {
+
+// The commands are the report library's front end: its formats and views are
+// named here without the report:: prefix.
+using namespace ::hetbench::report;  // NOLINT(google-build-using-namespace)
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;

@@ -1,6 +1,6 @@
 // hetbench compare JOB_A JOB_B [...]: each later job against the first, task
-// pair by task pair, with the method of client/compare.h.
-#include "client/compare.h"
+// pair by task pair, with the method of report/compare.h.
+#include "report/compare.h"
 
 #include "absl/strings/str_cat.h"
 #include <map>

@@ -1,6 +1,6 @@
 // hetbench history --model M [--device-kind K] [--since DATE]: one model's
-// results over time from the store, with change points (client/history.h).
-#include "client/history.h"
+// results over time from the store, with change points (report/history.h).
+#include "report/history.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "client/commands/command.h"
-#include "client/render/html.h"
-#include "client/render/plots.h"
+#include "report/render/html.h"
+#include "report/render/plots.h"
 #include "common/names.h"
 
 namespace hetbench::client {

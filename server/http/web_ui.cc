@@ -8,11 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/compare.h"
-#include "client/history.h"
-#include "client/render/html.h"
-#include "client/render/plots.h"
-#include "client/render/web.h"
+#include "report/compare.h"
+#include "report/history.h"
+#include "report/render/html.h"
+#include "report/render/plots.h"
+#include "report/render/web.h"
 #include "common/log.h"
 #include "common/names.h"
 
@@ -54,7 +54,7 @@ void Html(httplib::Response& res, int status, const std::string& body) {
 
 void Error(httplib::Response& res, const absl::Status& s) {
   const int code = HttpStatus(s);
-  Html(res, code, client::RenderErrorPage(code, std::string(s.message())));
+  Html(res, code, report::RenderErrorPage(code, std::string(s.message())));
 }
 
 std::string Param(const httplib::Request& req, const char* name) {
@@ -119,14 +119,14 @@ void WebUi::Routes() {
     if (s.ok()) return httplib::Server::HandlerResponse::Unhandled;
     const int code = s.error_code() == grpc::StatusCode::PERMISSION_DENIED ? 403 : 401;
     if (code == 401) res.set_header("WWW-Authenticate", "Bearer");
-    Html(res, code, client::RenderErrorPage(code, s.error_message()));
+    Html(res, code, report::RenderErrorPage(code, s.error_message()));
     return httplib::Server::HandlerResponse::Handled;
   });
 
   http_->Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/jobs"); });
 
   http_->Get("/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    client::JobsFilter f{Param(req, "state"), Param(req, "model"), Param(req, "kind"), Param(req, "page_token")};
+    report::JobsFilter f{Param(req, "state"), Param(req, "model"), Param(req, "kind"), Param(req, "page_token")};
     JobFilter filter;
     filter.page_size = 50;
     filter.page_token = f.page_token;
@@ -144,24 +144,24 @@ void WebUi::Routes() {
     }
     auto page = Await<JobPage>([&](auto done) { coordinator_->ListJobs(filter, std::move(done)); });
     if (!page.ok()) return Error(res, page.status());
-    Html(res, 200, client::RenderJobsPage(page->jobs, f, page->next_page_token));
+    Html(res, 200, report::RenderJobsPage(page->jobs, f, page->next_page_token));
   });
 
   http_->Get(R"(/jobs/([A-Za-z0-9_-]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(id, std::move(done)); });
     if (!job.ok()) return Error(res, job.status());
-    client::PowerTraces power;
-    for (const v1::Task* t : client::TimelineTasks(*job)) {
+    report::PowerTraces power;
+    for (const v1::Task* t : report::TimelineTasks(*job)) {
       if (t->result().power_readings_stored() == 0) continue;
       auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_POWER);
       if (data.ok()) power[t->id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
     }
-    client::WebPage web;
+    report::WebPage web;
     web.nav = true;
     web.refresh_seconds = IsTerminal(job->state()) ? 0 : 3;
     Html(res, 200,
-         client::RenderHtmlReport(*job, client::JobPlots(*job, power), v1::DEVICE_KIND_CPU, false, web));
+         report::RenderHtmlReport(*job, report::JobPlots(*job, power), v1::DEVICE_KIND_CPU, false, web));
   });
 
   http_->Get("/agents", [this](const httplib::Request&, httplib::Response& res) {
@@ -169,7 +169,7 @@ void WebUi::Routes() {
       coordinator_->ListAgents([done = std::move(done)](std::vector<v1::AgentInfo> a) { done(std::move(a)); });
     });
     if (!agents.ok()) return Error(res, agents.status());
-    Html(res, 200, client::RenderAgentsPage(*agents));
+    Html(res, 200, report::RenderAgentsPage(*agents));
   });
 
   // Every page of a task's training and inference samples.
@@ -180,19 +180,19 @@ void WebUi::Routes() {
   };
 
   http_->Get("/compare", [this, samples_of](const httplib::Request& req, httplib::Response& res) {
-    auto threshold = client::ParseThreshold(Param(req, "threshold"));
+    auto threshold = report::ParseThreshold(Param(req, "threshold"));
     if (!threshold.ok()) {
       return Error(res, absl::InvalidArgumentError(absl::StrCat("threshold = ", threshold.status().message())));
     }
     const std::string a_id = Param(req, "a"), b_id = Param(req, "b");
-    if (a_id.empty() || b_id.empty()) return Html(res, 200, client::RenderComparePage(nullptr, nullptr, {}, {}, *threshold));
+    if (a_id.empty() || b_id.empty()) return Html(res, 200, report::RenderComparePage(nullptr, nullptr, {}, {}, *threshold));
     auto a = Await<v1::Job>([&](auto done) { coordinator_->GetJob(a_id, std::move(done)); });
     if (!a.ok()) return Error(res, a.status());
     auto b = Await<v1::Job>([&](auto done) { coordinator_->GetJob(b_id, std::move(done)); });
     if (!b.ok()) return Error(res, b.status());
     std::vector<std::string> unpaired;
-    std::vector<client::PairResult> results;
-    for (const client::TaskPair& pair : client::PairTasks(*a, *b, false, &unpaired)) {
+    std::vector<report::PairResult> results;
+    for (const report::TaskPair& pair : report::PairTasks(*a, *b, false, &unpaired)) {
       if (!pair.refused.empty()) {
         results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
         continue;
@@ -201,17 +201,17 @@ void WebUi::Routes() {
       auto sb = samples_of(*pair.b);
       if (!sa.ok() || !sb.ok()) return Error(res, sa.ok() ? sb.status() : sa.status());
       for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
-        const auto x = client::TimesPerSample(*sa, phase), y = client::TimesPerSample(*sb, phase);
+        const auto x = report::TimesPerSample(*sa, phase), y = report::TimesPerSample(*sb, phase);
         if (x.empty() && y.empty()) continue;
-        results.push_back({pair, phase, client::CompareSteps(x, y, *threshold)});
+        results.push_back({pair, phase, report::CompareSteps(x, y, *threshold)});
       }
     }
-    Html(res, 200, client::RenderComparePage(&*a, &*b, results, unpaired, *threshold));
+    Html(res, 200, report::RenderComparePage(&*a, &*b, results, unpaired, *threshold));
   });
 
   http_->Get("/history", [this, samples_of](const httplib::Request& req, httplib::Response& res) {
     const std::string model = Param(req, "model"), kind_text = Param(req, "kind");
-    if (model.empty()) return Html(res, 200, client::RenderHistoryPage({}, "", kind_text, 0.02));
+    if (model.empty()) return Html(res, 200, report::RenderHistoryPage({}, "", kind_text, 0.02));
     JobFilter filter;
     filter.page_size = 100;  // the newest 100 jobs of the model
     filter.model = model;
@@ -229,15 +229,15 @@ void WebUi::Routes() {
     }
     auto steps_of = [&](const v1::Task& t) {
       auto s = samples_of(t);
-      return s.ok() ? client::TimesPerSample(*s, v1::PHASE_TRAIN) : std::vector<double>{};
+      return s.ok() ? report::TimesPerSample(*s, v1::PHASE_TRAIN) : std::vector<double>{};
     };
-    const auto rows = client::BuildHistory(jobs, model, filter.device_kind, 0.02, steps_of);
-    Html(res, 200, client::RenderHistoryPage(rows, model, kind_text, 0.02));
+    const auto rows = report::BuildHistory(jobs, model, filter.device_kind, 0.02, steps_of);
+    Html(res, 200, report::RenderHistoryPage(rows, model, kind_text, 0.02));
   });
 
   http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
-      Html(res, res.status, client::RenderErrorPage(res.status, res.status == 404 ? "no such page" : "error"));
+      Html(res, res.status, report::RenderErrorPage(res.status, res.status == 404 ? "no such page" : "error"));
     }
   });
 }

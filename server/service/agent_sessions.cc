@@ -161,7 +161,7 @@ void Coordinator::LoseAgentTasks(const std::string& agent_id, const std::string&
 
 void Coordinator::LoseTask(const std::string& task_id, const std::string& detail, bool restart) {
   LiveJob* live = nullptr;
-  v1::Task* task = LiveTask(task_id, &live);
+  v1::Task* task = jobs_.FindTask(task_id, &live);
   if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING) return;
   RequeueOrFail(*live, *task, absl::StrCat("attempt ", task->attempt(), " lost: agent ", task->agent_id(), " ", detail),
                 restart);
@@ -182,10 +182,10 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
     if (v1::Task* task = OwnedTask(agent_id, r.task_id(), r.attempt(), &job); task != nullptr) {
       resumed.insert(task->id());
       task->set_resumes(task->resumes() + 1);
-      MarkTask(*job, *task);
+      jobs_.MarkTask(*job, *task);
       metrics_->AddResumedTask();
       LogInfo(kLog, "agent ", agent_id, " resumed ", task->id(), " attempt ", task->attempt(), " (", gone_reason, ")");
-      Notify(*job, absl::StrCat("task ", task->id(), " resumed on a new stream"));
+      watches_.Changed(job->job.id(), absl::StrCat("task ", task->id(), " resumed on a new stream"));
       if (job->job.state() == v1::JOB_STATE_CANCELLED) {
         send_cancel(task->id(), task->attempt(), "job cancelled by user", /*fenced=*/false);
       }

@@ -19,10 +19,17 @@ constexpr char kLog[] = "coordinator";
 constexpr size_t kMaxRequestIdLength = 128;
 constexpr int kMaxPageSize = 1000;
 
+// An id as errors quote it: whole up to 64 characters, else its start and
+// length (an id is the caller's input: never echoed whole).
+std::string QuotedId(const std::string& id) {
+  if (id.size() <= 64) return absl::StrCat("'", id, "'");
+  return absl::StrCat("'", id.substr(0, 32), "...' (", id.size(), " characters)");
+}
+
 }  // namespace
 
 absl::Status Coordinator::JobNotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("job '", id, "' not found; list jobs with `hetbench get jobs`"));
+  return absl::NotFoundError(absl::StrCat("job ", QuotedId(id), " not found; list jobs with `hetbench get jobs`"));
 }
 
 absl::Status Coordinator::Busy(size_t depth) {
@@ -64,33 +71,18 @@ absl::Status Coordinator::LoadFromStore() {
   if (!counts.ok()) return counts.status();
   auto max_number = store_->MaxJobNumber();
   if (!max_number.ok()) return max_number.status();
-  jobs_.clear();
-  task_index_.clear();
-  requests_.clear();
-  ended_jobs_.clear();
-  dirty_jobs_.clear();
+  jobs_.Reset(*std::move(jobs), *counts, *max_number);
   aggregates_.clear();
-  next_job_number_ = std::max(next_job_number_, *max_number + 1);
-  ended_job_counts_.clear();
-  ended_task_counts_ = counts->tasks;
-  for (const auto& [state, n] : counts->jobs) {
-    if (IsTerminal(state)) ended_job_counts_[state] = n;
-  }
   if (auto s = store_->Begin(); !s.ok()) return s;
   int held = 0, ended = 0;
   const int64_t deadline = clock_->MonotonicNowNs() + static_cast<int64_t>(options_.lease_seconds * 1e9);
-  for (v1::Job& stored : *jobs) {
-    const int64_t number = JobNumber(stored.id());
-    LiveJob& live = jobs_[number];
-    live.job = std::move(stored);
+  for (auto& [number, live] : jobs_.live()) {
     v1::Job& job = live.job;
     // A task that was running when the previous coordinator stopped may still
     // be running on its agent: it stays leased to it for one lease, for the
     // agent to reconnect and resume it (ResumeTasks); else Tick re-queues it
     // as interrupted by the restart.
     for (v1::Task& task : *job.mutable_tasks()) {
-      --ended_task_counts_[task.state()];  // counted live, not ended
-      task_index_[task.id()] = job.id();
       if (task.state() != v1::TASK_STATE_RUNNING) continue;
       if (job.state() == v1::JOB_STATE_CANCELLED || task.agent_id().empty()) {
         ++ended;
@@ -98,7 +90,7 @@ absl::Status Coordinator::LoadFromStore() {
         task.set_error(absl::StrCat("attempt ", task.attempt(), " interrupted by a coordinator restart"));
         task.clear_agent_id();
         task.clear_device_id();
-        MarkTask(live, task);
+        jobs_.MarkTask(live, task);
         continue;
       }
       ++held;
@@ -113,11 +105,9 @@ absl::Status Coordinator::LoadFromStore() {
     }
     if (live.header_dirty || !live.dirty_tasks.empty()) RecomputeJobState(live);
   }
-  for (auto& [state, n] : ended_task_counts_) n = std::max<int64_t>(n, 0);
   EndOfBatch();  // writes what the load changed
   if (auto s = store_->Commit(); !s.ok()) return s;
-  for (int64_t number : ended_jobs_) jobs_.erase(number);  // (a cancelled job whose last task was just ended)
-  ended_jobs_.clear();
+  jobs_.DropEnded();  // (a cancelled job whose last task was just ended)
   LogInfo(kLog, "loaded ", jobs_.size(), " live jobs from the store (", *max_number, " jobs in all)",
           held > 0 ? absl::StrCat("; ", held, " running task(s) wait ", options_.lease_seconds,
                                   " s for their agents to resume them")
@@ -163,16 +153,49 @@ void Coordinator::GetTaskData(v1::GetTaskDataRequest request, std::function<void
   reader_->Read(std::move(request), std::move(done));
 }
 
+void Coordinator::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink) {
+  const bool posted = PostRequest([this, job_id = std::move(job_id), summary, sink] {
+    if (closing_streams_) {
+      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
+      return;
+    }
+    loop_.Defer([this, job_id, summary, sink](const absl::Status&) {
+      v1::JobEvent event;
+      event.set_message("snapshot");
+      LiveJob* live = jobs_.Find(job_id);
+      if (live == nullptr) {
+        auto stored = store_->GetJob(job_id);
+        if (!stored.ok() || !stored->has_value()) {
+          sink->Close(grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(JobNotFound(job_id).message())));
+          return;
+        }
+        *event.mutable_job() = **std::move(stored);
+      } else {
+        *event.mutable_job() = live->job;
+      }
+      if (summary) StripResults(event.mutable_job());
+      const bool ended = IsTerminal(event.job().state());
+      sink->Send(std::move(event));
+      if (ended) {
+        sink->Close(grpc::Status::OK);
+      } else {
+        watches_.Add(job_id, summary, sink);
+      }
+    });
+  });
+  if (!posted) {
+    metrics_->AddRequestShed("WatchJob");
+    sink->Close(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(Busy(loop_.depth()).message())));
+  }
+}
+
 void Coordinator::CloseStreams() {
   RunSync([this] {
     closing_streams_ = true;
     for (auto& [id, session] : sessions_) {
       session.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
     }
-    for (auto& [id, watcher] : watchers_) {
-      watcher.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
-    }
-    watchers_.clear();
+    watches_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
   });
 }
 
@@ -190,19 +213,7 @@ void Coordinator::EndOfBatch() {
     schedule_needed_ = false;
     Schedule();
   }
-  // Write what this batch changed: headers and the tasks that changed, row by row.
-  for (int64_t number : dirty_jobs_) {
-    auto it = jobs_.find(number);
-    if (it == jobs_.end()) continue;
-    LiveJob& live = it->second;
-    if (live.header_dirty) (void)store_->PutJobHeader(live.job);
-    for (int index : live.dirty_tasks) {
-      if (index < live.job.tasks_size()) (void)store_->PutTask(live.job.tasks(index));
-    }
-    live.header_dirty = false;
-    live.dirty_tasks.clear();
-  }
-  dirty_jobs_.clear();
+  jobs_.WriteChanged(*store_);  // what this batch changed, row by row
   // Raw batches past their retention, a few jobs at a time.
   const int64_t now = clock_->MonotonicNowNs();
   if (options_.raw_retention_seconds > 0 && now - last_prune_ns_ > 1'000'000'000) {
@@ -212,26 +223,24 @@ void Coordinator::EndOfBatch() {
   }
 }
 
+void Coordinator::FlushWatches(bool force) {
+  watches_.Flush(force, Watches::JobView{[this](const std::string& job_id) -> const v1::Job* {
+                                           const LiveJob* live = jobs_.Find(job_id);
+                                           return live == nullptr ? nullptr : &live->job;
+                                         },
+                                         [this](const std::string& job_id) { return jobs_.EndedNow(job_id); }});
+}
+
 void Coordinator::AfterCommit() {
   FlushWatches(/*force=*/false);
   // Ended jobs leave memory once their end is stored; later reads go to the store.
-  for (int64_t number : ended_jobs_) {
-    auto it = jobs_.find(number);
-    if (it == jobs_.end() || !IsTerminal(it->second.job.state())) continue;
-    const v1::Job& job = it->second.job;
-    ++ended_job_counts_[job.state()];
+  jobs_.EvictEnded([this](const v1::Job& job) {
     for (const v1::Task& t : job.tasks()) {
-      ++ended_task_counts_[t.state()];
-      task_index_.erase(t.id());
       aggregates_.erase(t.id());
       last_power_.erase(t.id());
     }
-    if (!it->second.request_id.empty()) requests_.erase(it->second.request_id);
-    watch_dirty_jobs_.erase(number);
-    jobs_.erase(it);
-    gauges_dirty_ = true;
-  }
-  ended_jobs_.clear();
+    watches_.Forget(job.id());
+  });
   UpdateGauges();
 }
 
@@ -287,8 +296,8 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
                             std::function<void(absl::StatusOr<Submitted>)> done) {
   if (!request_id.empty()) {
     std::string existing;
-    if (auto it = requests_.find(request_id); it != requests_.end()) {
-      existing = it->second;
+    if (auto live = jobs_.JobForRequest(request_id)) {
+      existing = *live;
     } else {
       auto found = store_->FindRequest(request_id);
       if (!found.ok()) {
@@ -310,66 +319,19 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
       return;
     }
   }
-  const int64_t number = next_job_number_++;
-  LiveJob& live = jobs_[number];
-  live.request_id = request_id;
-  v1::Job& job = live.job;
-  job.set_id(absl::StrFormat("job-%06d", number));
-  job.set_state(v1::JOB_STATE_QUEUED);
-  job.set_created_unix_seconds(clock_->SystemNowSeconds());
-  int index = 0, gangs = 0;
-  // Without parallel.devices every combination is one task; with it, one
-  // gang per device count, its ranks consecutive tasks (rank 0 first). A
-  // split across agents is one gang whose rank s runs stage s on a device
-  // matching the stage's target.
-  std::vector<int> world_sizes(effective.parallel().devices().begin(), effective.parallel().devices().end());
-  const v1::SplitSpec& split = effective.split();
-  if (split.across_agents()) world_sizes = {split.stages_size()};
-  const bool parallel = !world_sizes.empty();
-  if (!parallel) world_sizes.push_back(1);
-  const double now = clock_->SystemNowSeconds();
-  for (const std::string& model : effective.models()) {
-    for (const v1::TargetSelector& target : effective.targets()) {
-      for (int batch_size : effective.batch_sizes()) {
-        for (int world : world_sizes) {
-          const std::string gang_id = absl::StrCat(job.id(), "-g", gangs);
-          if (parallel) ++gangs;
-          for (int rank = 0; rank < world; ++rank) {
-            v1::Task* task = job.add_tasks();
-            task->set_id(absl::StrCat(job.id(), "-t", index));
-            task->set_job_id(job.id());
-            task->set_index(index);
-            task->set_model(model);
-            task->set_batch_size(batch_size);
-            *task->mutable_target() = split.across_agents() ? SplitStageTarget(split.stages(rank), target) : target;
-            task->set_state(v1::TASK_STATE_QUEUED);
-            task->set_queued_unix_seconds(now);
-            if (parallel) {
-              task->mutable_gang()->set_id(gang_id);
-              task->mutable_gang()->set_rank(rank);
-              task->mutable_gang()->set_world_size(world);
-            }
-            task_index_[task->id()] = job.id();
-            ++index;
-          }
-        }
-      }
-    }
-  }
-  *job.mutable_spec() = std::move(effective);
+  const v1::Job& job = jobs_.Create(std::move(effective), request_id, clock_->SystemNowSeconds()).job;
   const std::string id = job.id();
-  if (!request_id.empty()) requests_[request_id] = id;
   if (absl::Status s = store_->InsertJob(job, request_id); !s.ok()) {
     LogError(kLog, "storing ", id, ": ", s.ToString());  // the commit fails too and reloads
   }
-  LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(job.spec().models(), ", "), "; ", index, " tasks)");
+  LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(job.spec().models(), ", "), "; ", job.tasks_size(), " tasks)");
   schedule_needed_ = true;
   loop_.Defer([this, id, done = std::move(done)](const absl::Status& commit) {
     if (!commit.ok()) {
       done(absl::UnavailableError(absl::StrCat("job not stored: ", commit.message(), "; submit again")));
       return;
     }
-    LiveJob* live = FindJob(id);
+    LiveJob* live = jobs_.Find(id);
     if (live == nullptr) {
       GetJob(id, [done](absl::StatusOr<v1::Job> job) {  // ended within its first batch
         if (!job.ok()) {
@@ -384,28 +346,13 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
   });
 }
 
-Coordinator::LiveJob* Coordinator::FindJob(const std::string& job_id) {
-  auto it = jobs_.find(JobNumber(job_id));
-  return it == jobs_.end() || it->second.job.id() != job_id ? nullptr : &it->second;
-}
-
-v1::Task* Coordinator::LiveTask(const std::string& task_id, LiveJob** job) {
-  auto it = task_index_.find(task_id);
-  if (it == task_index_.end()) return nullptr;
-  LiveJob* live = FindJob(it->second);
-  auto key = SplitTaskId(task_id);
-  if (live == nullptr || !key || key->second >= live->job.tasks_size()) return nullptr;
-  if (job != nullptr) *job = live;
-  return live->job.mutable_tasks(key->second);
-}
-
 void Coordinator::GetJob(std::string job_id, JobCallback done) {
   // Reads answer after the commit of their batch, so they never show a state
   // that could still be rolled back. An ended job is read from the store.
   auto shared_done = std::make_shared<JobCallback>(std::move(done));
   const bool posted = PostRequest([this, job_id = std::move(job_id), shared_done] {
     loop_.Defer([this, job_id, shared_done](const absl::Status&) {
-      if (LiveJob* live = FindJob(job_id)) {
+      if (LiveJob* live = jobs_.Find(job_id)) {
         (*shared_done)(live->job);
         return;
       }
@@ -429,11 +376,11 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
   auto shared_done = std::make_shared<JobCallback>(std::move(done));
   const bool posted = PostRequest([this, job_id = std::move(job_id), shared_done] {
     JobCallback& done = *shared_done;
-    LiveJob* live = FindJob(job_id);
+    LiveJob* live = jobs_.Find(job_id);
     if (live == nullptr) {
       auto stored = store_->GetJob(job_id);
       if (stored.ok() && stored->has_value()) {
-        done(absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' already ended as ",
+        done(absl::FailedPreconditionError(absl::StrCat("job ", QuotedId(job_id), " already ended as ",
                                                         JobStateName((*stored)->state()), "; nothing to cancel")));
       } else {
         done(stored.ok() ? JobNotFound(job_id) : stored.status());
@@ -444,13 +391,13 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
     job->set_state(v1::JOB_STATE_CANCELLED);
     job->set_finished_unix_seconds(clock_->SystemNowSeconds());
     job->set_error("cancelled by user");
-    MarkHeader(*live);
+    jobs_.MarkHeader(*live);
     bool running = false;
     for (v1::Task& task : *job->mutable_tasks()) {
       if (task.state() == v1::TASK_STATE_QUEUED) {
         task.set_state(v1::TASK_STATE_CANCELLED);
         task.clear_pending_reason();
-        MarkTask(*live, task);
+        jobs_.MarkTask(*live, task);
       } else if (task.state() == v1::TASK_STATE_RUNNING) {
         running = true;
         // The device stays leased until the agent confirms the work stopped.
@@ -462,8 +409,8 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
         }
       }
     }
-    if (!running) ended_jobs_.push_back(JobNumber(job_id));
-    Notify(*live, "job cancelled");
+    if (!running) jobs_.EndAfterCommit(*live);
+    watches_.Changed(live->job.id(), "job cancelled");
     v1::Job snapshot = *job;
     loop_.Defer([snapshot = std::move(snapshot), shared_done](const absl::Status& commit) {
       if (!commit.ok()) {
@@ -490,7 +437,7 @@ void Coordinator::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<J
       auto page = store_->ListJobs(filter);
       if (page.ok()) {
         for (v1::Job& job : page->jobs) {
-          if (LiveJob* live = FindJob(job.id())) {
+          if (LiveJob* live = jobs_.Find(job.id())) {
             job = live->job;
             StripResults(&job);
           }
@@ -507,18 +454,6 @@ void Coordinator::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<J
 
 // ---------------------------------------------------------------- job state
 
-void Coordinator::MarkTask(LiveJob& job, const v1::Task& task) {
-  gauges_dirty_ = true;
-  job.dirty_tasks.insert(task.index());
-  dirty_jobs_.insert(JobNumber(job.job.id()));
-}
-
-void Coordinator::MarkHeader(LiveJob& job) {
-  gauges_dirty_ = true;
-  job.header_dirty = true;
-  dirty_jobs_.insert(JobNumber(job.job.id()));
-}
-
 void Coordinator::FinishTask(LiveJob& live, v1::Task& task, v1::TaskState state, const std::string& error) {
   task.set_state(state);
   task.set_error(error);
@@ -528,7 +463,7 @@ void Coordinator::FinishTask(LiveJob& live, v1::Task& task, v1::TaskState state,
   const double duration = now - task.started_unix_seconds();
   aggregates_.erase(task.id());
   last_power_.erase(task.id());
-  MarkTask(live, task);
+  jobs_.MarkTask(live, task);
   const std::string model = task.model();
   const v1::DeviceKind kind = task.device_kind();
   const bool simulated = task.result().environment().simulated();
@@ -542,7 +477,7 @@ void Coordinator::FinishTask(LiveJob& live, v1::Task& task, v1::TaskState state,
   LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state), error.empty() ? "" : ": ",
           error);
   RecomputeJobState(live);
-  Notify(live, absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
+  watches_.Changed(live.job.id(), absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
   if (state == v1::TASK_STATE_FAILED) BreakGang(live, task);
 }
 
@@ -568,55 +503,25 @@ void Coordinator::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string
     task.clear_device_id();
     task.clear_stage_device_ids();
     task.set_queued_unix_seconds(clock_->SystemNowSeconds());
-    MarkTask(live, task);
+    jobs_.MarkTask(live, task);
     RecomputeJobState(live);
-    Notify(live, absl::StrCat("task ", task.id(), " re-queued: ", why));
+    watches_.Changed(live.job.id(), absl::StrCat("task ", task.id(), " re-queued: ", why));
     schedule_needed_ = true;
     BreakGang(live, task);
   }
-}
-
-void Coordinator::RecomputeJobState(LiveJob& live) {
-  v1::Job& job = live.job;
-  bool all_done = true, any_running = false, any_failed = false;
-  std::string first_error;
-  for (const v1::Task& t : job.tasks()) {
-    all_done = all_done && IsTerminal(t.state());
-    any_running = any_running || t.state() == v1::TASK_STATE_RUNNING;
-    if (t.state() == v1::TASK_STATE_FAILED) {
-      if (!any_failed) first_error = absl::StrCat(t.id(), ": ", t.error());
-      any_failed = true;
-    }
-  }
-  const v1::JobState before = job.state();
-  if (job.state() == v1::JOB_STATE_CANCELLED) {
-    if (all_done) ended_jobs_.push_back(JobNumber(job.id()));
-    return;
-  }
-  if (all_done) {
-    job.set_state(any_failed ? v1::JOB_STATE_FAILED : v1::JOB_STATE_SUCCEEDED);
-    job.set_error(first_error);
-    job.set_finished_unix_seconds(clock_->SystemNowSeconds());
-    ended_jobs_.push_back(JobNumber(job.id()));
-  } else {
-    job.set_state(any_running ? v1::JOB_STATE_RUNNING : v1::JOB_STATE_QUEUED);
-  }
-  if (job.state() != before || all_done) MarkHeader(live);
 }
 
 void Coordinator::UpdateGauges() {
   // O(live tasks + agents): run when a count may have changed, at most every
   // 20 ms (the loop's tick brings a skipped update within 100 ms).
   const int64_t now = SteadyNowNs();
+  gauges_dirty_ = jobs_.TakeCountsChanged() || gauges_dirty_;
   if (!gauges_dirty_ || now - last_gauges_ns_ < 20'000'000) return;
   gauges_dirty_ = false;
   last_gauges_ns_ = now;
-  std::map<v1::JobState, int64_t> jobs = ended_job_counts_;
-  std::map<v1::TaskState, int64_t> tasks = ended_task_counts_;
-  for (const auto& [number, live] : jobs_) {
-    ++jobs[live.job.state()];
-    for (const v1::Task& t : live.job.tasks()) ++tasks[t.state()];
-  }
+  std::map<v1::JobState, int64_t> jobs;
+  std::map<v1::TaskState, int64_t> tasks;
+  jobs_.Count(&jobs, &tasks);
   metrics_->SetJobsByState(jobs);
   metrics_->SetTasksByState(tasks);
   std::map<std::string, int64_t> agents;
@@ -637,7 +542,7 @@ void Coordinator::Schedule() {
   for (const auto& [agent_id, session_id] : agent_sessions_) agents.push_back(&sessions_[session_id].hello);
   SchedulingPass pass(agents, leases_);
   gangs_waiting_ = false;
-  for (auto& [number, live] : jobs_) {
+  for (auto& [number, live] : jobs_.live()) {
     v1::Job& job = live.job;
     if (IsTerminal(job.state())) continue;
     bool changed = false, reasons_changed = false;
@@ -672,9 +577,9 @@ void Coordinator::Schedule() {
     }
     if (changed) {
       RecomputeJobState(live);
-      Notify(live, "tasks assigned");
+      watches_.Changed(live.job.id(), "tasks assigned");
     } else if (reasons_changed) {
-      Notify(live, "waiting for devices");
+      watches_.Changed(live.job.id(), "waiting for devices");
     }
   }
 }

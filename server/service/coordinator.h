@@ -13,9 +13,12 @@
 /// Per running task the coordinator keeps an incremental aggregate of its
 /// samples (server/ingest/step_aggregator.h), so a task's end is bounded work.
 ///
-/// Files: coordinator.cc (lifecycle, client API, job state, watches, gauges),
+/// Files: coordinator.cc (lifecycle, client API, job state, gauges),
 /// agent_sessions.cc (Hello, leases, resume, fencing, agent loss),
-/// ingest.cc (progress, samples, power, TaskDone, protocol errors).
+/// ingest.cc (progress, samples, power, TaskDone, protocol errors),
+/// gangs.cc (tasks holding several devices: gang ranks, split stages).
+/// Parts with their own state: Watches (watches.h), the scheduling pass
+/// (server/scheduler), the batch writer and aggregates (server/ingest).
 
 #include <grpcpp/support/status.h>
 
@@ -38,27 +41,13 @@
 #include "server/loop/event_loop.h"
 #include "server/metrics/metrics.h"
 #include "server/scheduler/scheduler.h"
+#include "server/service/job_table.h"
+#include "server/service/sinks.h"
 #include "server/service/task_data_reader.h"
+#include "server/service/watches.h"
 #include "server/store/job_store.h"
 
 namespace hetbench::server {
-
-/// The write side of a server stream. Thread-safe.
-template <typename T>
-class MessageSink {
- public:
-  virtual ~MessageSink() = default;
-  /// Queues a message; dropped once the stream is closed or gone.
-  virtual void Send(T msg) = 0;
-  /// Ends the stream with `status` once queued messages are written. Idempotent.
-  virtual void Close(const grpc::Status& status) = 0;
-  /// The coordinator finished handling one message read from this stream:
-  /// the stream may read another (its in-flight window). Default: nothing.
-  virtual void Handled() {}
-};
-
-using AgentSink = MessageSink<v1::CoordinatorMessage>;
-using WatchSink = MessageSink<v1::JobEvent>;
 
 struct CoordinatorOptions {
   double heartbeat_seconds = 5.0;  // coordinator -> agent heartbeat period
@@ -81,9 +70,6 @@ struct CoordinatorOptions {
   /// gang holds first, so two gangs cannot deadlock. < 0: never hold.
   double gang_hold_after_seconds = 60;
 };
-
-/// The job's tasks without their results (JOB_VIEW_SUMMARY).
-void StripResults(v1::Job* job);
 
 class Coordinator {
  public:
@@ -150,15 +136,6 @@ class Coordinator {
     double last_seen_unix = 0;
     int64_t last_seen_metric_ns = 0;
   };
-  struct LiveJob {
-    v1::Job job;
-    std::string request_id;
-    bool header_dirty = false;
-    std::set<int> dirty_tasks;
-    bool watch_dirty = false;
-    std::string watch_message;
-    int64_t last_watch_ns = 0;
-  };
   /// What the edge found in an agent message before it reached the loop.
   struct Checked {
     std::string problem;  // non-empty: malformed, with the field named
@@ -175,18 +152,13 @@ class Coordinator {
   void AfterCommit();
   void CreateJob(v1::JobSpec effective, const std::string& request_id,
                  std::function<void(absl::StatusOr<Submitted>)> done);
-  LiveJob* FindJob(const std::string& job_id);
-  /// The task `task_id` of a live job, or null (with its job in `*job`).
-  v1::Task* LiveTask(const std::string& task_id, LiveJob** job = nullptr);
   void FinishTask(LiveJob& job, v1::Task& task, v1::TaskState state, const std::string& error);
   /// Puts a running attempt back in the queue, or fails it when it has no
   /// attempts left; `why` becomes its error. The caller freed its device.
   void RequeueOrFail(LiveJob& job, v1::Task& task, const std::string& why, bool restart);
-  void RecomputeJobState(LiveJob& job);
-  void MarkTask(LiveJob& job, const v1::Task& task);
-  void MarkHeader(LiveJob& job);
-  // ---- watches.cc
-  void Notify(LiveJob& job, const std::string& message);
+  /// jobs_.Recompute at the coordinator's time.
+  void RecomputeJobState(LiveJob& job) { jobs_.Recompute(job, clock_->SystemNowSeconds()); }
+  /// Sends the watchers of jobs that changed what they have not seen (Watches::Flush).
   void FlushWatches(bool force);
   void UpdateGauges();
   void Schedule();
@@ -288,13 +260,7 @@ class Coordinator {
   std::atomic<uint64_t> next_session_{1};
 
   // Loop-thread state.
-  std::map<int64_t, LiveJob> jobs_;                // live jobs by number, in submit order
-  std::map<std::string, std::string> task_index_;  // live task id -> job id
-  std::map<std::string, std::string> requests_;    // request id -> job id, live jobs
-  std::vector<int64_t> ended_jobs_;                // evicted after this batch's commit
-  std::set<int64_t> dirty_jobs_;
-  std::set<int64_t> watch_dirty_jobs_;
-  int64_t next_job_number_ = 1;
+  JobTable jobs_;  // the live jobs and what this batch changed of them
   bool schedule_needed_ = true;
   bool gangs_waiting_ = false;  // a gang is queued: passes run each second for its timeout
   int64_t last_gang_pass_ns_ = 0;
@@ -311,11 +277,9 @@ class Coordinator {
   };
   std::map<std::string, Detached> detached_;  // by agent id
   DeviceLeases leases_;
-  struct Watcher {
-    std::shared_ptr<WatchSink> sink;
-    bool summary = false;
-  };
-  std::multimap<std::string, Watcher> watchers_;
+  // Watch events are paced in real time: the pace people see is a property of this process.
+  RealClock watch_clock_;
+  Watches watches_{&watch_clock_, options_.watch_interval_seconds};
   std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
   std::unique_ptr<BatchWriter> writer_;
   std::unique_ptr<TaskDataReader> reader_;
@@ -334,9 +298,6 @@ class Coordinator {
   bool gauges_dirty_ = true;
   int64_t last_prune_ns_ = 0;
   bool closing_streams_ = false;
-  // Ended jobs and their tasks, by state (evicted from memory; counted for gauges).
-  std::map<v1::JobState, int64_t> ended_job_counts_;
-  std::map<v1::TaskState, int64_t> ended_task_counts_;
   struct LastReading {
     int64_t t_ns = 0;
     double watts = 0, joules = 0;

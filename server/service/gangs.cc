@@ -43,7 +43,7 @@ v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, 
   task.set_step(0);
   task.set_total_steps(0);
   task.clear_result();
-  MarkTask(live, task);
+  jobs_.MarkTask(live, task);
   TaskAggregate& agg = aggregates_[task.id()];
   agg = TaskAggregate{};
   agg.attempt = task.attempt();
@@ -212,7 +212,7 @@ void Coordinator::BreakGang(LiveJob& live, const v1::Task& cause) {
       t.set_error(why);
       t.clear_result();
       t.set_queued_unix_seconds(clock_->SystemNowSeconds());
-      MarkTask(live, t);
+      jobs_.MarkTask(live, t);
     } else if (t.state() == v1::TASK_STATE_QUEUED && !retry) {
       FinishTask(live, t, v1::TASK_STATE_FAILED, why);
     }

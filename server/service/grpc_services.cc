@@ -16,10 +16,30 @@ namespace hetbench::server {
 
 namespace {
 
-/// Finishes a unary reactor and records the RPC.
-void FinishUnary(grpc::ServerUnaryReactor* reactor, const RpcTimer& timer, const grpc::Status& status) {
-  timer.Done(status);
-  reactor->Finish(status);
+/// One unary call: its reactor and the timer that records it. Copyable, so a
+/// completion callback can hold it. Every unary handler starts with
+/// BeginUnary and ends each path with Finish.
+struct UnaryCall {
+  grpc::ServerUnaryReactor* reactor;
+  RpcTimer timer;
+  bool refused = false;  // the caller was not authorized; already finished
+
+  void Finish(const grpc::Status& status) const {
+    timer.Done(status);
+    reactor->Finish(status);
+  }
+};
+
+/// Starts a unary call of `method`: times it and checks the caller's role
+/// (a refused call is finished here, with `refused` set).
+UnaryCall BeginUnary(grpc::CallbackServerContext* ctx, Metrics* metrics, const Authorizer& auth, const char* method,
+                     Role role = Role::kClient) {
+  UnaryCall call{ctx->DefaultReactor(), RpcTimer(metrics, method)};
+  if (grpc::Status denied = auth.Check(*ctx, role); !denied.ok()) {
+    call.Finish(denied);
+    call.refused = true;
+  }
+  return call;
 }
 
 class AgentStream;
@@ -188,96 +208,78 @@ class Refused final : public Base {
 grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerContext* ctx,
                                                         const v1::SubmitJobRequest* request,
                                                         v1::SubmitJobResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "SubmitJob");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "SubmitJob");
+  if (call.refused) return call.reactor;
   const auto deadline = ctx->deadline();
   const absl::Time until =
       deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
   coordinator_->SubmitJob(request->spec(), request->request_id(), until,
-                          [reactor, response, timer](absl::StatusOr<Coordinator::Submitted> submitted) {
+                          [call, response](absl::StatusOr<Coordinator::Submitted> submitted) {
                             if (submitted.ok()) {
                               response->set_job_id(submitted->job.id());
                               response->set_existing(submitted->existing);
                               *response->mutable_job() = std::move(submitted->job);
                             }
-                            FinishUnary(reactor, timer, ToGrpcStatus(submitted.status()));
+                            call.Finish(ToGrpcStatus(submitted.status()));
                           });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* request,
                                                      v1::Job* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "GetJob");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "GetJob");
+  if (call.refused) return call.reactor;
   const bool summary = request->view() == v1::JOB_VIEW_SUMMARY;
   int first = 0;
   if (!request->task_page_token().empty() && (!absl::SimpleAtoi(request->task_page_token(), &first) || first <= 0)) {
-    FinishUnary(reactor, timer,
-                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                             absl::StrCat("task_page_token '", request->task_page_token(),
-                                          "': not a token this coordinator gave; start without one")));
-    return reactor;
+    call.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "task_page_token: not a token this coordinator gave; start without one"));
+    return call.reactor;
   }
   const int size =
       request->task_page_size() <= 0 ? kDefaultTaskPageSize : std::min(request->task_page_size(), kMaxTaskPageSize);
   coordinator_->GetJob(request->job_id(),
-                       [reactor, response, timer, summary, first, size](absl::StatusOr<v1::Job> job) {
+                       [call, response, summary, first, size](absl::StatusOr<v1::Job> job) {
                          if (job.ok()) {
                            *response = *std::move(job);
                            PageTasks(response, first, size);
                            if (summary) StripResults(response);
                          }
-                         FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
+                         call.Finish(ToGrpcStatus(job.status()));
                        });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* ctx,
                                                        const v1::ListJobsRequest* request,
                                                        v1::ListJobsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "ListJobs");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "ListJobs");
+  if (call.refused) return call.reactor;
   JobFilter filter;
   filter.page_size = request->page_size() > 0 ? request->page_size() : request->limit();
   filter.page_token = request->page_token();
   filter.state = request->state();
   filter.model = request->model();
   filter.device_kind = request->device_kind();
-  coordinator_->ListJobs(std::move(filter), [reactor, response, timer](absl::StatusOr<JobPage> page) {
+  coordinator_->ListJobs(std::move(filter), [call, response](absl::StatusOr<JobPage> page) {
     if (page.ok()) {
       for (v1::Job& j : page->jobs) *response->add_jobs() = std::move(j);
       response->set_next_page_token(page->next_page_token);
     }
-    FinishUnary(reactor, timer, ToGrpcStatus(page.status()));
+    call.Finish(ToGrpcStatus(page.status()));
   });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* ctx,
                                                         const v1::CancelJobRequest* request, v1::Job* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "CancelJob");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
-  coordinator_->CancelJob(request->job_id(), [reactor, response, timer](absl::StatusOr<v1::Job> job) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "CancelJob");
+  if (call.refused) return call.reactor;
+  coordinator_->CancelJob(request->job_id(), [call, response](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
-    FinishUnary(reactor, timer, ToGrpcStatus(job.status()));
+    call.Finish(ToGrpcStatus(job.status()));
   });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::CallbackServerContext* ctx,
@@ -291,33 +293,25 @@ grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(grpc::Callb
 grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerContext* ctx,
                                                          const v1::ListAgentsRequest* /*request*/,
                                                          v1::ListAgentsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "ListAgents");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
-  coordinator_->ListAgents([reactor, response, timer](std::vector<v1::AgentInfo> agents) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "ListAgents");
+  if (call.refused) return call.reactor;
+  coordinator_->ListAgents([call, response](std::vector<v1::AgentInfo> agents) {
     for (v1::AgentInfo& a : agents) *response->add_agents() = std::move(a);
-    FinishUnary(reactor, timer, grpc::Status::OK);
+    call.Finish(grpc::Status::OK);
   });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetTaskData(grpc::CallbackServerContext* ctx,
                                                           const v1::GetTaskDataRequest* request,
                                                           v1::TaskData* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  RpcTimer timer(metrics_, "GetTaskData");
-  if (grpc::Status denied = auth_->Check(*ctx, Role::kClient); !denied.ok()) {
-    FinishUnary(reactor, timer, denied);
-    return reactor;
-  }
-  coordinator_->GetTaskData(*request, [reactor, response, timer](absl::StatusOr<v1::TaskData> data) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "GetTaskData");
+  if (call.refused) return call.reactor;
+  coordinator_->GetTaskData(*request, [call, response](absl::StatusOr<v1::TaskData> data) {
     if (data.ok()) *response = std::move(*data);
-    FinishUnary(reactor, timer, ToGrpcStatus(data.status()));
+    call.Finish(ToGrpcStatus(data.status()));
   });
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(

@@ -136,7 +136,7 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
 
 v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, LiveJob** job) {
   LiveJob* live = nullptr;
-  v1::Task* task = LiveTask(task_id, &live);
+  v1::Task* task = jobs_.FindTask(task_id, &live);
   if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING || task->agent_id() != agent_id ||
       task->attempt() != attempt) {
     return nullptr;
@@ -149,7 +149,7 @@ bool Coordinator::IsSettled(const std::string& agent_id, const std::string& task
   auto settled = [&](const v1::Task& t) {
     return IsTerminal(t.state()) && t.agent_id() == agent_id && t.attempt() == attempt;
   };
-  if (const v1::Task* task = LiveTask(task_id)) return settled(*task);
+  if (const v1::Task* task = jobs_.FindTask(task_id)) return settled(*task);
   if (!SplitTaskId(task_id)) return false;
   // An ended job is no longer in memory: one indexed read of the task's row.
   auto stored = store_->GetTask(task_id);
@@ -163,7 +163,7 @@ void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
   task->set_phase(p.phase());
   task->set_step(p.step());
   task->set_total_steps(p.total_steps());
-  Notify(*job, "progress");  // live only: progress is not stored
+  watches_.Changed(job->job.id(), "progress");  // live only: progress is not stored
 }
 
 void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
@@ -224,7 +224,7 @@ void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std
   } else {
     // Committed by the writer: counted for the attempt if it is still the
     // running one (an attempt lost meanwhile keeps its rows, not its aggregate).
-    v1::Task* task = LiveTask(b.task_id());
+    v1::Task* task = jobs_.FindTask(b.task_id());
     const bool current = task != nullptr && task->state() == v1::TASK_STATE_RUNNING && task->attempt() == b.attempt();
     if (*stored && current) {
       TaskAggregate& agg = aggregates_[task->id()];

@@ -8,7 +8,7 @@
 #     drawn in the palette's colours (tests/e2e/png_check.py: at least 0.2% of
 #     the pixels coloured, five times what a legend swatch alone gives; a
 #     two-point line is 0.5%), the page too;
-#  4. compare, report and history -o json follow their schemas (client/schemas);
+#  4. compare, report and history -o json follow their schemas (report/schemas);
 #  5. the coordinator's web UI (--http-listen) in the same browser: jobs, one
 #     job, agents, compare and history pages; with tokens on, 401 without one;
 #  6. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
@@ -79,7 +79,7 @@ done
 
 # compare -o json follows its schema: a job against itself (every pair "no change")
 # and the sweep against the study (pairs, unpaired tasks).
-SCHEMAS=$HERE/../../client/schemas
+SCHEMAS=$HERE/../../report/schemas
 "$CLI" compare "$study" "$study" -o json >"$WORK/compare-self.json" || fail "compare of a job with itself failed"
 # (4 inference batches are too few to test: that phase says so.)
 jq -e '[.pairs[].verdict] | any(. == "no change") and all(. == "no change" or . == "too few steps")' \

@@ -30,6 +30,7 @@
 #include "tests/testing/run_cli.h"
 #include "tests/testing/tcp_proxy.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait.h"
 
 namespace hetbench::loopback_testing {
 
@@ -150,11 +151,7 @@ class LoopbackTest : public ::testing::Test {
              t.phase() == v1::PHASE_TRAIN && t.step() >= steps;
     };
     // What was seen is the answer: asking again could find the task ended meanwhile.
-    for (int i = 0; i < 600; ++i) {
-      if (measuring()) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
+    return hetbench::testing::WaitFor(measuring, absl::Seconds(30), absl::Milliseconds(50));
   }
 
   /// Submits one mlp task (batch 32) that measures exactly `steps` training
@@ -166,12 +163,13 @@ class LoopbackTest : public ::testing::Test {
 
   /// Polls job-000001 until it ends or `timeout` passes; returns the last view.
   v1::Job WaitUntilEnded(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    v1::Job job = GetJob("job-000001");
-    while (!IsTerminal(job.state()) && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(50));
-      job = GetJob("job-000001");
-    }
+    v1::Job job;
+    hetbench::testing::WaitFor(
+        [&] {
+          job = GetJob("job-000001");
+          return IsTerminal(job.state());
+        },
+        timeout, absl::Milliseconds(50));
     return job;
   }
 
@@ -183,8 +181,8 @@ class LoopbackTest : public ::testing::Test {
   }
 
   bool WaitForConnections(int64_t n) {
-    for (int i = 0; i < 400 && agent_->connections() < n; ++i) absl::SleepFor(absl::Milliseconds(25));
-    return agent_->connections() >= n;
+    return hetbench::testing::WaitFor([&] { return agent_->connections() >= n; }, absl::Seconds(10),
+                                      absl::Milliseconds(25));
   }
 
   hetbench::testing::TempDir dir_{"hetbench-loop"};

@@ -48,11 +48,12 @@ TEST_F(LoopbackTest, CancelStopsRunningTasksWithinTwoSecondsKeepingPartialResult
   CliResult cancel = Cli({"--server", address_, "cancel", "job-000001"});
   ASSERT_EQ(cancel.code, 0) << cancel.err;
   v1::Job job;
-  for (int i = 0; i < 400; ++i) {
-    job = GetJob("job-000001");
-    if (job.tasks(0).state() == v1::TASK_STATE_CANCELLED) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  hetbench::testing::WaitFor(
+      [&] {
+        job = GetJob("job-000001");
+        return job.tasks(0).state() == v1::TASK_STATE_CANCELLED;
+      },
+      absl::Seconds(4));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - cancel_at);
   ASSERT_EQ(job.tasks(0).state(), v1::TASK_STATE_CANCELLED);
   EXPECT_LT(seconds, 2.0);

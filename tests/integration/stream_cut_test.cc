@@ -6,6 +6,8 @@
 namespace hetbench::loopback_testing {
 namespace {
 
+using ::hetbench::testing::WaitFor;
+
 class StreamCutTest : public LoopbackTest {
  protected:
   bool ThroughProxy() const override { return true; }
@@ -102,10 +104,13 @@ TEST_F(StreamCutTest, WhatTheAgentSendsAgainAfterItsTaskEndedIsExactlyWhatItsTas
   ASSERT_EQ(submit.code, 0) << submit.err;
   ASSERT_TRUE(WaitUntilMeasuring(200));
   proxy_->SetSwallowingClientBytes(true);  // from here the coordinator hears nothing
-  for (int i = 0; i < 1200 && agent_->tasks_finished() == 0; ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(WaitFor([&] { return agent_->tasks_finished() > 0; }, absl::Minutes(1), absl::Milliseconds(50)));
   ASSERT_EQ(agent_->tasks_finished(), 1);
-  // Power readings go on after the task's end: give the pump time to (not) send them.
-  absl::SleepFor(absl::Seconds(2.5));
+  // Power readings go on after the task's end: let the pump run 60 passes
+  // (3 s at its 50 ms interval, three power send intervals), each of which
+  // would send a reading made after the end if one were kept.
+  const int64_t passes = agent_->pump_passes();
+  ASSERT_TRUE(WaitFor([&] { return agent_->pump_passes() >= passes + 60; }, absl::Seconds(30)));
   EXPECT_EQ(GetJob("job-000001").tasks(0).state(), v1::TASK_STATE_RUNNING);  // the TaskDone was swallowed
   proxy_->SetSwallowingClientBytes(false);
   EXPECT_GT(proxy_->CutAll(), 0);
@@ -148,17 +153,19 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   EXPECT_THAT(agents.out, ::testing::ContainsRegex("\nloopback-agent +cpu0 +[0-9-]+ [0-9:]+Z +stream closed by"));
   std::printf("hetbench get agents, during the cut:\n%s", agents.out.c_str());
   v1::Job job;
-  for (int i = 0; i < 400; ++i) {
-    job = GetJob("job-000001");
-    if (job.tasks(0).state() != v1::TASK_STATE_RUNNING) break;
-    absl::SleepFor(absl::Milliseconds(25));
-  }
+  WaitFor(
+      [&] {
+        job = GetJob("job-000001");
+        return job.tasks(0).state() != v1::TASK_STATE_RUNNING;
+      },
+      absl::Seconds(10), absl::Milliseconds(25));
   const double requeue_s = absl::ToDoubleSeconds(absl::Now() - cut_at);
   ASSERT_EQ(job.tasks(0).state(), v1::TASK_STATE_QUEUED);
   EXPECT_THAT(job.tasks(0).error(), HasSubstr("did not resume within the lease"));
   EXPECT_GE(requeue_s, 1.0);  // not at the first broken stream: the agent may come back
   EXPECT_LE(requeue_s, lease_seconds_ + 1.5);
-  absl::SleepFor(absl::Seconds(1));  // the agent's own lease runs out too
+  // The agent's own lease runs out too: it stops attempt 1 by itself.
+  ASSERT_TRUE(WaitFor([&] { return agent_->attempts_abandoned() >= 1; }, absl::Seconds(10)));
   proxy_->SetRefusing(false);
   ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/2)) << GetJob("job-000001").tasks(0).error();
   job = GetJob("job-000001");

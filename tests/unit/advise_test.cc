@@ -1,6 +1,6 @@
 // The placement advisor on jobs built here: the plan that wins each
 // objective under the stated model, and refusals that say what to run.
-#include "client/advise.h"
+#include "report/advise.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_join.h"
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
@@ -196,4 +196,4 @@ TEST(AdviseTest, AJobWithoutLayerTimingsSaysWhatToRun) {
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

@@ -1,6 +1,6 @@
 // `hetbench compare`: the statistics (rank test, bootstrap interval,
 // verdict at the threshold), the pairing of tasks, and the JSON it writes.
-#include "client/compare.h"
+#include "report/compare.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
@@ -129,4 +129,4 @@ TEST(CompareTest, TheJsonNamesItsSchemaMethodAndEveryPair) {
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

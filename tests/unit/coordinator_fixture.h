@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait.h"
 
 namespace hetbench::server::coordinator_testing {
 
@@ -237,13 +238,14 @@ class CoordinatorTest : public ::testing::Test {
   /// Waits (up to 10 s) for task `index` of job `id` to reach `state`. A
   /// task's end is aggregated off the loop, so it can trail the job's state.
   v1::Job WaitForTaskState(const std::string& id, int index, v1::TaskState state) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    v1::Job j = Get(id);
-    while (j.tasks(index).state() != state && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      coordinator_->RunSync([] {});
-      j = Get(id);
-    }
+    v1::Job j;
+    hetbench::testing::WaitFor(
+        [&] {
+          coordinator_->RunSync([] {});
+          j = Get(id);
+          return j.tasks(index).state() == state;
+        },
+        absl::Seconds(10), absl::Milliseconds(1));
     return j;
   }
 

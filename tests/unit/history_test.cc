@@ -1,14 +1,14 @@
 // `hetbench history`: rows of one model oldest first, one series per device
 // model, executor, batch and fingerprint, each run compared with the previous
 // of its series only.
-#include "client/history.h"
+#include "report/history.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
@@ -82,4 +82,4 @@ TEST(HistoryTest, RowsAreOldestFirstAndComparedWithinTheirSeries) {
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

@@ -3,11 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "client/render.h"
-#include "client/render/parallel.h"
-#include "client/render/plots.h"
+#include "report/render.h"
+#include "report/render/parallel.h"
+#include "report/render/plots.h"
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
@@ -139,4 +139,4 @@ TEST(ParallelRenderTest, ASplitAcrossAgentsNamesTheStagesAgentsAndIsNoScalingRow
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <regex>
 
-#include "client/render/html.h"
-#include "client/render/plots.h"
-#include "client/render/svg.h"
+#include "report/render/html.h"
+#include "report/render/plots.h"
+#include "report/render/svg.h"
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::ElementsAre;
@@ -291,4 +291,4 @@ TEST(HtmlReportTest, OnePageWithEveryFigureTheFiguresTablesAndNothingFromOutside
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

@@ -13,6 +13,7 @@
 #include "agent/power/sensors.h"
 #include "agent/platform/sysfs_reader.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait.h"
 
 namespace hetbench::agent {
 namespace {
@@ -447,12 +448,13 @@ TEST(PowerSamplerTest, PeriodicReadsReachASubscribedTap) {
   auto tap = sampler.Subscribe();
   sampler.Start();
   std::vector<TimedReading> got;
-  const auto deadline = absl::Now() + absl::Seconds(10);
-  while (got.size() < 5 && absl::Now() < deadline) {
-    int errors = 0;
-    for (auto& r : tap->Take(0, &errors)) got.push_back(r);
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  hetbench::testing::WaitFor(
+      [&] {
+        int errors = 0;
+        for (auto& r : tap->Take(0, &errors)) got.push_back(r);
+        return got.size() >= 5;
+      },
+      absl::Seconds(10));
   sampler.Stop();
   ASSERT_GE(got.size(), 5u);
   for (size_t i = 1; i < got.size(); ++i) EXPECT_LT(got[i - 1].t_ns, got[i].t_ns);

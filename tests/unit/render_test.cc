@@ -1,9 +1,9 @@
-#include "client/render.h"
+#include "report/render.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
@@ -271,9 +271,9 @@ TEST(RenderTest, UnknownFormatIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report
 
-namespace hetbench::client {
+namespace hetbench::report {
 namespace {
 
 // Every table view has its CSV: the study table's cells, and a job's tasks.
@@ -292,4 +292,4 @@ TEST(RenderTest, StudyTableAndJobHaveCsv) {
 }
 
 }  // namespace
-}  // namespace hetbench::client
+}  // namespace hetbench::report

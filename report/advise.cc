@@ -1,0 +1,389 @@
+#include "report/advise.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/render/common.h"
+#include "common/job_spec.h"
+#include "common/names.h"
+
+namespace hetbench::report {
+
+namespace {
+
+struct Profile {
+  const v1::Task* task = nullptr;
+  std::vector<double> layer_ns;  // scaled to the measured step
+  double measured_step_ns = 0, profiled_sum_ns = 0;
+  double watts = 0;
+  bool watts_modeled = false;
+  // Each layer's own training power, when the job resolved all of them
+  // (layers.energy_seconds); empty otherwise.
+  std::vector<double> layer_watts;
+  double usd_per_hour = 0;
+};
+
+// The layers' resolved training power in layer order (empty unless every
+// layer has one), and whether any of it is modeled.
+std::vector<double> LayerTrainWatts(const v1::TaskResult& r, bool* modeled) {
+  std::vector<double> watts(static_cast<size_t>(r.layers_size()), 0);
+  for (const v1::LayerEnergy& e : r.layer_energy()) {
+    if (e.phase() == v1::PHASE_TRAIN && e.resolved() && e.layer() >= 0 &&
+        static_cast<size_t>(e.layer()) < watts.size()) {
+      watts[static_cast<size_t>(e.layer())] = e.average_watts();
+      *modeled = *modeled || e.source() == v1::POWER_SOURCE_MODELED;
+    }
+  }
+  if (watts.empty() || std::any_of(watts.begin(), watts.end(), [](double w) { return w <= 0; })) return {};
+  return watts;
+}
+
+double Score(const Prediction& p, Objective o) {
+  return o == Objective::kTime ? p.step_ns : o == Objective::kEnergy ? p.energy_joules : p.usd_per_1000_samples;
+}
+
+const char* ObjectiveName(Objective o) {
+  return o == Objective::kTime ? "time" : o == Objective::kEnergy ? "energy" : "cost";
+}
+
+}  // namespace
+
+absl::StatusOr<Objective> ParseObjective(const std::string& name) {
+  if (name == "time") return Objective::kTime;
+  if (name == "energy") return Objective::kEnergy;
+  if (name == "cost") return Objective::kCost;
+  return absl::InvalidArgumentError(absl::StrCat("--objective ", name, ": use time, energy or cost"));
+}
+
+std::string StageLayers(const Stage& s, size_t layers) {
+  return static_cast<size_t>(s.end) == layers ? absl::StrCat(s.begin, "-")
+         : s.end - s.begin == 1               ? absl::StrCat(s.begin)
+                                              : absl::StrCat(s.begin, "-", s.end - 1);
+}
+
+std::string SplitFlag(const Prediction& plan, size_t layers) {
+  std::vector<std::string> parts;
+  for (const Stage& s : plan.stages) parts.push_back(absl::StrCat(StageLayers(s, layers), ":", DeviceKindName(s.kind)));
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) {
+  // (model, batch) -> kind -> the first succeeded task with layer timings.
+  std::map<std::pair<std::string, int>, std::map<v1::DeviceKind, const v1::Task*>> groups;
+  for (const v1::Task& t : job.tasks()) {
+    if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().layers_size() == 0 || t.gang().world_size() > 1 ||
+        t.result().split_size() > 0 || render::FindPhase(t, v1::PHASE_TRAIN) == nullptr) {
+      continue;
+    }
+    const std::string model = render::TaskModel(job, t);
+    if (!options.model.empty() && model != options.model) continue;
+    if (options.batch_size > 0 && t.batch_size() != options.batch_size) continue;
+    groups[{model, t.batch_size()}].emplace(t.device_kind(), &t);
+  }
+  const std::map<v1::DeviceKind, const v1::Task*>* chosen = nullptr;
+  std::pair<std::string, int> key;
+  for (const auto& [k, kinds] : groups) {
+    if (chosen == nullptr || kinds.size() > chosen->size()) chosen = &kinds, key = k;
+  }
+  if (chosen == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " has no succeeded task with per-layer timings",
+        options.model.empty() ? "" : absl::StrCat(" of ", options.model),
+        "; submit the model on each device kind with --layers, e.g. hetbench submit -m qnn -t cpu -t qpu-sim --layers"));
+  }
+  Advice advice;
+  advice.job_id = job.id();
+  advice.model = key.first;
+  advice.batch_size = key.second;
+  advice.objective = options.objective;
+  const size_t layers = static_cast<size_t>(chosen->begin()->second->result().layers_size());
+  for (const v1::LayerTiming& l : chosen->begin()->second->result().layers()) advice.layer_names.push_back(l.name());
+  std::vector<int64_t> out_bytes(layers, 0);
+  for (const v1::LayerTiming& l : chosen->begin()->second->result().layers()) {
+    out_bytes[static_cast<size_t>(l.index())] = l.output_bytes_per_sample();
+  }
+
+  std::map<v1::DeviceKind, Profile> profiles;
+  for (const auto& [kind, task] : *chosen) {
+    if (static_cast<size_t>(task->result().layers_size()) != layers) {
+      return absl::FailedPreconditionError(absl::StrCat("tasks ", chosen->begin()->second->id(), " and ", task->id(),
+                                                        " timed different layer counts; they are not one model"));
+    }
+    Profile p;
+    p.task = task;
+    for (const v1::LayerTiming& l : task->result().layers()) {
+      const double ns = l.forward().p50_ns() + std::max(0.0, l.backward().p50_ns());
+      p.layer_ns.push_back(ns);
+      p.profiled_sum_ns += ns;
+    }
+    p.measured_step_ns = render::FindPhase(*task, v1::PHASE_TRAIN)->stats().p50_ns();
+    if (p.profiled_sum_ns > 0) {
+      for (double& ns : p.layer_ns) ns *= p.measured_step_ns / p.profiled_sum_ns;
+    }
+    for (const v1::EnergyResult& e : task->result().energy()) {
+      if (e.phase() == v1::PHASE_TRAIN && e.average_watts() > 0) {
+        p.watts = e.average_watts();
+        p.watts_modeled = e.source() == v1::POWER_SOURCE_MODELED;
+        break;
+      }
+    }
+    bool layers_modeled = false;
+    p.layer_watts = LayerTrainWatts(task->result(), &layers_modeled);
+    if (!p.layer_watts.empty()) {
+      p.watts_modeled = p.watts_modeled || layers_modeled;
+      advice.per_layer_power.push_back(DeviceKindName(kind));
+    }
+    if (const v1::CostResult* c = render::FindCost(*task, v1::PHASE_TRAIN)) p.usd_per_hour = c->usd_per_hour();
+    profiles[kind] = std::move(p);
+  }
+
+  // An objective the job has no figures for is refused, not optimised on zeros.
+  for (const auto& [kind, p] : profiles) {
+    if (options.objective == Objective::kEnergy && p.watts <= 0 && p.layer_watts.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("--objective energy: task ", p.task->id(), " (",
+                                                        DeviceKindName(kind), ") has no training energy figure"));
+    }
+    if (options.objective == Objective::kCost && p.usd_per_hour <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--objective cost: task ", p.task->id(), " has no hourly rate for ", DeviceKindName(kind),
+                       "; submit with --cost ", DeviceKindName(kind), "=USD_PER_HOUR (or start the agent with "
+                       "--cost-usd-per-hour)"));
+    }
+  }
+
+  // The link: what the job's split tasks measured (or those of options.link_job;
+  // across agents only splits across agents count), else the option, else 1 GB/s assumed.
+  const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
+  double bytes = 0, ns = 0;
+  for (const v1::Task& t : link_job.tasks()) {
+    if (options.across_agents != link_job.spec().split().across_agents()) continue;
+    for (const v1::SplitStageResult& s : t.result().split()) bytes += s.transfer_bytes(), ns += s.transfer_ns();
+  }
+  if (options.link_gbytes_per_second > 0) {
+    advice.link_gbytes_per_second = options.link_gbytes_per_second;
+    advice.link_source = "given (--link-gbytes-per-second)";
+  } else if (bytes > 0 && ns > 0) {
+    advice.link_gbytes_per_second = bytes / ns;
+    advice.link_source = absl::StrCat("measured by ", options.link_job != nullptr ? link_job.id() : "this job",
+                                      "'s split tasks", options.across_agents ? " across agents" : "");
+  } else if (options.link_job != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--link-from ", link_job.id(), ": no succeeded split task", options.across_agents ? " across agents" : "",
+        " with transfers in it; run one (hetbench submit --split ...", options.across_agents ? " --split-across-agents" : "",
+        ") or give --link-gbytes-per-second"));
+  } else {
+    advice.link_gbytes_per_second = 1.0;
+    advice.link_source = "assumed (no split task in the job; give --link-gbytes-per-second)";
+  }
+
+  const double batch = advice.batch_size;
+  auto evaluate = [&](const std::vector<Stage>& stages) {
+    Prediction p;
+    p.stages = stages;
+    double rate = 0;
+    std::vector<v1::DeviceKind> held;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const Profile& prof = profiles[stages[s].kind];
+      for (int l = stages[s].begin; l < stages[s].end; ++l) {
+        p.step_ns += prof.layer_ns[static_cast<size_t>(l)];
+        const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[static_cast<size_t>(l)];
+        p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * watts;
+      }
+      p.energy_modeled = p.energy_modeled || prof.watts_modeled;
+      p.energy_known = p.energy_known && (prof.watts > 0 || !prof.layer_watts.empty());
+      p.cost_known = p.cost_known && prof.usd_per_hour > 0;
+      if (std::find(held.begin(), held.end(), stages[s].kind) == held.end()) {
+        held.push_back(stages[s].kind);
+        rate += prof.usd_per_hour;
+      }
+      if (s + 1 < stages.size()) {
+        const double t = 2.0 * static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
+                         advice.link_gbytes_per_second;  // bytes / (GB/s) = ns
+        p.transfer_ns += t;
+        p.energy_joules += t * 1e-9 * (prof.watts + profiles[stages[s + 1].kind].watts);
+      }
+    }
+    p.step_ns += p.transfer_ns;
+    p.usd_per_1000_samples = rate / 3600.0 * p.step_ns * 1e-9 / batch * 1000.0;
+    return p;
+  };
+
+  advice.across_agents = options.across_agents;
+  if (!options.plan.empty()) {
+    // A given plan: parsed against the model's layers and the kinds timed.
+    std::vector<Stage> plan;
+    int next = 0;
+    for (const std::string& st : options.plan) {
+      const std::optional<v1::SplitStage> stage = ParseStageFlag(st);
+      auto range = stage ? ParseLayerRange(stage->layers()) : absl::InvalidArgumentError("no kind");
+      if (!range.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": expected LAYERS:KIND, e.g. 0-2:cpu or 3-:cpu"));
+      }
+      const v1::DeviceKind kind = stage->target().device_kind();
+      const int end = range->end < 0 ? static_cast<int>(layers) : range->end;
+      if (range->begin != next || end > static_cast<int>(layers) || end <= range->begin) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": ", advice.model, " has layers 0-", layers - 1,
+                                                       "; the stages must cover them in order from ", next));
+      }
+      if (profiles.count(kind) == 0) {
+        return absl::FailedPreconditionError(absl::StrCat("--plan ", st, ": job ", job.id(), " timed no ", advice.model,
+                                                          " layers on ", DeviceKindName(kind)));
+      }
+      if (!plan.empty() && plan.back().kind == kind && !options.across_agents) {
+        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": the stage before is on ",
+                                                       DeviceKindName(kind), " too; on one agent that is one stage "
+                                                       "(give --across-agents for two agents of one kind)"));
+      }
+      plan.push_back(Stage{range->begin, end, kind});
+      next = end;
+    }
+    if (next != static_cast<int>(layers)) {
+      return absl::InvalidArgumentError(absl::StrCat("--plan: the stages end at layer ", next - 1, " of 0-",
+                                                     layers - 1, "; the last must reach it (e.g. \"", next, "-:cpu\")"));
+    }
+    advice.best = evaluate(plan);
+    advice.plans_considered = 1;
+    advice.plan_given = true;
+  }
+  // Else every plan of at most max_stages contiguous ranges, neighbours on different kinds.
+  std::vector<v1::DeviceKind> kinds;
+  for (const auto& [kind, p] : profiles) kinds.push_back(kind);
+  bool have_best = advice.plan_given;
+  std::vector<Stage> current;
+  std::function<void(int)> extend = [&](int begin) {
+    if (static_cast<size_t>(begin) == layers) {
+      Prediction p = evaluate(current);
+      ++advice.plans_considered;
+      if (!have_best || Score(p, options.objective) < Score(advice.best, options.objective)) {
+        advice.best = p;
+        have_best = true;
+      }
+      return;
+    }
+    if (static_cast<int>(current.size()) >= options.max_stages) return;
+    for (size_t end = static_cast<size_t>(begin) + 1; end <= layers; ++end) {
+      for (v1::DeviceKind k : kinds) {
+        if (!current.empty() && current.back().kind == k) continue;
+        current.push_back(Stage{begin, static_cast<int>(end), k});
+        extend(static_cast<int>(end));
+        current.pop_back();
+      }
+    }
+  };
+  if (!advice.plan_given) extend(0);
+  for (const auto& [kind, prof] : profiles) {
+    SingleRun s;
+    s.kind = kind;
+    s.task_id = prof.task->id();
+    s.measured_step_ns = prof.measured_step_ns;
+    s.profiled_sum_ns = prof.profiled_sum_ns;
+    s.as_plan = evaluate({Stage{0, static_cast<int>(layers), kind}});
+    advice.singles.push_back(std::move(s));
+  }
+  advice.assumptions = {
+      "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
+      "kind's layers sum to its measured step p50",
+      absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x batch / "
+                      "%.3g GB/s (%s)",
+                      advice.link_gbytes_per_second, advice.link_source),
+      "stages run one after another (no micro-batches): the step is their sum; loss and optimizer are in the "
+      "measured steps",
+      absl::StrCat(advice.per_layer_power.empty()
+                       ? "energy: each layer's time x its kind's average training power"
+                       : absl::StrCat("energy: each layer's time x its own training power, measured by the layer "
+                                      "loops (layers.energy_seconds) on ",
+                                      absl::StrJoin(advice.per_layer_power, ", "),
+                                      "; elsewhere the kind's average training power"),
+                   " (transfers: both kinds' power); cost: the step x the hourly rates of every kind the plan holds"),
+  };
+  if (advice.plan_given) {
+    advice.assumptions.push_back(absl::StrCat("the plan was given (--plan), not searched",
+                                              options.across_agents
+                                                  ? "; its stages on different agents, each boundary a network link"
+                                                  : ""));
+  }
+  if (advice.best.energy_modeled) {
+    advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
+  }
+  return advice;
+}
+
+std::string RenderAdvice(const Advice& a, OutputFormat format) {
+  const size_t layers = a.layer_names.size();
+  auto plan_text = [&](const Prediction& p) {
+    std::vector<std::string> parts;
+    for (const Stage& s : p.stages) {
+      parts.push_back(absl::StrCat(s.begin, s.end - s.begin > 1 ? absl::StrCat("-", s.end - 1) : "", " on ",
+                                   DeviceKindName(s.kind)));
+    }
+    return absl::StrJoin(parts, " | ");
+  };
+  if (format == OutputFormat::kJson) {
+    nlohmann::json j;
+    j["job_id"] = a.job_id;
+    j["model"] = a.model;
+    j["batch_size"] = a.batch_size;
+    j["objective"] = ObjectiveName(a.objective);
+    j["layers"] = a.layer_names;
+    auto pred = [&](const Prediction& p) {
+      nlohmann::json o;
+      o["stages"] = nlohmann::json::array();
+      for (const Stage& s : p.stages) {
+        o["stages"].push_back({{"first_layer", s.begin}, {"last_layer", s.end - 1}, {"device_kind", DeviceKindName(s.kind)}});
+      }
+      o["step_ms"] = p.step_ns / 1e6;
+      o["transfer_ms"] = p.transfer_ns / 1e6;
+      o["energy_joules_per_step"] = p.energy_known ? nlohmann::json(p.energy_joules) : nlohmann::json();
+      o["energy_modeled"] = p.energy_modeled;
+      o["usd_per_1000_samples"] = p.cost_known ? nlohmann::json(p.usd_per_1000_samples) : nlohmann::json();
+      o["split_flag"] = SplitFlag(p, layers);
+      return o;
+    };
+    j["best"] = pred(a.best);
+    j["single_devices"] = nlohmann::json::array();
+    for (const SingleRun& s : a.singles) {
+      nlohmann::json o = pred(s.as_plan);
+      o["task_id"] = s.task_id;
+      o["measured_step_ms"] = s.measured_step_ns / 1e6;
+      o["profiled_layers_sum_ms"] = s.profiled_sum_ns / 1e6;
+      j["single_devices"].push_back(o);
+    }
+    j["link_gbytes_per_second"] = a.link_gbytes_per_second;
+    j["link_source"] = a.link_source;
+    j["plans_considered"] = a.plans_considered;
+    j["plan_given"] = a.plan_given;
+    j["across_agents"] = a.across_agents;
+    j["assumptions"] = a.assumptions;
+    return j.dump(1) + "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  auto row = [&](const std::string& what, const Prediction& p, const std::string& measured) {
+    rows.push_back({what, plan_text(p), render::Ms(p.step_ns), render::Ms(p.transfer_ns),
+                    p.energy_known ? absl::StrFormat("%.4f%s", p.energy_joules, p.energy_modeled ? "*" : "") : "-",
+                    p.cost_known ? absl::StrFormat("%.6f", p.usd_per_1000_samples) : "-", measured});
+  };
+  row(a.plan_given ? std::string("given plan") : absl::StrCat("advised (", ObjectiveName(a.objective), ")"), a.best,
+      "-");
+  for (const SingleRun& s : a.singles) row(absl::StrCat(DeviceKindName(s.kind), " alone"), s.as_plan, render::Ms(s.measured_step_ns));
+  std::string out = absl::StrCat("placement advice for ", a.model, ", batch ", a.batch_size, " (", a.plans_considered,
+                                 " plans considered):\n",
+                                 FormatTable({"PLAN", "LAYERS", "STEP_MS", "TRANSFER_MS", "J_PER_STEP", "USD_PER_1K",
+                                              "MEASURED_STEP_MS"},
+                                             rows));
+  absl::StrAppend(&out, "J_PER_STEP: * = from MODELED power, not measured; - = no power figure. USD_PER_1K: - = no "
+                       "hourly rate (give --cost KIND=USD_PER_HOUR).\n");
+  absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
+                  SplitFlag(a.best, layers), a.across_agents ? " --split-across-agents" : "",
+                  "   (or: hetbench advise ", a.job_id, " ... --verify)\n");
+  absl::StrAppend(&out, "assumptions:\n");
+  for (const std::string& s : a.assumptions) absl::StrAppend(&out, "  - ", s, "\n");
+  return out;
+}
+
+}  // namespace hetbench::report

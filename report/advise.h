@@ -1,0 +1,97 @@
+#pragma once
+/// The placement advisor: from a job that timed the layers of one model on
+/// several device kinds (`layers: {enabled: true}` on each target), predict
+/// the best placement of contiguous layer ranges on device kinds for an
+/// objective (or the figures of a given plan, e.g. one split across two
+/// agents of one kind), against every single-device run. Pure computation
+/// on the job.
+///
+/// The model (stated with every answer):
+///  - a layer's training time on a kind is its profiled forward + backward
+///    p50, scaled so the kind's layers sum to its measured step p50 (the
+///    profile synchronises at every layer, the step does not);
+///  - a boundary between two kinds moves the layer's output forward and its
+///    gradient back: 2 x output bytes x batch / link bandwidth;
+///  - stages run one after another (no micro-batches): the step is the sum;
+///  - energy: each layer's time x its kind's measured (or modeled) average
+///    training power, a transfer's time x both kinds' power;
+///  - cost: the step time x the hourly rates of every kind the plan holds.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "report/render.h"
+#include "hetbench/v1/coordinator.pb.h"
+
+namespace hetbench::report {
+
+enum class Objective { kTime, kEnergy, kCost };
+absl::StatusOr<Objective> ParseObjective(const std::string& name);
+
+struct AdviseOptions {
+  Objective objective = Objective::kTime;
+  int max_stages = 3;
+  /// Link bandwidth between two kinds, GB/s; 0 = measured from the job's
+  /// split tasks (transfer bytes / transfer time), else 1 GB/s assumed.
+  double link_gbytes_per_second = 0;
+  std::string model;  // empty: the model with layer timings on the most kinds
+  int batch_size = 0;
+  /// A plan to predict instead of searching: "LAYERS:KIND" per stage, as
+  /// --split takes them ("0-2:cpu", "3-:cpu").
+  std::vector<std::string> plan;
+  /// The stages on different agents (a split across agents): neighbours of
+  /// one kind are allowed in a given plan, each boundary a network link.
+  bool across_agents = false;
+  /// Where the link is measured: this job's split tasks (null: the advised job's).
+  const v1::Job* link_job = nullptr;
+};
+
+struct Stage {
+  int begin = 0, end = 0;  // layers [begin, end)
+  v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED;
+};
+
+struct Prediction {
+  std::vector<Stage> stages;
+  double step_ns = 0, transfer_ns = 0;
+  double energy_joules = 0;          // per step
+  double usd_per_1000_samples = 0;
+  bool energy_modeled = false;       // some power figure was MODELED
+  bool energy_known = true;          // every kind of the plan had a power figure
+  bool cost_known = true;            // every kind of the plan had an hourly rate
+};
+
+struct SingleRun {
+  v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED;
+  std::string task_id;
+  double measured_step_ns = 0;       // the task's training p50
+  double profiled_sum_ns = 0;        // its layers' forward + backward p50s
+  Prediction as_plan;                // the kind alone under the model
+};
+
+struct Advice {
+  std::string job_id;
+  std::string model;
+  int batch_size = 0;
+  Objective objective = Objective::kTime;
+  std::vector<std::string> layer_names;
+  Prediction best;
+  std::vector<SingleRun> singles;
+  double link_gbytes_per_second = 0;
+  std::string link_source;
+  size_t plans_considered = 0;
+  bool plan_given = false;     // --plan: predicted, not searched
+  bool across_agents = false;
+  std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
+  std::vector<std::string> assumptions;
+};
+
+absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options);
+/// A stage's layers as a split stage names them: "0-3", "4" or "5-" (to the last of `layers`).
+std::string StageLayers(const Stage& stage, size_t layers);
+/// "0-3:cpu,4-:qpu-sim": the --split flag that runs the plan.
+std::string SplitFlag(const Prediction& plan, size_t layers);
+std::string RenderAdvice(const Advice& advice, OutputFormat format);
+
+}  // namespace hetbench::report

@@ -1,0 +1,231 @@
+#include "report/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "report/render.h"
+#include "report/render/common.h"
+#include "common/names.h"
+#include "common/stats.h"
+
+namespace hetbench::report {
+
+namespace {
+
+constexpr int kMinSteps = 5;
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
+absl::StatusOr<double> ParseThreshold(const std::string& text) {
+  if (text.empty()) return 0.02;
+  std::string t = text;
+  const bool percent = t.back() == '%';
+  if (percent) t.pop_back();
+  double v = 0;
+  if (!absl::SimpleAtod(t, &v) || v < 0 || (percent ? v >= 100 : v >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text, ": expected a fraction in [0, 1) or a percentage, e.g. 2%"));
+  }
+  return percent ? v / 100 : v;
+}
+
+double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t na = a.size(), nb = b.size(), n = na + nb;
+  if (na == 0 || nb == 0) return 1;
+  std::vector<std::pair<double, int>> all;
+  all.reserve(n);
+  for (double v : a) all.emplace_back(v, 0);
+  for (double v : b) all.emplace_back(v, 1);
+  std::sort(all.begin(), all.end());
+  double rank_sum_a = 0, ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double rank = (static_cast<double>(i) + static_cast<double>(j) + 1) / 2;  // mean of ranks i+1..j
+    for (size_t k = i; k < j; ++k) {
+      if (all[k].second == 0) rank_sum_a += rank;
+    }
+    const double t = static_cast<double>(j - i);
+    ties += t * t * t - t;
+    i = j;
+  }
+  const double dna = static_cast<double>(na), dnb = static_cast<double>(nb), dn = static_cast<double>(n);
+  const double u = rank_sum_a - dna * (dna + 1) / 2;
+  const double mean = dna * dnb / 2;
+  const double var = dna * dnb / 12 * ((dn + 1) - ties / (dn * (dn - 1)));
+  if (var <= 0) return 1;
+  // Continuity correction towards the mean.
+  const double z = std::max(0.0, std::abs(u - mean) - 0.5) / std::sqrt(var);
+  return std::erfc(z / std::sqrt(2.0));
+}
+
+StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
+                            int resamples, uint64_t seed) {
+  StepComparison c;
+  c.n_a = static_cast<int64_t>(a.size());
+  c.n_b = static_cast<int64_t>(b.size());
+  if (a.size() < kMinSteps || b.size() < kMinSteps) {
+    c.verdict = "too few steps";
+    return c;
+  }
+  std::vector<double> x = a, y = b;
+  c.median_a_ns = MedianInPlace(x);
+  c.median_b_ns = MedianInPlace(y);
+  c.ratio = c.median_a_ns > 0 ? c.median_b_ns / c.median_a_ns : 0;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick_a(0, a.size() - 1), pick_b(0, b.size() - 1);
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(resamples));
+  for (int r = 0; r < resamples; ++r) {
+    for (double& v : x) v = a[pick_a(rng)];
+    for (double& v : y) v = b[pick_b(rng)];
+    const double ma = MedianInPlace(x);
+    if (ma > 0) ratios.push_back(MedianInPlace(y) / ma);
+  }
+  if (!ratios.empty()) {
+    c.ci_low = Quantile(ratios, 0.025);
+    c.ci_high = Quantile(ratios, 0.975);
+  }
+  c.p_value = MannWhitneyP(a, b);
+  if (c.ci_low > 1 + threshold) {
+    c.verdict = "slower";
+  } else if (c.ci_high < 1 - threshold && c.ci_high > 0) {
+    c.verdict = "faster";
+  } else {
+    c.verdict = "no change";
+  }
+  return c;
+}
+
+std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase) {
+  std::vector<double> out;
+  for (const v1::SampleBatch& b : batches) {
+    if (b.phase() != phase) continue;
+    for (int i = 0; i < b.duration_ns_size() && i < b.items_size(); ++i) {
+      if (b.items(i) > 0) out.push_back(static_cast<double>(b.duration_ns(i)) / b.items(i));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string PairKey(const v1::Job& job, const v1::Task& t) {
+  const v1::RunEnvironment& e = t.result().environment();
+  return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
+                      e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
+                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(),
+                      e.simulated() ? ", SIMULATED" : "");
+}
+
+}  // namespace
+
+std::vector<TaskPair> PairTasks(const v1::Job& a, const v1::Job& b, bool compare_anyway,
+                                std::vector<std::string>* unpaired) {
+  std::map<std::string, std::vector<const v1::Task*>> waiting;  // b's tasks by key, in task order
+  for (const v1::Task& t : b.tasks()) {
+    if (t.state() == v1::TASK_STATE_SUCCEEDED) waiting[PairKey(b, t)].push_back(&t);
+  }
+  std::vector<TaskPair> out;
+  for (const v1::Task& t : a.tasks()) {
+    if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
+    const std::string key = PairKey(a, t);
+    auto it = waiting.find(key);
+    if (it == waiting.end() || it->second.empty()) {
+      unpaired->push_back(absl::StrCat(t.id(), " (", key, "): no such task in ", b.id()));
+      continue;
+    }
+    TaskPair p{&t, it->second.front(), key, ""};
+    it->second.erase(it->second.begin());
+    if (!render::SameFingerprint(t, *p.b) && !compare_anyway) {
+      p.refused = absl::StrCat("model fingerprints differ (", t.result().environment().model_fingerprint(), " vs ",
+                               p.b->result().environment().model_fingerprint(),
+                               "): not the same model, weights or data; --compare-anyway compares them");
+    }
+    out.push_back(p);
+  }
+  for (const auto& [key, tasks] : waiting) {
+    for (const v1::Task* t : tasks) unpaired->push_back(absl::StrCat(t->id(), " (", key, "): no such task in ", a.id()));
+  }
+  return out;
+}
+
+std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
+                             const std::vector<std::string>& unpaired, double threshold, const std::string& format) {
+  const std::string method = absl::StrFormat(
+      "ratio = median time per sample of %s over %s (> 1: %s is slower); 95%% CI: percentile bootstrap of the "
+      "ratio over the steps of both runs; p: two-sided Mann-Whitney U; verdict: slower/faster when the whole CI "
+      "lies beyond 1 +/- %.3g",
+      b.id(), a.id(), b.id(), threshold);
+  if (format == "json") {
+    nlohmann::ordered_json doc;
+    doc["schema"] = "hetbench.compare/v1";
+    doc["a"] = a.id();
+    doc["b"] = b.id();
+    doc["threshold"] = threshold;
+    doc["method"] = {{"ratio", "median time per sample, b over a"},
+                     {"interval", "95% percentile bootstrap over the steps of both runs"},
+                     {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
+                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold"}};
+    doc["pairs"] = nlohmann::ordered_json::array();
+    for (const PairResult& r : results) {
+      nlohmann::ordered_json p;
+      p["key"] = r.pair.key;
+      p["task_a"] = r.pair.a->id();
+      p["task_b"] = r.pair.b->id();
+      p["simulated"] = r.pair.a->result().environment().simulated() || r.pair.b->result().environment().simulated();
+      if (!r.pair.refused.empty()) {
+        p["refused"] = r.pair.refused;
+      } else {
+        p["phase"] = PhaseName(r.phase);
+        p["steps_a"] = r.result.n_a;
+        p["steps_b"] = r.result.n_b;
+        p["median_ns_per_sample_a"] = r.result.median_a_ns;
+        p["median_ns_per_sample_b"] = r.result.median_b_ns;
+        p["ratio"] = r.result.ratio;
+        p["ci95"] = {r.result.ci_low, r.result.ci_high};
+        p["p_value"] = r.result.p_value;
+        p["verdict"] = r.result.verdict;
+      }
+      doc["pairs"].push_back(p);
+    }
+    doc["unpaired"] = unpaired;
+    return doc.dump(2) + "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const PairResult& r : results) {
+    if (!r.pair.refused.empty()) {
+      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
+      continue;
+    }
+    const StepComparison& c = r.result;
+    rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrFormat("%.4f", c.median_a_ns / 1e6),
+                    absl::StrFormat("%.4f", c.median_b_ns / 1e6), absl::StrFormat("%.3f", c.ratio),
+                    absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high), absl::StrFormat("%.2g", c.p_value), c.verdict});
+  }
+  if (format == "csv") {
+    return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95,p_value,verdict", rows);
+  }
+  std::string out = absl::StrCat(
+      "compare ", a.id(), " (A) with ", b.id(), " (B)\n",
+      FormatTable({"PAIR", "PHASE", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P", "VERDICT"}, rows), method,
+      "\n");
+  for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
+  return out;
+}
+
+}  // namespace hetbench::report

@@ -1,0 +1,72 @@
+#pragma once
+/// `hetbench compare JOB_A JOB_B`: did this get slower, and is that real or
+/// noise? Tasks of two jobs are paired by model, device model, executor and
+/// batch size (their model fingerprints must match unless --compare-anyway),
+/// and each pair's per-step times per sample are compared phase by phase:
+///  - ratio: median time per sample of B over A (> 1: B is slower);
+///  - 95% interval of that ratio: percentile bootstrap, both runs' steps
+///    resampled with replacement (2,000 resamples, fixed seed: the same data
+///    gives the same interval);
+///  - p-value: two-sided Mann-Whitney U test, normal approximation with the
+///    tie correction;
+///  - verdict at a threshold t: "slower" when the whole interval lies above
+///    1 + t, "faster" when it lies below 1 - t, else "no change".
+/// Steps are treated as independent draws of one run; what varies between
+/// runs of the same job is what the threshold absorbs (bench_compare measures
+/// how often two runs of one job are called different on this machine).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hetbench/v1/agent.pb.h"
+#include "hetbench/v1/coordinator.pb.h"
+
+namespace hetbench::report {
+
+struct StepComparison {
+  int64_t n_a = 0, n_b = 0;
+  double median_a_ns = 0, median_b_ns = 0;  // per sample
+  double ratio = 0, ci_low = 0, ci_high = 0;
+  double p_value = 1;
+  std::string verdict;  // "faster", "slower", "no change", or "too few steps"
+};
+
+/// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the
+/// form (the caller names its flag or field).
+absl::StatusOr<double> ParseThreshold(const std::string& text);
+
+/// `a`, `b`: time per sample of each step (ns). Needs 5 steps on each side.
+StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
+                            int resamples = 2000, uint64_t seed = 20261122);
+
+/// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.
+double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
+
+/// Per-step time per sample (duration / items) of one phase's batches.
+std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase);
+
+struct TaskPair {
+  const v1::Task* a = nullptr;
+  const v1::Task* b = nullptr;
+  std::string key;      // "mlp, n1 cpu (AMD EPYC), torch, batch 64"
+  std::string refused;  // non-empty: not compared, and why
+};
+/// Pairs the succeeded tasks of `a` and `b` with equal model, device model,
+/// executor and batch size, in task order; tasks without a partner are
+/// listed in `unpaired`.
+std::vector<TaskPair> PairTasks(const v1::Job& a, const v1::Job& b, bool compare_anyway,
+                                std::vector<std::string>* unpaired);
+
+struct PairResult {
+  TaskPair pair;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  StepComparison result;
+};
+/// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
+/// report/schemas/compare.v1.json).
+std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
+                             const std::vector<std::string>& unpaired, double threshold, const std::string& format);
+
+}  // namespace hetbench::report

@@ -1,0 +1,142 @@
+#include "report/history.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "report/render.h"
+#include "report/render/common.h"
+#include "common/energy.h"
+#include "common/names.h"
+
+namespace hetbench::report {
+
+namespace {
+
+std::string Series(const v1::Task& t) {
+  const v1::RunEnvironment& e = t.result().environment();
+  return absl::StrCat(DeviceKindName(t.device_kind()), " (", e.device_model().empty() ? "unknown" : e.device_model(),
+                      "), ", e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(),
+                      e.simulated() ? ", SIMULATED" : "", ", ", e.model_fingerprint());
+}
+
+double Rate(const v1::TimingStats& s, double step_ns) {
+  return step_ns > 0 && s.count() > 0 ? static_cast<double>(s.items()) / static_cast<double>(s.count()) / (step_ns * 1e-9)
+                                      : 0.0;
+}
+
+std::string Change(const HistoryRow& r) {
+  if (!r.has_change) return "first of its series";
+  if (r.change.verdict == "no change" || r.change.verdict == "too few steps") return r.change.verdict;
+  return absl::StrFormat("%s: time x%.3f [%.3f-%.3f]", r.change.verdict, r.change.ratio, r.change.ci_low,
+                         r.change.ci_high);
+}
+
+}  // namespace
+
+std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std::string& model, v1::DeviceKind kind,
+                                     double threshold, const StepsOf& steps_of) {
+  std::vector<HistoryRow> rows;
+  for (const v1::Job& job : jobs) {
+    for (const v1::Task& t : job.tasks()) {
+      if (t.state() != v1::TASK_STATE_SUCCEEDED || render::TaskModel(job, t) != model) continue;
+      if (kind != v1::DEVICE_KIND_UNSPECIFIED && t.device_kind() != kind) continue;
+      const v1::PhaseResult* train = render::FindPhase(t, v1::PHASE_TRAIN);
+      if (train == nullptr) continue;
+      HistoryRow r;
+      r.job = &job;
+      r.task = &t;
+      r.series = Series(t);
+      r.finished_unix = t.finished_unix_seconds() > 0 ? t.finished_unix_seconds() : job.finished_unix_seconds();
+      const v1::TimingStats& s = train->stats();
+      r.samples_per_second_p50 = Rate(s, s.p50_ns());
+      r.p25 = Rate(s, s.p75_ns());  // the slower quartile of steps is the lower rate
+      r.p75 = Rate(s, s.p25_ns());
+      const EnergySummary e = SummarizeEnergy(t.result(), v1::PHASE_TRAIN);
+      if (e.ok) {
+        r.joules_per_sample = e.joules_per_sample;
+        r.energy_source = render::SourceCell(e);
+      }
+      rows.push_back(r);
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const HistoryRow& a, const HistoryRow& b) { return a.finished_unix < b.finished_unix; });
+  std::map<std::string, const HistoryRow*> previous;
+  std::map<const v1::Task*, std::vector<double>> steps;  // each task's fetched once
+  auto steps_for = [&](const v1::Task* t) -> const std::vector<double>& {
+    auto it = steps.find(t);
+    if (it == steps.end()) it = steps.emplace(t, steps_of(*t)).first;
+    return it->second;
+  };
+  for (HistoryRow& r : rows) {
+    auto prev = previous.find(r.series);
+    if (prev != previous.end()) {
+      r.has_change = true;
+      r.change = CompareSteps(steps_for(prev->second->task), steps_for(r.task), threshold);
+    }
+    previous[r.series] = &r;
+  }
+  return rows;
+}
+
+std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string& model, double threshold,
+                          const std::string& format) {
+  if (format == "json") {
+    nlohmann::ordered_json doc;
+    doc["schema"] = "hetbench.history/v1";
+    doc["model"] = model;
+    doc["threshold"] = threshold;
+    doc["rows"] = nlohmann::ordered_json::array();
+    for (const HistoryRow& r : rows) {
+      nlohmann::ordered_json j;
+      j["finished"] = render::TimeString(r.finished_unix);
+      j["job"] = r.job->id();
+      j["task"] = r.task->id();
+      j["series"] = r.series;
+      j["device"] = render::DeviceLabel(*r.task);
+      j["batch"] = r.task->batch_size();
+      j["simulated"] = r.task->result().environment().simulated();
+      j["train_samples_per_second_p50"] = r.samples_per_second_p50;
+      j["train_samples_per_second_iqr"] = {r.p25, r.p75};
+      if (r.joules_per_sample > 0) {
+        j["train_joules_per_sample"] = r.joules_per_sample;
+        j["energy_source"] = r.energy_source;
+      }
+      if (r.has_change) {
+        j["versus_previous"] = {{"ratio", r.change.ratio},
+                                {"ci95", {r.change.ci_low, r.change.ci_high}},
+                                {"p_value", r.change.p_value},
+                                {"verdict", r.change.verdict}};
+      }
+      doc["rows"].push_back(j);
+    }
+    return doc.dump(2) + "\n";
+  }
+  std::vector<std::vector<std::string>> cells;
+  for (const HistoryRow& r : rows) {
+    cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task),
+                     r.task->result().environment().executor().empty() ? "torch"
+                                                                       : r.task->result().environment().executor(),
+                     absl::StrCat(r.task->batch_size()), absl::StrFormat("%.1f", r.samples_per_second_p50),
+                     absl::StrFormat("%.1f-%.1f", r.p25, r.p75),
+                     r.joules_per_sample > 0 ? absl::StrFormat("%.3g %s", r.joules_per_sample * 1e3, r.energy_source)
+                                             : "-",
+                     Change(r)});
+  }
+  if (format == "csv") {
+    return render::CsvLines("finished,task,device,executor,batch,train_samples_per_s_p50,iqr,mj_per_sample,change",
+                            cells);
+  }
+  return absl::StrCat(
+      "history of ", model, " (training), oldest first\n",
+      FormatTable({"FINISHED", "TASK", "DEVICE", "EXECUTOR", "BATCH", "SAMPLES/S_P50", "P25-P75", "MJ/SAMPLE", "CHANGE"},
+                  cells),
+      absl::StrFormat("CHANGE: against the previous run of the same device model, executor, batch and model "
+                      "fingerprint, by compare's test (95%% bootstrap CI of the time ratio beyond 1 +/- %.3g).\n",
+                      threshold));
+}
+
+}  // namespace hetbench::report

@@ -1,0 +1,40 @@
+#pragma once
+/// `hetbench history --model M`: one model's results over time, one row per
+/// succeeded task, oldest first, and a change point wherever a run differs
+/// from the previous comparable one (same device model, executor, batch size,
+/// phase and model fingerprint) by compare's test (report/compare.h).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "report/compare.h"
+#include "hetbench/v1/coordinator.pb.h"
+
+namespace hetbench::report {
+
+struct HistoryRow {
+  const v1::Job* job = nullptr;
+  const v1::Task* task = nullptr;
+  std::string series;  // what makes runs comparable: device kind (model), executor, batch, fingerprint
+  double finished_unix = 0;
+  double samples_per_second_p50 = 0, p25 = 0, p75 = 0;  // train, from the step percentiles
+  double joules_per_sample = 0;                         // train; 0 when none
+  std::string energy_source;                            // "rapl", "modeled*", ...
+  bool has_change = false;                              // compared with the previous run of its series
+  StepComparison change;
+};
+
+/// Per-step times per sample of a task's training phase (fetched on demand).
+using StepsOf = std::function<std::vector<double>(const v1::Task&)>;
+
+/// The rows of `model` (and `kind` unless DEVICE_KIND_UNSPECIFIED) in `jobs`,
+/// oldest first; each compared with the previous row of its series.
+std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std::string& model, v1::DeviceKind kind,
+                                     double threshold, const StepsOf& steps_of);
+
+/// Table, CSV or JSON (schema hetbench.history/v1, report/schemas/history.v1.json).
+std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string& model, double threshold,
+                          const std::string& format);
+
+}  // namespace hetbench::report

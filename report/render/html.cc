@@ -1,0 +1,146 @@
+#include "report/render/html.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "report/render.h"
+#include "report/render/common.h"
+#include "report/render/svg.h"
+#include "common/names.h"
+#include "common/spec_yaml.h"
+
+namespace hetbench::report {
+
+namespace {
+
+using svg::Escape;
+
+constexpr const char* kStyle = R"(
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1100px;
+       color: #1a1a1a; line-height: 1.4; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 18px; border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 32px; }
+.meta { color: #444; }
+.banner { background: #fff3cd; border: 1px solid #e0b000; padding: 8px 12px; margin: 12px 0; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; overflow-x: auto; font-size: 12px; }
+figure { margin: 16px 0; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+.valid { color: #006d2c; font-weight: bold; }
+.invalid { color: #b30000; font-weight: bold; }
+code { background: #f2f2f2; padding: 1px 4px; }
+nav { margin-bottom: 12px; font-size: 15px; }
+nav a, td a { color: #0057a3; }
+form.filter { margin: 8px 0; }
+form.filter label { margin-right: 10px; }
+)";
+
+std::string Cell(const std::string& s) { return absl::StrCat("<td>", Escape(s), "</td>"); }
+std::string Num(double v, const char* fmt) { return absl::StrCat("<td class=\"num\">", absl::StrFormat(fmt, v), "</td>"); }
+
+std::string Pre(const std::string& text) { return absl::StrCat("<pre>", Escape(text), "</pre>\n"); }
+
+std::string Environment(const v1::Job& job) {
+  std::string out =
+      "<table class=\"env\"><tr><th>task</th><th>device model</th><th>host</th><th>executor</th><th>torch</th>"
+      "<th>BLAS</th><th>threads</th><th>seed</th><th>agent</th><th>model fingerprint</th>"
+      "<th>architecture fingerprint</th><th>measured or simulated</th></tr>\n";
+  for (const v1::Task& t : job.tasks()) {
+    const v1::RunEnvironment& e = t.result().environment();
+    if (e.agent_version().empty() && e.model_fingerprint().empty()) continue;
+    absl::StrAppend(&out, "<tr>", Cell(t.id()), Cell(e.device_model()), Cell(e.hostname()), Cell(e.executor()),
+                    Cell(e.torch_version()), Cell(e.blas()), Num(e.threads(), "%.0f"), Cell(absl::StrCat(e.seed())),
+                    Cell(e.agent_version()), absl::StrCat("<td><code>", Escape(e.model_fingerprint()), "</code></td>"),
+                    absl::StrCat("<td><code>", Escape(e.architecture_fingerprint()), "</code></td>"),
+                    Cell(e.simulated() ? absl::StrCat("SIMULATED: ", e.simulation_profile()) : "measured"), "</tr>\n");
+  }
+  return out + "</table>\n";
+}
+
+std::string Validity(const v1::Job& job) {
+  std::string out =
+      "<table class=\"validity\"><tr><th>task</th><th>model</th><th>device</th><th>batch</th><th>phase</th>"
+      "<th>steps</th><th>samples/s</th><th>p50 ms/step</th><th>IQR/median</th><th>verdict</th><th>reasons</th></tr>\n";
+  for (const v1::Task& t : job.tasks()) {
+    for (const v1::PhaseResult& p : t.result().phases()) {
+      const v1::TimingStats& s = p.stats();
+      std::string reasons;
+      for (const std::string& r : p.invalid_reasons()) absl::StrAppend(&reasons, reasons.empty() ? "" : "; ", r);
+      absl::StrAppend(&out, "<tr>", Cell(t.id()), Cell(render::TaskModel(job, t)), Cell(render::DeviceLabel(t)),
+                      Num(t.batch_size(), "%.0f"), Cell(PhaseName(p.phase())), Num(static_cast<double>(s.count()), "%.0f"),
+                      Num(s.samples_per_second(), "%.1f"), Num(s.p50_ns() / 1e6, "%.3f"),
+                      Num(s.p50_ns() > 0 ? s.iqr_ns() / s.p50_ns() : 0, "%.3f"),
+                      p.valid() ? "<td class=\"valid\">VALID</td>" : "<td class=\"invalid\">INVALID</td>",
+                      Cell(reasons.empty() ? "-" : reasons), "</tr>\n");
+    }
+  }
+  return out + "</table>\n";
+}
+
+}  // namespace
+
+std::string HtmlHead(const std::string& title, const WebPage& web) {
+  std::string out = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+      web.refresh_seconds > 0 ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", web.refresh_seconds, "\">")
+                              : "",
+      "<title>", Escape(title), "</title><style>", kStyle, "</style></head>\n<body>\n");
+  if (web.nav) {
+    absl::StrAppend(&out,
+                    "<nav><a href=\"/jobs\">Jobs</a> · <a href=\"/agents\">Agents</a> · "
+                    "<a href=\"/compare\">Compare</a> · <a href=\"/history\">History</a></nav>\n");
+  }
+  return out;
+}
+
+std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots, v1::DeviceKind baseline_kind,
+                             bool compare_mismatched, const WebPage& web) {
+  bool simulated = false, layers = false;
+  for (const v1::Task& t : job.tasks()) {
+    simulated |= t.result().environment().simulated();
+    layers |= t.result().layers_size() > 0;
+  }
+  std::string out = absl::StrCat(HtmlHead(absl::StrCat("hetbench report ", job.id()), web),
+      "<h1>hetbench report: <span id=\"job-id\">", Escape(job.id()), "</span></h1>\n<p class=\"meta\">", Escape(job.spec().name()), job.spec().name().empty() ? "" : " · ",
+      Escape(render::JobModels(job)), " · state <b>", JobStateName(job.state()), "</b> · created ",
+      render::TimeString(job.created_unix_seconds()), " · finished ", render::TimeString(job.finished_unix_seconds()),
+      " · ", job.tasks_size(), " tasks</p>\n");
+  if (!job.error().empty()) absl::StrAppend(&out, "<p class=\"banner\">Job error: ", Escape(job.error()), "</p>\n");
+  if (web.refresh_seconds > 0) {
+    absl::StrAppend(&out, "<p class=\"meta\">Live: this page reloads every ", web.refresh_seconds,
+                    " s while the job runs.</p>\n");
+  }
+  if (simulated) {
+    absl::StrAppend(&out,
+                    "<p class=\"banner\">Some results come from SIMULATED devices (the fleet simulator's profiles), "
+                    "not from measurements. They are labelled in every figure and table.</p>\n");
+  }
+  absl::StrAppend(&out, "<h2>Figures</h2>\n");
+  if (plots.empty()) absl::StrAppend(&out, "<p>No succeeded task yet: nothing to draw.</p>\n");
+  for (const Plot& p : plots) {
+    absl::StrAppend(&out, "<figure id=\"plot-", Escape(p.name), "\">\n", p.svg, "<figcaption>", Escape(p.title),
+                    "</figcaption></figure>\n");
+  }
+  absl::StrAppend(&out, "<h2>Comparison</h2>\n",
+                  Pre(RenderReport(job, OutputFormat::kTable, compare_mismatched, baseline_kind)));
+  absl::StrAppend(&out, "<h2>Validity</h2>\n", Validity(job));
+  absl::StrAppend(&out, "<h2>The reference study's table</h2>\n",
+                  Pre(RenderStudyTable(job, baseline_kind, compare_mismatched)));
+  if (layers) {
+    absl::StrAppend(&out, "<h2>Per-layer times</h2>\n", Pre(RenderLayers(job, OutputFormat::kTable, baseline_kind)));
+  }
+  absl::StrAppend(&out, "<h2>Roofline</h2>\n", Pre(RenderRoofline(job)));
+  absl::StrAppend(&out, "<h2>Environment and fingerprints</h2>\n<p>A rerun is comparable when its model fingerprint "
+                        "(architecture, initial weights, data) equals these.</p>\n",
+                  Environment(job));
+  absl::StrAppend(&out, "<h2>Effective spec</h2>\n", Pre(JobSpecToYaml(job.spec())));
+  absl::StrAppend(&out, "<h2>Rerun</h2>\n<pre id=\"rerun\">hetbench get job ", Escape(job.id()),
+                  " -o yaml &gt; spec.yaml &amp;&amp; hetbench submit -f spec.yaml --wait</pre>\n",
+                  "<p class=\"meta\">Written by hetbench ", Escape(HetbenchVersion()), ".</p>\n</body></html>\n");
+  return out;
+}
+
+}  // namespace hetbench::report

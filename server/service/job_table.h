@@ -1,0 +1,98 @@
+#pragma once
+/// The job table: the live (unfinished) jobs and their tasks, and what the
+/// loop's current batch changed of them. A part of the coordinator
+/// (server/service/coordinator.h), which decides; the table keeps the books.
+///
+/// Owns: live jobs by number (submit order); task id -> job; request id ->
+/// job (idempotent submit) for live jobs; the rows changed in this batch;
+/// the jobs that ended in this batch (evicted after its commit); counts of
+/// ended jobs and tasks by state (evicted jobs, for the gauges); the next
+/// job number. Ended jobs live in the store only.
+///
+/// Threading: the coordinator's loop thread only; not thread-safe. Time
+/// comes in as arguments (`now_unix`), so tests need no clock.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hetbench/v1/coordinator.pb.h"
+#include "server/store/job_store.h"
+
+namespace hetbench::server {
+
+/// A live job and which of its rows the current batch changed.
+struct LiveJob {
+  v1::Job job;
+  std::string request_id;
+  bool header_dirty = false;
+  std::set<int> dirty_tasks;  // task indexes
+};
+
+class JobTable {
+ public:
+  /// Replaces the table with the store's live jobs (start-up, or a reload
+  /// after a failed commit); `counts` are the store's counts of all jobs and
+  /// tasks, `max_number` its highest job number. The next number never goes
+  /// down. Nothing is marked changed.
+  void Reset(std::vector<v1::Job> jobs, const StateCounts& counts, int64_t max_number);
+
+  /// A new job from an effective spec: a task per model x target x batch
+  /// size, or with `parallel.devices` a gang per device count (its ranks
+  /// consecutive tasks, rank 0 first), or with a split across agents one gang
+  /// whose rank s runs stage s. Queued at `now_unix`. The caller stores it.
+  LiveJob& Create(v1::JobSpec effective, const std::string& request_id, double now_unix);
+
+  /// The live job `job_id`, or null.
+  LiveJob* Find(const std::string& job_id);
+  /// The task `task_id` of a live job (with its job in `*job`), or null.
+  v1::Task* FindTask(const std::string& task_id, LiveJob** job = nullptr);
+  /// The live job an earlier submit with `request_id` created, if any.
+  std::optional<std::string> JobForRequest(const std::string& request_id) const;
+
+  /// Marks a row changed in this batch (written by WriteChanged).
+  void MarkTask(LiveJob& job, const v1::Task& task);
+  void MarkHeader(LiveJob& job);
+  /// Settles the job's state from its tasks' (a cancelled job stays
+  /// cancelled); a job all of whose tasks ended is evicted after this batch.
+  void Recompute(LiveJob& job, double now_unix);
+  /// Evicts `job` after this batch's commit (a cancelled job with nothing running).
+  void EndAfterCommit(const LiveJob& job) { ended_.push_back(JobNumber(job.job.id())); }
+  /// Whether `job_id` ended in this batch.
+  bool EndedNow(const std::string& job_id) const;
+
+  /// Writes the rows this batch changed (inside the batch's transaction).
+  void WriteChanged(JobStore& store);
+  /// After the commit: evicts the jobs that ended, counting them as ended;
+  /// `evicted` runs for each first (the other parts forget its tasks).
+  void EvictEnded(const std::function<void(const v1::Job&)>& evicted);
+  /// Evicts ended jobs without counting them (after Reset's own commit:
+  /// the store's counts already hold them).
+  void DropEnded();
+
+  /// Jobs and tasks by state, ended and live.
+  void Count(std::map<v1::JobState, int64_t>* jobs, std::map<v1::TaskState, int64_t>* tasks) const;
+  /// Whether a state may have changed since the last call (gauges).
+  bool TakeCountsChanged() { return std::exchange(counts_changed_, false); }
+
+  /// Every live job, in submit order (the scheduling pass walks them).
+  std::map<int64_t, LiveJob>& live() { return jobs_; }
+  size_t size() const { return jobs_.size(); }
+
+ private:
+  std::map<int64_t, LiveJob> jobs_;                // by number
+  std::map<std::string, std::string> task_index_;  // task id -> job id
+  std::map<std::string, std::string> requests_;    // request id -> job id
+  std::set<int64_t> dirty_;                        // jobs with changed rows
+  std::vector<int64_t> ended_;                     // evicted after this batch's commit
+  int64_t next_number_ = 1;
+  std::map<v1::JobState, int64_t> ended_jobs_;
+  std::map<v1::TaskState, int64_t> ended_tasks_;
+  bool counts_changed_ = true;
+};
+
+}  // namespace hetbench::server

@@ -1,0 +1,142 @@
+// The batch writer alone: each (task, attempt, seq) stored once over its own
+// connection, continuations posted to the loop after the commit with whether
+// the batch was new, and what was handed in before Stop stored.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/ingest/batch_writer.h"
+#include "server/store/sqlite_job_store.h"
+#include "tests/testing/store_rows.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/wait.h"
+
+namespace hetbench::server {
+namespace {
+
+using ::hetbench::testing::Batch;
+using ::hetbench::testing::MakeJob;
+using ::hetbench::testing::WaitFor;
+
+// A stand-in for the event loop: keeps posted closures until the test runs them.
+class FakeLoop {
+ public:
+  BatchWriter::Post Poster() {
+    return [this](std::function<void()> fn) {
+      absl::MutexLock l(&mu_);
+      if (stopping_) return false;
+      posted_.push_back(std::move(fn));
+      return true;
+    };
+  }
+  /// Runs what was posted so far, as the loop would; returns how many.
+  size_t RunPosted() {
+    std::vector<std::function<void()>> fns;
+    {
+      absl::MutexLock l(&mu_);
+      fns.swap(posted_);
+    }
+    for (auto& fn : fns) fn();
+    return fns.size();
+  }
+  size_t posted() {
+    absl::MutexLock l(&mu_);
+    return posted_.size();
+  }
+  void SetStopping() {
+    absl::MutexLock l(&mu_);
+    stopping_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::function<void()>> posted_;
+  bool stopping_ = false;
+};
+
+class BatchWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteJobStore::Open(dir_.path() + "/jobs.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    ASSERT_TRUE(store_->Begin().ok());
+    ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_RUNNING, 1), "").ok());
+    ASSERT_TRUE(store_->Commit().ok());
+    task_ = "job-000001-t0";
+  }
+  std::unique_ptr<BatchWriter> MakeWriter() {
+    auto connection = store_->Connect();
+    EXPECT_TRUE(connection.ok()) << connection.status();
+    return std::make_unique<BatchWriter>(*std::move(connection), loop_.Poster());
+  }
+  static std::shared_ptr<const v1::SampleBatch> Shared(v1::SampleBatch b) {
+    return std::make_shared<const v1::SampleBatch>(std::move(b));
+  }
+
+  hetbench::testing::TempDir dir_{"hetbench-writer"};
+  std::unique_ptr<JobStore> store_;
+  FakeLoop loop_;
+  std::string task_;
+};
+
+TEST_F(BatchWriterTest, StoresEachBatchOnceAndTellsTheLoopWhetherItWasNew) {
+  auto writer = MakeWriter();
+  std::vector<absl::StatusOr<bool>> outcomes;  // "loop" thread: this one
+  auto record = [&](absl::StatusOr<bool> stored) { outcomes.push_back(stored); };
+  writer->Write(Shared(Batch(task_, 1, 0, 5)), record);
+  writer->Write(Shared(Batch(task_, 1, 1, 5)), record);
+  ASSERT_TRUE(WaitFor([&] { return loop_.posted() > 0 && (loop_.RunPosted(), outcomes.size() == 2); },
+                      absl::Seconds(10)));
+  writer->Write(Shared(Batch(task_, 1, 0, 5)), record);  // sent again: a duplicate
+  ASSERT_TRUE(WaitFor([&] { return (loop_.RunPosted(), outcomes.size() == 3); }, absl::Seconds(10)));
+  ASSERT_TRUE(outcomes[0].ok() && outcomes[1].ok() && outcomes[2].ok());
+  EXPECT_TRUE(*outcomes[0]);
+  EXPECT_TRUE(*outcomes[1]);
+  EXPECT_FALSE(*outcomes[2]) << "the same (task, attempt, seq) is stored once";
+  auto stored = store_->LoadSampleBatches(task_, 1);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[0].duration_ns_size(), 5);
+  writer->Stop();
+}
+
+// A continuation runs only once its batch is committed: when the loop runs
+// it, another connection already reads the batch.
+TEST_F(BatchWriterTest, ContinuationsFollowTheCommit) {
+  auto writer = MakeWriter();
+  size_t seen_at_continuation = 0;
+  writer->Write(Shared(Batch(task_, 1, 7, 3)), [&](absl::StatusOr<bool> stored) {
+    ASSERT_TRUE(stored.ok());
+    auto batches = store_->LoadSampleBatches(task_, 1);
+    ASSERT_TRUE(batches.ok());
+    seen_at_continuation = batches->size();
+  });
+  ASSERT_TRUE(WaitFor([&] { return loop_.RunPosted() > 0; }, absl::Seconds(10)));
+  EXPECT_EQ(seen_at_continuation, 1u);
+  writer->Stop();
+}
+
+// Stop stores what was handed in before it; a loop that is stopping takes
+// no continuation, and nothing crashes for it.
+TEST_F(BatchWriterTest, StopStoresWhatWasHandedInEvenWhenTheLoopIsGone) {
+  auto writer = MakeWriter();
+  loop_.SetStopping();
+  int continuations = 0;
+  for (uint64_t seq = 0; seq < 20; ++seq) {
+    writer->Write(Shared(Batch(task_, 1, seq, 2)), [&](absl::StatusOr<bool>) { ++continuations; });
+  }
+  writer->Stop();
+  writer->Stop();  // idempotent
+  auto stored = store_->LoadSampleBatches(task_, 1);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->size(), 20u);
+  EXPECT_EQ(loop_.RunPosted(), 0u);
+  EXPECT_EQ(continuations, 0);
+}
+
+}  // namespace
+}  // namespace hetbench::server

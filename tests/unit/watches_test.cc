@@ -1,0 +1,118 @@
+// The Watches part alone, with a driven clock and fake sinks: pacing (one
+// event per interval, the latest state), views, a job's end sent at once and
+// its watches closed, and shutdown.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "server/service/watches.h"
+#include "tests/testing/store_rows.h"
+#include "tests/unit/coordinator_fixture.h"
+
+namespace hetbench::server {
+namespace {
+
+using coordinator_testing::FakeSink;
+using WatchFake = FakeSink<v1::JobEvent>;
+
+class WatchesTest : public ::testing::Test {
+ protected:
+  WatchesTest() : watches_(&clock_, /*interval_seconds=*/0.1) {
+    jobs_["job-000001"] = hetbench::testing::MakeJob(1, v1::JOB_STATE_RUNNING, 2);
+  }
+  Watches::JobView View() {
+    return {[this](const std::string& id) -> const v1::Job* {
+              auto it = jobs_.find(id);
+              return it == jobs_.end() ? nullptr : &it->second;
+            },
+            [this](const std::string& id) { return ended_.count(id) > 0; }};
+  }
+  SimulatedClock clock_;
+  Watches watches_;
+  std::map<std::string, v1::Job> jobs_;
+  std::set<std::string> ended_;
+};
+
+TEST_F(WatchesTest, OneEventPerIntervalCarryingTheLatestChange) {
+  auto sink = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", /*summary=*/false, sink);
+  watches_.Changed("job-000001", "first");
+  watches_.Flush(false, View());
+  ASSERT_EQ(sink->messages().size(), 1u) << "the first change goes out at once";
+  EXPECT_EQ(sink->messages()[0].message(), "first");
+
+  watches_.Changed("job-000001", "second");
+  watches_.Changed("job-000001", "third");
+  watches_.Flush(false, View());
+  EXPECT_EQ(sink->messages().size(), 1u) << "within the interval nothing more is sent";
+  clock_.AdvanceNs(100'000'000);
+  watches_.Flush(false, View());
+  ASSERT_EQ(sink->messages().size(), 2u);
+  EXPECT_EQ(sink->messages()[1].message(), "third") << "changes coalesce into the latest";
+  watches_.Flush(false, View());
+  EXPECT_EQ(sink->messages().size(), 2u) << "nothing changed, nothing sent";
+  EXPECT_FALSE(sink->closed());
+}
+
+TEST_F(WatchesTest, ForceSendsWithinTheInterval) {
+  auto sink = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, sink);
+  watches_.Changed("job-000001", "a");
+  watches_.Flush(false, View());
+  watches_.Changed("job-000001", "b");
+  watches_.Flush(/*force=*/true, View());
+  EXPECT_EQ(sink->messages().size(), 2u);
+}
+
+TEST_F(WatchesTest, SummaryWatchersGetTasksWithoutResults) {
+  auto full = std::make_shared<WatchFake>(), summary = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, full);
+  watches_.Add("job-000001", true, summary);
+  watches_.Changed("job-000001", "x");
+  watches_.Flush(false, View());
+  ASSERT_EQ(full->messages().size(), 1u);
+  ASSERT_EQ(summary->messages().size(), 1u);
+  EXPECT_TRUE(full->messages()[0].job().tasks(0).has_result());
+  EXPECT_FALSE(summary->messages()[0].job().tasks(0).has_result());
+  EXPECT_EQ(summary->messages()[0].job().tasks_size(), 2);
+}
+
+TEST_F(WatchesTest, AnEndedJobIsSentAtOnceAndItsWatchesClose) {
+  auto sink = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, sink);
+  watches_.Changed("job-000001", "running");
+  watches_.Flush(false, View());
+  jobs_["job-000001"].set_state(v1::JOB_STATE_SUCCEEDED);
+  ended_.insert("job-000001");
+  watches_.Changed("job-000001", "task job-000001-t1 SUCCEEDED");
+  watches_.Flush(false, View());  // within the interval, but the end is not paced
+  ASSERT_EQ(sink->messages().size(), 2u);
+  EXPECT_EQ(sink->messages()[1].job().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(sink->closed());
+  EXPECT_TRUE(sink->status().ok());
+  EXPECT_EQ(watches_.watchers("job-000001"), 0u);
+}
+
+TEST_F(WatchesTest, ChangesOfJobsNobodyWatchesOrThatLeftMemoryAreDropped) {
+  watches_.Changed("job-000001", "unwatched");
+  watches_.Changed("job-000009", "not live");
+  watches_.Flush(false, View());
+  auto sink = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, sink);
+  watches_.Flush(false, View());
+  EXPECT_TRUE(sink->messages().empty()) << "a change before the watch began is the snapshot's, not an event";
+}
+
+TEST_F(WatchesTest, CloseAllEndsEveryWatchWithTheStatus) {
+  auto a = std::make_shared<WatchFake>(), b = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, a);
+  watches_.Add("job-000002", true, b);
+  watches_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+  EXPECT_TRUE(a->closed() && b->closed());
+  EXPECT_EQ(b->status().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(watches_.watchers(), 0u);
+}
+
+}  // namespace
+}  // namespace hetbench::server
