@@ -71,6 +71,12 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // Once per device, outside every timed window: what the device can do.
     if (config_.calibrate && run.on_cpu()) *result.mutable_calibration() = DeviceCalibration();
     if (auto s = run.BuildWorkload(**dataset, thread_setting.note()); !s.ok()) return s;
+    // A gang rank cancelled while it loaded (fenced: its gang was retried as
+    // a whole) must not reach the rendezvous: the gang's store port is the
+    // same for every attempt, so a stale rank would join the next attempt's
+    // gang in place of the rank waiting for this device (seen in e2e.gang
+    // under load). It ends with nothing measured.
+    if (task.has_gang() && control->cancel.load()) return result;
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;

@@ -1,6 +1,7 @@
 // Agent sessions: Hello, heartbeats and leases, resume after a broken stream,
 // fencing, and what happens to an agent's tasks when it is gone.
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,17 +26,16 @@ void Coordinator::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> don
   const bool posted = PostRequest([this, shared_done] {
     loop_.Defer([this, shared_done](const absl::Status&) {
       std::vector<v1::AgentInfo> out;
-      for (const auto& [agent_id, session_id] : agent_sessions_) {
-        const Session& s = sessions_[session_id];
+      sessions_.ForEachConnected([&](const std::string& agent_id, const Session& s) {
         v1::AgentInfo info = DescribeAgent(agent_id, s.hello);
         info.set_connected_unix_seconds(s.connected_unix);
         info.set_last_seen_unix_seconds(s.last_seen_unix);
         out.push_back(std::move(info));
-      }
+      });
       // Disconnected agents whose tasks still wait for them to resume.
       const int64_t now_ns = clock_->MonotonicNowNs();
       const double now_unix = clock_->SystemNowSeconds();
-      for (const auto& [agent_id, d] : detached_) {
+      for (const auto& [agent_id, d] : sessions_.detached()) {
         v1::AgentInfo info = DescribeAgent(agent_id, d.hello);
         info.set_resume_deadline_unix_seconds(now_unix + std::max<int64_t>(0, d.deadline_ns - now_ns) * 1e-9);
         info.set_disconnect_reason(d.reason);
@@ -89,15 +89,12 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
     DropSession(session_id, problem);
     return;
   }
-  if (auto old = agent_sessions_.find(hello.agent_id()); old != agent_sessions_.end() && old->second != session_id) {
-    const uint64_t old_session = old->second;
-    sessions_[old_session].sink->Close(
+  if (const uint64_t old = sessions_.IdOf(hello.agent_id()); old != 0 && old != session_id) {
+    sessions_.Find(old)->sink->Close(
         grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer connection of the same agent"));
-    DropSession(old_session, "replaced by a newer connection");
+    DropSession(old, "replaced by a newer connection");
   }
-  session.has_hello = true;
-  session.hello = hello;
-  agent_sessions_[hello.agent_id()] = session_id;
+  sessions_.Bind(session_id, hello);
   gauges_dirty_ = true;
   std::vector<std::pair<std::string, v1::SensorInfo>> sensors;
   for (const v1::SensorInfo& s : hello.sensors()) sensors.emplace_back(SensorDeviceKind(hello, s.device_id()), s);
@@ -115,15 +112,10 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
 }
 
 void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return;
-  Session session = std::move(it->second);
-  sessions_.erase(it);
-  if (!session.has_hello) return;
-  const std::string& agent_id = session.hello.agent_id();
-  auto a = agent_sessions_.find(agent_id);
-  if (a == agent_sessions_.end() || a->second != session_id) return;  // already replaced
-  agent_sessions_.erase(a);
+  std::optional<Session> ended = sessions_.Close(session_id);
+  if (!ended) return;  // no Hello yet, or already replaced by a newer stream of its agent
+  Session& session = *ended;
+  const std::string agent_id = session.hello.agent_id();
   gauges_dirty_ = true;
   const size_t held = leases_.LeasedDevices(agent_id).size();
   if (held == 0) {
@@ -135,7 +127,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
     // re-queues them at the deadline.
     metrics_->AgentDown(agent_id);
     const int64_t deadline = session.last_seen_ns + static_cast<int64_t>(options_.lease_seconds * 1e9);
-    detached_[agent_id] = Detached{deadline, reason, /*restart=*/false, std::move(session.hello)};
+    sessions_.Detach(agent_id, Detached{deadline, reason, /*restart=*/false, std::move(session.hello)});
     LogInfo(kLog, "agent ", agent_id, " gone: ", reason, "; its ", held, " running task(s) wait ",
             absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
             " s for it to resume");
@@ -144,7 +136,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
 }
 
 void Coordinator::ForgetAgent(const std::string& agent_id) {
-  if (agent_sessions_.count(agent_id) || detached_.count(agent_id)) return;  // back, or still waited for
+  if (sessions_.Known(agent_id)) return;  // back, or still waited for
   metrics_->ForgetAgent(agent_id);
 }
 
@@ -169,10 +161,9 @@ void Coordinator::LoseTask(const std::string& task_id, const std::string& detail
 
 void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
   const std::string& agent_id = hello.agent_id();
-  auto d = detached_.find(agent_id);
-  const std::string gone_reason = d == detached_.end() ? "its stream ended" : d->second.reason;
-  const bool restart = d != detached_.end() && d->second.restart;
-  if (d != detached_.end()) detached_.erase(d);
+  const std::optional<Detached> d = sessions_.TakeDetached(agent_id);
+  const std::string gone_reason = d ? d->reason : "its stream ended";
+  const bool restart = d && d->restart;
   auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
     session.sink->Send(CancelMessage(task_id, attempt, reason, fenced));
   };
@@ -209,29 +200,19 @@ void Coordinator::Tick() {
     last_heartbeat_ns_ = now;
     v1::CoordinatorMessage hb;
     hb.mutable_heartbeat()->set_unix_seconds(clock_->SystemNowSeconds());
-    for (auto& [id, session] : sessions_) session.sink->Send(hb);
+    sessions_.SendAll(hb);
   }
   if (real_now - last_tick_real_ns_ < 50'000'000 && now - last_tick_ns_ < 50'000'000) return;
   last_tick_ns_ = now;
   last_tick_real_ns_ = real_now;
   const auto lease_ns = static_cast<int64_t>(options_.lease_seconds * 1e9);
-  std::vector<uint64_t> expired;
-  for (const auto& [id, session] : sessions_) {
-    if (now - session.last_seen_ns > lease_ns) expired.push_back(id);
-  }
-  for (uint64_t id : expired) {
-    sessions_[id].sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "lease expired: no message from agent"));
+  for (uint64_t id : sessions_.Silent(now, lease_ns)) {
+    sessions_.Find(id)->sink->Close(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "lease expired: no message from agent"));
     DropSession(id, absl::StrCat("lease expired after ", options_.lease_seconds, " s of silence"));
   }
   // Agents that did not come back within their lease lose their tasks.
-  for (auto it = detached_.begin(); it != detached_.end();) {
-    if (now < it->second.deadline_ns) {
-      ++it;
-      continue;
-    }
-    const std::string agent_id = it->first;
-    const Detached gone = std::move(it->second);
-    it = detached_.erase(it);
+  for (auto& [agent_id, gone] : sessions_.TakeDue(now)) {
     LoseAgentTasks(agent_id, absl::StrCat(gone.reason, " and did not resume within the lease"), gone.restart);
     ForgetAgent(agent_id);
   }

@@ -99,8 +99,8 @@ absl::Status Coordinator::LoadFromStore() {
         (void)store_->Rollback();
         return s;
       }
-      if (!agent_sessions_.count(task.agent_id())) {  // (a reload after a failed commit keeps its sessions)
-        detached_[task.agent_id()] = Detached{deadline, "was cut off by a coordinator restart", /*restart=*/true};
+      if (!sessions_.Connected(task.agent_id())) {  // (a reload after a failed commit keeps its sessions)
+        sessions_.Detach(task.agent_id(), Detached{deadline, "was cut off by a coordinator restart", /*restart=*/true});
       }
     }
     if (live.header_dirty || !live.dirty_tasks.empty()) RecomputeJobState(live);
@@ -192,9 +192,7 @@ void Coordinator::WatchJob(std::string job_id, bool summary, std::shared_ptr<Wat
 void Coordinator::CloseStreams() {
   RunSync([this] {
     closing_streams_ = true;
-    for (auto& [id, session] : sessions_) {
-      session.sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
-    }
+    sessions_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
     watches_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
   });
 }
@@ -401,11 +399,9 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
       } else if (task.state() == v1::TASK_STATE_RUNNING) {
         running = true;
         // The device stays leased until the agent confirms the work stopped.
-        auto it = agent_sessions_.find(task.agent_id());
-        if (it != agent_sessions_.end()) {
+        if (const Session* session = sessions_.OfAgent(task.agent_id())) {
           v1::CoordinatorMessage msg = CancelMessage(task.id(), task.attempt(), "job cancelled by user", false);
-          auto sink = sessions_[it->second].sink;
-          loop_.Defer([sink, msg](const absl::Status&) { sink->Send(msg); });
+          loop_.Defer([sink = session->sink, msg](const absl::Status&) { sink->Send(msg); });
         }
       }
     }
@@ -525,11 +521,11 @@ void Coordinator::UpdateGauges() {
   metrics_->SetJobsByState(jobs);
   metrics_->SetTasksByState(tasks);
   std::map<std::string, int64_t> agents;
-  for (const auto& [agent_id, session_id] : agent_sessions_) {
+  sessions_.ForEachConnected([&](const std::string&, const Session& session) {
     std::set<std::string> kinds;
-    for (const v1::Device& d : sessions_[session_id].hello.devices()) kinds.insert(DeviceKindName(d.kind()));
+    for (const v1::Device& d : session.hello.devices()) kinds.insert(DeviceKindName(d.kind()));
     for (const std::string& k : kinds) ++agents[k];
-  }
+  });
   metrics_->SetAgentsByKind(agents);
   metrics_->SetLiveJobs(static_cast<int64_t>(jobs_.size()), static_cast<int64_t>(loop_.depth()));
 }
@@ -538,8 +534,8 @@ void Coordinator::UpdateGauges() {
 
 void Coordinator::Schedule() {
   std::vector<const v1::Hello*> agents;
-  agents.reserve(agent_sessions_.size());
-  for (const auto& [agent_id, session_id] : agent_sessions_) agents.push_back(&sessions_[session_id].hello);
+  agents.reserve(sessions_.connected());
+  sessions_.ForEachConnected([&](const std::string&, const Session& session) { agents.push_back(&session.hello); });
   SchedulingPass pass(agents, leases_);
   gangs_waiting_ = false;
   for (auto& [number, live] : jobs_.live()) {

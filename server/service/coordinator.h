@@ -17,7 +17,8 @@
 /// agent_sessions.cc (Hello, leases, resume, fencing, agent loss),
 /// ingest.cc (progress, samples, power, TaskDone, protocol errors),
 /// gangs.cc (tasks holding several devices: gang ranks, split stages).
-/// Parts with their own state: Watches (watches.h), the scheduling pass
+/// Parts with their own state: JobTable (job_table.h), SessionTable
+/// (session_table.h), Watches (watches.h), the scheduling pass
 /// (server/scheduler), the batch writer and aggregates (server/ingest).
 
 #include <grpcpp/support/status.h>
@@ -42,6 +43,7 @@
 #include "server/metrics/metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "server/service/job_table.h"
+#include "server/service/session_table.h"
 #include "server/service/sinks.h"
 #include "server/service/task_data_reader.h"
 #include "server/service/watches.h"
@@ -127,15 +129,6 @@ class Coordinator {
   size_t live_jobs() const { return jobs_.size(); }
 
  private:
-  struct Session {
-    std::shared_ptr<AgentSink> sink;
-    bool has_hello = false;
-    v1::Hello hello;
-    int64_t last_seen_ns = 0;
-    double connected_unix = 0;
-    double last_seen_unix = 0;
-    int64_t last_seen_metric_ns = 0;
-  };
   /// What the edge found in an agent message before it reached the loop.
   struct Checked {
     std::string problem;  // non-empty: malformed, with the field named
@@ -190,7 +183,7 @@ class Coordinator {
   /// "cpu", "gpu", ... for a sensor's device on this agent; "node" for node-level sensors.
   static std::string SensorDeviceKind(const v1::Hello& hello, const std::string& device_id);
   /// Ends a session. Its agent's running tasks stay leased to it until the
-  /// lease runs out (see detached_), so a reconnecting agent can resume them.
+  /// lease runs out (the session table's detached agents), so a reconnecting agent can resume them.
   void DropSession(uint64_t session_id, const std::string& reason);
   /// Re-binds the attempts a reconnecting agent lists to its new session;
   /// re-queues its leased attempts it does not list; fences the rest.
@@ -265,17 +258,7 @@ class Coordinator {
   bool gangs_waiting_ = false;  // a gang is queued: passes run each second for its timeout
   int64_t last_gang_pass_ns_ = 0;
   bool breaking_gang_ = false;
-  std::map<uint64_t, Session> sessions_;
-  std::map<std::string, uint64_t> agent_sessions_;  // agent id -> session
-  // Agents whose stream ended while they held tasks: the tasks stay theirs
-  // until `deadline_ns` (last message + lease), then are re-queued.
-  struct Detached {
-    int64_t deadline_ns = 0;
-    std::string reason;
-    bool restart = false;  // detached by a coordinator restart, not a broken stream
-    v1::Hello hello;       // what the agent offered; empty after a restart
-  };
-  std::map<std::string, Detached> detached_;  // by agent id
+  SessionTable sessions_;  // agent streams, agents' current sessions, detached agents
   DeviceLeases leases_;
   // Watch events are paced in real time: the pace people see is a property of this process.
   RealClock watch_clock_;

@@ -63,7 +63,7 @@ v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, 
 }
 
 void Coordinator::SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg) {
-  auto sink = sessions_[agent_sessions_[agent_id]].sink;
+  auto sink = sessions_.OfAgent(agent_id)->sink;
   loop_.Defer([sink, msg = std::move(msg)](const absl::Status& commit) {
     if (commit.ok()) sink->Send(msg);
   });
@@ -133,7 +133,7 @@ Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingP
     return Placed::kWaiting;
   }
   // Rank 0's agent hosts the TCPStore, on its port for rank 0's device.
-  const v1::Hello& master = sessions_[agent_sessions_[(*placements)[0].agent_id]].hello;
+  const v1::Hello& master = sessions_.OfAgent((*placements)[0].agent_id)->hello;
   int device_index = 0;
   for (int d = 0; d < master.devices_size(); ++d) {
     if (master.devices(d).id() == (*placements)[0].device.id()) device_index = d;
@@ -197,7 +197,7 @@ void Coordinator::BreakGang(LiveJob& live, const v1::Task& cause) {
     if (t.id() == cause.id()) continue;
     if (t.state() == v1::TASK_STATE_RUNNING) {
       // Fenced: the rank stops and what it did not deliver is dropped.
-      if (auto s = agent_sessions_.find(t.agent_id()); s != agent_sessions_.end()) {
+      if (sessions_.Connected(t.agent_id())) {
         SendAfterCommit(t.agent_id(), CancelMessage(t.id(), t.attempt(), why, /*fenced=*/true));
       }
       ReleaseTaskDevices(t);

@@ -82,12 +82,8 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
     sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
     return;
   }
-  auto [it, inserted] = sessions_.try_emplace(session_id);
-  Session& session = it->second;
-  if (inserted) {
-    session.sink = sink;
-    session.connected_unix = clock_->SystemNowSeconds();
-  }
+  bool opened = false;
+  Session& session = sessions_.Open(session_id, sink, clock_->SystemNowSeconds(), &opened);
   session.last_seen_ns = clock_->MonotonicNowNs();
   session.last_seen_unix = clock_->SystemNowSeconds();
   // The last-seen gauge moves at most once a second per agent.
@@ -102,7 +98,7 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
   if (!session.has_hello) {
     metrics_->AddRejectedMessage("no_hello");
     sink->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "send Hello first"));
-    sessions_.erase(session_id);
+    (void)sessions_.Close(session_id);
     return;
   }
   switch (m.kind_case()) {
@@ -246,9 +242,9 @@ void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std
   if (parked == parked_done_.end()) return;
   ParkedDone done = std::move(parked->second);
   parked_done_.erase(parked);
-  auto session = sessions_.find(done.session_id);
-  if (session == sessions_.end()) return;  // the stream is gone: the agent sends the TaskDone again
-  HandleDone(done.session_id, session->second, done.message, done.checked);
+  Session* session = sessions_.Find(done.session_id);
+  if (session == nullptr) return;  // the stream is gone: the agent sends the TaskDone again
+  HandleDone(done.session_id, *session, done.message, done.checked);
 }
 
 v1::Task* Coordinator::AdmitToAttempt(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,

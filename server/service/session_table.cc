@@ -1,0 +1,84 @@
+#include "server/service/session_table.h"
+
+namespace hetbench::server {
+
+Session& SessionTable::Open(uint64_t id, std::shared_ptr<AgentSink> sink, double now_unix, bool* opened) {
+  auto [it, inserted] = sessions_.try_emplace(id);
+  *opened = inserted;
+  if (inserted) {
+    it->second.sink = std::move(sink);
+    it->second.connected_unix = now_unix;
+  }
+  return it->second;
+}
+
+Session* SessionTable::Find(uint64_t id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+Session* SessionTable::OfAgent(const std::string& agent_id) {
+  auto it = by_agent_.find(agent_id);
+  return it == by_agent_.end() ? nullptr : Find(it->second);
+}
+
+uint64_t SessionTable::Bind(uint64_t id, const v1::Hello& hello) {
+  Session& session = sessions_.at(id);
+  session.has_hello = true;
+  session.hello = hello;
+  uint64_t& current = by_agent_[hello.agent_id()];
+  const uint64_t replaced = current != id ? current : 0;
+  current = id;
+  return replaced;
+}
+
+std::optional<Session> SessionTable::Close(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  Session session = std::move(it->second);
+  sessions_.erase(it);
+  if (!session.has_hello) return std::nullopt;
+  auto a = by_agent_.find(session.hello.agent_id());
+  if (a == by_agent_.end() || a->second != id) return std::nullopt;  // already replaced
+  by_agent_.erase(a);
+  return session;
+}
+
+std::optional<Detached> SessionTable::TakeDetached(const std::string& agent_id) {
+  auto it = detached_.find(agent_id);
+  if (it == detached_.end()) return std::nullopt;
+  Detached d = std::move(it->second);
+  detached_.erase(it);
+  return d;
+}
+
+std::vector<std::pair<std::string, Detached>> SessionTable::TakeDue(int64_t now_ns) {
+  std::vector<std::pair<std::string, Detached>> due;
+  for (auto it = detached_.begin(); it != detached_.end();) {
+    if (now_ns < it->second.deadline_ns) {
+      ++it;
+      continue;
+    }
+    due.emplace_back(it->first, std::move(it->second));
+    it = detached_.erase(it);
+  }
+  return due;
+}
+
+std::vector<uint64_t> SessionTable::Silent(int64_t now_ns, int64_t lease_ns) const {
+  std::vector<uint64_t> silent;
+  for (const auto& [id, session] : sessions_) {
+    if (now_ns - session.last_seen_ns > lease_ns) silent.push_back(id);
+  }
+  return silent;
+}
+
+void SessionTable::SendAll(const v1::CoordinatorMessage& msg) {
+  for (auto& [id, session] : sessions_) session.sink->Send(msg);
+}
+
+void SessionTable::CloseAll(const grpc::Status& status) {
+  for (auto& [id, session] : sessions_) session.sink->Close(status);
+}
+
+}  // namespace hetbench::server
