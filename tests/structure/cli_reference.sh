@@ -12,8 +12,9 @@ subcommands() {  # the names listed under "Subcommands:" in a help text
   awk '/^Subcommands:/{on=1; next} on && /^  [a-z]/{print $1; next} on && NF==0{on=0}'
 }
 
-help() {  # a command's --help, with the program named as users call it (not by its build path)
-  "$bin" "$@" --help | sed "s#${bin}#hetbench#g"
+help() {  # a command's --help, with the program named as users call it (not by its build path),
+          # without the caller's HETBENCH_* settings (they change the defaults shown)
+  env -u HETBENCH_SERVER -u HETBENCH_TLS_CA -u HETBENCH_TOKEN_FILE "$bin" "$@" --help | sed "s#${bin}#hetbench#g"
 }
 
 generate() {
