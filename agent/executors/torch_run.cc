@@ -201,10 +201,13 @@ absl::Status TorchRun::SetUpParallel() {
                                                    gang_ ? absl::StrCat(" x ", world_, " ranks") : "",
                                                    " exceeds the training set of ", model_, " (", n_train, " rows)"));
   }
+  // The training's bounds, once for the task.
+  min_steps_ = EffectiveMinSteps(spec_, static_cast<int>(bs_), n_train);
+  max_steps_ = spec_.train().max_steps();
+  min_duration_ns_ = static_cast<int64_t>(spec_.train().min_duration_seconds() * 1e9);
   // Per-step records of a split or a gang's rank, reserved before the loop
   // so a measured step never allocates.
-  measured_capacity_ = static_cast<size_t>(std::min<int64_t>(
-      std::min(EffectiveMinSteps(spec_, static_cast<int>(bs_), n_train), spec_.train().max_steps()) + 16, 1 << 20));
+  measured_capacity_ = static_cast<size_t>(std::min<int64_t>(std::min(min_steps_, max_steps_) + 16, 1 << 20));
   if (task_.stage_device_ids_size() > 0) {  // split execution on this agent: each stage on its device
     torch::nn::Sequential* layers = w.Layers();
     if (layers == nullptr) return absl::InvalidArgumentError(absl::StrCat("split: ", model_, " is not one layer stack"));
@@ -299,10 +302,7 @@ absl::Status TorchRun::Train() {
   const int64_t n_train = ds.train.size();
   const int64_t global_bs = bs_ * world_;
   const int64_t warmup = w.Trainable() ? spec_.train().warmup_steps() : 0;
-  const int64_t min_steps = EffectiveMinSteps(spec_, static_cast<int>(bs_), n_train);
-  min_steps_ = min_steps;
-  max_steps_ = spec_.train().max_steps();
-  min_duration_ns_ = static_cast<int64_t>(spec_.train().min_duration_seconds() * 1e9);
+  const int64_t min_steps = min_steps_;
   control_->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps_) + (ds.test.size() + bs_ - 1) / bs_));
 
   w.SetTraining(true);

@@ -98,7 +98,7 @@ class TorchRun {
   double vote_ = 0, voted_ = 0;  // this rank's stop vote and the gang's sum
   std::vector<int64_t> step_ns_, comm_ns_;
 
-  // Training's bounds (set once before the loop) and progress, read by BeforeStep.
+  // Training's bounds (set once by SetUpParallel) and progress, read by BeforeStep.
   int64_t min_steps_ = 0, max_steps_ = 0, min_duration_ns_ = 0;
   int64_t measured_ = 0, first_step_start_ns_ = 0, last_step_end_ns_ = 0, measure_start_ns_ = 0;
   bool stop_voted_ = false;
