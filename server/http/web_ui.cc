@@ -100,7 +100,7 @@ absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataR
   v1::GetTaskDataRequest r;
   r.set_task_id(t.id());
   r.set_kind(kind);
-  r.set_page_size(TaskDataReader::kMaxPageSize);
+  r.set_page_size(StoreReader::kMaxPageSize);
   v1::TaskData all;
   do {
     auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });

@@ -4,7 +4,7 @@
 /// runs), agents and their devices, a comparison of two jobs, one model's
 /// history. Served by cpp-httplib on threads of its own; every page asks the
 /// coordinator through the same calls the gRPC API makes (reads after commit,
-/// raw samples from the TaskDataReader), so it never touches the loop's state.
+/// raw samples from the StoreReader), so it never touches the loop's state.
 /// With bearer tokens configured, every request needs a client token
 /// (`Authorization: Bearer ...`); refused ones get 401 or 403.
 

@@ -14,7 +14,15 @@ BatchWriter::~BatchWriter() { Stop(); }
 void BatchWriter::Write(std::shared_ptr<const v1::SampleBatch> batch, Then then) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    queue_.push_back(Item{std::move(batch), std::move(then)});
+    queue_.push_back(Item{std::move(batch), nullptr, std::move(then)});
+  }
+  cv_.notify_one();
+}
+
+void BatchWriter::Write(std::shared_ptr<const v1::PowerBatch> batch, Then then) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(Item{nullptr, std::move(batch), std::move(then)});
   }
   cv_.notify_one();
 }
@@ -46,11 +54,11 @@ void BatchWriter::Run() {
       absl::Status txn = store_->Begin();
       for (const Item& item : items) {
         if (!txn.ok()) break;
-        results->push_back(store_->PutSampleBatch(*item.batch));
+        results->push_back(item.samples ? store_->PutSampleBatch(*item.samples) : store_->PutPowerBatch(*item.power));
       }
       if (txn.ok()) txn = store_->Commit();
       if (!txn.ok()) {
-        LogError("batch-writer", "storing ", items.size(), " sample batches: ", txn.ToString(),
+        LogError("batch-writer", "storing ", items.size(), " batches: ", txn.ToString(),
                  " (not acknowledged: the agents send them again)");
         (void)store_->Rollback();
         results->assign(items.size(), txn);

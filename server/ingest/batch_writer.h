@@ -1,7 +1,7 @@
 #pragma once
-/// Stores sample batches on a thread of its own, over its own connection to
-/// the job store, so the event loop does not pay for encoding, inserting and
-/// committing the bulk of what agents stream.
+/// Stores sample and power batches on a thread of its own, over its own
+/// connection to the job store, so the event loop does not pay for encoding,
+/// inserting and committing what agents stream.
 ///
 /// Each batch is stored exactly once per (task, attempt, seq) in group
 /// commits; after each commit the batches' continuations run together in
@@ -36,12 +36,15 @@ class BatchWriter {
 
   /// Thread-safe. `then` runs on the event loop after the batch's commit.
   void Write(std::shared_ptr<const v1::SampleBatch> batch, Then then);
+  /// The same for a batch of power readings.
+  void Write(std::shared_ptr<const v1::PowerBatch> batch, Then then);
   /// Stores what was handed in, posts its continuations, and stops. Idempotent.
   void Stop();
 
  private:
   struct Item {
-    std::shared_ptr<const v1::SampleBatch> batch;
+    std::shared_ptr<const v1::SampleBatch> samples;  // one of the two
+    std::shared_ptr<const v1::PowerBatch> power;
     Then then;
   };
   void Run();

@@ -161,7 +161,7 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
     const std::vector<std::string> busy = BusyResources(*hello, leases);
     for (const v1::Device& device : hello->devices()) {
       if (Matches(target, *hello, device) && !Contains(busy, ResourceOf(device))) {
-        return Placement{hello->agent_id(), device};
+        return Placement{hello->agent_id(), device, hello};
       }
     }
   }
@@ -202,7 +202,7 @@ std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) 
     const Free& f = free_[i];
     if (!f.taken && Matches(target, *f.hello, *f.device)) {
       TakeResource(i);
-      return Placement{f.hello->agent_id(), *f.device};
+      return Placement{f.hello->agent_id(), *f.device, f.hello};
     }
   }
   return std::nullopt;
@@ -247,7 +247,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
       for (size_t i = 0; i < free_.size() && !found; ++i) {
         if (!free_[i].taken && Matches(target, *free_[i].hello, *free_[i].device)) {
           for (size_t m : TakeResource(i)) marked.push_back(m);
-          out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device});
+          out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device, free_[i].hello});
           found = true;
         }
       }
@@ -274,7 +274,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
     best = std::max(best, chosen.size());
     if (chosen.size() != targets.size()) continue;
     std::vector<Placement> out;
-    for (size_t i : chosen) out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device});
+    for (size_t i : chosen) out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device, free_[i].hello});
     for (size_t i : chosen) TakeResource(i);  // already-taken ones mark nothing
     if (got != nullptr) *got = targets.size();
     return out;

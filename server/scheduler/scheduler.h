@@ -50,6 +50,7 @@ class DeviceLeases {
 struct Placement {
   std::string agent_id;
   v1::Device device;
+  const v1::Hello* hello = nullptr;  // the agent's, valid while the pass's agents are
 };
 /// The resource a device occupies: its "host_device" attribute (the
 /// simulator on a CPU's cores, or on a GPU) or else itself. Devices on one

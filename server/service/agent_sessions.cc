@@ -59,7 +59,7 @@ v1::AgentInfo Coordinator::DescribeAgent(const std::string& agent_id, const v1::
   *info.mutable_labels() = hello.labels();
   *info.mutable_absent() = hello.absent();
   *info.mutable_sensors() = hello.sensors();
-  for (const std::string& d : leases_.LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+  for (const std::string& d : placer_.leases().LeasedDevices(agent_id)) info.add_busy_device_ids(d);
   return info;
 }
 
@@ -108,7 +108,7 @@ void Coordinator::HandleHello(uint64_t session_id, Session& session, const v1::H
   welcome.mutable_welcome()->set_lease_seconds(options_.lease_seconds);
   session.sink->Send(welcome);
   ResumeTasks(session, hello);  // before scheduling: resumed tasks keep their devices
-  schedule_needed_ = true;
+  placer_.Request();
 }
 
 void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
@@ -117,7 +117,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
   Session& session = *ended;
   const std::string agent_id = session.hello.agent_id();
   gauges_dirty_ = true;
-  const size_t held = leases_.LeasedDevices(agent_id).size();
+  const size_t held = placer_.leases().LeasedDevices(agent_id).size();
   if (held == 0) {
     LogInfo(kLog, "agent ", agent_id, " gone: ", reason);
     ForgetAgent(agent_id);
@@ -132,7 +132,7 @@ void Coordinator::DropSession(uint64_t session_id, const std::string& reason) {
             absl::StrFormat("%.1f", std::max<double>(0, (deadline - clock_->MonotonicNowNs()) * 1e-9)),
             " s for it to resume");
   }
-  schedule_needed_ = true;
+  placer_.Request();
 }
 
 void Coordinator::ForgetAgent(const std::string& agent_id) {
@@ -141,22 +141,9 @@ void Coordinator::ForgetAgent(const std::string& agent_id) {
 }
 
 void Coordinator::LoseAgentTasks(const std::string& agent_id, const std::string& detail, bool restart,
-                                 const std::set<std::string>& keep) {
-  for (const std::string& device_id : leases_.LeasedDevices(agent_id)) {
-    const std::string task_id = leases_.TaskOn(agent_id, device_id);
-    if (keep.count(task_id)) continue;
-    leases_.Release(agent_id, device_id);
-    LoseTask(task_id, detail, restart);
-  }
-  schedule_needed_ = true;
-}
-
-void Coordinator::LoseTask(const std::string& task_id, const std::string& detail, bool restart) {
-  LiveJob* live = nullptr;
-  v1::Task* task = jobs_.FindTask(task_id, &live);
-  if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING) return;
-  RequeueOrFail(*live, *task, absl::StrCat("attempt ", task->attempt(), " lost: agent ", task->agent_id(), " ", detail),
-                restart);
+                                 const std::vector<std::string>& keep) {
+  for (const std::string& task_id : placer_.ReleaseAgent(agent_id, keep)) attempts_.Lose(task_id, detail, restart);
+  placer_.Request();
 }
 
 void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
@@ -167,11 +154,11 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
   auto send_cancel = [&session](const std::string& task_id, int attempt, const std::string& reason, bool fenced) {
     session.sink->Send(CancelMessage(task_id, attempt, reason, fenced));
   };
-  std::set<std::string> resumed;
+  std::vector<std::string> resumed;
   for (const v1::ResumeTask& r : hello.resume()) {
     LiveJob* job = nullptr;
     if (v1::Task* task = OwnedTask(agent_id, r.task_id(), r.attempt(), &job); task != nullptr) {
-      resumed.insert(task->id());
+      resumed.push_back(task->id());
       task->set_resumes(task->resumes() + 1);
       jobs_.MarkTask(*job, *task);
       metrics_->AddResumedTask();
@@ -180,8 +167,11 @@ void Coordinator::ResumeTasks(Session& session, const v1::Hello& hello) {
       if (job->job.state() == v1::JOB_STATE_CANCELLED) {
         send_cancel(task->id(), task->attempt(), "job cancelled by user", /*fenced=*/false);
       }
-    } else if (r.finished() && IsSettled(agent_id, r.task_id(), r.attempt())) {
+    } else if (const Settled settled = SettledInMemory(agent_id, r.task_id(), r.attempt());
+               r.finished() && settled == Settled::kYes) {
       // Already ended here: its outstanding messages will be answered as they come.
+    } else if (r.finished() && settled == Settled::kAskStore) {
+      AnswerFromStore(session.sink, agent_id, r.task_id(), r.attempt(), std::nullopt);  // fenced unless it ended
     } else {
       metrics_->AddRejectedMessage("stale_attempt");
       send_cancel(r.task_id(), r.attempt(), "this attempt is no longer assigned to you", /*fenced=*/true);

@@ -1,24 +1,11 @@
-// Tasks that hold several devices: the ranks of a gang (data parallel, or a
-// split across agents: one task per rank, placed all at once or not at all)
-// and split tasks on one agent (one task, a device per stage). Loop thread
-// only.
-//
-// Why no deadlock: a gang is placed inside one scheduling pass, which is
-// serial and sees every free device; it takes all its devices or gives back
-// what it took before the pass goes on. No device is ever leased for a gang
-// that is not starting, so two gangs cannot each hold half of what the
-// other needs. Fairness: a gang queued longer than gang_hold_after_seconds
-// holds, within each pass only, the free devices it could use, so single
-// tasks behind it cannot keep taking them; the queue is walked oldest job
-// first, so the oldest waiting gang holds first and gets every device that
-// frees, and younger work waits behind it.
+#include "server/service/attempts.h"
+
+#include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/names.h"
-#include "server/service/coordinator.h"
 
 namespace hetbench::server {
 
@@ -26,8 +13,28 @@ namespace {
 constexpr char kLog[] = "coordinator";
 }  // namespace
 
-v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, const Placement& placement) {
-  leases_.Acquire(placement.agent_id, placement.device.id(), task.id());
+v1::CoordinatorMessage AckMessage(const std::string& task_id, int attempt, uint64_t seq, bool power) {
+  v1::CoordinatorMessage ack;
+  ack.mutable_ack()->set_task_id(task_id);
+  ack.mutable_ack()->set_attempt(attempt);
+  ack.mutable_ack()->set_seq(seq);
+  ack.mutable_ack()->set_power(power);
+  return ack;
+}
+
+v1::CoordinatorMessage CancelMessage(const std::string& task_id, int attempt, const std::string& reason,
+                                                  bool fenced) {
+  v1::CoordinatorMessage msg;
+  msg.mutable_cancel()->set_task_id(task_id);
+  msg.mutable_cancel()->set_attempt(attempt);
+  msg.mutable_cancel()->set_reason(reason);
+  msg.mutable_cancel()->set_fenced(fenced);
+  return msg;
+}
+
+void Attempts::Start(LiveJob& live, const TaskStart& start) {
+  v1::Task& task = *live.job.mutable_tasks(start.index);
+  const Placement& placement = start.placement;
   const std::string executor = ExecutorFor(task.target(), placement.device);
   task.clear_pending_reason();
   task.set_executor(executor);
@@ -38,15 +45,15 @@ v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, 
   task.set_device_id(placement.device.id());
   task.set_device_kind(placement.device.kind());
   task.clear_stage_device_ids();
-  task.set_started_unix_seconds(clock_->SystemNowSeconds());
+  for (const std::string& d : start.stage_device_ids) task.add_stage_device_ids(d);
+  p_.placer->Lease(task);
+  task.set_started_unix_seconds(p_.clock->SystemNowSeconds());
   task.set_phase(v1::PHASE_UNSPECIFIED);
   task.set_step(0);
   task.set_total_steps(0);
   task.clear_result();
-  jobs_.MarkTask(live, task);
-  TaskAggregate& agg = aggregates_[task.id()];
-  agg = TaskAggregate{};
-  agg.attempt = task.attempt();
+  p_.jobs->MarkTask(live, task);
+  p_.ingest->Begin(task.id(), task.attempt());
   v1::CoordinatorMessage msg;
   v1::Assign* assign = msg.mutable_assign();
   assign->set_task_id(task.id());
@@ -56,135 +63,96 @@ v1::CoordinatorMessage Coordinator::StartAttempt(LiveJob& live, v1::Task& task, 
   assign->set_model(task.model());
   assign->set_executor(executor);
   *assign->mutable_spec() = live.job.spec();
-  metrics_->AddTaskAssigned();
+  for (const std::string& d : start.stage_device_ids) assign->add_stage_device_ids(d);
+  if (start.gang) *assign->mutable_gang() = *start.gang;
+  p_.metrics->AddTaskAssigned();
   LogDebug(kLog, "assigned ", task.id(), " attempt ", task.attempt(), " to ", placement.agent_id, "/",
            placement.device.id());
-  return msg;
+  SendAfterCommit(placement.agent_id, std::move(msg));
+  if (start.gang && start.gang->rank() == 0) {
+    LogInfo(kLog, "gang ", start.gang->gang_id(), " of ", start.gang->world_size(), " started on ",
+            absl::StrJoin(start.gang->peers(), ", "), " (store ", start.gang->master_host(), ":",
+            start.gang->master_port(), ")");
+  }
 }
 
-void Coordinator::SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg) {
-  auto sink = sessions_.OfAgent(agent_id)->sink;
-  loop_.Defer([sink, msg = std::move(msg)](const absl::Status& commit) {
+void Attempts::SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg) {
+  auto sink = p_.sessions->OfAgent(agent_id)->sink;
+  defer_([sink, msg = std::move(msg)](const absl::Status& commit) {
     if (commit.ok()) sink->Send(msg);
   });
 }
 
-void Coordinator::ReleaseTaskDevices(const v1::Task& task) {
-  leases_.Release(task.agent_id(), task.device_id());
-  for (const std::string& d : task.stage_device_ids()) {
-    if (leases_.TaskOn(task.agent_id(), d) == task.id()) leases_.Release(task.agent_id(), d);
+void Attempts::Finish(LiveJob& live, v1::Task& task, v1::TaskState state, const std::string& error) {
+  task.set_state(state);
+  task.set_error(error);
+  task.clear_pending_reason();
+  const double now = p_.clock->SystemNowSeconds();
+  task.set_finished_unix_seconds(now);
+  const double duration = now - task.started_unix_seconds();
+  p_.ingest->End(task.id());
+  p_.jobs->MarkTask(live, task);
+  const std::string model = task.model();
+  const v1::DeviceKind kind = task.device_kind();
+  const bool simulated = task.result().environment().simulated();
+  auto result = std::make_shared<v1::TaskResult>(task.result());
+  defer_([metrics = p_.metrics, model, kind, state, duration, result, simulated](const absl::Status& commit) {
+    if (!commit.ok()) return;
+    metrics->ObserveTaskFinished(model, kind, state, duration);
+    // Simulated figures never reach the measured per-model gauges.
+    if (state == v1::TASK_STATE_SUCCEEDED && !simulated) metrics->SetTaskFigures(model, kind, *result);
+  });
+  LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state), error.empty() ? "" : ": ",
+          error);
+  Recompute(live);
+  p_.watches->Changed(live.job.id(), absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
+  if (state == v1::TASK_STATE_FAILED) BreakGang(live, task);
+}
+
+void Attempts::FailEach(LiveJob& live, const std::vector<std::pair<int, std::string>>& failed) {
+  breaking_gang_ = true;  // each with its own error, not worded as another rank's
+  for (const auto& [index, error] : failed) Finish(live, *live.job.mutable_tasks(index), v1::TASK_STATE_FAILED, error);
+  breaking_gang_ = false;
+}
+
+void Attempts::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string& why, bool restart) {
+  p_.ingest->End(task.id());
+  // Restarts are the coordinator's fault, not the task's: they are counted
+  // apart from attempts, and bounded on their own.
+  if (restart) task.set_restarts(task.restarts() + 1);
+  if (live.job.state() == v1::JOB_STATE_CANCELLED) {
+    Finish(live, task, v1::TASK_STATE_CANCELLED, why);
+  } else if (restart && task.restarts() > limits_.max_restarts) {
+    // A task that keeps being interrupted by restarts may be what brings the coordinator down.
+    Finish(
+        live, task, v1::TASK_STATE_FAILED,
+        absl::StrCat(why, "; ", task.restarts(), " restarts interrupted it (at most ", limits_.max_restarts, ")"));
+  } else if (!restart && task.attempt() - task.restarts() >= limits_.max_attempts) {
+    Finish(live, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
+  } else {
+    task.set_state(v1::TASK_STATE_QUEUED);
+    task.set_error(why);
+    task.clear_agent_id();
+    task.clear_device_id();
+    task.clear_stage_device_ids();
+    task.set_queued_unix_seconds(p_.clock->SystemNowSeconds());
+    p_.jobs->MarkTask(live, task);
+    Recompute(live);
+    p_.watches->Changed(live.job.id(), absl::StrCat("task ", task.id(), " re-queued: ", why));
+    p_.placer->Request();
+    BreakGang(live, task);
   }
 }
 
-Coordinator::Placed Coordinator::PlaceGang(LiveJob& live, int first, SchedulingPass& pass, std::string* why) {
-  v1::Job& job = live.job;
-  const v1::Task& head = job.tasks(first);
-  const int world = head.gang().world_size();
-  if (first + world > job.tasks_size()) return Placed::kWaiting;  // cannot happen: CreateJob made them
-  for (int r = 0; r < world; ++r) {
-    // After a failure every rank is back in the queue (BreakGang); one still
-    // running means its agent has not confirmed the stop yet.
-    if (job.tasks(first + r).state() != v1::TASK_STATE_QUEUED) {
-      *why = absl::StrCat("gang ", head.gang().id(), ": waiting for rank ", r, " to stop");
-      return Placed::kWaiting;
-    }
-  }
-  // A data-parallel gang's ranks share one target; a split's ranks each have their stage's.
-  const bool split = job.spec().split().across_agents();
-  const double gang_timeout =
-      split ? job.spec().split().gang_timeout_seconds() : job.spec().parallel().gang_timeout_seconds();
-  std::vector<v1::TargetSelector> targets;
-  for (int r = 0; r < world; ++r) targets.push_back(job.tasks(first + r).target());
-  size_t got = 0;
-  auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got);
-  if (!placements) {
-    const double waited = clock_->SystemNowSeconds() - head.queued_unix_seconds();
-    const bool expired = gang_timeout > 0 && waited > gang_timeout;
-    // PendingReason speaks of a target with no free device; with some free, the count says it.
-    if (split) {
-      std::vector<std::string> kinds;
-      for (const v1::TargetSelector& t : targets) kinds.push_back(DescribeTarget(t));
-      const v1::TargetSelector& missing = targets[std::min(got, targets.size() - 1)];
-      *why = absl::StrCat("split ", head.gang().id(), " needs ", absl::StrJoin(kinds, " + "),
-                          " at once (a stage per device, any agents): stage ", got, " has none free; ",
-                          pass.Reason(missing));
-    } else {
-      *why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
-                          " at once: ", got, " free now",
-                          got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
-    }
-    // Waiting long: hold what is free for it in this pass (nothing leased),
-    // so later tasks stop taking the devices it needs one by one.
-    const double hold_after = options_.gang_hold_after_seconds;
-    if (!expired && hold_after >= 0 && waited >= hold_after && pass.Fits(targets)) {
-      if (const size_t held = pass.Hold(targets, absl::StrCat(split ? "split " : "gang ", head.gang().id()))) {
-        absl::StrAppend(why, "; holding ", held, " free device", held == 1 ? "" : "s", " for it (queued ",
-                        absl::StrFormat("%.0f", waited), " s, holds after ", hold_after, " s)");
-      }
-    }
-    if (expired) {
-      const std::string error =
-          absl::StrFormat("waited %.0f s (%s.gang_timeout_seconds = %g): %s", waited, split ? "split" : "parallel",
-                          gang_timeout, *why);
-      for (int r = 0; r < world; ++r) FinishTask(live, *job.mutable_tasks(first + r), v1::TASK_STATE_FAILED, error);
-      return Placed::kFailed;
-    }
-    gangs_waiting_ = true;
-    return Placed::kWaiting;
-  }
-  // Rank 0's agent hosts the TCPStore, on its port for rank 0's device.
-  const v1::Hello& master = sessions_.OfAgent((*placements)[0].agent_id)->hello;
-  int device_index = 0;
-  for (int d = 0; d < master.devices_size(); ++d) {
-    if (master.devices(d).id() == (*placements)[0].device.id()) device_index = d;
-  }
-  v1::GangAssign gang;
-  gang.set_gang_id(head.gang().id());
-  gang.set_world_size(world);
-  gang.set_master_host(master.rendezvous_host().empty() ? "127.0.0.1" : master.rendezvous_host());
-  gang.set_master_port(master.rendezvous_port_base() > 0 ? master.rendezvous_port_base() + device_index : 0);
-  gang.set_timeout_seconds(split ? job.spec().split().collective_timeout_seconds()
-                                 : job.spec().parallel().collective_timeout_seconds());
-  for (const Placement& p : *placements) gang.add_peers(absl::StrCat(p.agent_id, "/", p.device.id()));
-  for (int r = 0; r < world; ++r) {
-    v1::Task& task = *job.mutable_tasks(first + r);
-    v1::CoordinatorMessage msg = StartAttempt(live, task, (*placements)[r]);
-    *msg.mutable_assign()->mutable_gang() = gang;
-    msg.mutable_assign()->mutable_gang()->set_rank(r);
-    SendAfterCommit((*placements)[r].agent_id, std::move(msg));
-  }
-  LogInfo(kLog, "gang ", head.gang().id(), " of ", world, " started on ", absl::StrJoin(gang.peers(), ", "),
-          " (store ", gang.master_host(), ":", gang.master_port(), ")");
-  return Placed::kStarted;
+void Attempts::Lose(const std::string& task_id, const std::string& detail, bool restart) {
+  LiveJob* live = nullptr;
+  v1::Task* task = p_.jobs->FindTask(task_id, &live);
+  if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING) return;
+  RequeueOrFail(*live, *task, absl::StrCat("attempt ", task->attempt(), " lost: agent ", task->agent_id(), " ", detail),
+                restart);
 }
 
-Coordinator::Placed Coordinator::PlaceSplit(LiveJob& live, v1::Task& task, SchedulingPass& pass, std::string* why) {
-  const v1::SplitSpec& split = live.job.spec().split();
-  std::vector<v1::TargetSelector> targets;
-  for (const v1::SplitStage& stage : split.stages()) {
-    targets.push_back(SplitStageTarget(stage, task.target(), /*same_agent=*/true));
-  }
-  size_t got = 0;
-  auto placements = pass.TakeAll(targets, /*same_agent=*/true, &got);
-  if (!placements) {
-    std::vector<std::string> kinds;
-    for (const v1::TargetSelector& t : targets) kinds.push_back(DescribeTarget(t));
-    *why = absl::StrCat("split needs one agent with ", absl::StrJoin(kinds, " + "), " free at once: the best agent has ",
-                        got, " of ", targets.size(), " stages; ", pass.Reason(targets[got < targets.size() ? got : 0]));
-    return Placed::kWaiting;
-  }
-  v1::CoordinatorMessage msg = StartAttempt(live, task, (*placements)[0]);
-  for (size_t s = 1; s < placements->size(); ++s) {
-    const std::string& device = (*placements)[s].device.id();
-    task.add_stage_device_ids(device);
-    msg.mutable_assign()->add_stage_device_ids(device);
-    leases_.Acquire(task.agent_id(), device, task.id());  // false when stage 0 (or another) holds it already
-  }
-  SendAfterCommit(task.agent_id(), std::move(msg));
-  return Placed::kStarted;
-}
-
-void Coordinator::BreakGang(LiveJob& live, const v1::Task& cause) {
+void Attempts::BreakGang(LiveJob& live, const v1::Task& cause) {
   if (cause.gang().world_size() <= 1 || breaking_gang_) return;
   breaking_gang_ = true;
   v1::Job& job = live.job;
@@ -197,29 +165,29 @@ void Coordinator::BreakGang(LiveJob& live, const v1::Task& cause) {
     if (t.id() == cause.id()) continue;
     if (t.state() == v1::TASK_STATE_RUNNING) {
       // Fenced: the rank stops and what it did not deliver is dropped.
-      if (sessions_.Connected(t.agent_id())) {
+      if (p_.sessions->Connected(t.agent_id())) {
         SendAfterCommit(t.agent_id(), CancelMessage(t.id(), t.attempt(), why, /*fenced=*/true));
       }
-      ReleaseTaskDevices(t);
+      p_.placer->Release(t);
       if (retry) {
         RequeueOrFail(live, t, why, /*restart=*/false);
       } else {
-        FinishTask(live, t, v1::TASK_STATE_FAILED, why);
+        Finish(live, t, v1::TASK_STATE_FAILED, why);
       }
     } else if (t.state() == v1::TASK_STATE_SUCCEEDED && retry) {
       // The whole gang runs again: one rank's result alone is not the gang's.
       t.set_state(v1::TASK_STATE_QUEUED);
       t.set_error(why);
       t.clear_result();
-      t.set_queued_unix_seconds(clock_->SystemNowSeconds());
-      jobs_.MarkTask(live, t);
+      t.set_queued_unix_seconds(p_.clock->SystemNowSeconds());
+      p_.jobs->MarkTask(live, t);
     } else if (t.state() == v1::TASK_STATE_QUEUED && !retry) {
-      FinishTask(live, t, v1::TASK_STATE_FAILED, why);
+      Finish(live, t, v1::TASK_STATE_FAILED, why);
     }
   }
   breaking_gang_ = false;
-  RecomputeJobState(live);
-  schedule_needed_ = true;
+  Recompute(live);
+  p_.placer->Request();
 }
 
 }  // namespace hetbench::server

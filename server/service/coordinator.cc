@@ -32,6 +32,13 @@ absl::Status Coordinator::JobNotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("job ", QuotedId(id), " not found; list jobs with `hetbench get jobs`"));
 }
 
+absl::StatusOr<v1::Job> Coordinator::StoredJob(JobStore& store, const std::string& job_id) {
+  auto stored = store.GetJob(job_id);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return JobNotFound(job_id);
+  return **std::move(stored);
+}
+
 absl::Status Coordinator::Busy(size_t depth) {
   return absl::ResourceExhaustedError(absl::StrCat("coordinator busy: ", depth,
                                                    " requests queued; retry in 1 s (a submit with the same request "
@@ -51,11 +58,13 @@ absl::Status Coordinator::Start() {
   if (auto s = LoadFromStore(); !s.ok()) return s;
   auto connection = store_->Connect();
   if (!connection.ok()) return connection.status();
-  writer_ = std::make_unique<BatchWriter>(std::move(*connection),
-                                          [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
-  auto reader_connection = store_->Connect();
-  if (!reader_connection.ok()) return reader_connection.status();
-  reader_ = std::make_unique<TaskDataReader>(std::move(*reader_connection));
+  ingest_.Start(std::move(*connection), [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
+  for (auto* reader : {&task_data_reader_, &ended_reader_}) {
+    auto reader_connection = store_->Connect();
+    if (!reader_connection.ok()) return reader_connection.status();
+    // Reads of ended jobs are single indexed rows: many may queue.
+    *reader = std::make_unique<StoreReader>(std::move(*reader_connection), reader == &ended_reader_ ? 1024 : 32);
+  }
   loop_.Start(EventLoop::Hooks{[this] { EndOfBatch(); },
                                [this](const absl::Status&) {
                                  if (auto s = LoadFromStore(); !s.ok()) LogError(kLog, "reload failed: ", s.ToString());
@@ -72,7 +81,6 @@ absl::Status Coordinator::LoadFromStore() {
   auto max_number = store_->MaxJobNumber();
   if (!max_number.ok()) return max_number.status();
   jobs_.Reset(*std::move(jobs), *counts, *max_number);
-  aggregates_.clear();
   if (auto s = store_->Begin(); !s.ok()) return s;
   int held = 0, ended = 0;
   const int64_t deadline = clock_->MonotonicNowNs() + static_cast<int64_t>(options_.lease_seconds * 1e9);
@@ -94,7 +102,7 @@ absl::Status Coordinator::LoadFromStore() {
         continue;
       }
       ++held;
-      leases_.Acquire(task.agent_id(), task.device_id(), task.id());
+      placer_.Lease(task);
       if (auto s = RebuildAggregate(task); !s.ok()) {
         (void)store_->Rollback();
         return s;
@@ -103,7 +111,7 @@ absl::Status Coordinator::LoadFromStore() {
         sessions_.Detach(task.agent_id(), Detached{deadline, "was cut off by a coordinator restart", /*restart=*/true});
       }
     }
-    if (live.header_dirty || !live.dirty_tasks.empty()) RecomputeJobState(live);
+    if (live.header_dirty || !live.dirty_tasks.empty()) attempts_.Recompute(live);
   }
   EndOfBatch();  // writes what the load changed
   if (auto s = store_->Commit(); !s.ok()) return s;
@@ -113,17 +121,16 @@ absl::Status Coordinator::LoadFromStore() {
                                   " s for their agents to resume them")
                    : "",
           ended > 0 ? absl::StrCat("; ", ended, " task(s) ended by the restart") : "");
-  schedule_needed_ = true;
+  placer_.Request();
   return absl::OkStatus();
 }
 
 absl::Status Coordinator::RebuildAggregate(const v1::Task& task) {
-  auto batches = store_->LoadSampleBatches(task.id(), task.attempt());
-  if (!batches.ok()) return batches.status();
-  TaskAggregate& agg = aggregates_[task.id()];
-  agg = TaskAggregate{};
-  agg.attempt = task.attempt();
-  for (const v1::SampleBatch& b : *batches) agg.Add(b);
+  auto samples = store_->LoadSampleBatches(task.id(), task.attempt());
+  if (!samples.ok()) return samples.status();
+  auto power = store_->LoadPowerBatches(task.id(), task.attempt());
+  if (!power.ok()) return power.status();
+  ingest_.Restore(task.id(), task.attempt(), *samples, *std::move(power));
   return absl::OkStatus();
 }
 
@@ -131,7 +138,7 @@ void Coordinator::RunSync(std::function<void()> fn) {
   const absl::Time until = absl::Now() + absl::Seconds(10);
   for (;;) {
     bool settled = true;
-    loop_.RunSync([this, &settled] { settled = writes_pending_.empty() && parked_done_.empty(); });
+    loop_.RunSync([this, &settled] { settled = ingest_.settled(); });
     if (settled || absl::Now() > until) break;
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -140,17 +147,18 @@ void Coordinator::RunSync(std::function<void()> fn) {
 
 void Coordinator::Stop() {
   // The writer's last continuations run on the loop's last batches.
-  if (writer_) writer_->Stop();
-  if (reader_) reader_->Stop();
+  ingest_.Stop();
+  if (task_data_reader_) task_data_reader_->Stop();
+  if (ended_reader_) ended_reader_->Stop();
   loop_.Stop();
 }
 
 void Coordinator::GetTaskData(v1::GetTaskDataRequest request, std::function<void(absl::StatusOr<v1::TaskData>)> done) {
-  if (!reader_) {
+  if (!task_data_reader_) {
     done(absl::UnavailableError("coordinator not started"));
     return;
   }
-  reader_->Read(std::move(request), std::move(done));
+  task_data_reader_->Read(std::move(request), std::move(done));
 }
 
 void Coordinator::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink) {
@@ -164,15 +172,27 @@ void Coordinator::WatchJob(std::string job_id, bool summary, std::shared_ptr<Wat
       event.set_message("snapshot");
       LiveJob* live = jobs_.Find(job_id);
       if (live == nullptr) {
-        auto stored = store_->GetJob(job_id);
-        if (!stored.ok() || !stored->has_value()) {
-          sink->Close(grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(JobNotFound(job_id).message())));
-          return;
-        }
-        *event.mutable_job() = **std::move(stored);
-      } else {
-        *event.mutable_job() = live->job;
+        // Ended (jobs leave memory once their end is committed) or unknown:
+        // the snapshot is all there is, read off the loop.
+        ended_reader_->Submit(
+            [job_id, summary, sink, event](JobStore& store) mutable {
+              auto stored = StoredJob(store, job_id);
+              if (!stored.ok()) {
+                sink->Close(grpc::Status(static_cast<grpc::StatusCode>(stored.status().code()),
+                                         std::string(stored.status().message())));
+                return;
+              }
+              *event.mutable_job() = *std::move(stored);
+              if (summary) StripResults(event.mutable_job());
+              sink->Send(std::move(event));
+              sink->Close(grpc::Status::OK);
+            },
+            [sink](const absl::Status& refused) {
+              sink->Close(grpc::Status(static_cast<grpc::StatusCode>(refused.code()), std::string(refused.message())));
+            });
+        return;
       }
+      *event.mutable_job() = live->job;
       if (summary) StripResults(event.mutable_job());
       const bool ended = IsTerminal(event.job().state());
       sink->Send(std::move(event));
@@ -203,14 +223,7 @@ uint64_t Coordinator::NewSessionId() { return next_session_.fetch_add(1); }
 
 void Coordinator::EndOfBatch() {
   Tick();
-  if (gangs_waiting_ && clock_->MonotonicNowNs() - last_gang_pass_ns_ > 1'000'000'000) {
-    last_gang_pass_ns_ = clock_->MonotonicNowNs();
-    schedule_needed_ = true;  // for the gangs' timeouts
-  }
-  if (schedule_needed_) {
-    schedule_needed_ = false;
-    Schedule();
-  }
+  if (placer_.TakeDue(clock_->MonotonicNowNs())) Schedule();
   jobs_.WriteChanged(*store_);  // what this batch changed, row by row
   // Raw batches past their retention, a few jobs at a time.
   const int64_t now = clock_->MonotonicNowNs();
@@ -233,10 +246,7 @@ void Coordinator::AfterCommit() {
   FlushWatches(/*force=*/false);
   // Ended jobs leave memory once their end is stored; later reads go to the store.
   jobs_.EvictEnded([this](const v1::Job& job) {
-    for (const v1::Task& t : job.tasks()) {
-      aggregates_.erase(t.id());
-      last_power_.erase(t.id());
-    }
+    for (const v1::Task& t : job.tasks()) ingest_.End(t.id());
     watches_.Forget(job.id());
   });
   UpdateGauges();
@@ -323,7 +333,7 @@ void Coordinator::CreateJob(v1::JobSpec effective, const std::string& request_id
     LogError(kLog, "storing ", id, ": ", s.ToString());  // the commit fails too and reloads
   }
   LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(job.spec().models(), ", "), "; ", job.tasks_size(), " tasks)");
-  schedule_needed_ = true;
+  placer_.Request();
   loop_.Defer([this, id, done = std::move(done)](const absl::Status& commit) {
     if (!commit.ok()) {
       done(absl::UnavailableError(absl::StrCat("job not stored: ", commit.message(), "; submit again")));
@@ -354,14 +364,9 @@ void Coordinator::GetJob(std::string job_id, JobCallback done) {
         (*shared_done)(live->job);
         return;
       }
-      auto stored = store_->GetJob(job_id);
-      if (!stored.ok()) {
-        (*shared_done)(stored.status());
-      } else if (!stored->has_value()) {
-        (*shared_done)(JobNotFound(job_id));
-      } else {
-        (*shared_done)(**std::move(stored));
-      }
+      // Ended or unknown: read off the loop (its end is committed already).
+      ended_reader_->Submit([job_id, shared_done](JobStore& store) { (*shared_done)(StoredJob(store, job_id)); },
+                            [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
     });
   });
   if (!posted) {
@@ -375,14 +380,18 @@ void Coordinator::CancelJob(std::string job_id, JobCallback done) {
   const bool posted = PostRequest([this, job_id = std::move(job_id), shared_done] {
     JobCallback& done = *shared_done;
     LiveJob* live = jobs_.Find(job_id);
-    if (live == nullptr) {
-      auto stored = store_->GetJob(job_id);
-      if (stored.ok() && stored->has_value()) {
-        done(absl::FailedPreconditionError(absl::StrCat("job ", QuotedId(job_id), " already ended as ",
-                                                        JobStateName((*stored)->state()), "; nothing to cancel")));
-      } else {
-        done(stored.ok() ? JobNotFound(job_id) : stored.status());
-      }
+    if (live == nullptr) {  // ended or unknown: read off the loop
+      ended_reader_->Submit(
+          [job_id, shared_done](JobStore& store) {
+            auto stored = StoredJob(store, job_id);
+            if (!stored.ok()) {
+              (*shared_done)(stored.status());
+              return;
+            }
+            (*shared_done)(absl::FailedPreconditionError(absl::StrCat(
+                "job ", QuotedId(job_id), " already ended as ", JobStateName(stored->state()), "; nothing to cancel")));
+          },
+          [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
       return;
     }
     v1::Job* job = &live->job;
@@ -426,86 +435,40 @@ void Coordinator::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<J
   if (filter.page_size <= 0) filter.page_size = 50;
   filter.page_size = std::min(filter.page_size, kMaxPageSize);
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<JobPage>)>>(std::move(done));
-  const bool posted = PostRequest([this, filter = std::move(filter), shared_done] {
-    loop_.Defer([this, filter, shared_done](const absl::Status&) {
-      // One page from the store (committed state), with live jobs' current
-      // progress laid over it.
-      auto page = store_->ListJobs(filter);
-      if (page.ok()) {
-        for (v1::Job& job : page->jobs) {
-          if (LiveJob* live = jobs_.Find(job.id())) {
-            job = live->job;
-            StripResults(&job);
-          }
-        }
-      }
-      (*shared_done)(std::move(page));
-    });
-  });
-  if (!posted) {
-    metrics_->AddRequestShed("ListJobs");
-    (*shared_done)(Busy(loop_.depth()));
+  if (!ended_reader_) {
+    (*shared_done)(absl::UnavailableError("coordinator not started"));
+    return;
   }
+  // One page of committed rows, read off the loop; then, on the loop, live
+  // jobs' current progress laid over it. A job that ended between the two
+  // keeps its row as the page read it.
+  ended_reader_->Submit(
+      [this, filter = std::move(filter), shared_done](JobStore& store) {
+        auto page = std::make_shared<absl::StatusOr<JobPage>>(store.ListJobs(filter));
+        if (!page->ok() || (*page)->jobs.empty()) {
+          (*shared_done)(std::move(*page));
+          return;
+        }
+        const bool posted = PostRequest([this, page, shared_done] {
+          loop_.Defer([this, page, shared_done](const absl::Status&) {  // committed state only
+            for (v1::Job& job : (*page)->jobs) {
+              if (LiveJob* live = jobs_.Find(job.id())) {
+                job = live->job;
+                StripResults(&job);
+              }
+            }
+            (*shared_done)(std::move(*page));
+          });
+        });
+        if (!posted) {
+          metrics_->AddRequestShed("ListJobs");
+          (*shared_done)(Busy(loop_.depth()));
+        }
+      },
+      [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
 }
 
 // ---------------------------------------------------------------- job state
-
-void Coordinator::FinishTask(LiveJob& live, v1::Task& task, v1::TaskState state, const std::string& error) {
-  task.set_state(state);
-  task.set_error(error);
-  task.clear_pending_reason();
-  const double now = clock_->SystemNowSeconds();
-  task.set_finished_unix_seconds(now);
-  const double duration = now - task.started_unix_seconds();
-  aggregates_.erase(task.id());
-  last_power_.erase(task.id());
-  jobs_.MarkTask(live, task);
-  const std::string model = task.model();
-  const v1::DeviceKind kind = task.device_kind();
-  const bool simulated = task.result().environment().simulated();
-  auto result = std::make_shared<v1::TaskResult>(task.result());
-  loop_.Defer([this, model, kind, state, duration, result, simulated](const absl::Status& commit) {
-    if (!commit.ok()) return;
-    metrics_->ObserveTaskFinished(model, kind, state, duration);
-    // Simulated figures never reach the measured per-model gauges.
-    if (state == v1::TASK_STATE_SUCCEEDED && !simulated) metrics_->SetTaskFigures(model, kind, *result);
-  });
-  LogInfo(kLog, "task ", task.id(), " attempt ", task.attempt(), " ", TaskStateName(state), error.empty() ? "" : ": ",
-          error);
-  RecomputeJobState(live);
-  watches_.Changed(live.job.id(), absl::StrCat("task ", task.id(), " ", TaskStateName(state)));
-  if (state == v1::TASK_STATE_FAILED) BreakGang(live, task);
-}
-
-void Coordinator::RequeueOrFail(LiveJob& live, v1::Task& task, const std::string& why, bool restart) {
-  aggregates_.erase(task.id());
-  last_power_.erase(task.id());
-  // Restarts are the coordinator's fault, not the task's: they are counted
-  // apart from attempts, and bounded on their own.
-  if (restart) task.set_restarts(task.restarts() + 1);
-  if (live.job.state() == v1::JOB_STATE_CANCELLED) {
-    FinishTask(live, task, v1::TASK_STATE_CANCELLED, why);
-  } else if (restart && task.restarts() > options_.max_restarts) {
-    // A task that keeps being interrupted by restarts may be what brings the coordinator down.
-    FinishTask(
-        live, task, v1::TASK_STATE_FAILED,
-        absl::StrCat(why, "; ", task.restarts(), " restarts interrupted it (at most ", options_.max_restarts, ")"));
-  } else if (!restart && task.attempt() - task.restarts() >= options_.max_attempts) {
-    FinishTask(live, task, v1::TASK_STATE_FAILED, absl::StrCat(why, "; no attempts left"));
-  } else {
-    task.set_state(v1::TASK_STATE_QUEUED);
-    task.set_error(why);
-    task.clear_agent_id();
-    task.clear_device_id();
-    task.clear_stage_device_ids();
-    task.set_queued_unix_seconds(clock_->SystemNowSeconds());
-    jobs_.MarkTask(live, task);
-    RecomputeJobState(live);
-    watches_.Changed(live.job.id(), absl::StrCat("task ", task.id(), " re-queued: ", why));
-    schedule_needed_ = true;
-    BreakGang(live, task);
-  }
-}
 
 void Coordinator::UpdateGauges() {
   // O(live tasks + agents): run when a count may have changed, at most every
@@ -536,43 +499,22 @@ void Coordinator::Schedule() {
   std::vector<const v1::Hello*> agents;
   agents.reserve(sessions_.connected());
   sessions_.ForEachConnected([&](const std::string&, const Session& session) { agents.push_back(&session.hello); });
-  SchedulingPass pass(agents, leases_);
-  gangs_waiting_ = false;
-  for (auto& [number, live] : jobs_.live()) {
-    v1::Job& job = live.job;
-    if (IsTerminal(job.state())) continue;
-    bool changed = false, reasons_changed = false;
-    for (int i = 0; i < job.tasks_size(); ++i) {
-      v1::Task& task = *job.mutable_tasks(i);
-      if (task.state() != v1::TASK_STATE_QUEUED) continue;
-      std::string why;
-      Placed placed = Placed::kWaiting;
-      if (task.gang().world_size() > 0) {
-        if (task.gang().rank() != 0) continue;  // placed with its rank 0
-        placed = PlaceGang(live, i, pass, &why);
-      } else if (job.spec().split().stages_size() > 0) {
-        placed = PlaceSplit(live, task, pass, &why);
-      } else if (auto placement = pass.Take(task.target())) {
-        SendAfterCommit(placement->agent_id, StartAttempt(live, task, *placement));
-        placed = Placed::kStarted;
-      } else {
-        why = pass.Reason(task.target());  // live only (not stored): bounded, cached per target
-      }
-      if (placed != Placed::kWaiting) {
-        changed = true;
-        continue;
-      }
-      const int ranks = std::max(task.gang().world_size(), 1);
-      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) {
-        v1::Task& t = *job.mutable_tasks(i + r);
-        if (why != t.pending_reason()) {
-          t.set_pending_reason(why);
-          reasons_changed = true;
-        }
-      }
+  SchedulingPass pass = placer_.BeginPass(agents);
+  const double now = clock_->SystemNowSeconds();
+  for (auto& [number, live] : jobs_.live()) {  // oldest first: the oldest waiting gang holds first
+    if (IsTerminal(live.job.state())) continue;
+    const JobPlacement placed = placer_.PlaceJob(live.job, pass, now);
+    for (const TaskStart& start : placed.starts) attempts_.Start(live, start);
+    attempts_.FailEach(live, placed.failed);  // a gang past its timeout: every rank with its own error
+    bool reasons_changed = false;
+    for (const auto& [index, why] : placed.waiting) {
+      v1::Task& task = *live.job.mutable_tasks(index);
+      if (why == task.pending_reason()) continue;
+      task.set_pending_reason(why);  // live only (not stored): bounded, cached per target
+      reasons_changed = true;
     }
-    if (changed) {
-      RecomputeJobState(live);
+    if (!placed.starts.empty() || !placed.failed.empty()) {
+      attempts_.Recompute(live);
       watches_.Changed(live.job.id(), "tasks assigned");
     } else if (reasons_changed) {
       watches_.Changed(live.job.id(), "waiting for devices");

@@ -15,11 +15,11 @@
 ///
 /// Files: coordinator.cc (lifecycle, client API, job state, gauges),
 /// agent_sessions.cc (Hello, leases, resume, fencing, agent loss),
-/// ingest.cc (progress, samples, power, TaskDone, protocol errors),
-/// gangs.cc (tasks holding several devices: gang ranks, split stages).
-/// Parts with their own state: JobTable (job_table.h), SessionTable
-/// (session_table.h), Watches (watches.h), the scheduling pass
-/// (server/scheduler), the batch writer and aggregates (server/ingest).
+/// ingest.cc (progress, samples, power, TaskDone, protocol errors).
+/// Parts: JobTable (job_table.h), SessionTable (session_table.h), Watches
+/// (watches.h), Attempts (attempts.h: a task's attempt from start to end),
+/// Placer (server/scheduler/placer.h: leases, gangs, splits, holds), Ingest
+/// (server/ingest/ingest.h: the batch writer, aggregates, power readings).
 
 #include <grpcpp/support/status.h>
 
@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,17 +38,18 @@
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
-#include "server/ingest/batch_writer.h"
+#include "server/ingest/ingest.h"
 #include "server/ingest/step_aggregator.h"
 #include "server/loop/event_loop.h"
 #include "server/metrics/metrics.h"
-#include "server/scheduler/scheduler.h"
+#include "server/scheduler/placer.h"
+#include "server/service/attempts.h"
 #include "server/service/job_table.h"
 #include "server/service/session_table.h"
 #include "server/service/sinks.h"
-#include "server/service/task_data_reader.h"
 #include "server/service/watches.h"
 #include "server/store/job_store.h"
+#include "server/store/store_reader.h"
 
 namespace hetbench::server {
 
@@ -109,7 +111,7 @@ class Coordinator {
   void ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPage>)> done);
   void ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done);
   /// A page of one task's stored samples or power readings, read off the
-  /// loop (TaskDataReader); `done` runs on the reader's thread.
+  /// loop (a StoreReader); `done` runs on the reader's thread.
   void GetTaskData(v1::GetTaskDataRequest request, std::function<void(absl::StatusOr<v1::TaskData>)> done);
   /// Sends a snapshot, then the latest state at most once per
   /// watch_interval_seconds while it changes; closes with OK once the job ends.
@@ -137,6 +139,8 @@ class Coordinator {
   };
 
   static absl::Status JobNotFound(const std::string& id);
+  /// An ended (or unknown: NOT_FOUND) job from the store; on a StoreReader's thread.
+  static absl::StatusOr<v1::Job> StoredJob(JobStore& store, const std::string& job_id);
   static absl::Status Busy(size_t depth);
 
   // ---- coordinator.cc: lifecycle, client API, job state, gauges
@@ -145,34 +149,11 @@ class Coordinator {
   void AfterCommit();
   void CreateJob(v1::JobSpec effective, const std::string& request_id,
                  std::function<void(absl::StatusOr<Submitted>)> done);
-  void FinishTask(LiveJob& job, v1::Task& task, v1::TaskState state, const std::string& error);
-  /// Puts a running attempt back in the queue, or fails it when it has no
-  /// attempts left; `why` becomes its error. The caller freed its device.
-  void RequeueOrFail(LiveJob& job, v1::Task& task, const std::string& why, bool restart);
-  /// jobs_.Recompute at the coordinator's time.
-  void RecomputeJobState(LiveJob& job) { jobs_.Recompute(job, clock_->SystemNowSeconds()); }
   /// Sends the watchers of jobs that changed what they have not seen (Watches::Flush).
   void FlushWatches(bool force);
   void UpdateGauges();
   void Schedule();
 
-  // ---- gangs.cc: tasks holding several devices (gang ranks, split stages)
-  enum class Placed { kWaiting, kStarted, kFailed };
-  /// Leases `placement` to `task`, starts its next attempt and returns its Assign.
-  v1::CoordinatorMessage StartAttempt(LiveJob& job, v1::Task& task, const Placement& placement);
-  /// Sends `msg` (an Assign, a Cancel) to the agent's current session once the batch commits.
-  void SendAfterCommit(const std::string& agent_id, v1::CoordinatorMessage msg);
-  /// Frees every device `task` holds (its device and its split stages').
-  void ReleaseTaskDevices(const v1::Task& task);
-  /// Places the gang whose rank 0 is tasks(first): every rank or none. A
-  /// gang queued past parallel.gang_timeout_seconds fails (kFailed).
-  Placed PlaceGang(LiveJob& job, int first, SchedulingPass& pass, std::string* why);
-  /// Places a split task: a device per stage, all on one agent, or none.
-  Placed PlaceSplit(LiveJob& job, v1::Task& task, SchedulingPass& pass, std::string* why);
-  /// After rank `cause` of a gang was re-queued or failed: the other ranks
-  /// are fenced and follow it (re-queued with it, the gang retried as a
-  /// whole; or failed).
-  void BreakGang(LiveJob& job, const v1::Task& cause);
   bool PostRequest(std::function<void()> fn);
 
   // ---- agent_sessions.cc
@@ -191,12 +172,7 @@ class Coordinator {
   /// Frees every device leased to `agent_id` except for the tasks in `keep`,
   /// and loses their attempts (LoseTask).
   void LoseAgentTasks(const std::string& agent_id, const std::string& detail, bool restart,
-                      const std::set<std::string>& keep = {});
-  /// Re-queues (or fails, or cancels) the running attempt `task_id` whose
-  /// agent is gone; the caller has freed its device. The error reads
-  /// "attempt N lost: agent A <detail>". `restart`: lost to a coordinator
-  /// restart (counted in Task.restarts, not in attempts).
-  void LoseTask(const std::string& task_id, const std::string& detail, bool restart);
+                      const std::vector<std::string>& keep = {});
   /// Removes every per-agent metric series of an agent no longer connected
   /// nor waited for.
   void ForgetAgent(const std::string& agent_id);
@@ -210,10 +186,11 @@ class Coordinator {
   /// aggregate and the metrics follow its commit (SampleStored).
   void HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
   void SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
-                    const Checked& checked, const absl::StatusOr<bool>& stored);
-  void HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked);
+                    const Checked& checked, const absl::StatusOr<bool>& stored, bool counted);
+  /// Hands a power batch to the batch writer; the ack and the metrics follow its commit.
+  void HandlePower(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
   /// A TaskDone waits while batches of its attempt are with the batch
-  /// writer (parked_done_), so the counts it is checked against are complete.
+  /// writer (Ingest::AfterWrites), so the counts it is checked against are complete.
   void HandleDone(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                   const Checked& checked);
   /// Refuses a malformed message of a running attempt: tells the agent
@@ -229,19 +206,21 @@ class Coordinator {
   /// OwnedTask for a message of `session`; a stale attempt is refused, counted
   /// and answered with Cancel (fencing).
   v1::Task* FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job);
-  /// When `task_id`'s attempt by this session's agent has ended, answers a
-  /// message of it sent again with `ack` and returns true.
-  bool AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack);
-  static v1::CoordinatorMessage Ack(const std::string& task_id, int attempt, uint64_t seq, bool power);
-  /// Stop attempt `attempt` of `task_id`; `fenced`: it is no longer the agent's (drop what is undelivered).
-  static v1::CoordinatorMessage CancelMessage(const std::string& task_id, int attempt, const std::string& reason,
-                                              bool fenced);
-  /// Whether `agent_id` ran attempt `attempt` of `task_id` and it has ended
-  /// (live jobs in memory, else the store).
-  bool IsSettled(const std::string& agent_id, const std::string& task_id, int attempt);
+  /// Answers a message sent again for an attempt of this session's agent
+  /// that has ended, with `ack`, once the batch commits.
+  void AnswerSettled(Session& session, v1::CoordinatorMessage ack);
+  /// Whether `agent_id` ran attempt `attempt` of `task_id` and it has ended,
+  /// as far as memory knows: kAskStore when its job has left memory.
+  enum class Settled { kYes, kNo, kAskStore };
+  Settled SettledInMemory(const std::string& agent_id, const std::string& task_id, int attempt);
+  /// For a message of an attempt whose job has left memory: reads the task
+  /// off the loop, then sends `if_settled` (when given) if this agent's
+  /// attempt ended, else a fenced Cancel (counted as stale).
+  void AnswerFromStore(std::shared_ptr<AgentSink> sink, const std::string& agent_id, const std::string& task_id,
+                       int attempt, std::optional<v1::CoordinatorMessage> if_settled);
   /// The task `task_id` when it is running attempt `attempt` on `agent_id`.
   v1::Task* OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, LiveJob** job);
-  /// Rebuilds the aggregate of a running attempt from its stored batches
+  /// Rebuilds what Ingest holds of a running attempt from its stored batches
   /// (start-up only: after a restart the attempt may resume).
   absl::Status RebuildAggregate(const v1::Task& task);
 
@@ -254,26 +233,17 @@ class Coordinator {
 
   // Loop-thread state.
   JobTable jobs_;  // the live jobs and what this batch changed of them
-  bool schedule_needed_ = true;
-  bool gangs_waiting_ = false;  // a gang is queued: passes run each second for its timeout
-  int64_t last_gang_pass_ns_ = 0;
-  bool breaking_gang_ = false;
+  Placer placer_{PlacerOptions{options_.gang_hold_after_seconds}};  // leases; when a pass is due; where tasks go
   SessionTable sessions_;  // agent streams, agents' current sessions, detached agents
-  DeviceLeases leases_;
   // Watch events are paced in real time: the pace people see is a property of this process.
   RealClock watch_clock_;
   Watches watches_{&watch_clock_, options_.watch_interval_seconds};
-  std::map<std::string, TaskAggregate> aggregates_;  // running attempts, by task id
-  std::unique_ptr<BatchWriter> writer_;
-  std::unique_ptr<TaskDataReader> reader_;
-  // Batches with the writer, and a TaskDone waiting for them, by "task/attempt".
-  std::map<std::string, int> writes_pending_;
-  struct ParkedDone {
-    uint64_t session_id = 0;
-    std::shared_ptr<const v1::AgentMessage> message;
-    Checked checked;
-  };
-  std::map<std::string, ParkedDone> parked_done_;
+  Ingest ingest_;  // the batch writer, running attempts' aggregates and readings
+  Attempts attempts_{Attempts::Parts{&jobs_, &sessions_, &placer_, &ingest_, &watches_, metrics_, clock_},
+                     Attempts::Limits{options_.max_attempts, options_.max_restarts},
+                     [this](std::function<void(const absl::Status&)> fn) { loop_.Defer(std::move(fn)); }};
+  std::unique_ptr<StoreReader> task_data_reader_;  // GetTaskData pages, off the loop
+  std::unique_ptr<StoreReader> ended_reader_;      // ended jobs and tasks, off the loop
   int64_t last_heartbeat_ns_ = 0;
   int64_t last_tick_ns_ = 0;       // clock_
   int64_t last_tick_real_ns_ = 0;  // SteadyNowNs
@@ -281,17 +251,6 @@ class Coordinator {
   bool gauges_dirty_ = true;
   int64_t last_prune_ns_ = 0;
   bool closing_streams_ = false;
-  struct LastReading {
-    int64_t t_ns = 0;
-    double watts = 0, joules = 0;
-  };
-  // Previous reading per sensor of a task's current attempt, to turn readings
-  // into metrics deltas. A new attempt starts from scratch (its clock restarts).
-  struct AttemptReadings {
-    int attempt = 0;
-    std::map<std::string, LastReading> by_sensor;
-  };
-  std::map<std::string, AttemptReadings> last_power_;  // by task id
 };
 
 }  // namespace hetbench::server

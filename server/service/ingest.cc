@@ -122,7 +122,7 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
       HandleDone(session_id, session, message, checked);
       break;
     case v1::AgentMessage::kPower:
-      HandlePower(session, m.power(), checked);
+      HandlePower(session, message, checked);
       break;
     default:
       metrics_->AddRejectedMessage("unknown_kind");
@@ -141,15 +141,35 @@ v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string&
   return task;
 }
 
-bool Coordinator::IsSettled(const std::string& agent_id, const std::string& task_id, int attempt) {
-  auto settled = [&](const v1::Task& t) {
-    return IsTerminal(t.state()) && t.agent_id() == agent_id && t.attempt() == attempt;
-  };
-  if (const v1::Task* task = jobs_.FindTask(task_id)) return settled(*task);
-  if (!SplitTaskId(task_id)) return false;
-  // An ended job is no longer in memory: one indexed read of the task's row.
-  auto stored = store_->GetTask(task_id);
-  return stored.ok() && stored->has_value() && settled(**stored);
+Coordinator::Settled Coordinator::SettledInMemory(const std::string& agent_id, const std::string& task_id,
+                                                  int attempt) {
+  if (const v1::Task* t = jobs_.FindTask(task_id)) {
+    return IsTerminal(t->state()) && t->agent_id() == agent_id && t->attempt() == attempt ? Settled::kYes
+                                                                                          : Settled::kNo;
+  }
+  return SplitTaskId(task_id) ? Settled::kAskStore : Settled::kNo;
+}
+
+void Coordinator::AnswerFromStore(std::shared_ptr<AgentSink> sink, const std::string& agent_id,
+                                  const std::string& task_id, int attempt,
+                                  std::optional<v1::CoordinatorMessage> if_settled) {
+  // An ended job has left memory once its end was committed: its task's row
+  // is read off the loop (one indexed read), and the answer sent from there.
+  ended_reader_->Submit(
+      [metrics = metrics_, sink, agent_id, task_id, attempt, if_settled = std::move(if_settled)](JobStore& store) {
+        auto stored = store.GetTask(task_id);
+        const bool settled = stored.ok() && stored->has_value() && IsTerminal((*stored)->state()) &&
+                             (*stored)->agent_id() == agent_id && (*stored)->attempt() == attempt;
+        if (settled) {
+          if (!if_settled) return;
+          if (!if_settled->ack().done()) metrics->AddDuplicateBatch();
+          sink->Send(*if_settled);
+        } else if (stored.ok()) {
+          metrics->AddRejectedMessage("stale_attempt");
+          sink->Send(CancelMessage(task_id, attempt, "this attempt is not assigned to you", /*fenced=*/true));
+        }  // else the read failed: unanswered, the agent sends it again
+      },
+      [](const absl::Status&) {});  // refused: unanswered, the agent sends it again
 }
 
 void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
@@ -181,76 +201,59 @@ void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const s
     sink->Send(cancel);
   });
   // A malformed message is the agent's bug: another attempt would repeat it.
-  ReleaseTaskDevices(task);
-  FinishTask(job, task, v1::TASK_STATE_FAILED,
+  placer_.Release(task);
+  attempts_.Finish(job, task, v1::TASK_STATE_FAILED,
              absl::StrCat("attempt ", task.attempt(), ": agent ", task.agent_id(), " sent a malformed ", what,
                           " message: ", reason));
-  schedule_needed_ = true;
+  placer_.Request();
 }
-
-namespace {
-std::string AttemptKey(const std::string& task_id, int attempt) { return absl::StrCat(task_id, "/", attempt); }
-}  // namespace
 
 void Coordinator::HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                                 const Checked& checked) {
   const v1::SampleBatch& b = m->samples();
   LiveJob* job = nullptr;
-  if (AdmitToAttempt(session, Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false), checked, "samples",
+  if (AdmitToAttempt(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false), checked, "samples",
                      "malformed_batch", &job) == nullptr) {
     return;
   }
-  ++writes_pending_[AttemptKey(b.task_id(), b.attempt())];
   std::shared_ptr<const v1::SampleBatch> batch(m, &m->samples());  // shares the message's lifetime
-  writer_->Write(batch, [this, sink = session.sink, m, checked](absl::StatusOr<bool> stored) {
-    SampleStored(sink, m, checked, stored);
-  });
+  ingest_.Write(batch, checked.summary,
+                [this, sink = session.sink, m, checked](const absl::StatusOr<bool>& stored, bool counted) {
+                  SampleStored(sink, m, checked, stored, counted);
+                });
 }
 
 void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
-                               const Checked& checked, const absl::StatusOr<bool>& stored) {
+                               const Checked& checked, const absl::StatusOr<bool>& stored, bool counted) {
   const v1::SampleBatch& b = m->samples();
-  const std::string key = AttemptKey(b.task_id(), b.attempt());
-  auto pending = writes_pending_.find(key);
-  const bool last = pending == writes_pending_.end() || --pending->second <= 0;
-  if (last && pending != writes_pending_.end()) writes_pending_.erase(pending);
   if (!stored.ok()) {
     LogError(kLog, "storing samples of ", b.task_id(), ": ", stored.status().ToString());
-    // Not acked: the agent sends it again.
-  } else {
-    // Committed by the writer: counted for the attempt if it is still the
-    // running one (an attempt lost meanwhile keeps its rows, not its aggregate).
-    v1::Task* task = jobs_.FindTask(b.task_id());
-    const bool current = task != nullptr && task->state() == v1::TASK_STATE_RUNNING && task->attempt() == b.attempt();
-    if (*stored && current) {
-      TaskAggregate& agg = aggregates_[task->id()];
-      if (agg.attempt != task->attempt()) {
-        agg = TaskAggregate{};
-        agg.attempt = task->attempt();
-      }
-      agg.Add(b, checked.summary);
-      metrics_->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
-      metrics_->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
-    } else if (!*stored) {
-      metrics_->AddDuplicateBatch();
-    }
-    sink->Send(Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
+    return;  // not acked: the agent sends it again
   }
-  if (!last) return;
-  // The attempt's TaskDone came while its batches were being stored.
-  auto parked = parked_done_.find(key);
-  if (parked == parked_done_.end()) return;
-  ParkedDone done = std::move(parked->second);
-  parked_done_.erase(parked);
-  Session* session = sessions_.Find(done.session_id);
-  if (session == nullptr) return;  // the stream is gone: the agent sends the TaskDone again
-  HandleDone(done.session_id, *session, done.message, done.checked);
+  // Counted for the attempt if it is still the running one (an attempt lost
+  // meanwhile keeps its rows, not its aggregate).
+  if (const v1::Task* task = counted ? jobs_.FindTask(b.task_id()) : nullptr) {
+    metrics_->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
+    metrics_->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
+  } else if (!*stored) {
+    metrics_->AddDuplicateBatch();
+  }
+  sink->Send(AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
 }
 
 v1::Task* Coordinator::AdmitToAttempt(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
                                       const char* what, const char* metric_reason, LiveJob** job) {
   const v1::SampleAck& a = ack.ack();
-  if (AnswerSettled(session, a.task_id(), a.attempt(), ack)) return nullptr;
+  switch (SettledInMemory(session.hello.agent_id(), a.task_id(), a.attempt())) {
+    case Settled::kYes:
+      AnswerSettled(session, ack);
+      return nullptr;
+    case Settled::kAskStore:
+      AnswerFromStore(session.sink, session.hello.agent_id(), a.task_id(), a.attempt(), ack);
+      return nullptr;
+    case Settled::kNo:
+      break;
+  }
   v1::Task* task = FencedTask(session, a.task_id(), a.attempt(), job);
   if (task == nullptr) return nullptr;
   if (!checked.problem.empty()) {
@@ -271,104 +274,59 @@ v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, 
   return task;
 }
 
-bool Coordinator::AnswerSettled(Session& session, const std::string& task_id, int attempt, v1::CoordinatorMessage ack) {
-  if (!IsSettled(session.hello.agent_id(), task_id, attempt)) return false;
+void Coordinator::AnswerSettled(Session& session, v1::CoordinatorMessage ack) {
   // Sent again after a broken stream, for an attempt that has ended since:
   // its result is final, so nothing is stored; the ack lets the agent let go.
   if (!ack.ack().done()) metrics_->AddDuplicateBatch();
   auto sink = session.sink;
   loop_.Defer([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
-  return true;
+
 }
 
-v1::CoordinatorMessage Coordinator::Ack(const std::string& task_id, int attempt, uint64_t seq, bool power) {
-  v1::CoordinatorMessage ack;
-  ack.mutable_ack()->set_task_id(task_id);
-  ack.mutable_ack()->set_attempt(attempt);
-  ack.mutable_ack()->set_seq(seq);
-  ack.mutable_ack()->set_power(power);
-  return ack;
-}
-
-v1::CoordinatorMessage Coordinator::CancelMessage(const std::string& task_id, int attempt, const std::string& reason,
-                                                  bool fenced) {
-  v1::CoordinatorMessage msg;
-  msg.mutable_cancel()->set_task_id(task_id);
-  msg.mutable_cancel()->set_attempt(attempt);
-  msg.mutable_cancel()->set_reason(reason);
-  msg.mutable_cancel()->set_fenced(fenced);
-  return msg;
-}
-
-void Coordinator::HandlePower(Session& session, const v1::PowerBatch& b, const Checked& checked) {
+void Coordinator::HandlePower(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+                               const Checked& checked) {
+  const v1::PowerBatch& b = m->power();
   LiveJob* job = nullptr;
-  if (AdmitToAttempt(session, Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true), checked, "power",
+  if (AdmitToAttempt(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/true), checked, "power",
                      "malformed_power_batch", &job) == nullptr) {
     return;
   }
-  auto stored = store_->PutPowerBatch(b);
-  if (!stored.ok()) {
-    LogError(kLog, "storing power readings of ", b.task_id(), ": ", stored.status().ToString());
-    return;
-  }
-  const int n = b.t_ns_size();
-  // Metrics: the latest power and the energy between consecutive readings.
-  double joules = 0, watts = NAN;
-  if (*stored && n > 0) {
-    AttemptReadings& readings = last_power_[b.task_id()];
-    if (readings.attempt != b.attempt()) readings = AttemptReadings{b.attempt(), {}};
-    LastReading& last = readings.by_sensor[b.sensor().name()];
-    for (int i = 0; i < n; ++i) {
-      const double dt = static_cast<double>(b.t_ns(i) - last.t_ns) * 1e-9;
-      const bool have_prev = last.t_ns != 0 && dt > 0;
-      if (b.sensor().has_energy_counter()) {
-        if (have_prev) {
-          joules += std::max(0.0, b.joules(i) - last.joules);
-          watts = (b.joules(i) - last.joules) / dt;
-        }
-        last.joules = b.joules(i);
-      } else if (!std::isnan(b.watts(i))) {
-        if (have_prev) joules += 0.5 * (b.watts(i) + last.watts) * dt;
-        watts = b.watts(i);
-        last.watts = b.watts(i);
-      }
-      last.t_ns = b.t_ns(i);
+  std::shared_ptr<const v1::PowerBatch> batch(m, &m->power());
+  ingest_.Write(batch, [this, sink = session.sink, batch, agent = session.hello.agent_id(),
+                        kind = SensorDeviceKind(session.hello, b.sensor().device_id())](
+                           const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
+    if (!stored.ok()) {
+      LogError(kLog, "storing power readings of ", batch->task_id(), ": ", stored.status().ToString());
+      return;  // not acked: the agent sends it again
     }
-  }
-  auto sink = session.sink;
-  const std::string agent = session.hello.agent_id();
-  const std::string kind = SensorDeviceKind(session.hello, b.sensor().device_id());
-  const v1::PowerSource source = b.sensor().source();
-  const int errors = b.read_errors();
-  const bool is_new = *stored;
-  loop_.Defer([this, sink, ack = Ack(b.task_id(), b.attempt(), b.seq(), /*power=*/true), agent, kind, source, joules,
-               watts, errors, is_new](const absl::Status& commit) {
-    if (!commit.ok()) return;
-    if (is_new) {
-      if (!std::isnan(watts)) metrics_->SetPower(agent, kind, source, watts);
-      metrics_->AddEnergy(agent, kind, source, joules);
-      metrics_->AddPowerReadErrors(agent, source, errors);
-    } else {
+    const v1::PowerSource source = batch->sensor().source();
+    if (counted) {  // metrics: the latest power and the energy between consecutive readings
+      if (!std::isnan(delta.watts)) metrics_->SetPower(agent, kind, source, delta.watts);
+      metrics_->AddEnergy(agent, kind, source, delta.joules);
+      metrics_->AddPowerReadErrors(agent, source, batch->read_errors());
+    } else if (!*stored) {
       metrics_->AddDuplicateBatch();
     }
-    sink->Send(ack);
+    sink->Send(AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
   });
 }
 
 void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                              const Checked& checked) {
   const v1::TaskDone& d = m->done();
-  v1::CoordinatorMessage ack = Ack(d.task_id(), d.attempt(), 0, /*power=*/false);
+  v1::CoordinatorMessage ack = AckMessage(d.task_id(), d.attempt(), 0, /*power=*/false);
   ack.mutable_ack()->set_done(true);
   LiveJob* job = nullptr;
   v1::Task* task = AdmitToAttempt(session, ack, checked, "done", "bad_task_done", &job);
   if (task == nullptr) return;
-  if (writes_pending_.count(AttemptKey(d.task_id(), d.attempt())) > 0) {
-    // Judged once the writer has stored the batches sent before it (SampleStored).
-    parked_done_[AttemptKey(d.task_id(), d.attempt())] = ParkedDone{session_id, m, checked};
+  // Judged once the writer has stored the batches sent before it.
+  if (ingest_.AfterWrites(d.task_id(), d.attempt(), [this, session_id, m, checked] {
+        Session* now = sessions_.Find(session_id);
+        if (now != nullptr) HandleDone(session_id, *now, m, checked);  // else the agent sends it again
+      })) {
     return;
   }
-  ReleaseTaskDevices(*task);
+  placer_.Release(*task);
   *task->mutable_result() = d.result();
   task->mutable_result()->clear_phases();
   task->mutable_result()->set_partial(d.state() == v1::TASK_STATE_CANCELLED);
@@ -383,10 +341,8 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
   // bounded work here whatever the task's sample count.
   v1::TaskState state = d.state();
   std::string error = d.error();
-  TaskAggregate agg;
-  if (auto a = aggregates_.find(task->id()); a != aggregates_.end() && a->second.attempt == task->attempt()) {
-    agg = std::move(a->second);
-  }
+  Ingest::Collected collected = ingest_.Take(task->id(), task->attempt());
+  const TaskAggregate& agg = collected.samples;
   task->mutable_result()->set_samples_stored(agg.samples_stored);
   const v1::JobSpec& spec = job->job.spec();
   for (const auto& [phase, acc] : agg.phases) {
@@ -407,30 +363,24 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
     error = absl::StrCat("incomplete samples: stored ", agg.batches_stored, " of ", d.batches_sent(), " batches and ",
                          agg.samples_stored, " of ", d.samples_sent(), " samples");
   }
-  auto power = store_->LoadPowerBatches(task->id(), task->attempt());
-  if (!power.ok()) {
+  if (state == v1::TASK_STATE_SUCCEEDED && collected.power.size() != d.power_batches_sent()) {
     state = v1::TASK_STATE_FAILED;
-    error = absl::StrCat("reading stored power readings: ", power.status().message());
-  } else {
-    if (state == v1::TASK_STATE_SUCCEEDED && power->size() != d.power_batches_sent()) {
-      state = v1::TASK_STATE_FAILED;
-      error =
-          absl::StrCat("incomplete power readings: stored ", power->size(), " of ", d.power_batches_sent(), " batches");
-    }
-    ComputeEnergyAndCost(spec, session.hello, *power, task);
+    error = absl::StrCat("incomplete power readings: stored ", collected.power.size(), " of ", d.power_batches_sent(),
+                         " batches");
   }
+  ComputeEnergyAndCost(spec, session.hello, collected.power, task);
   auto sink = session.sink;
   loop_.Defer([sink, ack](const absl::Status& commit) {
     if (commit.ok()) sink->Send(ack);
   });
-  schedule_needed_ = true;
+  placer_.Request();
   if (state == v1::TASK_STATE_FAILED && d.state() == v1::TASK_STATE_FAILED && d.retryable()) {
     // Another attempt may not meet the same condition (device busy, out of memory).
     metrics_->AddTaskRetried();
-    RequeueOrFail(*job, *task, absl::StrCat("attempt ", task->attempt(), " failed: ", error), /*restart=*/false);
+    attempts_.RequeueOrFail(*job, *task, absl::StrCat("attempt ", task->attempt(), " failed: ", error), /*restart=*/false);
     return;
   }
-  FinishTask(*job, *task, state, error);
+  attempts_.Finish(*job, *task, state, error);
 }
 
 }  // namespace hetbench::server

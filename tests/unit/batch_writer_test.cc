@@ -7,9 +7,10 @@
 #include <functional>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "server/ingest/batch_writer.h"
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/fake_loop.h"
+#include "tests/testing/sqlite_store.h"
 #include "tests/testing/store_rows.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait.h"
@@ -18,54 +19,16 @@ namespace hetbench::server {
 namespace {
 
 using ::hetbench::testing::Batch;
-using ::hetbench::testing::MakeJob;
+using ::hetbench::testing::FakeLoop;
+using ::hetbench::testing::StoreWithRunningJob;
 using ::hetbench::testing::WaitFor;
-
-// A stand-in for the event loop: keeps posted closures until the test runs them.
-class FakeLoop {
- public:
-  BatchWriter::Post Poster() {
-    return [this](std::function<void()> fn) {
-      absl::MutexLock l(&mu_);
-      if (stopping_) return false;
-      posted_.push_back(std::move(fn));
-      return true;
-    };
-  }
-  /// Runs what was posted so far, as the loop would; returns how many.
-  size_t RunPosted() {
-    std::vector<std::function<void()>> fns;
-    {
-      absl::MutexLock l(&mu_);
-      fns.swap(posted_);
-    }
-    for (auto& fn : fns) fn();
-    return fns.size();
-  }
-  size_t posted() {
-    absl::MutexLock l(&mu_);
-    return posted_.size();
-  }
-  void SetStopping() {
-    absl::MutexLock l(&mu_);
-    stopping_ = true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<std::function<void()>> posted_;
-  bool stopping_ = false;
-};
 
 class BatchWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = SqliteJobStore::Open(dir_.path() + "/jobs.db");
+    auto store = StoreWithRunningJob(dir_.path() + "/jobs.db");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    ASSERT_TRUE(store_->Begin().ok());
-    ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_RUNNING, 1), "").ok());
-    ASSERT_TRUE(store_->Commit().ok());
     task_ = "job-000001-t0";
   }
   std::unique_ptr<BatchWriter> MakeWriter() {

@@ -128,7 +128,11 @@ class CoordinatorTest : public ::testing::Test {
     absl::Notification done;
     v1::Job job;
     coordinator_->GetJob(id, [&](absl::StatusOr<v1::Job> j) {
-      job = *j;
+      if (j.ok()) {
+        job = *std::move(j);
+      } else {
+        ADD_FAILURE() << "GetJob(" << id << "): " << j.status();
+      }
       done.Notify();
     });
     done.WaitForNotification();

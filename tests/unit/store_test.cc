@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/names.h"
-#include "server/service/task_data_reader.h"
+#include "server/store/store_reader.h"
 #include "server/store/sqlite_job_store.h"
 // The tests every store passes are in store_contract_test.cc; these are
 // SQLite's own (migrations, the old layouts, paths) and the data reader's.
@@ -25,7 +25,7 @@ using testing::MakeJob;
 
 // GetTaskData's pages: the task's current attempt only, in seq order, each
 // page says where the next starts, the last says nothing; bad fields named.
-TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
+TEST(StoreReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
   auto store = *SqliteJobStore::Open(":memory:");
   v1::Job job = MakeJob(3, v1::JOB_STATE_RUNNING, 1);
   job.mutable_tasks(0)->set_attempt(2);
@@ -54,7 +54,7 @@ TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
   std::vector<uint64_t> seen;
   int pages = 0;
   do {
-    auto page = TaskDataReader::ReadPage(*store, r);
+    auto page = StoreReader::ReadPage(*store, r);
     ASSERT_TRUE(page.ok()) << page.status();
     EXPECT_EQ(page->attempt(), 2);
     for (const auto& b : page->samples()) seen.push_back(b.seq());
@@ -66,7 +66,7 @@ TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
 
   r.set_kind(v1::GetTaskDataRequest::KIND_POWER);
   r.set_page_size(0);
-  auto power = TaskDataReader::ReadPage(*store, r);
+  auto power = StoreReader::ReadPage(*store, r);
   ASSERT_TRUE(power.ok());
   EXPECT_EQ(power->power_size(), 2);
   EXPECT_TRUE(power->next_page_token().empty());
@@ -74,7 +74,7 @@ TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
   auto refuse = [&](auto edit, const std::string& field) {
     v1::GetTaskDataRequest bad = r;
     edit(bad);
-    auto got = TaskDataReader::ReadPage(*store, bad);
+    auto got = StoreReader::ReadPage(*store, bad);
     EXPECT_FALSE(got.ok());
     EXPECT_THAT(std::string(got.status().message()), ::testing::StartsWith(field)) << got.status();
   };
@@ -84,11 +84,11 @@ TEST(TaskDataReaderTest, PagesOfTheCurrentAttemptInSeqOrder) {
   refuse([](auto& b) { b.clear_task_id(); }, "task_id");
   v1::GetTaskDataRequest missing = r;
   missing.set_task_id("job-000003-t7");
-  EXPECT_EQ(TaskDataReader::ReadPage(*store, missing).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(StoreReader::ReadPage(*store, missing).status().code(), absl::StatusCode::kNotFound);
 }
 
 // Requests past the queue's bound are refused at once, not queued without end.
-TEST(TaskDataReaderTest, AFullQueueAnswersResourceExhausted) {
+TEST(StoreReaderTest, AFullQueueAnswersResourceExhausted) {
   auto store = SqliteJobStore::Open(":memory:");
   ASSERT_TRUE(store.ok());
   std::mutex mu;
@@ -96,7 +96,7 @@ TEST(TaskDataReaderTest, AFullQueueAnswersResourceExhausted) {
   bool release = false;
   int answered = 0, exhausted = 0;
   {
-    TaskDataReader reader(std::move(*store), /*max_queued=*/2);
+    StoreReader reader(std::move(*store), /*max_queued=*/2);
     v1::GetTaskDataRequest r;
     r.set_task_id("t");
     r.set_kind(v1::GetTaskDataRequest::KIND_SAMPLES);

@@ -1,18 +1,18 @@
-#include "server/service/task_data_reader.h"
+#include "server/store/store_reader.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace hetbench::server {
 
-TaskDataReader::TaskDataReader(std::unique_ptr<JobStore> connection, int max_queued)
+StoreReader::StoreReader(std::unique_ptr<JobStore> connection, int max_queued)
     : store_(std::move(connection)), max_queued_(static_cast<size_t>(max_queued)) {
   thread_ = std::thread([this] { Run(); });
 }
 
-TaskDataReader::~TaskDataReader() { Stop(); }
+StoreReader::~StoreReader() { Stop(); }
 
-void TaskDataReader::Stop() {
+void StoreReader::Stop() {
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -21,26 +21,31 @@ void TaskDataReader::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void TaskDataReader::Read(v1::GetTaskDataRequest request, Done done) {
+void StoreReader::Submit(std::function<void(JobStore&)> read, std::function<void(absl::Status)> refused) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
-      done(absl::UnavailableError("coordinator shutting down"));
+      refused(absl::UnavailableError("coordinator shutting down"));
       return;
     }
     if (queue_.size() >= max_queued_) {
-      done(absl::ResourceExhaustedError(
-          absl::StrCat(queue_.size(), " task data reads are queued; retry in a second")));
+      refused(absl::ResourceExhaustedError(absl::StrCat(queue_.size(), " store reads are queued; retry in a second")));
       return;
     }
-    queue_.emplace_back(std::move(request), std::move(done));
+    queue_.push_back(std::move(read));
   }
   cv_.notify_one();
 }
 
-void TaskDataReader::Run() {
+void StoreReader::Read(v1::GetTaskDataRequest request, Done done) {
+  auto shared = std::make_shared<Done>(std::move(done));
+  Submit([request = std::move(request), shared](JobStore& store) { (*shared)(ReadPage(store, request)); },
+         [shared](absl::Status why) { (*shared)(std::move(why)); });
+}
+
+void StoreReader::Run() {
   for (;;) {
-    std::pair<v1::GetTaskDataRequest, Done> next;
+    std::function<void(JobStore&)> next;
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
@@ -48,11 +53,11 @@ void TaskDataReader::Run() {
       next = std::move(queue_.front());
       queue_.pop_front();
     }
-    next.second(ReadPage(*store_, next.first));
+    next(*store_);
   }
 }
 
-absl::StatusOr<v1::TaskData> TaskDataReader::ReadPage(JobStore& store, const v1::GetTaskDataRequest& r) {
+absl::StatusOr<v1::TaskData> StoreReader::ReadPage(JobStore& store, const v1::GetTaskDataRequest& r) {
   if (r.task_id().empty()) return absl::InvalidArgumentError("task_id: empty; name the task, e.g. job-000001-t0");
   if (r.kind() != v1::GetTaskDataRequest::KIND_SAMPLES && r.kind() != v1::GetTaskDataRequest::KIND_POWER) {
     return absl::InvalidArgumentError("kind: say KIND_SAMPLES or KIND_POWER");
