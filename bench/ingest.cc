@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     hetbench::server::Coordinator coordinator(store.get(), &metrics, &clock, {});
     (void)coordinator.Start();
     auto sink = std::make_shared<CountingSink>();
-    coordinator.SubmitJob(v1::JobSpec(), [](absl::StatusOr<v1::Job>) {});
+    coordinator.api().SubmitJob(v1::JobSpec(), [](absl::StatusOr<v1::Job>) {});
     const uint64_t session = coordinator.NewSessionId();
     v1::AgentMessage hello;
     hello.mutable_hello()->set_agent_id("bench");

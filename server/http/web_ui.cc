@@ -103,7 +103,7 @@ absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataR
   r.set_page_size(StoreReader::kMaxPageSize);
   v1::TaskData all;
   do {
-    auto data = Await<v1::TaskData>([&](auto done) { coordinator_->GetTaskData(r, std::move(done)); });
+    auto data = Await<v1::TaskData>([&](auto done) { coordinator_->api().GetTaskData(r, std::move(done)); });
     if (!data.ok()) return data.status();
     all.mutable_samples()->MergeFrom(data->samples());
     all.mutable_power()->MergeFrom(data->power());
@@ -142,14 +142,14 @@ void WebUi::Routes() {
       if (!kind) return Error(res, absl::InvalidArgumentError("kind = " + f.kind + ": use cpu, gpu, tpu, dpu or qpu-sim"));
       filter.device_kind = *kind;
     }
-    auto page = Await<JobPage>([&](auto done) { coordinator_->ListJobs(filter, std::move(done)); });
+    auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
     if (!page.ok()) return Error(res, page.status());
     Html(res, 200, report::RenderJobsPage(page->jobs, f, page->next_page_token));
   });
 
   http_->Get(R"(/jobs/([A-Za-z0-9_-]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
-    auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(id, std::move(done)); });
+    auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(id, std::move(done)); });
     if (!job.ok()) return Error(res, job.status());
     report::PowerTraces power;
     for (const v1::Task* t : report::TimelineTasks(*job)) {
@@ -166,7 +166,7 @@ void WebUi::Routes() {
 
   http_->Get("/agents", [this](const httplib::Request&, httplib::Response& res) {
     auto agents = Await<std::vector<v1::AgentInfo>>([&](auto done) {
-      coordinator_->ListAgents([done = std::move(done)](std::vector<v1::AgentInfo> a) { done(std::move(a)); });
+      coordinator_->api().ListAgents([done = std::move(done)](std::vector<v1::AgentInfo> a) { done(std::move(a)); });
     });
     if (!agents.ok()) return Error(res, agents.status());
     Html(res, 200, report::RenderAgentsPage(*agents));
@@ -186,9 +186,9 @@ void WebUi::Routes() {
     }
     const std::string a_id = Param(req, "a"), b_id = Param(req, "b");
     if (a_id.empty() || b_id.empty()) return Html(res, 200, report::RenderComparePage(nullptr, nullptr, {}, {}, *threshold));
-    auto a = Await<v1::Job>([&](auto done) { coordinator_->GetJob(a_id, std::move(done)); });
+    auto a = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(a_id, std::move(done)); });
     if (!a.ok()) return Error(res, a.status());
-    auto b = Await<v1::Job>([&](auto done) { coordinator_->GetJob(b_id, std::move(done)); });
+    auto b = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(b_id, std::move(done)); });
     if (!b.ok()) return Error(res, b.status());
     std::vector<std::string> unpaired;
     std::vector<report::PairResult> results;
@@ -220,11 +220,11 @@ void WebUi::Routes() {
       if (!kind) return Error(res, absl::InvalidArgumentError("kind = " + kind_text + ": use cpu, gpu, tpu, dpu or qpu-sim"));
       filter.device_kind = *kind;
     }
-    auto page = Await<JobPage>([&](auto done) { coordinator_->ListJobs(filter, std::move(done)); });
+    auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
     if (!page.ok()) return Error(res, page.status());
     std::vector<v1::Job> jobs;
     for (const v1::Job& listed : page->jobs) {
-      auto job = Await<v1::Job>([&](auto done) { coordinator_->GetJob(listed.id(), std::move(done)); });
+      auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(listed.id(), std::move(done)); });
       if (job.ok()) jobs.push_back(std::move(*job));
     }
     auto steps_of = [&](const v1::Task& t) {

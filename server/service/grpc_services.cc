@@ -164,7 +164,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::JobEvent> {
   WatchStream(Coordinator* coordinator, Metrics* metrics, const std::string& job_id, v1::JobView view)
       : sink_(std::make_shared<ReactorSink<WatchStream, v1::JobEvent>>(this, RpcTimer(metrics, "WatchJob"), metrics,
                                                                        "watch", /*coalesce=*/true, 2)) {
-    coordinator->WatchJob(job_id, view == v1::JOB_VIEW_SUMMARY, sink_);
+    coordinator->api().WatchJob(job_id, view == v1::JOB_VIEW_SUMMARY, sink_);
   }
   void OnWriteDone(bool ok) override { sink_->WriteDone(ok); }
   void OnCancel() override { sink_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled")); }
@@ -213,7 +213,7 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerCont
   const auto deadline = ctx->deadline();
   const absl::Time until =
       deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
-  coordinator_->SubmitJob(request->spec(), request->request_id(), until,
+  coordinator_->api().SubmitJob(request->spec(), request->request_id(), until,
                           [call, response](absl::StatusOr<Coordinator::Submitted> submitted) {
                             if (submitted.ok()) {
                               response->set_job_id(submitted->job.id());
@@ -238,7 +238,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext
   }
   const int size =
       request->task_page_size() <= 0 ? kDefaultTaskPageSize : std::min(request->task_page_size(), kMaxTaskPageSize);
-  coordinator_->GetJob(request->job_id(),
+  coordinator_->api().GetJob(request->job_id(),
                        [call, response, summary, first, size](absl::StatusOr<v1::Job> job) {
                          if (job.ok()) {
                            *response = *std::move(job);
@@ -261,7 +261,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
   filter.state = request->state();
   filter.model = request->model();
   filter.device_kind = request->device_kind();
-  coordinator_->ListJobs(std::move(filter), [call, response](absl::StatusOr<JobPage> page) {
+  coordinator_->api().ListJobs(std::move(filter), [call, response](absl::StatusOr<JobPage> page) {
     if (page.ok()) {
       for (v1::Job& j : page->jobs) *response->add_jobs() = std::move(j);
       response->set_next_page_token(page->next_page_token);
@@ -275,7 +275,7 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
                                                         const v1::CancelJobRequest* request, v1::Job* response) {
   const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "CancelJob");
   if (call.refused) return call.reactor;
-  coordinator_->CancelJob(request->job_id(), [call, response](absl::StatusOr<v1::Job> job) {
+  coordinator_->api().CancelJob(request->job_id(), [call, response](absl::StatusOr<v1::Job> job) {
     if (job.ok()) *response = *std::move(job);
     call.Finish(ToGrpcStatus(job.status()));
   });
@@ -295,7 +295,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListAgents(grpc::CallbackServerCon
                                                          v1::ListAgentsResponse* response) {
   const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "ListAgents");
   if (call.refused) return call.reactor;
-  coordinator_->ListAgents([call, response](std::vector<v1::AgentInfo> agents) {
+  coordinator_->api().ListAgents([call, response](std::vector<v1::AgentInfo> agents) {
     for (v1::AgentInfo& a : agents) *response->add_agents() = std::move(a);
     call.Finish(grpc::Status::OK);
   });
@@ -307,7 +307,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTaskData(grpc::CallbackServerCo
                                                           v1::TaskData* response) {
   const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "GetTaskData");
   if (call.refused) return call.reactor;
-  coordinator_->GetTaskData(*request, [call, response](absl::StatusOr<v1::TaskData> data) {
+  coordinator_->api().GetTaskData(*request, [call, response](absl::StatusOr<v1::TaskData> data) {
     if (data.ok()) *response = std::move(*data);
     call.Finish(ToGrpcStatus(data.status()));
   });

@@ -66,6 +66,7 @@ void Watches::Forget(const std::string& job_id) {
 void Watches::CloseAll(const grpc::Status& status) {
   for (auto& [job_id, watcher] : watchers_) watcher.sink->Close(status);
   watchers_.clear();
+  closed_ = true;
 }
 
 }  // namespace hetbench::server

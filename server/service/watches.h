@@ -58,6 +58,8 @@ class Watches {
   void Forget(const std::string& job_id);
   /// Closes every watch with `status` and forgets them all (shutdown).
   void CloseAll(const grpc::Status& status);
+  /// Whether CloseAll ran: new watches are refused.
+  bool closed() const { return closed_; }
 
   /// Open watches of `job_id`, and of all jobs.
   size_t watchers(const std::string& job_id) const { return watchers_.count(job_id); }
@@ -79,6 +81,7 @@ class Watches {
   std::multimap<std::string, Watcher> watchers_;  // by job id
   std::map<std::string, Pacing> pacing_;          // by job id, while the job is live
   std::set<std::string> changed_;                 // jobs changed since their last event
+  bool closed_ = false;
 };
 
 }  // namespace hetbench::server

@@ -88,9 +88,14 @@ start_agent "$VICTIM" $((BASE + 200))
 "$CLI" watch job-000002 >/dev/null 2>&1 || true
 "$CLI" get job job-000002 -o json >"$WORK/b.json"
 [[ $(jq -r '.state' "$WORK/b.json") == JOB_STATE_SUCCEEDED ]] || fail "gang B did not succeed: $(jq -r '.error' "$WORK/b.json")"
-[[ $(jq '[.tasks[] | select(.attempt == 2 and (.result.samples_stored | tonumber) == 1502)] | length' "$WORK/b.json") == 2 ]] \
-  || fail "gang B: both ranks should finish attempt 2 with 1502 samples"
-echo "gang B: re-run as attempt 2 on both ranks, 1502 samples each"
+# The restarted agent calibrates its device before its rank joins; the 5 s collective timeout
+# also bounds the rendezvous, so on a loaded machine attempt 2 can time out there and the gang
+# runs again as a whole. Either way both ranks end on one attempt after the kill, each complete.
+B_ATTEMPT=$(jq -r '.tasks[0].attempt' "$WORK/b.json")
+[[ $B_ATTEMPT -ge 2 && $(jq --argjson a "$B_ATTEMPT" \
+    '[.tasks[] | select(.attempt == $a and (.result.samples_stored | tonumber) == 1502)] | length' "$WORK/b.json") == 2 ]] \
+  || fail "gang B: both ranks should finish one attempt after the kill (2 or later) with 1502 samples each"
+echo "gang B: re-run as attempt $B_ATTEMPT on both ranks, 1502 samples each"
 
 # ---- C. freeze one rank's agent mid-task
 "$CLI" submit -f "$WORK/b.yaml" >/dev/null

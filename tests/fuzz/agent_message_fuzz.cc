@@ -39,7 +39,7 @@ struct World {
     spec.add_batch_sizes(32);
     spec.add_batch_sizes(64);
     absl::Notification done;
-    coordinator->SubmitJob(spec, [&](absl::StatusOr<hetbench::v1::Job> j) {
+    coordinator->api().SubmitJob(spec, [&](absl::StatusOr<hetbench::v1::Job> j) {
       if (!j.ok()) std::abort();
       done.Notify();
     });

@@ -120,7 +120,7 @@ class LoopbackTest : public ::testing::Test {
     // An ended job is read off the loop: the answer comes on the reader's thread.
     v1::Job job;
     absl::Notification done;
-    server_->coordinator().GetJob(id, [&](absl::StatusOr<v1::Job> j) {
+    server_->coordinator().api().GetJob(id, [&](absl::StatusOr<v1::Job> j) {
       if (j.ok()) {
         job = *std::move(j);
       } else {

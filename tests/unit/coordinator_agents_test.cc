@@ -178,7 +178,7 @@ TEST_F(CoordinatorTest, ACancelMadeWhileTheStreamIsDownReachesTheAgentWhenItResu
   const Started t = StartOneTask();
   coordinator_->OnAgentGone(t.session, "stream closed by peer");
   absl::Notification cancelled;
-  coordinator_->CancelJob(t.job_id, [&](absl::StatusOr<v1::Job> j) {
+  coordinator_->api().CancelJob(t.job_id, [&](absl::StatusOr<v1::Job> j) {
     EXPECT_TRUE(j.ok());
     cancelled.Notify();
   });

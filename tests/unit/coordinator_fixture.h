@@ -117,7 +117,7 @@ class CoordinatorTest : public ::testing::Test {
   absl::StatusOr<v1::Job> Submit(v1::JobSpec spec) {
     absl::Notification done;
     absl::StatusOr<v1::Job> result;
-    coordinator_->SubmitJob(std::move(spec), [&](absl::StatusOr<v1::Job> j) {
+    coordinator_->api().SubmitJob(std::move(spec), [&](absl::StatusOr<v1::Job> j) {
       result = std::move(j);
       done.Notify();
     });
@@ -127,7 +127,7 @@ class CoordinatorTest : public ::testing::Test {
   v1::Job Get(const std::string& id) {
     absl::Notification done;
     v1::Job job;
-    coordinator_->GetJob(id, [&](absl::StatusOr<v1::Job> j) {
+    coordinator_->api().GetJob(id, [&](absl::StatusOr<v1::Job> j) {
       if (j.ok()) {
         job = *std::move(j);
       } else {
@@ -141,7 +141,7 @@ class CoordinatorTest : public ::testing::Test {
   std::vector<v1::Job> List() {
     absl::Notification done;
     std::vector<v1::Job> jobs;
-    coordinator_->ListJobs(JobFilter{1000}, [&](absl::StatusOr<JobPage> page) {
+    coordinator_->api().ListJobs(JobFilter{1000}, [&](absl::StatusOr<JobPage> page) {
       // Newest first; tests read them oldest first.
       if (page.ok()) jobs.assign(page->jobs.rbegin(), page->jobs.rend());
       done.Notify();
@@ -153,7 +153,7 @@ class CoordinatorTest : public ::testing::Test {
   std::vector<v1::AgentInfo> Agents() {
     absl::Notification done;
     std::vector<v1::AgentInfo> agents;
-    coordinator_->ListAgents([&](std::vector<v1::AgentInfo> a) {
+    coordinator_->api().ListAgents([&](std::vector<v1::AgentInfo> a) {
       agents = std::move(a);
       done.Notify();
     });

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/wait.h"
 #include "tests/unit/coordinator_fixture.h"
 
 namespace hetbench::server::coordinator_testing {
@@ -123,7 +124,7 @@ TEST_F(CoordinatorTest, CancelStopsQueuedTasksAndTellsTheAgent) {
   uint64_t s = Connect("a1", sink);
   ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
   absl::Notification done;
-  coordinator_->CancelJob(job->id(), [&](absl::StatusOr<v1::Job> j) {
+  coordinator_->api().CancelJob(job->id(), [&](absl::StatusOr<v1::Job> j) {
     EXPECT_TRUE(j.ok());
     EXPECT_EQ(j->state(), v1::JOB_STATE_CANCELLED);
     done.Notify();
@@ -142,9 +143,9 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   v1::JobSpec spec;
   auto job = Submit(spec);
   auto watch = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob(job->id(), /*summary=*/false, watch);
+  coordinator_->api().WatchJob(job->id(), /*summary=*/false, watch);
   auto summary = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob(job->id(), /*summary=*/true, summary);
+  coordinator_->api().WatchJob(job->id(), /*summary=*/true, summary);
   ASSERT_TRUE(watch->WaitFor([](auto& v) { return !v.empty(); }));
   EXPECT_EQ(watch->messages()[0].message(), "snapshot");
   auto sink = std::make_shared<FakeAgentSink>();
@@ -164,8 +165,9 @@ TEST_F(CoordinatorTest, WatchSendsSnapshotThenEventsAndClosesAtTheEnd) {
   EXPECT_EQ(summary->messages().back().job().tasks(0).state(), v1::TASK_STATE_SUCCEEDED);
 
   auto missing = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob("job-999999", false, missing);
-  coordinator_->RunSync([] {});
+  coordinator_->api().WatchJob("job-999999", false, missing);
+  // Not in memory: read from the store off the loop, answered from the reader's thread.
+  ASSERT_TRUE(hetbench::testing::WaitFor([&] { return missing->closed(); }, absl::Seconds(10)));
   EXPECT_EQ(missing->status().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
@@ -173,7 +175,7 @@ TEST_F(CoordinatorTest, ASubmitRetriedWithItsRequestIdReturnsTheFirstJobEvenAfte
   auto submit = [&](const std::string& request_id) {
     absl::Notification done;
     absl::StatusOr<Coordinator::Submitted> result;
-    coordinator_->SubmitJob(v1::JobSpec(), request_id, absl::InfiniteFuture(),
+    coordinator_->api().SubmitJob(v1::JobSpec(), request_id, absl::InfiniteFuture(),
                             [&](absl::StatusOr<Coordinator::Submitted> s) {
                               result = std::move(s);
                               done.Notify();
@@ -204,7 +206,7 @@ TEST_F(CoordinatorTest, ASubmitRetriedWithItsRequestIdReturnsTheFirstJobEvenAfte
 TEST_F(CoordinatorTest, ASubmitThatWaitedPastItsDeadlineCreatesNothing) {
   absl::Notification done;
   absl::Status status;
-  coordinator_->SubmitJob(v1::JobSpec(), "late", absl::Now() - absl::Seconds(1),
+  coordinator_->api().SubmitJob(v1::JobSpec(), "late", absl::Now() - absl::Seconds(1),
                           [&](absl::StatusOr<Coordinator::Submitted> s) {
                             status = s.status();
                             done.Notify();
@@ -269,7 +271,7 @@ TEST_F(CoordinatorTest, AQueuedTasksPendingReasonIsABoundedSummary) {
 TEST_F(CoordinatorTest, AWatcherGetsTheLatestStateNotACopyPerEvent) {
   Started t = StartOneTask();
   auto watcher = std::make_shared<FakeSink<v1::JobEvent>>();
-  coordinator_->WatchJob(t.job_id, /*summary=*/true, watcher);
+  coordinator_->api().WatchJob(t.job_id, /*summary=*/true, watcher);
   ASSERT_TRUE(watcher->WaitFor([](auto& v) { return !v.empty(); }));
   for (int step = 1; step <= 500; ++step) {
     v1::AgentMessage m;

@@ -1,5 +1,5 @@
-// Ingest: what agents stream up (progress, sample and power batches, the
-// TaskDone), stored exactly once, aggregated as it arrives, checked strictly.
+#include "server/service/agent_messages.h"
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -7,7 +7,6 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "server/ingest/energy_cost.h"
-#include "server/service/coordinator.h"
 
 namespace hetbench::server {
 
@@ -19,7 +18,7 @@ bool IsTerminalTaskState(v1::TaskState s) {
 }
 }  // namespace
 
-Coordinator::Checked Coordinator::CheckAgentMessage(const v1::AgentMessage& m, int max_samples_per_batch) {
+AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_samples_per_batch) {
   // Runs at the edge, on the stream's thread: O(message) checks and the
   // histogram counts, so the loop only stores and adds.
   Checked c;
@@ -65,40 +64,26 @@ Coordinator::Checked Coordinator::CheckAgentMessage(const v1::AgentMessage& m, i
   return c;
 }
 
-void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg) {
-  auto checked = std::make_shared<Checked>(CheckAgentMessage(msg, options_.max_samples_per_batch));
-  std::shared_ptr<const v1::AgentMessage> shared = std::make_shared<v1::AgentMessage>(std::move(msg));
-  // Not sheddable: each stream bounds its own in-flight messages (Handled).
-  loop_.Post([this, session_id, sink = std::move(sink), shared, checked] {
-    HandleAgentMessage(session_id, sink, shared, *checked);
-    sink->Handled();
-  });
-}
-
-void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
-                                     const std::shared_ptr<const v1::AgentMessage>& message, const Checked& checked) {
+void AgentMessages::Handle(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
+                           const std::shared_ptr<const v1::AgentMessage>& message, const Checked& checked) {
   const v1::AgentMessage& m = *message;
-  if (closing_streams_) {
-    sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; reconnect"));
-    return;
-  }
   bool opened = false;
-  Session& session = sessions_.Open(session_id, sink, clock_->SystemNowSeconds(), &opened);
-  session.last_seen_ns = clock_->MonotonicNowNs();
-  session.last_seen_unix = clock_->SystemNowSeconds();
+  Session& session = p_.sessions->Open(session_id, sink, p_.clock->SystemNowSeconds(), &opened);
+  session.last_seen_ns = p_.clock->MonotonicNowNs();
+  session.last_seen_unix = p_.clock->SystemNowSeconds();
   // The last-seen gauge moves at most once a second per agent.
   if (session.has_hello && session.last_seen_ns - session.last_seen_metric_ns >= 1'000'000'000) {
     session.last_seen_metric_ns = session.last_seen_ns;
-    metrics_->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
+    p_.metrics->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
   }
   if (m.kind_case() == v1::AgentMessage::kHello) {
-    HandleHello(session_id, session, m.hello());
+    p_.agents->Hello(session_id, session, m.hello());
     return;
   }
   if (!session.has_hello) {
-    metrics_->AddRejectedMessage("no_hello");
+    p_.metrics->AddRejectedMessage("no_hello");
     sink->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "send Hello first"));
-    (void)sessions_.Close(session_id);
+    (void)p_.sessions->Close(session_id);
     return;
   }
   switch (m.kind_case()) {
@@ -106,85 +91,43 @@ void Coordinator::HandleAgentMessage(uint64_t session_id, const std::shared_ptr<
       if (m.heartbeat().agent_ns() != 0) {
         // Echoed at once: the agent estimates the clock offset from the round trip.
         v1::CoordinatorMessage echo;
-        echo.mutable_heartbeat()->set_unix_seconds(clock_->SystemNowSeconds());
+        echo.mutable_heartbeat()->set_unix_seconds(p_.clock->SystemNowSeconds());
         echo.mutable_heartbeat()->set_agent_ns(m.heartbeat().agent_ns());
-        echo.mutable_heartbeat()->set_coordinator_ns(clock_->MonotonicNowNs());
+        echo.mutable_heartbeat()->set_coordinator_ns(p_.clock->MonotonicNowNs());
         sink->Send(std::move(echo));
       }
       break;
     case v1::AgentMessage::kProgress:
-      HandleProgress(session, m.progress());
+      Progress(session, m.progress());
       break;
     case v1::AgentMessage::kSamples:
-      HandleSamples(session, message, checked);
+      Samples(session, message, checked);
       break;
     case v1::AgentMessage::kDone:
-      HandleDone(session_id, session, message, checked);
+      Done(session_id, session, message, checked);
       break;
     case v1::AgentMessage::kPower:
-      HandlePower(session, message, checked);
+      Power(session, message, checked);
       break;
     default:
-      metrics_->AddRejectedMessage("unknown_kind");
+      p_.metrics->AddRejectedMessage("unknown_kind");
       break;
   }
 }
 
-v1::Task* Coordinator::OwnedTask(const std::string& agent_id, const std::string& task_id, int attempt, LiveJob** job) {
-  LiveJob* live = nullptr;
-  v1::Task* task = jobs_.FindTask(task_id, &live);
-  if (task == nullptr || task->state() != v1::TASK_STATE_RUNNING || task->agent_id() != agent_id ||
-      task->attempt() != attempt) {
-    return nullptr;
-  }
-  *job = live;
-  return task;
-}
-
-Coordinator::Settled Coordinator::SettledInMemory(const std::string& agent_id, const std::string& task_id,
-                                                  int attempt) {
-  if (const v1::Task* t = jobs_.FindTask(task_id)) {
-    return IsTerminal(t->state()) && t->agent_id() == agent_id && t->attempt() == attempt ? Settled::kYes
-                                                                                          : Settled::kNo;
-  }
-  return SplitTaskId(task_id) ? Settled::kAskStore : Settled::kNo;
-}
-
-void Coordinator::AnswerFromStore(std::shared_ptr<AgentSink> sink, const std::string& agent_id,
-                                  const std::string& task_id, int attempt,
-                                  std::optional<v1::CoordinatorMessage> if_settled) {
-  // An ended job has left memory once its end was committed: its task's row
-  // is read off the loop (one indexed read), and the answer sent from there.
-  ended_reader_->Submit(
-      [metrics = metrics_, sink, agent_id, task_id, attempt, if_settled = std::move(if_settled)](JobStore& store) {
-        auto stored = store.GetTask(task_id);
-        const bool settled = stored.ok() && stored->has_value() && IsTerminal((*stored)->state()) &&
-                             (*stored)->agent_id() == agent_id && (*stored)->attempt() == attempt;
-        if (settled) {
-          if (!if_settled) return;
-          if (!if_settled->ack().done()) metrics->AddDuplicateBatch();
-          sink->Send(*if_settled);
-        } else if (stored.ok()) {
-          metrics->AddRejectedMessage("stale_attempt");
-          sink->Send(CancelMessage(task_id, attempt, "this attempt is not assigned to you", /*fenced=*/true));
-        }  // else the read failed: unanswered, the agent sends it again
-      },
-      [](const absl::Status&) {});  // refused: unanswered, the agent sends it again
-}
-
-void Coordinator::HandleProgress(Session& session, const v1::Progress& p) {
+void AgentMessages::Progress(Session& session, const v1::Progress& p) {
   LiveJob* job = nullptr;
-  v1::Task* task = OwnedTask(session.hello.agent_id(), p.task_id(), p.attempt(), &job);
+  v1::Task* task = p_.agents->OwnedTask(session.hello.agent_id(), p.task_id(), p.attempt(), &job);
   if (task == nullptr) return;  // late progress of an ended attempt: harmless
   task->set_phase(p.phase());
   task->set_step(p.step());
   task->set_total_steps(p.total_steps());
-  watches_.Changed(job->job.id(), "progress");  // live only: progress is not stored
+  p_.watches->Changed(job->job.id(), "progress");  // live only: progress is not stored
 }
 
-void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
+void AgentMessages::Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
                          const std::string& reason, const std::string& metric_reason) {
-  metrics_->AddRejectedMessage(metric_reason);
+  p_.metrics->AddRejectedMessage(metric_reason);
   LogWarning(kLog, "refused a ", what, " message of ", task.id(), " attempt ", task.attempt(), " from ",
              session.hello.agent_id(), ": ", reason);
   v1::CoordinatorMessage rejected;
@@ -196,34 +139,34 @@ void Coordinator::Reject(Session& session, LiveJob& job, v1::Task& task, const s
   const v1::CoordinatorMessage cancel = CancelMessage(
       task.id(), task.attempt(), absl::StrCat("a ", what, " message was refused: ", reason), /*fenced=*/true);
   auto sink = session.sink;
-  loop_.Defer([sink, rejected, cancel](const absl::Status&) {
+  defer_([sink, rejected, cancel](const absl::Status&) {
     sink->Send(rejected);
     sink->Send(cancel);
   });
   // A malformed message is the agent's bug: another attempt would repeat it.
-  placer_.Release(task);
-  attempts_.Finish(job, task, v1::TASK_STATE_FAILED,
+  p_.placer->Release(task);
+  p_.attempts->Finish(job, task, v1::TASK_STATE_FAILED,
              absl::StrCat("attempt ", task.attempt(), ": agent ", task.agent_id(), " sent a malformed ", what,
                           " message: ", reason));
-  placer_.Request();
+  p_.placer->Request();
 }
 
-void Coordinator::HandleSamples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+void AgentMessages::Samples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                                 const Checked& checked) {
   const v1::SampleBatch& b = m->samples();
   LiveJob* job = nullptr;
-  if (AdmitToAttempt(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false), checked, "samples",
+  if (Admit(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false), checked, "samples",
                      "malformed_batch", &job) == nullptr) {
     return;
   }
   std::shared_ptr<const v1::SampleBatch> batch(m, &m->samples());  // shares the message's lifetime
-  ingest_.Write(batch, checked.summary,
+  p_.ingest->Write(batch, checked.summary,
                 [this, sink = session.sink, m, checked](const absl::StatusOr<bool>& stored, bool counted) {
                   SampleStored(sink, m, checked, stored, counted);
                 });
 }
 
-void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
+void AgentMessages::SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
                                const Checked& checked, const absl::StatusOr<bool>& stored, bool counted) {
   const v1::SampleBatch& b = m->samples();
   if (!stored.ok()) {
@@ -232,29 +175,29 @@ void Coordinator::SampleStored(const std::shared_ptr<AgentSink>& sink, const std
   }
   // Counted for the attempt if it is still the running one (an attempt lost
   // meanwhile keeps its rows, not its aggregate).
-  if (const v1::Task* task = counted ? jobs_.FindTask(b.task_id()) : nullptr) {
-    metrics_->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
-    metrics_->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
+  if (const v1::Task* task = counted ? p_.jobs->FindTask(b.task_id()) : nullptr) {
+    p_.metrics->AddSamplesIngested(b.phase(), task->device_kind(), b.duration_ns_size());
+    p_.metrics->ObserveSteps(task->model(), task->device_kind(), b.phase(), checked.steps);
   } else if (!*stored) {
-    metrics_->AddDuplicateBatch();
+    p_.metrics->AddDuplicateBatch();
   }
   sink->Send(AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
 }
 
-v1::Task* Coordinator::AdmitToAttempt(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
+v1::Task* AgentMessages::Admit(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
                                       const char* what, const char* metric_reason, LiveJob** job) {
   const v1::SampleAck& a = ack.ack();
-  switch (SettledInMemory(session.hello.agent_id(), a.task_id(), a.attempt())) {
-    case Settled::kYes:
+  switch (p_.agents->SettledInMemory(session.hello.agent_id(), a.task_id(), a.attempt())) {
+    case AgentSessions::Settled::kYes:
       AnswerSettled(session, ack);
       return nullptr;
-    case Settled::kAskStore:
-      AnswerFromStore(session.sink, session.hello.agent_id(), a.task_id(), a.attempt(), ack);
+    case AgentSessions::Settled::kAskStore:
+      p_.agents->AnswerFromStore(session.sink, session.hello.agent_id(), a.task_id(), a.attempt(), ack);
       return nullptr;
-    case Settled::kNo:
+    case AgentSessions::Settled::kNo:
       break;
   }
-  v1::Task* task = FencedTask(session, a.task_id(), a.attempt(), job);
+  v1::Task* task = p_.agents->FencedTask(session, a.task_id(), a.attempt(), job);
   if (task == nullptr) return nullptr;
   if (!checked.problem.empty()) {
     Reject(session, **job, *task, what, a.seq(), checked.problem, metric_reason);
@@ -263,37 +206,26 @@ v1::Task* Coordinator::AdmitToAttempt(Session& session, const v1::CoordinatorMes
   return task;
 }
 
-v1::Task* Coordinator::FencedTask(Session& session, const std::string& task_id, int attempt, LiveJob** job) {
-  v1::Task* task = OwnedTask(session.hello.agent_id(), task_id, attempt, job);
-  if (task == nullptr) {
-    // Fencing: an attempt that is no longer assigned to this agent is refused
-    // and told to stop.
-    metrics_->AddRejectedMessage("stale_attempt");
-    session.sink->Send(CancelMessage(task_id, attempt, "this attempt is not assigned to you", /*fenced=*/true));
-  }
-  return task;
-}
-
-void Coordinator::AnswerSettled(Session& session, v1::CoordinatorMessage ack) {
+void AgentMessages::AnswerSettled(Session& session, v1::CoordinatorMessage ack) {
   // Sent again after a broken stream, for an attempt that has ended since:
   // its result is final, so nothing is stored; the ack lets the agent let go.
-  if (!ack.ack().done()) metrics_->AddDuplicateBatch();
+  if (!ack.ack().done()) p_.metrics->AddDuplicateBatch();
   auto sink = session.sink;
-  loop_.Defer([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
+  defer_([sink, ack = std::move(ack)](const absl::Status&) { sink->Send(ack); });
 
 }
 
-void Coordinator::HandlePower(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+void AgentMessages::Power(Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                                const Checked& checked) {
   const v1::PowerBatch& b = m->power();
   LiveJob* job = nullptr;
-  if (AdmitToAttempt(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/true), checked, "power",
+  if (Admit(session, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/true), checked, "power",
                      "malformed_power_batch", &job) == nullptr) {
     return;
   }
   std::shared_ptr<const v1::PowerBatch> batch(m, &m->power());
-  ingest_.Write(batch, [this, sink = session.sink, batch, agent = session.hello.agent_id(),
-                        kind = SensorDeviceKind(session.hello, b.sensor().device_id())](
+  p_.ingest->Write(batch, [metrics = p_.metrics, sink = session.sink, batch, agent = session.hello.agent_id(),
+                        kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
                            const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
     if (!stored.ok()) {
       LogError(kLog, "storing power readings of ", batch->task_id(), ": ", stored.status().ToString());
@@ -301,32 +233,32 @@ void Coordinator::HandlePower(Session& session, const std::shared_ptr<const v1::
     }
     const v1::PowerSource source = batch->sensor().source();
     if (counted) {  // metrics: the latest power and the energy between consecutive readings
-      if (!std::isnan(delta.watts)) metrics_->SetPower(agent, kind, source, delta.watts);
-      metrics_->AddEnergy(agent, kind, source, delta.joules);
-      metrics_->AddPowerReadErrors(agent, source, batch->read_errors());
+      if (!std::isnan(delta.watts)) metrics->SetPower(agent, kind, source, delta.watts);
+      metrics->AddEnergy(agent, kind, source, delta.joules);
+      metrics->AddPowerReadErrors(agent, source, batch->read_errors());
     } else if (!*stored) {
-      metrics_->AddDuplicateBatch();
+      metrics->AddDuplicateBatch();
     }
     sink->Send(AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
   });
 }
 
-void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+void AgentMessages::Done(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
                              const Checked& checked) {
   const v1::TaskDone& d = m->done();
   v1::CoordinatorMessage ack = AckMessage(d.task_id(), d.attempt(), 0, /*power=*/false);
   ack.mutable_ack()->set_done(true);
   LiveJob* job = nullptr;
-  v1::Task* task = AdmitToAttempt(session, ack, checked, "done", "bad_task_done", &job);
+  v1::Task* task = Admit(session, ack, checked, "done", "bad_task_done", &job);
   if (task == nullptr) return;
   // Judged once the writer has stored the batches sent before it.
-  if (ingest_.AfterWrites(d.task_id(), d.attempt(), [this, session_id, m, checked] {
-        Session* now = sessions_.Find(session_id);
-        if (now != nullptr) HandleDone(session_id, *now, m, checked);  // else the agent sends it again
+  if (p_.ingest->AfterWrites(d.task_id(), d.attempt(), [this, session_id, m, checked] {
+        Session* now = p_.sessions->Find(session_id);
+        if (now != nullptr) Done(session_id, *now, m, checked);  // else the agent sends it again
       })) {
     return;
   }
-  placer_.Release(*task);
+  p_.placer->Release(*task);
   *task->mutable_result() = d.result();
   task->mutable_result()->clear_phases();
   task->mutable_result()->set_partial(d.state() == v1::TASK_STATE_CANCELLED);
@@ -341,7 +273,7 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
   // bounded work here whatever the task's sample count.
   v1::TaskState state = d.state();
   std::string error = d.error();
-  Ingest::Collected collected = ingest_.Take(task->id(), task->attempt());
+  Ingest::Collected collected = p_.ingest->Take(task->id(), task->attempt());
   const TaskAggregate& agg = collected.samples;
   task->mutable_result()->set_samples_stored(agg.samples_stored);
   const v1::JobSpec& spec = job->job.spec();
@@ -370,17 +302,17 @@ void Coordinator::HandleDone(uint64_t session_id, Session& session, const std::s
   }
   ComputeEnergyAndCost(spec, session.hello, collected.power, task);
   auto sink = session.sink;
-  loop_.Defer([sink, ack](const absl::Status& commit) {
+  defer_([sink, ack](const absl::Status& commit) {
     if (commit.ok()) sink->Send(ack);
   });
-  placer_.Request();
+  p_.placer->Request();
   if (state == v1::TASK_STATE_FAILED && d.state() == v1::TASK_STATE_FAILED && d.retryable()) {
     // Another attempt may not meet the same condition (device busy, out of memory).
-    metrics_->AddTaskRetried();
-    attempts_.RequeueOrFail(*job, *task, absl::StrCat("attempt ", task->attempt(), " failed: ", error), /*restart=*/false);
+    p_.metrics->AddTaskRetried();
+    p_.attempts->RequeueOrFail(*job, *task, absl::StrCat("attempt ", task->attempt(), " failed: ", error), /*restart=*/false);
     return;
   }
-  attempts_.Finish(*job, *task, state, error);
+  p_.attempts->Finish(*job, *task, state, error);
 }
 
 }  // namespace hetbench::server

@@ -1,0 +1,92 @@
+#pragma once
+/// AgentMessages: what agents stream up, handled in order per stream —
+/// Hello (to AgentSessions), heartbeats (echoed for the clock offset),
+/// progress, sample and power batches (stored exactly once through Ingest,
+/// acknowledged after their commit) and the TaskDone (judged once the batches
+/// sent before it are stored: counts, validity, energy and cost). A malformed
+/// message of a running attempt is refused with the field named, and fails
+/// the attempt; one for an attempt that is no longer the agent's is fenced.
+///
+/// Owns: nothing; it routes each message to the parts that own its effects.
+///
+/// Threading: Check runs at the edge, on the stream's thread (O(message)
+/// checks and histogram counts); Handle on the coordinator's loop thread.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "hetbench/v1/agent.pb.h"
+#include "server/ingest/ingest.h"
+#include "server/ingest/step_aggregator.h"
+#include "server/metrics/metrics.h"
+#include "server/scheduler/placer.h"
+#include "server/service/agent_sessions.h"
+#include "server/service/attempts.h"
+#include "server/service/job_table.h"
+#include "server/service/session_table.h"
+#include "server/service/watches.h"
+
+namespace hetbench::server {
+
+class AgentMessages {
+ public:
+  /// What the edge found in a message before it reached the loop.
+  struct Checked {
+    std::string problem;  // non-empty: malformed, with the field named
+    Metrics::StepCounts steps;
+    BatchSummary summary;  // samples only
+  };
+  /// The edge's checks of `m`.
+  static Checked Check(const v1::AgentMessage& m, int max_samples_per_batch);
+
+  struct Parts {
+    SessionTable* sessions;
+    AgentSessions* agents;
+    JobTable* jobs;
+    Placer* placer;
+    Ingest* ingest;
+    Attempts* attempts;
+    Watches* watches;
+    Metrics* metrics;
+    const Clock* clock;
+  };
+  AgentMessages(Parts parts, Attempts::Defer defer) : p_(parts), defer_(std::move(defer)) {}
+
+  /// Handles message `m` of stream `session_id` (opening its session at its first message).
+  void Handle(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
+              const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
+
+ private:
+  void Progress(Session& session, const v1::Progress& p);
+  /// Hands a batch of a running attempt to the batch writer; the ack, the
+  /// aggregate and the metrics follow its commit (SampleStored).
+  void Samples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
+  void SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
+                    const Checked& checked, const absl::StatusOr<bool>& stored, bool counted);
+  /// Hands a power batch to the batch writer; the ack and the metrics follow its commit.
+  void Power(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
+  /// A TaskDone waits while batches of its attempt are with the batch
+  /// writer (Ingest::AfterWrites), so the counts it is checked against are complete.
+  void Done(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,
+            const Checked& checked);
+  /// Refuses a malformed message of a running attempt: tells the agent
+  /// (Rejected, then Cancel{fenced}), counts it, and fails the attempt.
+  void Reject(Session& session, LiveJob& job, v1::Task& task, const std::string& what, uint64_t seq,
+              const std::string& reason, const std::string& metric_reason);
+  /// The running attempt a message of `session` is for (named by `ack`, the
+  /// answer it gets once handled), or null when the message was answered
+  /// here: sent again for an attempt that has ended (acked), stale (fenced),
+  /// or malformed (`what`, counted as `metric_reason`; the attempt fails).
+  v1::Task* Admit(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked, const char* what,
+                  const char* metric_reason, LiveJob** job);
+  /// Answers a message sent again for an attempt of this session's agent
+  /// that has ended, with `ack`, once the batch commits.
+  void AnswerSettled(Session& session, v1::CoordinatorMessage ack);
+
+  const Parts p_;
+  const Attempts::Defer defer_;
+};
+
+}  // namespace hetbench::server

@@ -1,0 +1,326 @@
+#include "server/service/job_api.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/job_spec.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "server/service/attempts.h"
+
+namespace hetbench::server {
+
+namespace {
+constexpr char kLog[] = "coordinator";
+constexpr size_t kMaxRequestIdLength = 128;
+constexpr int kMaxPageSize = 1000;
+
+// An id as errors quote it: whole up to 64 characters, else its start and
+// length (an id is the caller's input: never echoed whole).
+std::string QuotedId(const std::string& id) {
+  if (id.size() <= 64) return absl::StrCat("'", id, "'");
+  return absl::StrCat("'", id.substr(0, 32), "...' (", id.size(), " characters)");
+}
+
+absl::Status JobNotFound(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("job ", QuotedId(id), " not found; list jobs with `hetbench get jobs`"));
+}
+
+// An ended (or unknown: NOT_FOUND) job from the store; on a StoreReader's thread.
+absl::StatusOr<v1::Job> StoredJob(JobStore& store, const std::string& job_id) {
+  auto stored = store.GetJob(job_id);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return JobNotFound(job_id);
+  return **std::move(stored);
+}
+
+absl::Status Busy(size_t depth) {
+  return absl::ResourceExhaustedError(absl::StrCat("coordinator busy: ", depth,
+                                                   " requests queued; retry in 1 s (a submit with the same request "
+                                                   "id is safe to retry)"));
+}
+
+}  // namespace
+
+void JobApi::SubmitJob(v1::JobSpec spec, JobCallback done) {
+  SubmitJob(std::move(spec), "", absl::InfiniteFuture(), [done = std::move(done)](absl::StatusOr<Submitted> s) {
+    if (!s.ok()) {
+      done(s.status());
+    } else {
+      done(std::move(s->job));
+    }
+  });
+}
+
+void JobApi::SubmitJob(v1::JobSpec spec, std::string request_id, absl::Time deadline,
+                            std::function<void(absl::StatusOr<Submitted>)> done) {
+  // The edge: work proportional to the spec's size happens here, on the
+  // caller's thread, never on the loop.
+  if (request_id.size() > kMaxRequestIdLength ||
+      std::any_of(request_id.begin(), request_id.end(), [](char c) { return c < 0x21 || c > 0x7e; })) {
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "request_id: ", request_id.size(), " characters: use 1 to 128 printable ASCII characters without spaces")));
+    return;
+  }
+  v1::JobSpec effective = WithDefaults(std::move(spec));
+  if (absl::Status s = ValidateJobSpec(effective); !s.ok()) {
+    p_.metrics->AddSpecRefused();
+    done(s);
+    return;
+  }
+  auto shared_done = std::make_shared<std::function<void(absl::StatusOr<Submitted>)>>(std::move(done));
+  const bool posted = Post(
+      [this, effective = std::move(effective), request_id = std::move(request_id), deadline, shared_done]() mutable {
+        if (absl::Now() > deadline) {
+          // The client gave up waiting: creating the job now would leave one it never heard of.
+          (*shared_done)(absl::DeadlineExceededError(
+              "the request waited past its deadline in the coordinator's queue and was not carried out; nothing "
+              "was created; submit again (with the same request id)"));
+          return;
+        }
+        CreateJob(std::move(effective), request_id, std::move(*shared_done));
+      });
+  if (!posted) {
+    p_.metrics->AddRequestShed("SubmitJob");
+    (*shared_done)(Busy(p_.loop->depth()));
+  }
+}
+
+void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
+                            std::function<void(absl::StatusOr<Submitted>)> done) {
+  if (!request_id.empty()) {
+    std::string existing;
+    if (auto live = p_.jobs->JobForRequest(request_id)) {
+      existing = *live;
+    } else {
+      auto found = p_.store->FindRequest(request_id);
+      if (!found.ok()) {
+        done(found.status());
+        return;
+      }
+      existing = *found;
+    }
+    if (!existing.empty()) {
+      p_.loop->Defer([this, existing, done = std::move(done)](const absl::Status&) {
+        GetJob(existing, [done](absl::StatusOr<v1::Job> job) {
+          if (!job.ok()) {
+            done(job.status());
+          } else {
+            done(Submitted{*std::move(job), /*existing=*/true});
+          }
+        });
+      });
+      return;
+    }
+  }
+  const v1::Job& job = p_.jobs->Create(std::move(effective), request_id, p_.clock->SystemNowSeconds()).job;
+  const std::string id = job.id();
+  if (absl::Status s = p_.store->InsertJob(job, request_id); !s.ok()) {
+    LogError(kLog, "storing ", id, ": ", s.ToString());  // the commit fails too and reloads
+  }
+  LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(job.spec().models(), ", "), "; ", job.tasks_size(), " tasks)");
+  p_.placer->Request();
+  p_.loop->Defer([this, id, done = std::move(done)](const absl::Status& commit) {
+    if (!commit.ok()) {
+      done(absl::UnavailableError(absl::StrCat("job not stored: ", commit.message(), "; submit again")));
+      return;
+    }
+    LiveJob* live = p_.jobs->Find(id);
+    if (live == nullptr) {
+      GetJob(id, [done](absl::StatusOr<v1::Job> job) {  // ended within its first batch
+        if (!job.ok()) {
+          done(job.status());
+        } else {
+          done(Submitted{*std::move(job), false});
+        }
+      });
+      return;
+    }
+    done(Submitted{live->job, false});
+  });
+}
+
+void JobApi::GetJob(std::string job_id, JobCallback done) {
+  // Reads answer after the commit of their batch, so they never show a state
+  // that could still be rolled back. An ended job is read from the store.
+  auto shared_done = std::make_shared<JobCallback>(std::move(done));
+  const bool posted = Post([this, job_id = std::move(job_id), shared_done] {
+    p_.loop->Defer([this, job_id, shared_done](const absl::Status&) {
+      if (LiveJob* live = p_.jobs->Find(job_id)) {
+        (*shared_done)(live->job);
+        return;
+      }
+      // Ended or unknown: read off the loop (its end is committed already).
+      ended_reader_->Submit([job_id, shared_done](JobStore& store) { (*shared_done)(StoredJob(store, job_id)); },
+                            [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
+    });
+  });
+  if (!posted) {
+    p_.metrics->AddRequestShed("GetJob");
+    (*shared_done)(Busy(p_.loop->depth()));
+  }
+}
+
+void JobApi::CancelJob(std::string job_id, JobCallback done) {
+  auto shared_done = std::make_shared<JobCallback>(std::move(done));
+  const bool posted = Post([this, job_id = std::move(job_id), shared_done] {
+    JobCallback& done = *shared_done;
+    LiveJob* live = p_.jobs->Find(job_id);
+    if (live == nullptr) {  // ended or unknown: read off the loop
+      ended_reader_->Submit(
+          [job_id, shared_done](JobStore& store) {
+            auto stored = StoredJob(store, job_id);
+            if (!stored.ok()) {
+              (*shared_done)(stored.status());
+              return;
+            }
+            (*shared_done)(absl::FailedPreconditionError(absl::StrCat(
+                "job ", QuotedId(job_id), " already ended as ", JobStateName(stored->state()), "; nothing to cancel")));
+          },
+          [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
+      return;
+    }
+    v1::Job* job = &live->job;
+    job->set_state(v1::JOB_STATE_CANCELLED);
+    job->set_finished_unix_seconds(p_.clock->SystemNowSeconds());
+    job->set_error("cancelled by user");
+    p_.jobs->MarkHeader(*live);
+    bool running = false;
+    for (v1::Task& task : *job->mutable_tasks()) {
+      if (task.state() == v1::TASK_STATE_QUEUED) {
+        task.set_state(v1::TASK_STATE_CANCELLED);
+        task.clear_pending_reason();
+        p_.jobs->MarkTask(*live, task);
+      } else if (task.state() == v1::TASK_STATE_RUNNING) {
+        running = true;
+        // The device stays leased until the agent confirms the work stopped.
+        if (const Session* session = p_.sessions->OfAgent(task.agent_id())) {
+          v1::CoordinatorMessage msg = CancelMessage(task.id(), task.attempt(), "job cancelled by user", false);
+          p_.loop->Defer([sink = session->sink, msg](const absl::Status&) { sink->Send(msg); });
+        }
+      }
+    }
+    if (!running) p_.jobs->EndAfterCommit(*live);
+    p_.watches->Changed(live->job.id(), "job cancelled");
+    v1::Job snapshot = *job;
+    p_.loop->Defer([snapshot = std::move(snapshot), shared_done](const absl::Status& commit) {
+      if (!commit.ok()) {
+        (*shared_done)(absl::UnavailableError(absl::StrCat("cancel not stored: ", commit.message(), "; try again")));
+        return;
+      }
+      (*shared_done)(snapshot);
+    });
+  });
+  if (!posted) {
+    p_.metrics->AddRequestShed("CancelJob");
+    (*shared_done)(Busy(p_.loop->depth()));
+  }
+}
+
+void JobApi::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPage>)> done) {
+  if (filter.page_size <= 0) filter.page_size = 50;
+  filter.page_size = std::min(filter.page_size, kMaxPageSize);
+  auto shared_done = std::make_shared<std::function<void(absl::StatusOr<JobPage>)>>(std::move(done));
+  if (!ended_reader_) {
+    (*shared_done)(absl::UnavailableError("coordinator not started"));
+    return;
+  }
+  // One page of committed rows, read off the loop; then, on the loop, live
+  // jobs' current progress laid over it. A job that ended between the two
+  // keeps its row as the page read it.
+  ended_reader_->Submit(
+      [this, filter = std::move(filter), shared_done](JobStore& store) {
+        auto page = std::make_shared<absl::StatusOr<JobPage>>(store.ListJobs(filter));
+        if (!page->ok() || (*page)->jobs.empty()) {
+          (*shared_done)(std::move(*page));
+          return;
+        }
+        const bool posted = Post([this, page, shared_done] {
+          p_.loop->Defer([this, page, shared_done](const absl::Status&) {  // committed state only
+            for (v1::Job& job : (*page)->jobs) {
+              if (LiveJob* live = p_.jobs->Find(job.id())) {
+                job = live->job;
+                StripResults(&job);
+              }
+            }
+            (*shared_done)(std::move(*page));
+          });
+        });
+        if (!posted) {
+          p_.metrics->AddRequestShed("ListJobs");
+          (*shared_done)(Busy(p_.loop->depth()));
+        }
+      },
+      [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
+}
+
+void JobApi::GetTaskData(v1::GetTaskDataRequest request, std::function<void(absl::StatusOr<v1::TaskData>)> done) {
+  if (!task_data_reader_) {
+    done(absl::UnavailableError("coordinator not started"));
+    return;
+  }
+  task_data_reader_->Read(std::move(request), std::move(done));
+}
+
+void JobApi::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink) {
+  const bool posted = Post([this, job_id = std::move(job_id), summary, sink] {
+    if (p_.watches->closed()) {
+      sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
+      return;
+    }
+    p_.loop->Defer([this, job_id, summary, sink](const absl::Status&) {
+      v1::JobEvent event;
+      event.set_message("snapshot");
+      LiveJob* live = p_.jobs->Find(job_id);
+      if (live == nullptr) {
+        // Ended (jobs leave memory once their end is committed) or unknown:
+        // the snapshot is all there is, read off the loop.
+        ended_reader_->Submit(
+            [job_id, summary, sink, event](JobStore& store) mutable {
+              auto stored = StoredJob(store, job_id);
+              if (!stored.ok()) {
+                sink->Close(grpc::Status(static_cast<grpc::StatusCode>(stored.status().code()),
+                                         std::string(stored.status().message())));
+                return;
+              }
+              *event.mutable_job() = *std::move(stored);
+              if (summary) StripResults(event.mutable_job());
+              sink->Send(std::move(event));
+              sink->Close(grpc::Status::OK);
+            },
+            [sink](const absl::Status& refused) {
+              sink->Close(grpc::Status(static_cast<grpc::StatusCode>(refused.code()), std::string(refused.message())));
+            });
+        return;
+      }
+      *event.mutable_job() = live->job;
+      if (summary) StripResults(event.mutable_job());
+      const bool ended = IsTerminal(event.job().state());
+      sink->Send(std::move(event));
+      if (ended) {
+        sink->Close(grpc::Status::OK);
+      } else {
+        p_.watches->Add(job_id, summary, sink);
+      }
+    });
+  });
+  if (!posted) {
+    p_.metrics->AddRequestShed("WatchJob");
+    sink->Close(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(Busy(p_.loop->depth()).message())));
+  }
+}
+
+void JobApi::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
+  auto shared_done = std::make_shared<std::function<void(std::vector<v1::AgentInfo>)>>(std::move(done));
+  const bool posted = Post([this, shared_done] {
+    p_.loop->Defer([this, shared_done](const absl::Status&) { (*shared_done)(p_.agents->List()); });
+  });
+  if (!posted) {
+    p_.metrics->AddRequestShed("ListAgents");
+    (*shared_done)({});
+  }
+}
+
+}  // namespace hetbench::server
