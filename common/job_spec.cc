@@ -188,12 +188,24 @@ const std::vector<std::string>& LayerStackModels() {
 
 bool IsLayerStackModel(const std::string& model) { return Contains(LayerStackModels(), model); }
 
-absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  std::vector<std::string> errors;
-  auto bad = [&](auto&&... parts) { errors.push_back(absl::StrCat(parts...)); };
+namespace {
 
-  // Counts first: a list over its limit is refused before any per-entry
-  // check, so the work done on a hostile spec does not grow with its size.
+// The problems found in a spec, each naming its field and the fix.
+struct Problems {
+  std::vector<std::string> list;
+  template <typename... Parts>
+  void operator()(const Parts&... parts) {
+    list.push_back(absl::StrCat(parts...));
+  }
+};
+
+// Free text must be printable UTF-8 (found by fuzzing: a NUL in a name did not survive the YAML round trip).
+void Printable(Problems& bad, const std::string& field, const std::string& value) {
+  if (!IsPrintableUtf8(value)) bad(field, ": contains a control character or invalid UTF-8; use printable text");
+}
+
+// List counts: checked before any entry, so the work done on a hostile spec does not grow with its size.
+void CheckCounts(const v1::JobSpec& spec, Problems& bad) {
   if (spec.models_size() > SpecLimits::kMaxModels) {
     bad("models: ", spec.models_size(), " entries: at most ", SpecLimits::kMaxModels, " allowed");
   }
@@ -215,22 +227,25 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("torchscript.input_shape: ", spec.torchscript().input_shape_size(),
         " dimensions: give 1 to 8, without the batch, e.g. [1, 28, 28]");
   }
-  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(errors, "; ")));
+}
 
+// The name and free text.
+void CheckText(const v1::JobSpec& spec, Problems& bad) {
   if (spec.name().size() > SpecLimits::kMaxNameLength) {
     bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
   }
   // Free text must be printable UTF-8 (found by fuzzing: a NUL in a name did not survive the YAML round trip).
-  auto printable = [&](const std::string& field, const std::string& value) {
-    if (!IsPrintableUtf8(value)) bad(field, ": contains a control character or invalid UTF-8; use printable text");
-  };
-  printable("name", spec.name());
-  printable("torchscript.path", spec.torchscript().path());
+  Printable(bad, "name", spec.name());
+  Printable(bad, "torchscript.path", spec.torchscript().path());
   for (int i = 0; i < spec.targets_size(); ++i) {
-    printable(absl::StrCat("targets[", i, "].agent_id"), spec.targets(i).agent_id());
-    for (const auto& [k, v] : spec.targets(i).labels()) printable(absl::StrCat("targets[", i, "].labels"), k + v);
+    Printable(bad, absl::StrCat("targets[", i, "].agent_id"), spec.targets(i).agent_id());
+    for (const auto& [k, v] : spec.targets(i).labels()) Printable(bad, absl::StrCat("targets[", i, "].labels"), k + v);
   }
-  for (const auto& [k, v] : spec.cost().usd_per_hour()) printable("cost.usd_per_hour", k);
+  for (const auto& [k, v] : spec.cost().usd_per_hour()) Printable(bad, "cost.usd_per_hour", k);
+}
+
+// models, and the torchscript section a "torchscript" model needs.
+void CheckModels(const v1::JobSpec& spec, Problems& bad) {
   const bool from_model = !spec.model().empty() && spec.models_size() == 1 && spec.models(0) == spec.model();
   if (!spec.model().empty() && !from_model) {
     bad("model = \"", spec.model(), "\" and models: both set; list every model under models");
@@ -272,6 +287,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   } else if (!ts.path().empty() || ts.input_shape_size() > 0) {
     bad("torchscript: set, but models does not list \"torchscript\"; add it or remove the torchscript section");
   }
+}
+
+// The quantum simulator and the layer profile.
+void CheckQpuAndLayers(const v1::JobSpec& spec, Problems& bad) {
   const v1::QpuSpec& q = spec.qpu();
   if (q.qubits() < 1 || q.qubits() > 34) bad("qpu.qubits = ", q.qubits(), ": must be in [1, 34]");
   if (q.layers() < 0 || q.layers() > 100) bad("qpu.layers = ", q.layers(), ": must be in [0, 100]");
@@ -294,6 +313,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("layers.energy_seconds = ", spec.layers().energy_seconds(),
         ": needs layers.enabled (CLI --layers): it repeats the profiled layers");
   }
+}
+
+// The dataset, batch sizes and target selectors.
+void CheckDataAndTargets(const v1::JobSpec& spec, Problems& bad) {
   if (!Contains(KnownDatasets(), spec.dataset())) {
     bad("dataset = \"", spec.dataset(), "\": unknown dataset; use one of: ", absl::StrJoin(KnownDatasets(), ", "));
   }
@@ -330,8 +353,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       }
     }
   }
-  int64_t ranks_per_combination = 1;
+}
+
+// parallel: data-parallel gangs; returns the ranks per model x target x batch size.
+int64_t CheckParallel(const v1::JobSpec& spec, Problems& bad) {
   const v1::ParallelSpec& par = spec.parallel();
+  int64_t ranks_per_combination = 1;
   if (par.devices_size() > 0 || !par.strategy().empty()) {
     if (par.devices_size() == 0) bad("parallel.devices: empty: give the device counts, e.g. [1, 2, 4]");
     if (par.devices_size() > 16) bad("parallel.devices: ", par.devices_size(), " entries: at most 16 allowed");
@@ -367,6 +394,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       }
     }
   }
+  return ranks_per_combination;
+}
+
+// split: stages on one agent or across agents (a gang of its stages).
+void CheckSplit(const v1::JobSpec& spec, int64_t* ranks_per_combination, Problems& bad) {
+  const v1::ParallelSpec& par = spec.parallel();
   const v1::SplitSpec& split = spec.split();
   if (split.stages_size() > 0) {
     if (par.devices_size() > 0) bad("split and parallel: both set; a job is either split or data-parallel");
@@ -406,7 +439,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       bad("split with ", spec.targets_size(), " targets: a split job has one target, the agent's first stage device");
     }
     if (split.across_agents()) {
-      ranks_per_combination = split.stages_size();  // a task per stage
+      *ranks_per_combination = split.stages_size();  // a task per stage
       if (!(split.gang_timeout_seconds() > 0) || split.gang_timeout_seconds() > SpecLimits::kMaxDurationSeconds) {
         bad("split.gang_timeout_seconds = ", split.gang_timeout_seconds(), ": must be in (0, ",
             SpecLimits::kMaxDurationSeconds, "]");
@@ -418,6 +451,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   } else if (split.across_agents() || split.gang_timeout_seconds() != 0 || split.collective_timeout_seconds() != 0) {
     bad("split.across_agents and its timeouts need split.stages (e.g. --split 0-2:cpu,3-:cpu --split-across-agents)");
   }
+}
+
+// The number of tasks the spec expands to.
+void CheckTaskCount(const v1::JobSpec& spec, int64_t ranks_per_combination, Problems& bad) {
+  const v1::ParallelSpec& par = spec.parallel();
   const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() *
                         std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1);
   if (tasks > SpecLimits::kMaxTasks) {
@@ -425,6 +463,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                : "models x targets x batch_sizes",
         " = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
   }
+}
+
+// train and inference bounds.
+void CheckTrainAndInference(const v1::JobSpec& spec, Problems& bad) {
   const v1::TrainSpec& t = spec.train();
   if (t.warmup_steps() < 0 || t.warmup_steps() > SpecLimits::kMaxWarmupSteps) {
     bad("train.warmup_steps = ", t.warmup_steps(), ": must be in [0, ", SpecLimits::kMaxWarmupSteps, "]");
@@ -452,6 +494,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     bad("inference.warmup_batches = ", inf.warmup_batches(), ": must be in [0, 10000]");
   }
   if (inf.max_batches() < 0) bad("inference.max_batches = ", inf.max_batches(), ": must be >= 0 (0 = whole test set)");
+}
+
+// threads, power, cost and validity.
+void CheckRest(const v1::JobSpec& spec, Problems& bad) {
   if (spec.threads() < 0 || spec.threads() > SpecLimits::kMaxThreads) {
     bad("threads = ", spec.threads(), ": must be in [0, ", SpecLimits::kMaxThreads, "] (0 = all cores)");
   }
@@ -473,8 +519,25 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   const double price = spec.cost().electricity_usd_per_kwh();
   if (!(price >= 0) || price > 100) bad("cost.electricity_usd_per_kwh = ", price, ": must be in [0, 100]");
-  if (errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(errors, "; ")));
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  Problems bad;
+  CheckCounts(spec, bad);
+  if (!bad.list.empty()) return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(bad.list, "; ")));
+  CheckText(spec, bad);
+  CheckModels(spec, bad);
+  CheckQpuAndLayers(spec, bad);
+  CheckDataAndTargets(spec, bad);
+  int64_t ranks_per_combination = CheckParallel(spec, bad);
+  CheckSplit(spec, &ranks_per_combination, bad);
+  CheckTaskCount(spec, ranks_per_combination, bad);
+  CheckTrainAndInference(spec, bad);
+  CheckRest(spec, bad);
+  if (bad.list.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(bad.list, "; ")));
 }
 
 int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t dataset_size) {

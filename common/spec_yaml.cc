@@ -115,6 +115,229 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
   return absl::OkStatus();
 }
 
+// The spec's "models" section.
+absl::Status ParseModels(const YAML::Node& m, v1::JobSpec& spec) {
+  if (m.IsScalar()) {
+    HB_ASSIGN(spec.add_models, As<std::string>(m, "models", "a model name"));
+  } else if (m.IsSequence()) {
+    if (auto s = CheckCount(m, "models", SpecLimits::kMaxModels); !s.ok()) return s;
+    for (size_t i = 0; i < m.size(); ++i) {
+      HB_ASSIGN(spec.add_models, As<std::string>(m[i], absl::StrCat("models[", i, "]"), "a model name"));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(Where(m, "models"), ": expected a list like [mlp, cnn]"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "layers" section.
+absl::Status ParseLayers(const YAML::Node& l, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(l, "layers", {"enabled", "steps", "energy_seconds"}); !s.ok()) return s;
+  if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
+  if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
+  if (l["energy_seconds"]) {
+    HB_ASSIGN(spec.mutable_layers()->set_energy_seconds,
+              As<double>(l["energy_seconds"], "layers.energy_seconds", "a number of seconds"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "parallel" section.
+absl::Status ParseParallel(const YAML::Node& p, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(p, "parallel", {"devices", "strategy", "gang_timeout_seconds", "collective_timeout_seconds"});
+      !s.ok()) {
+    return s;
+  }
+  v1::ParallelSpec* out = spec.mutable_parallel();
+  if (const YAML::Node d = p["devices"]) {
+    if (!d.IsSequence()) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(d, "parallel.devices"), ": expected a list like [1, 2, 4]"));
+    }
+    if (auto s = CheckCount(d, "parallel.devices", 16); !s.ok()) return s;
+    for (size_t i = 0; i < d.size(); ++i) {
+      HB_ASSIGN(out->add_devices, As<int32_t>(d[i], absl::StrCat("parallel.devices[", i, "]"), "an integer"));
+    }
+  }
+  if (p["strategy"]) HB_ASSIGN(out->set_strategy, As<std::string>(p["strategy"], "parallel.strategy", "a string"));
+  if (p["gang_timeout_seconds"]) {
+    HB_ASSIGN(out->set_gang_timeout_seconds,
+              As<double>(p["gang_timeout_seconds"], "parallel.gang_timeout_seconds", "a number"));
+  }
+  if (p["collective_timeout_seconds"]) {
+    HB_ASSIGN(out->set_collective_timeout_seconds,
+              As<double>(p["collective_timeout_seconds"], "parallel.collective_timeout_seconds", "a number"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "split" section.
+absl::Status ParseSplit(const YAML::Node& sp, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(sp, "split", {"stages", "across_agents", "gang_timeout_seconds", "collective_timeout_seconds"});
+      !s.ok()) {
+    return s;
+  }
+  v1::SplitSpec* out = spec.mutable_split();
+  if (sp["across_agents"]) {
+    HB_ASSIGN(out->set_across_agents, As<bool>(sp["across_agents"], "split.across_agents", "true or false"));
+  }
+  if (sp["gang_timeout_seconds"]) {
+    HB_ASSIGN(out->set_gang_timeout_seconds,
+              As<double>(sp["gang_timeout_seconds"], "split.gang_timeout_seconds", "a number"));
+  }
+  if (sp["collective_timeout_seconds"]) {
+    HB_ASSIGN(out->set_collective_timeout_seconds,
+              As<double>(sp["collective_timeout_seconds"], "split.collective_timeout_seconds", "a number"));
+  }
+  const YAML::Node st = sp["stages"];
+  if (!st || !st.IsSequence()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(sp, "split.stages"), ": expected a list like [{layers: \"0-3\", target: cpu}, ...]"));
+  }
+  if (auto s = CheckCount(st, "split.stages", 8); !s.ok()) return s;
+  for (size_t i = 0; i < st.size(); ++i) {
+    const std::string path = absl::StrCat("split.stages[", i, "]");
+    if (auto s = CheckKeys(st[i], path, {"layers", "target"}); !s.ok()) return s;
+    v1::SplitStage* stage = spec.mutable_split()->add_stages();
+    if (st[i]["layers"]) HB_ASSIGN(stage->set_layers, As<std::string>(st[i]["layers"], path + ".layers", "a string"));
+    if (st[i]["target"]) {
+      if (auto s = ParseTarget(st[i]["target"], path + ".target", stage->mutable_target()); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "qpu" section.
+absl::Status ParseQpu(const YAML::Node& q, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits", "backend"}); !s.ok()) return s;
+  v1::QpuSpec* out = spec.mutable_qpu();
+  if (q["qubits"]) HB_ASSIGN(out->set_qubits, As<int32_t>(q["qubits"], "qpu.qubits", "an integer"));
+  if (q["layers"]) HB_ASSIGN(out->set_layers, As<int32_t>(q["layers"], "qpu.layers", "an integer"));
+  if (q["depth"]) HB_ASSIGN(out->set_depth, As<int32_t>(q["depth"], "qpu.depth", "an integer"));
+  if (q["fused"]) HB_ASSIGN(out->set_fused, As<bool>(q["fused"], "qpu.fused", "true or false"));
+  if (q["precision"]) HB_ASSIGN(out->set_precision, As<std::string>(q["precision"], "qpu.precision", "a string"));
+  if (q["circuits"]) HB_ASSIGN(out->set_circuits, As<int32_t>(q["circuits"], "qpu.circuits", "an integer"));
+  if (q["backend"]) HB_ASSIGN(out->set_backend, As<std::string>(q["backend"], "qpu.backend", "a string"));
+  return absl::OkStatus();
+}
+
+// The spec's "torchscript" section.
+absl::Status ParseTorchScript(const YAML::Node& ts, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(ts, "torchscript", {"path", "input_shape"}); !s.ok()) return s;
+  if (ts["path"]) HB_ASSIGN(spec.mutable_torchscript()->set_path, As<std::string>(ts["path"], "torchscript.path", "a path"));
+  if (const YAML::Node shape = ts["input_shape"]) {
+    if (!shape.IsSequence()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(shape, "torchscript.input_shape"), ": expected a list like [1, 28, 28]"));
+    }
+    for (size_t i = 0; i < shape.size(); ++i) {
+      HB_ASSIGN(spec.mutable_torchscript()->add_input_shape,
+                As<int64_t>(shape[i], absl::StrCat("torchscript.input_shape[", i, "]"), "an integer"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "batch_sizes" section.
+absl::Status ParseBatchSizes(const YAML::Node& b, v1::JobSpec& spec) {
+  if (b.IsScalar()) {
+    HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b, "batch_sizes", "an integer"));
+  } else if (b.IsSequence()) {
+    if (auto s = CheckCount(b, "batch_sizes", SpecLimits::kMaxBatchSizes); !s.ok()) return s;
+    for (size_t i = 0; i < b.size(); ++i) {
+      HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b[i], absl::StrCat("batch_sizes[", i, "]"), "an integer"));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(Where(b, "batch_sizes"), ": expected a list of integers"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "targets" section.
+absl::Status ParseTargets(const YAML::Node& t, v1::JobSpec& spec) {
+  if (!t.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(Where(t, "targets"), ": expected a list"));
+  if (auto s = CheckCount(t, "targets", SpecLimits::kMaxTargets); !s.ok()) return s;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (auto s = ParseTarget(t[i], absl::StrCat("targets[", i, "]"), spec.add_targets()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "train" section.
+absl::Status ParseTrain(const YAML::Node& tr, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(
+          tr, "train", {"warmup_steps", "min_steps", "min_duration_seconds", "max_steps", "epochs", "learning_rate"});
+      !s.ok()) {
+    return s;
+  }
+  v1::TrainSpec* t = spec.mutable_train();
+  if (tr["warmup_steps"])
+    HB_ASSIGN(t->set_warmup_steps, As<int32_t>(tr["warmup_steps"], "train.warmup_steps", "an integer"));
+  if (tr["min_steps"]) HB_ASSIGN(t->set_min_steps, As<int64_t>(tr["min_steps"], "train.min_steps", "an integer"));
+  if (tr["max_steps"]) HB_ASSIGN(t->set_max_steps, As<int64_t>(tr["max_steps"], "train.max_steps", "an integer"));
+  if (tr["min_duration_seconds"]) {
+    HB_ASSIGN(t->set_min_duration_seconds,
+              As<double>(tr["min_duration_seconds"], "train.min_duration_seconds", "a number"));
+  }
+  if (tr["epochs"]) HB_ASSIGN(t->set_epochs, As<double>(tr["epochs"], "train.epochs", "a number"));
+  if (tr["learning_rate"])
+    HB_ASSIGN(t->set_learning_rate, As<double>(tr["learning_rate"], "train.learning_rate", "a number"));
+  return absl::OkStatus();
+}
+
+// The spec's "inference" section.
+absl::Status ParseInference(const YAML::Node& inf, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(inf, "inference", {"warmup_batches", "max_batches"}); !s.ok()) return s;
+  v1::InferenceSpec* i = spec.mutable_inference();
+  if (inf["warmup_batches"])
+    HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
+  if (inf["max_batches"])
+    HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
+  return absl::OkStatus();
+}
+
+// The spec's "validity" section.
+absl::Status ParseValidity(const YAML::Node& v, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(v, "validity", {"max_iqr_over_median"}); !s.ok()) return s;
+  if (v["max_iqr_over_median"]) {
+    HB_ASSIGN(spec.mutable_validity()->set_max_iqr_over_median,
+              As<double>(v["max_iqr_over_median"], "validity.max_iqr_over_median", "a number"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "power" section.
+absl::Status ParsePower(const YAML::Node& pw, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(pw, "power", {"idle_baseline_seconds"}); !s.ok()) return s;
+  if (pw["idle_baseline_seconds"]) {
+    HB_ASSIGN(spec.mutable_power()->set_idle_baseline_seconds,
+              As<double>(pw["idle_baseline_seconds"], "power.idle_baseline_seconds", "a number"));
+  }
+  return absl::OkStatus();
+}
+
+// The spec's "cost" section.
+absl::Status ParseCost(const YAML::Node& c, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(c, "cost", {"usd_per_hour", "electricity_usd_per_kwh"}); !s.ok()) return s;
+  if (const YAML::Node rates = c["usd_per_hour"]) {
+    if (!rates.IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(rates, "cost.usd_per_hour"), ": expected a mapping like {cpu: 0.10, gpu: 2.50}"));
+    }
+    if (auto s = CheckUniqueKeys(rates, "cost.usd_per_hour"); !s.ok()) return s;
+    for (const auto& kv : rates) {
+      const std::string key = kv.first.as<std::string>();
+      auto v = As<double>(kv.second, "cost.usd_per_hour." + key, "a number");
+      if (!v.ok()) return v.status();
+      (*spec.mutable_cost()->mutable_usd_per_hour())[key] = *v;
+    }
+  }
+  if (c["electricity_usd_per_kwh"]) {
+    HB_ASSIGN(spec.mutable_cost()->set_electricity_usd_per_kwh,
+              As<double>(c["electricity_usd_per_kwh"], "cost.electricity_usd_per_kwh", "a number"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   v1::JobSpec spec;
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
@@ -127,193 +350,36 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   }
   if (root["name"]) HB_ASSIGN(spec.set_name, As<std::string>(root["name"], "name", "a string"));
   if (root["model"]) HB_ASSIGN(spec.set_model, As<std::string>(root["model"], "model", "a string"));
-  if (const YAML::Node m = root["models"]) {
-    if (m.IsScalar()) {
-      HB_ASSIGN(spec.add_models, As<std::string>(m, "models", "a model name"));
-    } else if (m.IsSequence()) {
-      if (auto s = CheckCount(m, "models", SpecLimits::kMaxModels); !s.ok()) return s;
-      for (size_t i = 0; i < m.size(); ++i) {
-        HB_ASSIGN(spec.add_models, As<std::string>(m[i], absl::StrCat("models[", i, "]"), "a model name"));
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(Where(m, "models"), ": expected a list like [mlp, cnn]"));
-    }
-  }
-  if (const YAML::Node l = root["layers"]) {
-    if (auto s = CheckKeys(l, "layers", {"enabled", "steps", "energy_seconds"}); !s.ok()) return s;
-    if (l["enabled"]) HB_ASSIGN(spec.mutable_layers()->set_enabled, As<bool>(l["enabled"], "layers.enabled", "true or false"));
-    if (l["steps"]) HB_ASSIGN(spec.mutable_layers()->set_steps, As<int32_t>(l["steps"], "layers.steps", "an integer"));
-    if (l["energy_seconds"]) {
-      HB_ASSIGN(spec.mutable_layers()->set_energy_seconds,
-                As<double>(l["energy_seconds"], "layers.energy_seconds", "a number of seconds"));
-    }
-  }
-  if (const YAML::Node p = root["parallel"]) {
-    if (auto s = CheckKeys(p, "parallel", {"devices", "strategy", "gang_timeout_seconds", "collective_timeout_seconds"});
-        !s.ok()) {
-      return s;
-    }
-    v1::ParallelSpec* out = spec.mutable_parallel();
-    if (const YAML::Node d = p["devices"]) {
-      if (!d.IsSequence()) {
-        return absl::InvalidArgumentError(absl::StrCat(Where(d, "parallel.devices"), ": expected a list like [1, 2, 4]"));
-      }
-      if (auto s = CheckCount(d, "parallel.devices", 16); !s.ok()) return s;
-      for (size_t i = 0; i < d.size(); ++i) {
-        HB_ASSIGN(out->add_devices, As<int32_t>(d[i], absl::StrCat("parallel.devices[", i, "]"), "an integer"));
+  // Sections in a fixed order: the first error found is the one reported.
+  using Section = absl::Status (*)(const YAML::Node&, v1::JobSpec&);
+  static constexpr std::pair<const char*, Section> kFirst[] = {
+      {"models", ParseModels},
+      {"layers", ParseLayers},
+      {"parallel", ParseParallel},
+      {"split", ParseSplit},
+      {"qpu", ParseQpu},
+      {"torchscript", ParseTorchScript}};
+  static constexpr std::pair<const char*, Section> kThen[] = {
+      {"batch_sizes", ParseBatchSizes},
+      {"targets", ParseTargets},
+      {"train", ParseTrain},
+      {"inference", ParseInference},
+      {"validity", ParseValidity},
+      {"power", ParsePower},
+      {"cost", ParseCost}};
+  auto parse = [&](const auto& sections) -> absl::Status {
+    for (const auto& [key, section] : sections) {
+      if (const YAML::Node n = root[key]) {
+        if (auto s = section(n, spec); !s.ok()) return s;
       }
     }
-    if (p["strategy"]) HB_ASSIGN(out->set_strategy, As<std::string>(p["strategy"], "parallel.strategy", "a string"));
-    if (p["gang_timeout_seconds"]) {
-      HB_ASSIGN(out->set_gang_timeout_seconds,
-                As<double>(p["gang_timeout_seconds"], "parallel.gang_timeout_seconds", "a number"));
-    }
-    if (p["collective_timeout_seconds"]) {
-      HB_ASSIGN(out->set_collective_timeout_seconds,
-                As<double>(p["collective_timeout_seconds"], "parallel.collective_timeout_seconds", "a number"));
-    }
-  }
-  if (const YAML::Node sp = root["split"]) {
-    if (auto s = CheckKeys(sp, "split", {"stages", "across_agents", "gang_timeout_seconds", "collective_timeout_seconds"});
-        !s.ok()) {
-      return s;
-    }
-    v1::SplitSpec* out = spec.mutable_split();
-    if (sp["across_agents"]) {
-      HB_ASSIGN(out->set_across_agents, As<bool>(sp["across_agents"], "split.across_agents", "true or false"));
-    }
-    if (sp["gang_timeout_seconds"]) {
-      HB_ASSIGN(out->set_gang_timeout_seconds,
-                As<double>(sp["gang_timeout_seconds"], "split.gang_timeout_seconds", "a number"));
-    }
-    if (sp["collective_timeout_seconds"]) {
-      HB_ASSIGN(out->set_collective_timeout_seconds,
-                As<double>(sp["collective_timeout_seconds"], "split.collective_timeout_seconds", "a number"));
-    }
-    const YAML::Node st = sp["stages"];
-    if (!st || !st.IsSequence()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Where(sp, "split.stages"), ": expected a list like [{layers: \"0-3\", target: cpu}, ...]"));
-    }
-    if (auto s = CheckCount(st, "split.stages", 8); !s.ok()) return s;
-    for (size_t i = 0; i < st.size(); ++i) {
-      const std::string path = absl::StrCat("split.stages[", i, "]");
-      if (auto s = CheckKeys(st[i], path, {"layers", "target"}); !s.ok()) return s;
-      v1::SplitStage* stage = spec.mutable_split()->add_stages();
-      if (st[i]["layers"]) HB_ASSIGN(stage->set_layers, As<std::string>(st[i]["layers"], path + ".layers", "a string"));
-      if (st[i]["target"]) {
-        if (auto s = ParseTarget(st[i]["target"], path + ".target", stage->mutable_target()); !s.ok()) return s;
-      }
-    }
-  }
-  if (const YAML::Node q = root["qpu"]) {
-    if (auto s = CheckKeys(q, "qpu", {"qubits", "layers", "depth", "fused", "precision", "circuits", "backend"}); !s.ok()) return s;
-    v1::QpuSpec* out = spec.mutable_qpu();
-    if (q["qubits"]) HB_ASSIGN(out->set_qubits, As<int32_t>(q["qubits"], "qpu.qubits", "an integer"));
-    if (q["layers"]) HB_ASSIGN(out->set_layers, As<int32_t>(q["layers"], "qpu.layers", "an integer"));
-    if (q["depth"]) HB_ASSIGN(out->set_depth, As<int32_t>(q["depth"], "qpu.depth", "an integer"));
-    if (q["fused"]) HB_ASSIGN(out->set_fused, As<bool>(q["fused"], "qpu.fused", "true or false"));
-    if (q["precision"]) HB_ASSIGN(out->set_precision, As<std::string>(q["precision"], "qpu.precision", "a string"));
-    if (q["circuits"]) HB_ASSIGN(out->set_circuits, As<int32_t>(q["circuits"], "qpu.circuits", "an integer"));
-    if (q["backend"]) HB_ASSIGN(out->set_backend, As<std::string>(q["backend"], "qpu.backend", "a string"));
-  }
-  if (const YAML::Node ts = root["torchscript"]) {
-    if (auto s = CheckKeys(ts, "torchscript", {"path", "input_shape"}); !s.ok()) return s;
-    if (ts["path"]) HB_ASSIGN(spec.mutable_torchscript()->set_path, As<std::string>(ts["path"], "torchscript.path", "a path"));
-    if (const YAML::Node shape = ts["input_shape"]) {
-      if (!shape.IsSequence()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Where(shape, "torchscript.input_shape"), ": expected a list like [1, 28, 28]"));
-      }
-      for (size_t i = 0; i < shape.size(); ++i) {
-        HB_ASSIGN(spec.mutable_torchscript()->add_input_shape,
-                  As<int64_t>(shape[i], absl::StrCat("torchscript.input_shape[", i, "]"), "an integer"));
-      }
-    }
-  }
+    return absl::OkStatus();
+  };
+  if (auto s = parse(kFirst); !s.ok()) return s;
   if (root["dataset"]) HB_ASSIGN(spec.set_dataset, As<std::string>(root["dataset"], "dataset", "a string"));
   if (root["seed"]) HB_ASSIGN(spec.set_seed, As<uint64_t>(root["seed"], "seed", "a non-negative integer"));
   if (root["threads"]) HB_ASSIGN(spec.set_threads, As<int32_t>(root["threads"], "threads", "an integer"));
-  if (const YAML::Node b = root["batch_sizes"]) {
-    if (b.IsScalar()) {
-      HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b, "batch_sizes", "an integer"));
-    } else if (b.IsSequence()) {
-      if (auto s = CheckCount(b, "batch_sizes", SpecLimits::kMaxBatchSizes); !s.ok()) return s;
-      for (size_t i = 0; i < b.size(); ++i) {
-        HB_ASSIGN(spec.add_batch_sizes, As<int32_t>(b[i], absl::StrCat("batch_sizes[", i, "]"), "an integer"));
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(Where(b, "batch_sizes"), ": expected a list of integers"));
-    }
-  }
-  if (const YAML::Node t = root["targets"]) {
-    if (!t.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(Where(t, "targets"), ": expected a list"));
-    if (auto s = CheckCount(t, "targets", SpecLimits::kMaxTargets); !s.ok()) return s;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (auto s = ParseTarget(t[i], absl::StrCat("targets[", i, "]"), spec.add_targets()); !s.ok()) return s;
-    }
-  }
-  if (const YAML::Node tr = root["train"]) {
-    if (auto s = CheckKeys(
-            tr, "train", {"warmup_steps", "min_steps", "min_duration_seconds", "max_steps", "epochs", "learning_rate"});
-        !s.ok()) {
-      return s;
-    }
-    v1::TrainSpec* t = spec.mutable_train();
-    if (tr["warmup_steps"])
-      HB_ASSIGN(t->set_warmup_steps, As<int32_t>(tr["warmup_steps"], "train.warmup_steps", "an integer"));
-    if (tr["min_steps"]) HB_ASSIGN(t->set_min_steps, As<int64_t>(tr["min_steps"], "train.min_steps", "an integer"));
-    if (tr["max_steps"]) HB_ASSIGN(t->set_max_steps, As<int64_t>(tr["max_steps"], "train.max_steps", "an integer"));
-    if (tr["min_duration_seconds"]) {
-      HB_ASSIGN(t->set_min_duration_seconds,
-                As<double>(tr["min_duration_seconds"], "train.min_duration_seconds", "a number"));
-    }
-    if (tr["epochs"]) HB_ASSIGN(t->set_epochs, As<double>(tr["epochs"], "train.epochs", "a number"));
-    if (tr["learning_rate"])
-      HB_ASSIGN(t->set_learning_rate, As<double>(tr["learning_rate"], "train.learning_rate", "a number"));
-  }
-  if (const YAML::Node inf = root["inference"]) {
-    if (auto s = CheckKeys(inf, "inference", {"warmup_batches", "max_batches"}); !s.ok()) return s;
-    v1::InferenceSpec* i = spec.mutable_inference();
-    if (inf["warmup_batches"])
-      HB_ASSIGN(i->set_warmup_batches, As<int32_t>(inf["warmup_batches"], "inference.warmup_batches", "an integer"));
-    if (inf["max_batches"])
-      HB_ASSIGN(i->set_max_batches, As<int64_t>(inf["max_batches"], "inference.max_batches", "an integer"));
-  }
-  if (const YAML::Node v = root["validity"]) {
-    if (auto s = CheckKeys(v, "validity", {"max_iqr_over_median"}); !s.ok()) return s;
-    if (v["max_iqr_over_median"]) {
-      HB_ASSIGN(spec.mutable_validity()->set_max_iqr_over_median,
-                As<double>(v["max_iqr_over_median"], "validity.max_iqr_over_median", "a number"));
-    }
-  }
-  if (const YAML::Node pw = root["power"]) {
-    if (auto s = CheckKeys(pw, "power", {"idle_baseline_seconds"}); !s.ok()) return s;
-    if (pw["idle_baseline_seconds"]) {
-      HB_ASSIGN(spec.mutable_power()->set_idle_baseline_seconds,
-                As<double>(pw["idle_baseline_seconds"], "power.idle_baseline_seconds", "a number"));
-    }
-  }
-  if (const YAML::Node c = root["cost"]) {
-    if (auto s = CheckKeys(c, "cost", {"usd_per_hour", "electricity_usd_per_kwh"}); !s.ok()) return s;
-    if (const YAML::Node rates = c["usd_per_hour"]) {
-      if (!rates.IsMap()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Where(rates, "cost.usd_per_hour"), ": expected a mapping like {cpu: 0.10, gpu: 2.50}"));
-      }
-      if (auto s = CheckUniqueKeys(rates, "cost.usd_per_hour"); !s.ok()) return s;
-      for (const auto& kv : rates) {
-        const std::string key = kv.first.as<std::string>();
-        auto v = As<double>(kv.second, "cost.usd_per_hour." + key, "a number");
-        if (!v.ok()) return v.status();
-        (*spec.mutable_cost()->mutable_usd_per_hour())[key] = *v;
-      }
-    }
-    if (c["electricity_usd_per_kwh"]) {
-      HB_ASSIGN(spec.mutable_cost()->set_electricity_usd_per_kwh,
-                As<double>(c["electricity_usd_per_kwh"], "cost.electricity_usd_per_kwh", "a number"));
-    }
-  }
+  if (auto s = parse(kThen); !s.ok()) return s;
   return spec;
 }
 

@@ -73,9 +73,19 @@ std::string SplitFlag(const Prediction& plan, size_t layers) {
   return absl::StrJoin(parts, ",");
 }
 
-absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) {
-  // (model, batch) -> kind -> the first succeeded task with layer timings.
-  std::map<std::pair<std::string, int>, std::map<v1::DeviceKind, const v1::Task*>> groups;
+namespace {
+
+using Profiles = std::map<v1::DeviceKind, Profile>;
+using KindTasks = std::map<v1::DeviceKind, const v1::Task*>;
+struct Group {
+  std::string model;
+  int batch_size = 0;
+  KindTasks tasks;  // the first succeeded task with layer timings, per kind
+};
+
+// The (model, batch size) with succeeded per-layer timings on the most kinds.
+absl::StatusOr<Group> ChooseGroup(const v1::Job& job, const AdviseOptions& options) {
+  std::map<std::pair<std::string, int>, KindTasks> groups;
   for (const v1::Task& t : job.tasks()) {
     if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().layers_size() == 0 || t.gang().world_size() > 1 ||
         t.result().split_size() > 0 || render::FindPhase(t, v1::PHASE_TRAIN) == nullptr) {
@@ -86,7 +96,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     if (options.batch_size > 0 && t.batch_size() != options.batch_size) continue;
     groups[{model, t.batch_size()}].emplace(t.device_kind(), &t);
   }
-  const std::map<v1::DeviceKind, const v1::Task*>* chosen = nullptr;
+  const KindTasks* chosen = nullptr;
   std::pair<std::string, int> key;
   for (const auto& [k, kinds] : groups) {
     if (chosen == nullptr || kinds.size() > chosen->size()) chosen = &kinds, key = k;
@@ -97,22 +107,16 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
         options.model.empty() ? "" : absl::StrCat(" of ", options.model),
         "; submit the model on each device kind with --layers, e.g. hetbench submit -m qnn -t cpu -t qpu-sim --layers"));
   }
-  Advice advice;
-  advice.job_id = job.id();
-  advice.model = key.first;
-  advice.batch_size = key.second;
-  advice.objective = options.objective;
-  const size_t layers = static_cast<size_t>(chosen->begin()->second->result().layers_size());
-  for (const v1::LayerTiming& l : chosen->begin()->second->result().layers()) advice.layer_names.push_back(l.name());
-  std::vector<int64_t> out_bytes(layers, 0);
-  for (const v1::LayerTiming& l : chosen->begin()->second->result().layers()) {
-    out_bytes[static_cast<size_t>(l.index())] = l.output_bytes_per_sample();
-  }
+  return Group{key.first, key.second, *chosen};
+}
 
-  std::map<v1::DeviceKind, Profile> profiles;
-  for (const auto& [kind, task] : *chosen) {
+// Each kind's layer times (scaled to its measured step), power and rate;
+// kinds with per-layer power are listed in `advice.per_layer_power`.
+absl::StatusOr<Profiles> BuildProfiles(const KindTasks& chosen, size_t layers, Advice& advice) {
+  Profiles profiles;
+  for (const auto& [kind, task] : chosen) {
     if (static_cast<size_t>(task->result().layers_size()) != layers) {
-      return absl::FailedPreconditionError(absl::StrCat("tasks ", chosen->begin()->second->id(), " and ", task->id(),
+      return absl::FailedPreconditionError(absl::StrCat("tasks ", chosen.begin()->second->id(), " and ", task->id(),
                                                         " timed different layer counts; they are not one model"));
     }
     Profile p;
@@ -143,22 +147,29 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     profiles[kind] = std::move(p);
   }
 
-  // An objective the job has no figures for is refused, not optimised on zeros.
+  return profiles;
+}
+
+// An objective the job has no figures for is refused, not optimised on zeros.
+absl::Status CheckObjective(const Profiles& profiles, Objective objective) {
   for (const auto& [kind, p] : profiles) {
-    if (options.objective == Objective::kEnergy && p.watts <= 0 && p.layer_watts.empty()) {
+    if (objective == Objective::kEnergy && p.watts <= 0 && p.layer_watts.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("--objective energy: task ", p.task->id(), " (",
                                                         DeviceKindName(kind), ") has no training energy figure"));
     }
-    if (options.objective == Objective::kCost && p.usd_per_hour <= 0) {
+    if (objective == Objective::kCost && p.usd_per_hour <= 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("--objective cost: task ", p.task->id(), " has no hourly rate for ", DeviceKindName(kind),
                        "; submit with --cost ", DeviceKindName(kind), "=USD_PER_HOUR (or start the agent with "
                        "--cost-usd-per-hour)"));
     }
   }
+  return absl::OkStatus();
+}
 
-  // The link: what the job's split tasks measured (or those of options.link_job;
-  // across agents only splits across agents count), else the option, else 1 GB/s assumed.
+// The link: what the job's split tasks measured (or those of options.link_job;
+// across agents only splits across agents count), else the option, else 1 GB/s assumed.
+absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice& advice) {
   const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
   double bytes = 0, ns = 0;
   for (const v1::Task& t : link_job.tasks()) {
@@ -182,83 +193,89 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     advice.link_source = "assumed (no split task in the job; give --link-gbytes-per-second)";
   }
 
-  const double batch = advice.batch_size;
-  auto evaluate = [&](const std::vector<Stage>& stages) {
-    Prediction p;
-    p.stages = stages;
-    double rate = 0;
-    std::vector<v1::DeviceKind> held;
-    for (size_t s = 0; s < stages.size(); ++s) {
-      const Profile& prof = profiles[stages[s].kind];
-      for (int l = stages[s].begin; l < stages[s].end; ++l) {
-        p.step_ns += prof.layer_ns[static_cast<size_t>(l)];
-        const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[static_cast<size_t>(l)];
-        p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * watts;
-      }
-      p.energy_modeled = p.energy_modeled || prof.watts_modeled;
-      p.energy_known = p.energy_known && (prof.watts > 0 || !prof.layer_watts.empty());
-      p.cost_known = p.cost_known && prof.usd_per_hour > 0;
-      if (std::find(held.begin(), held.end(), stages[s].kind) == held.end()) {
-        held.push_back(stages[s].kind);
-        rate += prof.usd_per_hour;
-      }
-      if (s + 1 < stages.size()) {
-        const double t = 2.0 * static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
-                         advice.link_gbytes_per_second;  // bytes / (GB/s) = ns
-        p.transfer_ns += t;
-        p.energy_joules += t * 1e-9 * (prof.watts + profiles[stages[s + 1].kind].watts);
-      }
-    }
-    p.step_ns += p.transfer_ns;
-    p.usd_per_1000_samples = rate / 3600.0 * p.step_ns * 1e-9 / batch * 1000.0;
-    return p;
-  };
+  return absl::OkStatus();
+}
 
-  advice.across_agents = options.across_agents;
-  if (!options.plan.empty()) {
-    // A given plan: parsed against the model's layers and the kinds timed.
-    std::vector<Stage> plan;
-    int next = 0;
-    for (const std::string& st : options.plan) {
-      const std::optional<v1::SplitStage> stage = ParseStageFlag(st);
-      auto range = stage ? ParseLayerRange(stage->layers()) : absl::InvalidArgumentError("no kind");
-      if (!range.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": expected LAYERS:KIND, e.g. 0-2:cpu or 3-:cpu"));
-      }
-      const v1::DeviceKind kind = stage->target().device_kind();
-      const int end = range->end < 0 ? static_cast<int>(layers) : range->end;
-      if (range->begin != next || end > static_cast<int>(layers) || end <= range->begin) {
-        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": ", advice.model, " has layers 0-", layers - 1,
-                                                       "; the stages must cover them in order from ", next));
-      }
-      if (profiles.count(kind) == 0) {
-        return absl::FailedPreconditionError(absl::StrCat("--plan ", st, ": job ", job.id(), " timed no ", advice.model,
-                                                          " layers on ", DeviceKindName(kind)));
-      }
-      if (!plan.empty() && plan.back().kind == kind && !options.across_agents) {
-        return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": the stage before is on ",
-                                                       DeviceKindName(kind), " too; on one agent that is one stage "
-                                                       "(give --across-agents for two agents of one kind)"));
-      }
-      plan.push_back(Stage{range->begin, end, kind});
-      next = end;
+// A plan's predicted step, energy and cost from the profiles.
+Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, const std::vector<int64_t>& out_bytes,
+                    const Advice& advice) {
+  const double batch = advice.batch_size;
+  Prediction p;
+  p.stages = stages;
+  double rate = 0;
+  std::vector<v1::DeviceKind> held;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const Profile& prof = profiles.at(stages[s].kind);
+    for (int l = stages[s].begin; l < stages[s].end; ++l) {
+      p.step_ns += prof.layer_ns[static_cast<size_t>(l)];
+      const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[static_cast<size_t>(l)];
+      p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * watts;
     }
-    if (next != static_cast<int>(layers)) {
-      return absl::InvalidArgumentError(absl::StrCat("--plan: the stages end at layer ", next - 1, " of 0-",
-                                                     layers - 1, "; the last must reach it (e.g. \"", next, "-:cpu\")"));
+    p.energy_modeled = p.energy_modeled || prof.watts_modeled;
+    p.energy_known = p.energy_known && (prof.watts > 0 || !prof.layer_watts.empty());
+    p.cost_known = p.cost_known && prof.usd_per_hour > 0;
+    if (std::find(held.begin(), held.end(), stages[s].kind) == held.end()) {
+      held.push_back(stages[s].kind);
+      rate += prof.usd_per_hour;
     }
-    advice.best = evaluate(plan);
-    advice.plans_considered = 1;
-    advice.plan_given = true;
+    if (s + 1 < stages.size()) {
+      const double t = 2.0 * static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
+                       advice.link_gbytes_per_second;  // bytes / (GB/s) = ns
+      p.transfer_ns += t;
+      p.energy_joules += t * 1e-9 * (prof.watts + profiles.at(stages[s + 1].kind).watts);
+    }
   }
-  // Else every plan of at most max_stages contiguous ranges, neighbours on different kinds.
+  p.step_ns += p.transfer_ns;
+  p.usd_per_1000_samples = rate / 3600.0 * p.step_ns * 1e-9 / batch * 1000.0;
+  return p;
+}
+
+// A given plan (--plan), parsed against the model's layers and the kinds timed.
+absl::StatusOr<std::vector<Stage>> ParsePlan(const v1::Job& job, const AdviseOptions& options, const Advice& advice,
+                                             const Profiles& profiles, size_t layers) {
+  std::vector<Stage> plan;
+  int next = 0;
+  for (const std::string& st : options.plan) {
+    const std::optional<v1::SplitStage> stage = ParseStageFlag(st);
+    auto range = stage ? ParseLayerRange(stage->layers()) : absl::InvalidArgumentError("no kind");
+    if (!range.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": expected LAYERS:KIND, e.g. 0-2:cpu or 3-:cpu"));
+    }
+    const v1::DeviceKind kind = stage->target().device_kind();
+    const int end = range->end < 0 ? static_cast<int>(layers) : range->end;
+    if (range->begin != next || end > static_cast<int>(layers) || end <= range->begin) {
+      return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": ", advice.model, " has layers 0-", layers - 1,
+                                                     "; the stages must cover them in order from ", next));
+    }
+    if (profiles.count(kind) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("--plan ", st, ": job ", job.id(), " timed no ", advice.model,
+                                                        " layers on ", DeviceKindName(kind)));
+    }
+    if (!plan.empty() && plan.back().kind == kind && !options.across_agents) {
+      return absl::InvalidArgumentError(absl::StrCat("--plan ", st, ": the stage before is on ",
+                                                     DeviceKindName(kind), " too; on one agent that is one stage "
+                                                     "(give --across-agents for two agents of one kind)"));
+    }
+    plan.push_back(Stage{range->begin, end, kind});
+    next = end;
+  }
+  if (next != static_cast<int>(layers)) {
+    return absl::InvalidArgumentError(absl::StrCat("--plan: the stages end at layer ", next - 1, " of 0-",
+                                                   layers - 1, "; the last must reach it (e.g. \"", next, "-:cpu\")"));
+  }
+  return plan;
+}
+
+// The best of every plan of at most max_stages contiguous ranges, neighbours on different kinds.
+void SearchPlans(const Profiles& profiles, const std::vector<int64_t>& out_bytes, size_t layers,
+                 const AdviseOptions& options, Advice& advice) {
   std::vector<v1::DeviceKind> kinds;
   for (const auto& [kind, p] : profiles) kinds.push_back(kind);
-  bool have_best = advice.plan_given;
+  bool have_best = false;
   std::vector<Stage> current;
   std::function<void(int)> extend = [&](int begin) {
     if (static_cast<size_t>(begin) == layers) {
-      Prediction p = evaluate(current);
+      Prediction p = Evaluate(current, profiles, out_bytes, advice);
       ++advice.plans_considered;
       if (!have_best || Score(p, options.objective) < Score(advice.best, options.objective)) {
         advice.best = p;
@@ -276,16 +293,11 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
       }
     }
   };
-  if (!advice.plan_given) extend(0);
-  for (const auto& [kind, prof] : profiles) {
-    SingleRun s;
-    s.kind = kind;
-    s.task_id = prof.task->id();
-    s.measured_step_ns = prof.measured_step_ns;
-    s.profiled_sum_ns = prof.profiled_sum_ns;
-    s.as_plan = evaluate({Stage{0, static_cast<int>(layers), kind}});
-    advice.singles.push_back(std::move(s));
-  }
+  extend(0);
+}
+
+// What the prediction assumes, in the order the report lists it.
+void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   advice.assumptions = {
       "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
       "kind's layers sum to its measured step p50",
@@ -311,6 +323,49 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
   }
+}
+
+}  // namespace
+
+absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) {
+  auto group = ChooseGroup(job, options);
+  if (!group.ok()) return group.status();
+  Advice advice;
+  advice.job_id = job.id();
+  advice.model = group->model;
+  advice.batch_size = group->batch_size;
+  advice.objective = options.objective;
+  advice.across_agents = options.across_agents;
+  const v1::TaskResult& first = group->tasks.begin()->second->result();
+  const size_t layers = static_cast<size_t>(first.layers_size());
+  std::vector<int64_t> out_bytes(layers, 0);
+  for (const v1::LayerTiming& l : first.layers()) {
+    advice.layer_names.push_back(l.name());
+    out_bytes[static_cast<size_t>(l.index())] = l.output_bytes_per_sample();
+  }
+  auto profiles = BuildProfiles(group->tasks, layers, advice);
+  if (!profiles.ok()) return profiles.status();
+  if (auto s = CheckObjective(*profiles, options.objective); !s.ok()) return s;
+  if (auto s = ChooseLink(job, options, advice); !s.ok()) return s;
+  if (!options.plan.empty()) {
+    auto plan = ParsePlan(job, options, advice, *profiles, layers);
+    if (!plan.ok()) return plan.status();
+    advice.best = Evaluate(*plan, *profiles, out_bytes, advice);
+    advice.plans_considered = 1;
+    advice.plan_given = true;
+  } else {
+    SearchPlans(*profiles, out_bytes, layers, options, advice);
+  }
+  for (const auto& [kind, prof] : *profiles) {
+    SingleRun s;
+    s.kind = kind;
+    s.task_id = prof.task->id();
+    s.measured_step_ns = prof.measured_step_ns;
+    s.profiled_sum_ns = prof.profiled_sum_ns;
+    s.as_plan = Evaluate({Stage{0, static_cast<int>(layers), kind}}, *profiles, out_bytes, advice);
+    advice.singles.push_back(std::move(s));
+  }
+  AddAssumptions(options, advice);
   return advice;
 }
 

@@ -33,12 +33,13 @@ bool FileExists(const std::string& path) {
 
 RunnerExecutor::RunnerExecutor(RunnerConfig config) : config_(std::move(config)) { IgnoreSigpipe(); }
 
-absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const v1::Device& device,
-                                                   TaskControl* control) {
+// The task as the runner reads it: one JSON line on its stdin.
+absl::StatusOr<std::string> RunnerExecutor::TaskLine(const v1::Assign& task, const v1::Device& device,
+                                                     const TaskControl& control) const {
   v1::RunnerTask rt;
   *rt.mutable_assign() = task;
   *rt.mutable_device() = device;
-  rt.set_task_start_ns(control->task_start_ns);
+  rt.set_task_start_ns(control.task_start_ns);
   rt.set_data_dir(config_.data_dir);
   const int threads =
       task.spec().threads() > 0 ? task.spec().threads() : (config_.threads > 0 ? config_.threads : device.cores());
@@ -52,10 +53,17 @@ absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const
     return absl::InternalError(absl::StrCat("encoding the runner task: ", s.ToString()));
   }
   json.push_back('\n');
+  return json;
+}
+
+absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const v1::Device& device,
+                                                   TaskControl* control) {
+  const absl::StatusOr<std::string> json = TaskLine(task, device, *control);
+  if (!json.ok()) return json.status();
 
   ChildProcess child;
   if (auto s = child.Start(config_.command); !s.ok()) return s;
-  child.Feed(json);
+  child.Feed(*json);
 
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = true;  // a newer runner may say more

@@ -38,6 +38,10 @@ class RunnerExecutor final : public Executor {
   static v1::RunnerProbe Probe(const std::vector<std::string>& command, double timeout_seconds);
 
  private:
+  /// The task as the runner reads it: one JSON line for its stdin.
+  absl::StatusOr<std::string> TaskLine(const v1::Assign& task, const v1::Device& device,
+                                       const TaskControl& control) const;
+
   RunnerConfig config_;
 };
 

@@ -44,15 +44,194 @@ std::string FormatTable(const std::vector<std::string>& header, const std::vecto
   return out;
 }
 
+namespace {
+
+// SPEEDUP cells against the baseline kind; remembers whether any was refused
+// (fingerprints differ), which the report then explains.
+class Speedups {
+ public:
+  Speedups(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched)
+      : job_(job), baseline_kind_(baseline_kind), compare_mismatched_(compare_mismatched) {}
+  std::string operator()(const v1::Task& t, v1::Phase phase) {
+    const Versus v = RateVsBaseline(job_, t, phase, baseline_kind_, compare_mismatched_);
+    refused_ = refused_ || v.refused;
+    return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.2fx", *v.ratio) : "-";
+  }
+  bool refused() const { return refused_; }
+
+ private:
+  const v1::Job& job_;
+  const v1::DeviceKind baseline_kind_;
+  const bool compare_mismatched_;
+  bool refused_ = false;
+};
+
+// One CSV row per task and phase, every figure unrounded.
+std::string ReportCsv(const v1::Job& job, Speedups& speedup) {
+  const std::vector<std::string> csv_header = {"job_id",
+                                               "task_id",
+                                               "model",
+                                               "agent_id",
+                                               "device_id",
+                                               "device_kind",
+                                               "batch_size",
+                                               "state",
+                                               "phase",
+                                               "steps",
+                                               "items",
+                                               "p25_ns",
+                                               "p50_ns",
+                                               "p75_ns",
+                                               "p90_ns",
+                                               "p99_ns",
+                                               "mean_ns",
+                                               "stddev_ns",
+                                               "iqr_ns",
+                                               "min_ns",
+                                               "max_ns",
+                                               "p25_ns_per_sample",
+                                               "p50_ns_per_sample",
+                                               "p75_ns_per_sample",
+                                               "samples_per_second",
+                                               "speedup",
+                                               "test_accuracy",
+                                               "test_mse",
+                                               "valid",
+                                               "invalid_reasons",
+                                               "model_fingerprint",
+                                               "energy_source",
+                                               "energy_sensors",
+                                               "average_watts",
+                                               "energy_joules",
+                                               "joules_per_sample",
+                                               "energy_coverage",
+                                               "energy_short_window",
+                                               "net_energy_joules",
+                                               "usd_per_hour",
+                                               "usd_per_1000_samples",
+                                               "usd_per_epoch",
+                                               "electricity_usd_per_1000_samples",
+                                               "flops_per_sample",
+                                               "achieved_gflops",
+                                               "calibrated_gemm_gflops",
+                                               "blas"};
+  std::vector<std::vector<std::string>> csv_rows;
+  for (const v1::Task& t : job.tasks()) {
+    for (const v1::PhaseResult& p : t.result().phases()) {
+      const v1::TimingStats& s = p.stats();
+      const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
+      const v1::CostResult* c = FindCost(t, p.phase());
+      const v1::TaskResult& r = t.result();
+      const double flops_per_sample =
+          p.phase() == v1::PHASE_TRAIN ? r.train_flops_per_sample() : r.forward_flops_per_sample();
+      csv_rows.push_back({job.id(),
+                          t.id(),
+                          TaskModel(job, t),
+                          t.agent_id(),
+                          t.device_id(),
+                          DeviceKindName(t.device_kind()),
+                          absl::StrCat(t.batch_size()),
+                          TaskStateName(t.state()),
+                          PhaseName(p.phase()),
+                          absl::StrCat(s.count()),
+                          absl::StrCat(s.items()),
+                          absl::StrCat(s.p25_ns()),
+                          absl::StrCat(s.p50_ns()),
+                          absl::StrCat(s.p75_ns()),
+                          absl::StrCat(s.p90_ns()),
+                          absl::StrCat(s.p99_ns()),
+                          absl::StrCat(s.mean_ns()),
+                          absl::StrCat(s.stddev_ns()),
+                          absl::StrCat(s.iqr_ns()),
+                          absl::StrCat(s.min_ns()),
+                          absl::StrCat(s.max_ns()),
+                          absl::StrCat(PerSampleNs(s, s.p25_ns())),
+                          absl::StrCat(PerSampleNs(s, s.p50_ns())),
+                          absl::StrCat(PerSampleNs(s, s.p75_ns())),
+                          absl::StrCat(s.samples_per_second()),
+                          speedup(t, p.phase()),
+                          absl::StrCat(r.test_accuracy()),
+                          absl::StrCat(r.test_mse()),
+                          p.valid() ? "true" : "false",
+                          absl::StrJoin(p.invalid_reasons(), "; "),
+                          r.environment().model_fingerprint(),
+                          e.ok ? PowerSourceName(e.source) : "",
+                          absl::StrCat(e.sensors),
+                          absl::StrCat(e.average_watts),
+                          absl::StrCat(e.joules),
+                          absl::StrCat(e.joules_per_sample),
+                          absl::StrCat(e.coverage),
+                          e.short_window ? "true" : "false",
+                          e.has_baseline ? absl::StrCat(e.net_joules) : "",
+                          c ? absl::StrCat(c->usd_per_hour()) : "",
+                          c ? absl::StrCat(c->usd_per_1000_samples()) : "",
+                          c ? absl::StrCat(c->usd_per_epoch()) : "",
+                          c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : "",
+                          absl::StrCat(flops_per_sample),
+                          absl::StrCat(AchievedGflops(t, p)),
+                          absl::StrCat(r.calibration().gemm_gflops()),
+                          r.environment().blas()});
+    }
+  }
+  return CsvLines(absl::StrJoin(csv_header, ","), csv_rows);
+}
+
+// The line under the tables for one task: its state, what ran and how.
+void AppendTaskFooter(const v1::Task& t, std::string& out) {
+  const v1::TaskResult& r = t.result();
+  absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
+  if (!t.error().empty()) absl::StrAppend(&out, " (", t.error(), ")");
+  if (r.partial()) absl::StrAppend(&out, " PARTIAL: stopped before its end; the phases hold what was measured until then");
+  if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
+    const v1::RunEnvironment& e = r.environment();
+    if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");
+    if (r.qpu().qubits() > 0) {
+      const v1::QpuRun& q = r.qpu();
+      absl::StrAppendFormat(&out, " [simulated: %d qubits, %s, %d gates in %d passes per circuit, state %.1f MiB%s]",
+                            q.qubits(), q.precision(), q.gates_per_circuit(), q.passes_per_circuit(),
+                            static_cast<double>(q.state_bytes()) / (1 << 20),
+                            q.gradient_method().empty() ? "" : ", gradients: " + q.gradient_method());
+      if (!q.backend().empty()) {
+        absl::StrAppend(&out, " [", q.backend(), " backend",
+                        q.kernel_isa().empty() ? "" : absl::StrCat(", ", q.kernel_isa(), " kernels"),
+                        q.fused_block_qubits() > 0 ? absl::StrCat(", blocks of <= ", q.fused_block_qubits(), " qubits")
+                                                   : "",
+                        "]");
+      }
+    }
+    absl::StrAppendFormat(&out,
+                          "; %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
+                          "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
+                          "\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
+                          "%d samples stored, attempt %d",
+                          // A task that evaluated nothing (cancelled in training) has no quality figure.
+                          FindPhase(t, v1::PHASE_INFER) == nullptr ? std::string("no test evaluation")
+                          : r.test_mse() > 0 ? absl::StrCat("test mse ", Num(r.test_mse(), "%.4f"))
+                                             : absl::StrCat("test accuracy ", Num(r.test_accuracy(), "%.4f")),
+                          r.epochs_seen(), r.train_steps_total(), r.final_train_loss(), r.data_load_seconds(),
+                          r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
+                          e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
+                          r.samples_stored(), t.attempt());
+    if (!e.threads_note().empty()) absl::StrAppend(&out, "\n    threads: ", e.threads_note());
+    if (!e.executor().empty()) {
+      absl::StrAppend(&out, "\n    executor ", e.executor(), " on ", e.torch_device().empty() ? "cpu" : e.torch_device(),
+                      ", architecture ", e.architecture_fingerprint());
+    }
+    if (r.device_memory_peak_bytes() > 0) {
+      absl::StrAppendFormat(&out, ", device memory peak %.1f MiB",
+                            static_cast<double>(r.device_memory_peak_bytes()) / (1 << 20));
+    }
+  }
+  out += "\n";
+}
+
+}  // namespace
+
 std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched,
                          v1::DeviceKind baseline_kind) {
   if (format == OutputFormat::kJson) return ToJson(job);
-  bool refused = false;
-  auto speedup = [&](const v1::Task& t, v1::Phase phase) -> std::string {
-    const Versus v = RateVsBaseline(job, t, phase, baseline_kind, compare_mismatched);
-    refused = refused || v.refused;
-    return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.2fx", *v.ratio) : "-";
-  };
+  Speedups speedup(job, baseline_kind, compare_mismatched);
+  if (format == OutputFormat::kCsv) return ReportCsv(job, speedup);
   const std::vector<std::string> header = {"TASK",          "MODEL",     "DEVICE",   "BATCH",    "PHASE",
                                            "STEPS",         "P50_MS",    "P90_MS",   "P99_MS",
                                            "MEAN_MS",       "STDDEV_MS", "IQR_MS",   "P50_US_PER_SAMPLE",
@@ -73,114 +252,6 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                       p.phase() == v1::PHASE_INFER ? Quality(t.result()) : "-", p.valid() ? "yes" : "NO"});
     }
   }
-  if (format == OutputFormat::kCsv) {
-    const std::vector<std::string> csv_header = {"job_id",
-                                                 "task_id",
-                                                 "model",
-                                                 "agent_id",
-                                                 "device_id",
-                                                 "device_kind",
-                                                 "batch_size",
-                                                 "state",
-                                                 "phase",
-                                                 "steps",
-                                                 "items",
-                                                 "p25_ns",
-                                                 "p50_ns",
-                                                 "p75_ns",
-                                                 "p90_ns",
-                                                 "p99_ns",
-                                                 "mean_ns",
-                                                 "stddev_ns",
-                                                 "iqr_ns",
-                                                 "min_ns",
-                                                 "max_ns",
-                                                 "p25_ns_per_sample",
-                                                 "p50_ns_per_sample",
-                                                 "p75_ns_per_sample",
-                                                 "samples_per_second",
-                                                 "speedup",
-                                                 "test_accuracy",
-                                                 "test_mse",
-                                                 "valid",
-                                                 "invalid_reasons",
-                                                 "model_fingerprint",
-                                                 "energy_source",
-                                                 "energy_sensors",
-                                                 "average_watts",
-                                                 "energy_joules",
-                                                 "joules_per_sample",
-                                                 "energy_coverage",
-                                                 "energy_short_window",
-                                                 "net_energy_joules",
-                                                 "usd_per_hour",
-                                                 "usd_per_1000_samples",
-                                                 "usd_per_epoch",
-                                                 "electricity_usd_per_1000_samples",
-                                                 "flops_per_sample",
-                                                 "achieved_gflops",
-                                                 "calibrated_gemm_gflops",
-                                                 "blas"};
-    std::vector<std::vector<std::string>> csv_rows;
-    for (const v1::Task& t : job.tasks()) {
-      for (const v1::PhaseResult& p : t.result().phases()) {
-        const v1::TimingStats& s = p.stats();
-        const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
-        const v1::CostResult* c = FindCost(t, p.phase());
-        const v1::TaskResult& r = t.result();
-        const double flops_per_sample =
-            p.phase() == v1::PHASE_TRAIN ? r.train_flops_per_sample() : r.forward_flops_per_sample();
-        csv_rows.push_back({job.id(),
-                            t.id(),
-                            TaskModel(job, t),
-                            t.agent_id(),
-                            t.device_id(),
-                            DeviceKindName(t.device_kind()),
-                            absl::StrCat(t.batch_size()),
-                            TaskStateName(t.state()),
-                            PhaseName(p.phase()),
-                            absl::StrCat(s.count()),
-                            absl::StrCat(s.items()),
-                            absl::StrCat(s.p25_ns()),
-                            absl::StrCat(s.p50_ns()),
-                            absl::StrCat(s.p75_ns()),
-                            absl::StrCat(s.p90_ns()),
-                            absl::StrCat(s.p99_ns()),
-                            absl::StrCat(s.mean_ns()),
-                            absl::StrCat(s.stddev_ns()),
-                            absl::StrCat(s.iqr_ns()),
-                            absl::StrCat(s.min_ns()),
-                            absl::StrCat(s.max_ns()),
-                            absl::StrCat(PerSampleNs(s, s.p25_ns())),
-                            absl::StrCat(PerSampleNs(s, s.p50_ns())),
-                            absl::StrCat(PerSampleNs(s, s.p75_ns())),
-                            absl::StrCat(s.samples_per_second()),
-                            speedup(t, p.phase()),
-                            absl::StrCat(r.test_accuracy()),
-                            absl::StrCat(r.test_mse()),
-                            p.valid() ? "true" : "false",
-                            absl::StrJoin(p.invalid_reasons(), "; "),
-                            r.environment().model_fingerprint(),
-                            e.ok ? PowerSourceName(e.source) : "",
-                            absl::StrCat(e.sensors),
-                            absl::StrCat(e.average_watts),
-                            absl::StrCat(e.joules),
-                            absl::StrCat(e.joules_per_sample),
-                            absl::StrCat(e.coverage),
-                            e.short_window ? "true" : "false",
-                            e.has_baseline ? absl::StrCat(e.net_joules) : "",
-                            c ? absl::StrCat(c->usd_per_hour()) : "",
-                            c ? absl::StrCat(c->usd_per_1000_samples()) : "",
-                            c ? absl::StrCat(c->usd_per_epoch()) : "",
-                            c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : "",
-                            absl::StrCat(flops_per_sample),
-                            absl::StrCat(AchievedGflops(t, p)),
-                            absl::StrCat(r.calibration().gemm_gflops()),
-                            r.environment().blas()});
-      }
-    }
-    return CsvLines(absl::StrJoin(csv_header, ","), csv_rows);
-  }
   std::string out = absl::StrCat("Job ", job.id(), " \"", job.spec().name(), "\": ", JobModels(job), " on ",
                                  job.spec().dataset(), ", seed ", job.spec().seed(), " -- ", JobStateName(job.state()),
                                  "\n");
@@ -188,7 +259,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
   absl::StrAppend(&out, "\n", FormatTable(header, rows), "\n");
   absl::StrAppend(&out, "SPEEDUP is samples/s relative to the same model and batch size on the baseline (",
                   DeviceKindName(baseline_kind), ", else the first result).\n");
-  if (refused) {
+  if (speedup.refused()) {
     absl::StrAppend(&out,
                     "n/a: model fingerprints differ from the baseline's (architecture, initial weights or data); "
                     "compare anyway with --compare-anyway.\n");
@@ -208,53 +279,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
   if (std::any_of(job.tasks().begin(), job.tasks().end(), [](const v1::Task& t) { return t.result().layers_size() > 0; })) {
     absl::StrAppend(&out, "\n", RenderLayers(job, OutputFormat::kTable, baseline_kind));
   }
-  for (const v1::Task& t : job.tasks()) {
-    const v1::TaskResult& r = t.result();
-    absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
-    if (!t.error().empty()) absl::StrAppend(&out, " (", t.error(), ")");
-    if (r.partial()) absl::StrAppend(&out, " PARTIAL: stopped before its end; the phases hold what was measured until then");
-    if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
-      const v1::RunEnvironment& e = r.environment();
-      if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");
-      if (r.qpu().qubits() > 0) {
-        const v1::QpuRun& q = r.qpu();
-        absl::StrAppendFormat(&out, " [simulated: %d qubits, %s, %d gates in %d passes per circuit, state %.1f MiB%s]",
-                              q.qubits(), q.precision(), q.gates_per_circuit(), q.passes_per_circuit(),
-                              static_cast<double>(q.state_bytes()) / (1 << 20),
-                              q.gradient_method().empty() ? "" : ", gradients: " + q.gradient_method());
-        if (!q.backend().empty()) {
-          absl::StrAppend(&out, " [", q.backend(), " backend",
-                          q.kernel_isa().empty() ? "" : absl::StrCat(", ", q.kernel_isa(), " kernels"),
-                          q.fused_block_qubits() > 0 ? absl::StrCat(", blocks of <= ", q.fused_block_qubits(), " qubits")
-                                                     : "",
-                          "]");
-        }
-      }
-      absl::StrAppendFormat(&out,
-                            "; %s after %.2f epochs (%d steps incl. warm-up), final loss %.4f; "
-                            "phases: data load %.2f s, preprocess %.3f s, warm-up %.3f s, train %.3f s, evaluate %.3f s"
-                            "\n    %s, %d threads, torch %s, BLAS %s\n    fingerprint %s, "
-                            "%d samples stored, attempt %d",
-                            // A task that evaluated nothing (cancelled in training) has no quality figure.
-                            FindPhase(t, v1::PHASE_INFER) == nullptr ? std::string("no test evaluation")
-                            : r.test_mse() > 0 ? absl::StrCat("test mse ", Num(r.test_mse(), "%.4f"))
-                                               : absl::StrCat("test accuracy ", Num(r.test_accuracy(), "%.4f")),
-                            r.epochs_seen(), r.train_steps_total(), r.final_train_loss(), r.data_load_seconds(),
-                            r.preprocess_seconds(), r.warmup_seconds(), r.train_seconds(), r.evaluate_seconds(),
-                            e.device_model(), e.threads(), e.torch_version(), e.blas(), e.model_fingerprint(),
-                            r.samples_stored(), t.attempt());
-      if (!e.threads_note().empty()) absl::StrAppend(&out, "\n    threads: ", e.threads_note());
-      if (!e.executor().empty()) {
-        absl::StrAppend(&out, "\n    executor ", e.executor(), " on ", e.torch_device().empty() ? "cpu" : e.torch_device(),
-                        ", architecture ", e.architecture_fingerprint());
-      }
-      if (r.device_memory_peak_bytes() > 0) {
-        absl::StrAppendFormat(&out, ", device memory peak %.1f MiB",
-                              static_cast<double>(r.device_memory_peak_bytes()) / (1 << 20));
-      }
-    }
-    out += "\n";
-  }
+  for (const v1::Task& t : job.tasks()) AppendTaskFooter(t, out);
   // The one command that reruns it; a rerun compares when its fingerprints match the ones above.
   absl::StrAppend(&out, "\nRerun: hetbench get job ", job.id(),
                   " -o yaml > spec.yaml && hetbench submit -f spec.yaml --wait  (comparable when the fingerprints "

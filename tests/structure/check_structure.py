@@ -7,8 +7,9 @@ CHECK is one of:
                 (as a backquoted `path/`), and every folder the page names exists
   includes      server/ never includes client/ and the reverse; report/ includes neither;
                 no include cycle between the folders of agent/ or of server/
-  sizes         no product source file over 600 lines and the README at most 150 lines,
-                except the files docs/development.md lists under "Size exceptions"
+  sizes         no product source file over 600 lines, no function over 120 lines, no class
+                with more than 25 methods, and the README at most 150 lines, except what
+                docs/development.md lists under "Size exceptions"
 Prints what is wrong, one line each, and exits 1; prints a summary and exits 0 when all holds.
 """
 import os
@@ -94,16 +95,73 @@ def check_includes(files):
     return problems, f"{sum(len(v) for v in edges.values())} folder include edges, no cycle"
 
 
+FUNCTION_START = re.compile(r"^(?:[A-Za-z_][\w:<>,\s\*&]*\s+)?([~\w:]+)\(")
+
+
+def long_functions(path, limit):
+    """Functions defined at column 0 (namespace scope, Google style) longer than `limit` lines."""
+    lines = open(path, errors="replace").read().split("\n")
+    found, i = [], 0
+    while i < len(lines):
+        m = FUNCTION_START.match(lines[i])
+        if m and not lines[i].rstrip().endswith(";") and not lines[i].startswith(("#", "//")):
+            depth, started, j = 0, False, i
+            while j < len(lines):
+                code = lines[j].split("//")[0]
+                depth += code.count("{") - code.count("}")
+                started = started or "{" in code
+                if (started and depth == 0) or (not started and code.rstrip().endswith(";")):
+                    break
+                j += 1
+            if started and j - i + 1 > limit:
+                found.append((m.group(1), j - i + 1))
+            i = j
+        i += 1
+    return found
+
+
+METHOD = re.compile(r"^  (?!//|using |friend |return |typedef |enum |struct |class |public:|private:|protected:)"
+                    r"(?:[\w:<>,\*& ]+?\s)?(~?[A-Za-z_]\w*|operator\S+)\((?!.*\)\s*\{\s*\}\s*;)")
+
+
+def class_methods(path):
+    """(class, methods) for each class defined at column 0 of a header."""
+    out, current, count = [], None, 0
+    for line in open(path, errors="replace"):
+        m = re.match(r"^class (\w+)(?: final)?\b[^;]*$", line)
+        if m:
+            current, count = m.group(1), 0
+        elif current and line.startswith("};"):
+            out.append((current, count))
+            current = None
+        elif current and METHOD.match(line) and "=" not in line.split("(")[0]:
+            if not re.fullmatch(r"[A-Z_]+", METHOD.match(line).group(1)):  # not a macro (ABSL_GUARDED_BY)
+                count += 1
+    return out
+
+
 def check_sizes(files):
     dev = open(os.path.join(ROOT, "docs/development.md")).read()
     m = re.search(r"### Size exceptions\n(.*?)(?:\n#|\Z)", dev, re.S)
     # One exception per bullet: "- `path` (N lines): why".
     excepted = set(re.findall(r"^- `([^`]+\.(?:cc|h|md))`", m.group(1), re.M)) if m else set()
+    # "- `path` `Name`": a function or class listed by name.
+    named = set(re.findall(r"^- `([^`]+)` `([^`]+)`", m.group(1), re.M)) if m else set()
+    excepted -= {path for path, _ in named}
     problems = []
     product = ("agent/", "server/", "client/", "report/", "common/")
     for f in files:
         if not (f.startswith(product) and f.endswith((".cc", ".h"))):
             continue
+        for name, n in long_functions(os.path.join(ROOT, f), 120):
+            if (f, name) not in named:
+                problems.append(f"{f}: {name} is {n} lines (> 120): cut it into steps, or list it as "
+                                f"- `{f}` `{name}` with its reason under 'Size exceptions' in docs/development.md")
+        if f.endswith(".h"):
+            for name, n in class_methods(os.path.join(ROOT, f)):
+                if n > 25 and (f, name) not in named:
+                    problems.append(f"{f}: class {name} has {n} methods (> 25): split it into parts, or list "
+                                    "it under 'Size exceptions' in docs/development.md")
         n = sum(1 for _ in open(os.path.join(ROOT, f), errors="replace"))
         if n > 600 and f not in excepted:
             problems.append(f"{f}: {n} lines (> 600): split it, or list it with its reason under "
@@ -114,7 +172,10 @@ def check_sizes(files):
     for f in sorted(excepted):
         if not os.path.exists(os.path.join(ROOT, f)):
             problems.append(f"docs/development.md excepts {f}, which does not exist")
-    return problems, f"sizes within limits ({len(excepted)} listed exceptions)"
+    for f, name in sorted(named):
+        if not os.path.exists(os.path.join(ROOT, f)):
+            problems.append(f"docs/development.md excepts {name} in {f}, which does not exist")
+    return problems, f"sizes within limits ({len(excepted) + len(named)} listed exceptions)"
 
 
 def main():
