@@ -30,6 +30,7 @@ bool IsRetryable(const absl::Status& status) {
 namespace {
 
 constexpr char kLog[] = "agent";
+const RealClock kRealClock{};
 
 double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
@@ -41,6 +42,7 @@ Agent::Agent(AgentConfig config, std::vector<v1::Device> devices, std::unique_pt
       devices_(std::move(devices)),
       executor_(std::move(executor)),
       sampler_(sampler),
+      control_clock_(config_.clock != nullptr ? config_.clock : &kRealClock),
       rng_(std::random_device{}()) {}
 
 Agent::~Agent() {
@@ -129,13 +131,13 @@ bool Agent::RunConnection() {
 
   bool welcomed = false;
   connected_ = Write(hello_msg);
-  last_heard_ns_ = SteadyNowNs();
+  last_heard_ns_ = control_clock_->MonotonicNowNs();
   std::thread pump;
   if (connected_) pump = std::thread([this, &ctx] { Pump(&ctx); });
 
   v1::CoordinatorMessage msg;
   while (connected_ && stream->Read(&msg)) {
-    last_heard_ns_ = SteadyNowNs();
+    last_heard_ns_ = control_clock_->MonotonicNowNs();
     last_contact_ns_ = last_heard_ns_.load();
     switch (msg.kind_case()) {
       case v1::CoordinatorMessage::kWelcome:
@@ -409,7 +411,7 @@ std::vector<Agent::RunningTask*> Agent::HeldTasks() {
 }
 
 void Agent::AbandonIfLeaseLapsed() {
-  const double silent = (SteadyNowNs() - last_contact_ns_.load()) * 1e-9;
+  const double silent = (control_clock_->MonotonicNowNs() - last_contact_ns_.load()) * 1e-9;
   if (silent <= lease_seconds_.load()) return;
   ForEachHeld([&](RunningTask& task) {
     if (task.abandoned.load()) return;
@@ -505,7 +507,7 @@ bool Agent::ResendOutstanding(RunningTask& task) {
 }
 
 void Agent::Pump(grpc::ClientContext* ctx) {
-  int64_t last_heartbeat_ns = SteadyNowNs();
+  int64_t last_heartbeat_ns = control_clock_->MonotonicNowNs();
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
   // First what an earlier stream left unacknowledged, in sequence order.
   bool ok = true;
@@ -515,7 +517,7 @@ void Agent::Pump(grpc::ClientContext* ctx) {
   while (ok && connected_) {
     absl::SleepFor(interval);
     ++pump_passes_;
-    const int64_t now = SteadyNowNs();
+    const int64_t now = control_clock_->MonotonicNowNs();
     // The first heartbeat goes right after the Welcome (its echo gives the
     // clock offset before the first task ends); then one per period.
     if (heartbeat_now_.exchange(false) ||

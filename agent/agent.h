@@ -29,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/executors/executor.h"
+#include "common/clock.h"
 #include "agent/power/power_sampler.h"
 #include "hetbench/v1/agent.grpc.pb.h"
 
@@ -61,6 +62,12 @@ struct AgentConfig {
   /// device, in device order). Multi-node gangs need a routable address.
   std::string rendezvous_host = "127.0.0.1";
   int rendezvous_port_base = 29500;
+  /// The agent's time for its own decisions: leases (when the coordinator
+  /// counts as silent, when a held attempt is abandoned), the heartbeat period
+  /// and send intervals. Null: the real clock. Tests pass a SimulatedClock and move it.
+  /// What is measured (sample timestamps, and the heartbeat's agent_ns that
+  /// relates them to the coordinator's clock) always uses the steady clock.
+  const Clock* clock = nullptr;
 };
 
 /// Whether an executor's failure may not recur on another attempt (device
@@ -195,6 +202,7 @@ class Agent {
   grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
 
   std::atomic<bool> connected_{false};
+  const Clock* const control_clock_;         // config_.clock, or a RealClock
   std::atomic<int64_t> last_heard_ns_{0};    // last message, or the start of this stream
   std::atomic<int64_t> last_contact_ns_{0};  // last message from the coordinator on any stream
   std::atomic<double> heartbeat_seconds_{5.0};
