@@ -205,6 +205,7 @@ absl::Status TorchRun::SetUpParallel() {
   min_steps_ = EffectiveMinSteps(spec_, static_cast<int>(bs_), n_train);
   max_steps_ = spec_.train().max_steps();
   min_duration_ns_ = static_cast<int64_t>(spec_.train().min_duration_seconds() * 1e9);
+  result_.set_min_train_steps(w.Trainable() ? std::min(min_steps_, max_steps_) : 0);  // the coordinator judges by it
   // Per-step records of a split or a gang's rank, reserved before the loop
   // so a measured step never allocates.
   measured_capacity_ = static_cast<size_t>(std::min<int64_t>(std::min(min_steps_, max_steps_) + 16, 1 << 20));

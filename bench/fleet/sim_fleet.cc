@@ -255,6 +255,7 @@ void SimAgent::RunAtOnce(const v1::Assign& a) {
   env->set_executor(a.executor());
   env->set_hostname("fleet-sim");
   d->mutable_result()->set_dataset_train_size(steps * a.batch_size());
+  d->mutable_result()->set_min_train_steps(steps);  // what the simulated executor aimed for
   d->mutable_result()->set_dataset_test_size(0);
   v1::PhaseWindow* w = d->mutable_result()->add_windows();
   w->set_phase(v1::PHASE_TRAIN);

@@ -281,13 +281,15 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     v1::PhaseResult* pr = task->mutable_result()->add_phases();
     pr->set_phase(phase);
     *pr->mutable_stats() = acc.Finish();
-    const int64_t train_size = d.result().dataset_train_size();
-    const int64_t test_size = d.result().dataset_test_size();
-    const int64_t expected =
-        phase == v1::PHASE_TRAIN
-            ? std::min(EffectiveMinSteps(spec, task->batch_size(), train_size), spec.train().max_steps())
-            : ExpectedInferenceBatches(spec, task->batch_size(), test_size);
+    // Training: the steps the agent's executor aimed for, computed there once.
+    const int64_t expected = phase == v1::PHASE_TRAIN
+                                 ? d.result().min_train_steps()
+                                 : ExpectedInferenceBatches(spec, task->batch_size(), d.result().dataset_test_size());
     JudgeValidity(spec, expected, pr, &d.result().calibration());
+    if (phase == v1::PHASE_TRAIN && expected <= 0) {
+      pr->add_invalid_reasons("the agent did not say how many training steps it aimed for (result.min_train_steps)");
+      pr->set_valid(false);
+    }
   }
   if (state == v1::TASK_STATE_SUCCEEDED &&
       (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {

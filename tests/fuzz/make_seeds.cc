@@ -58,6 +58,7 @@ AgentMessage Done(hetbench::v1::TaskState state, uint64_t batches, int64_t sampl
   d->set_samples_sent(samples);
   d->mutable_result()->set_test_accuracy(0.8);
   d->mutable_result()->set_dataset_train_size(60000);
+  d->mutable_result()->set_min_train_steps(10);
   return m;
 }
 

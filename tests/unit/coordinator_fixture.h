@@ -197,7 +197,8 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   void SendDone(uint64_t session, std::shared_ptr<FakeAgentSink> sink, const v1::Assign& a, uint64_t batches,
-                int64_t samples, v1::TaskState state = v1::TASK_STATE_SUCCEEDED, uint64_t power_batches = 0) {
+                int64_t samples, v1::TaskState state = v1::TASK_STATE_SUCCEEDED, uint64_t power_batches = 0,
+                int64_t min_train_steps = 1) {
     v1::AgentMessage m;
     v1::TaskDone* d = m.mutable_done();
     d->set_task_id(a.task_id());
@@ -207,6 +208,7 @@ class CoordinatorTest : public ::testing::Test {
     d->set_samples_sent(samples);
     d->set_power_batches_sent(power_batches);
     d->mutable_result()->set_test_accuracy(0.85);
+    d->mutable_result()->set_min_train_steps(min_train_steps);
     coordinator_->OnAgentMessage(session, sink, m);
   }
 

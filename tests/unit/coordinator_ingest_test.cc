@@ -153,6 +153,7 @@ TEST_F(CoordinatorTest, PowerReadingsBecomeEnergyPerPhaseAndCostPerSample) {
   d->set_samples_sent(3);
   d->set_power_batches_sent(2);
   d->mutable_result()->set_dataset_train_size(60000);
+  d->mutable_result()->set_min_train_steps(2);
   for (auto [phase, lo, hi] :
        {std::tuple{v1::PHASE_TRAIN, 1 * kS, 3 * kS}, std::tuple{v1::PHASE_INFER, 3 * kS, 4 * kS}}) {
     v1::PhaseWindow* w = d->mutable_result()->add_windows();

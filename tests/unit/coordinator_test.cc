@@ -64,6 +64,32 @@ TEST_F(CoordinatorTest, EachModelGetsItsTasksAndAMathLibraryBelowTheCpuInvalidat
               HasSubstr("math library below the CPU: MISMATCH: OpenBLAS Prescott kernels"));
 }
 
+// The train phase is judged against the steps the agent's executor aimed
+// for (result.min_train_steps), computed there once, never recomputed here.
+TEST_F(CoordinatorTest, TheTrainPhaseIsJudgedAgainstTheStepsTheAgentAimedFor) {
+  const Started short_of_it = StartOneTask();
+  SendSamples(short_of_it.session, short_of_it.sink, short_of_it.assign, 0, v1::PHASE_TRAIN, {10, 10, 10, 10});
+  SendDone(short_of_it.session, short_of_it.sink, short_of_it.assign, 1, 4, v1::TASK_STATE_SUCCEEDED, 0,
+           /*min_train_steps=*/10);
+  const v1::Task t = WaitForJobState(short_of_it.job_id, v1::JOB_STATE_SUCCEEDED).tasks(0);
+  ASSERT_EQ(t.result().phases_size(), 1);
+  EXPECT_FALSE(t.result().phases(0).valid());
+  EXPECT_THAT(absl::StrJoin(t.result().phases(0).invalid_reasons(), "; "), HasSubstr("only 4 of 10 steps measured"));
+
+  // An agent that does not say what it aimed for gets no verdict of valid.
+  auto job = Submit(v1::JobSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(short_of_it.sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
+  const v1::Assign a = Assigns(*short_of_it.sink).back();
+  SendSamples(short_of_it.session, short_of_it.sink, a, 0, v1::PHASE_TRAIN, {10, 10, 10, 10});
+  SendDone(short_of_it.session, short_of_it.sink, a, 1, 4, v1::TASK_STATE_SUCCEEDED, 0, /*min_train_steps=*/0);
+  const v1::Task u = WaitForJobState(job->id(), v1::JOB_STATE_SUCCEEDED).tasks(0);
+  ASSERT_EQ(u.result().phases_size(), 1);
+  EXPECT_FALSE(u.result().phases(0).valid());
+  EXPECT_THAT(absl::StrJoin(u.result().phases(0).invalid_reasons(), "; "),
+              HasSubstr("did not say how many training steps it aimed for"));
+}
+
 TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   v1::JobSpec spec;
   auto job = Submit(spec);
