@@ -557,7 +557,9 @@ void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseRes
                    const v1::Calibration* calibration) {
   phase->clear_invalid_reasons();
   const v1::TimingStats& s = phase->stats();
-  if (s.count() < expected_steps) {
+  if (phase->phase() == v1::PHASE_TRAIN && expected_steps <= 0) {
+    phase->add_invalid_reasons("the agent did not say how many training steps it aimed for (result.min_train_steps)");
+  } else if (s.count() < expected_steps) {
     phase->add_invalid_reasons(absl::StrCat("only ", s.count(), " of ", expected_steps, " steps measured"));
   }
   if (phase->phase() == v1::PHASE_TRAIN && s.count() < spec.train().max_steps() &&

@@ -77,7 +77,8 @@ int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t datas
 int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_t test_size);
 
 /// Sets phase.valid and phase.invalid_reasons from the spec's minimums and
-/// spread limit. `expected_steps` is what the phase had to reach. A
+/// spread limit. `expected_steps` is what the phase had to reach; a train
+/// phase without one (the agent did not send min_train_steps) is invalid. A
 /// `calibration` whose math library stayed below the CPU (blas_below) makes
 /// the phase invalid too: the CPU was not measured as it is.
 void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,

@@ -286,10 +286,6 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
                                  ? d.result().min_train_steps()
                                  : ExpectedInferenceBatches(spec, task->batch_size(), d.result().dataset_test_size());
     JudgeValidity(spec, expected, pr, &d.result().calibration());
-    if (phase == v1::PHASE_TRAIN && expected <= 0) {
-      pr->add_invalid_reasons("the agent did not say how many training steps it aimed for (result.min_train_steps)");
-      pr->set_valid(false);
-    }
   }
   if (state == v1::TASK_STATE_SUCCEEDED &&
       (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {

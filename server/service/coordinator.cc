@@ -167,7 +167,7 @@ void Coordinator::EndOfBatch() {
 }
 
 void Coordinator::AfterCommit() {
-  watches_.Flush(/*force=*/false, Watches::JobView{[this](const std::string& job_id) -> const v1::Job* {
+  watches_.Flush(Watches::JobView{[this](const std::string& job_id) -> const v1::Job* {
                                            const LiveJob* live = jobs_.Find(job_id);
                                            return live == nullptr ? nullptr : &live->job;
                                          },

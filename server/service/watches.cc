@@ -22,7 +22,7 @@ void Watches::Changed(const std::string& job_id, const std::string& message) {
   changed_.insert(job_id);
 }
 
-void Watches::Flush(bool force, const JobView& jobs) {
+void Watches::Flush(const JobView& jobs) {
   const int64_t now = clock_->MonotonicNowNs();
   for (auto it = changed_.begin(); it != changed_.end();) {
     const std::string& job_id = *it;
@@ -34,7 +34,7 @@ void Watches::Flush(bool force, const JobView& jobs) {
     }
     Pacing& pacing = pacing_[job_id];
     const bool ended = IsTerminal(job->state()) && jobs.ended_now(job_id);
-    if (!force && !ended && pacing.sent_before && now - pacing.last_sent_ns < interval_ns_) {
+    if (!ended && pacing.sent_before && now - pacing.last_sent_ns < interval_ns_) {
       ++it;
       continue;
     }

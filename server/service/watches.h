@@ -49,10 +49,10 @@ class Watches {
     std::function<bool(const std::string& job_id)> ended_now;
   };
   /// Sends each changed job's state to its watchers: jobs whose interval has
-  /// passed (all of them with `force`), and ended jobs at once, whose watches
+  /// passed, and ended jobs at once, whose watches
   /// then close with OK. A changed job no longer live, or with no watcher,
   /// is dropped from the pending set.
-  void Flush(bool force, const JobView& jobs);
+  void Flush(const JobView& jobs);
 
   /// Drops `job_id`'s pending change (the job left memory).
   void Forget(const std::string& job_id);

@@ -224,6 +224,12 @@ TEST(ValidityTest, ValidOnlyWithEnoughStepsEnoughTimeAndLowSpread) {
   EXPECT_EQ(short_run.invalid_reasons(0), "only 100 of 459 steps measured");
   EXPECT_THAT(short_run.invalid_reasons(1), HasSubstr("below train.min_duration_seconds = 1"));
 
+  v1::PhaseResult unknown_aim = Phase(v1::PHASE_TRAIN, 459, 3.2, 8e6, 1e6);  // no min_train_steps from the agent
+  JudgeValidity(spec, 0, &unknown_aim);
+  EXPECT_FALSE(unknown_aim.valid());
+  ASSERT_EQ(unknown_aim.invalid_reasons_size(), 1);
+  EXPECT_THAT(unknown_aim.invalid_reasons(0), HasSubstr("did not say how many training steps it aimed for"));
+
   v1::PhaseResult noisy = Phase(v1::PHASE_INFER, 79, 0.2, 2e6, 1e6);  // infer has no duration minimum
   JudgeValidity(spec, 79, &noisy);
   EXPECT_FALSE(noisy.valid());

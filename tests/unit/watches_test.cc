@@ -38,31 +38,21 @@ TEST_F(WatchesTest, OneEventPerIntervalCarryingTheLatestChange) {
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", /*summary=*/false, sink);
   watches_.Changed("job-000001", "first");
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   ASSERT_EQ(sink->messages().size(), 1u) << "the first change goes out at once";
   EXPECT_EQ(sink->messages()[0].message(), "first");
 
   watches_.Changed("job-000001", "second");
   watches_.Changed("job-000001", "third");
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   EXPECT_EQ(sink->messages().size(), 1u) << "within the interval nothing more is sent";
   clock_.AdvanceNs(100'000'000);
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   ASSERT_EQ(sink->messages().size(), 2u);
   EXPECT_EQ(sink->messages()[1].message(), "third") << "changes coalesce into the latest";
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   EXPECT_EQ(sink->messages().size(), 2u) << "nothing changed, nothing sent";
   EXPECT_FALSE(sink->closed());
-}
-
-TEST_F(WatchesTest, ForceSendsWithinTheInterval) {
-  auto sink = std::make_shared<WatchFake>();
-  watches_.Add("job-000001", false, sink);
-  watches_.Changed("job-000001", "a");
-  watches_.Flush(false, View());
-  watches_.Changed("job-000001", "b");
-  watches_.Flush(/*force=*/true, View());
-  EXPECT_EQ(sink->messages().size(), 2u);
 }
 
 TEST_F(WatchesTest, SummaryWatchersGetTasksWithoutResults) {
@@ -70,7 +60,7 @@ TEST_F(WatchesTest, SummaryWatchersGetTasksWithoutResults) {
   watches_.Add("job-000001", false, full);
   watches_.Add("job-000001", true, summary);
   watches_.Changed("job-000001", "x");
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   ASSERT_EQ(full->messages().size(), 1u);
   ASSERT_EQ(summary->messages().size(), 1u);
   EXPECT_TRUE(full->messages()[0].job().tasks(0).has_result());
@@ -82,11 +72,11 @@ TEST_F(WatchesTest, AnEndedJobIsSentAtOnceAndItsWatchesClose) {
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", false, sink);
   watches_.Changed("job-000001", "running");
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   jobs_["job-000001"].set_state(v1::JOB_STATE_SUCCEEDED);
   ended_.insert("job-000001");
   watches_.Changed("job-000001", "task job-000001-t1 SUCCEEDED");
-  watches_.Flush(false, View());  // within the interval, but the end is not paced
+  watches_.Flush(View());  // within the interval, but the end is not paced
   ASSERT_EQ(sink->messages().size(), 2u);
   EXPECT_EQ(sink->messages()[1].job().state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(sink->closed());
@@ -97,10 +87,10 @@ TEST_F(WatchesTest, AnEndedJobIsSentAtOnceAndItsWatchesClose) {
 TEST_F(WatchesTest, ChangesOfJobsNobodyWatchesOrThatLeftMemoryAreDropped) {
   watches_.Changed("job-000001", "unwatched");
   watches_.Changed("job-000009", "not live");
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", false, sink);
-  watches_.Flush(false, View());
+  watches_.Flush(View());
   EXPECT_TRUE(sink->messages().empty()) << "a change before the watch began is the snapshot's, not an event";
 }
 
