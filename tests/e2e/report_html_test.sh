@@ -4,7 +4,8 @@
 #  2. `report ID --html` and `--svg` for each; headless Chromium loads the page
 #     (no network: the page needs none) and its DOM holds the job id, every
 #     figure, every task id and each task's train p50 (ms) from `report -o json`;
-#  3. Chromium screenshots the page and every figure: each figure has data
+#  3. Chromium screenshots the page and every figure (stacked on one page,
+#     one browser start): each figure has data
 #     drawn in the palette's colours (tests/e2e/png_check.py: at least 0.2% of
 #     the pixels coloured, five times what a legend swatch alone gives; a
 #     two-point line is 0.5%), the page too;
@@ -69,12 +70,17 @@ for job in "$study" "$sweep"; do
   fi
 
   chrome --window-size=1100,9000 --screenshot="$dir/page.png" "file://$dir/report.html" >/dev/null
-  for f in "$dir"/svg/*.svg; do
-    chrome --window-size=800,520 --screenshot="${f%.svg}.png" "file://$f" >/dev/null
-  done
-  python3 "$HERE/png_check.py" 0.002 0.02 "$dir"/svg/*.png "$dir/page.png" >"$dir/png_check.txt" ||
-    fail "$job: a blank figure: $(grep BAD "$dir/png_check.txt")"
-  echo "$job: $figures figures, page and figures drawn ($(grep -c '^ok' "$dir/png_check.txt") screenshots checked)"
+  # Every figure on its own, at its own size, in one 800x520 band each of a
+  # page that stacks them: one browser start for all of them.
+  svgs=("$dir"/svg/*.svg)
+  { echo '<!DOCTYPE html><html><body style="margin:0;background:#fff">'
+    for f in "${svgs[@]}"; do echo "<div style=\"height:520px;overflow:hidden\"><img src=\"svg/${f##*/}\"></div>"; done
+    echo '</body></html>'; } >"$dir/figures.html"
+  chrome --window-size=800,$((520 * ${#svgs[@]})) --screenshot="$dir/figures.png" "file://$dir/figures.html" >/dev/null
+  { /usr/bin/python3 "$HERE/png_check.py" 0.002 0.02 --bands 520 "$dir/figures.png" "${svgs[@]}" &&
+    /usr/bin/python3 "$HERE/png_check.py" 0.002 0.02 "$dir/page.png"; } >"$dir/png_check.txt" ||
+    fail "$job: a blank figure: $(grep -v '^ok' "$dir/png_check.txt")"
+  echo "$job: $figures figures, page and figures drawn ($(grep -c '^ok' "$dir/png_check.txt") pictures checked)"
 done
 
 # compare -o json follows its schema: a job against itself (every pair "no change")
@@ -114,7 +120,7 @@ grep -q '<td>no gpu: \|<td>gpu</td><td>' "$WORK/web.html" || grep -q '<table id=
 web "/compare?a=$study&b=$study" '<td class="">no change</td>'
 web "/history?model=mlp" '<figure id="plot-history">'
 chrome --window-size=1100,4000 --screenshot="$WORK/web-job.png" "$WEB/jobs/$sweep" >/dev/null
-python3 "$HERE/png_check.py" 0.002 0.02 "$WORK/web-job.png" >"$WORK/png_check.txt" ||
+/usr/bin/python3 "$HERE/png_check.py" 0.002 0.02 "$WORK/web-job.png" >"$WORK/png_check.txt" ||
   fail "the web UI's job page is blank: $(cat "$WORK/png_check.txt")"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$WEB/jobs/job-999999") == 404 ]] || fail "an unknown job is not a 404"
 echo "web UI: jobs, job, agents, compare and history pages served and drawn"
