@@ -12,6 +12,7 @@
 #include "server/ingest/step_aggregator.h"
 #include "server/service/coordinator.h"
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/sample_batches.h"
 
 namespace {
 
@@ -47,18 +48,15 @@ class CountingSink final : public MessageSink<v1::CoordinatorMessage> {
   v1::Assign assign_ ABSL_GUARDED_BY(mu_);
 };
 
+// Steps of ~1 us, 128 samples each, a batch per millisecond.
 v1::SampleBatch MakeBatch(const std::string& task, int attempt, uint64_t seq, int n) {
-  v1::SampleBatch b;
-  b.set_task_id(task);
-  b.set_attempt(attempt);
-  b.set_seq(seq);
-  b.set_phase(v1::PHASE_TRAIN);
-  for (int i = 0; i < n; ++i) {
-    b.add_start_ns(static_cast<int64_t>(seq) * 1000000 + i * 1000);
-    b.add_duration_ns(900 + (i % 50));
-    b.add_items(128);
-  }
-  return b;
+  hetbench::testing::BatchShape shape;
+  shape.seq_stride_ns = 1'000'000;
+  shape.step_ns = 1000;
+  shape.duration_ns = 900;
+  shape.duration_cycle = 50;
+  shape.items = 128;
+  return hetbench::testing::SampleBatchOf(task, attempt, seq, n, shape);
 }
 
 double Seconds(std::chrono::steady_clock::time_point t0) {

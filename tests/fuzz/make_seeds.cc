@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hetbench/v1/agent.pb.h"
+#include "tests/testing/sample_batches.h"
 
 using hetbench::v1::AgentMessage;
 
@@ -35,16 +36,14 @@ AgentMessage Hello() {
 
 AgentMessage Samples(uint64_t seq, int n, int attempt = 1) {
   AgentMessage m;
-  auto* b = m.mutable_samples();
-  b->set_task_id("job-000001-t0");
-  b->set_attempt(attempt);
-  b->set_seq(seq);
-  b->set_phase(hetbench::v1::PHASE_TRAIN);
-  for (int i = 0; i < n; ++i) {
-    b->add_start_ns(1000 * (i + 1) + static_cast<int64_t>(seq) * 100000);
-    b->add_duration_ns(900);
-    b->add_items(32);
-  }
+  hetbench::testing::BatchShape shape;
+  shape.first_start_ns = 1000;
+  shape.seq_stride_ns = 100000;
+  shape.step_ns = 1000;
+  shape.duration_ns = 900;
+  shape.duration_cycle = 1;
+  shape.items = 32;
+  *m.mutable_samples() = hetbench::testing::SampleBatchOf("job-000001-t0", attempt, seq, n, shape);
   return m;
 }
 

@@ -8,22 +8,13 @@
 #include "common/names.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
+#include "tests/testing/sample_batches.h"
 
 namespace hetbench::testing {
 
 /// `n` train samples of one task attempt: durations 90, 91, ... ns, 8 items each.
 inline v1::SampleBatch Batch(const std::string& task, int attempt, uint64_t seq, int n) {
-  v1::SampleBatch b;
-  b.set_task_id(task);
-  b.set_attempt(attempt);
-  b.set_seq(seq);
-  b.set_phase(v1::PHASE_TRAIN);
-  for (int i = 0; i < n; ++i) {
-    b.add_start_ns(i * 100);
-    b.add_duration_ns(90 + i);
-    b.add_items(8);
-  }
-  return b;
+  return SampleBatchOf(task, attempt, seq, n);
 }
 
 /// "job-%06d" in `state` with `tasks` CPU tasks of `model`, each with a result.
