@@ -52,13 +52,27 @@ const std::vector<std::string>& PythonRunnerModels() {
 }
 
 const std::vector<std::string>& KnownExecutors() {
-  static const std::vector<std::string> kExecutors = {"torch", "python", "qsim"};
+  static const std::vector<std::string> kExecutors = {"torch", "python", "statevector"};
   return kExecutors;
 }
 
 std::string DefaultExecutor(const v1::Device& device) {
   if (device.executors_size() > 0) return device.executors(0);
-  return device.kind() == v1::DEVICE_KIND_QPU_SIM ? "qsim" : "torch";
+  return device.kind() == v1::DEVICE_KIND_QPU_SIM ? "statevector" : "torch";
+}
+
+std::vector<std::string> UpgradeOldSpellings(v1::JobSpec* spec) {
+  std::vector<std::string> notices;
+  auto executor = [&](v1::TargetSelector* t, const std::string& field) {
+    if (t->executor() != "qsim") return;  // "qsim" is the circuit model; the executor is "statevector"
+    t->set_executor("statevector");
+    notices.push_back(absl::StrCat(field, ".executor: \"qsim\" is now spelled \"statevector\" (accepted)"));
+  };
+  for (int i = 0; i < spec->targets_size(); ++i) executor(spec->mutable_targets(i), absl::StrCat("targets[", i, "]"));
+  for (int i = 0; i < spec->split().stages_size(); ++i) {
+    executor(spec->mutable_split()->mutable_stages(i)->mutable_target(), absl::StrCat("split.stages[", i, "].target"));
+  }
+  return notices;
 }
 
 bool IsKnownExecutor(const std::string& name) {

@@ -53,15 +53,22 @@ const std::vector<std::string>& PythonRunnerModels();
 const std::vector<std::string>& KnownDatasets();
 
 /// Executors a target may name: "torch" (C++ LibTorch), "python" (the
-/// external PyTorch runner; PyTorch/XLA on TPUs), "qsim" (the simulator).
+/// external PyTorch runner; PyTorch/XLA on TPUs), "statevector" (the
+/// built-in state-vector simulator, on qpu-sim devices).
 const std::vector<std::string>& KnownExecutors();
 bool IsKnownExecutor(const std::string& name);
 /// The executor a device uses when a target names none: its first listed
-/// (agents from before executors were listed: qsim on qpu-sim, else torch).
+/// (agents from before executors were listed: statevector on qpu-sim, else torch).
 std::string DefaultExecutor(const v1::Device& device);
 
 /// Fills every unset field with its default; returns the effective spec.
 v1::JobSpec WithDefaults(v1::JobSpec spec);
+
+/// Rewrites spellings a spec may still use from before the glossary
+/// (docs/development.md) chose one name per concept: the executor "qsim" is
+/// "statevector". Returns one line per rewrite, for the CLI to print as a
+/// notice; the coordinator applies it to specs from older clients.
+std::vector<std::string> UpgradeOldSpellings(v1::JobSpec* spec);
 
 /// Checks an effective spec (after WithDefaults). On failure returns
 /// INVALID_ARGUMENT listing every bad field with its value and the fix,

@@ -1,4 +1,4 @@
-#include "agent/executors/runner_executor.h"
+#include "agent/executors/python_executor.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -31,10 +31,10 @@ bool FileExists(const std::string& path) {
 
 }  // namespace
 
-RunnerExecutor::RunnerExecutor(RunnerConfig config) : config_(std::move(config)) { IgnoreSigpipe(); }
+PythonExecutor::PythonExecutor(RunnerConfig config) : config_(std::move(config)) { IgnoreSigpipe(); }
 
 // The task as the runner reads it: one JSON line on its stdin.
-absl::StatusOr<std::string> RunnerExecutor::TaskLine(const v1::Assign& task, const v1::Device& device,
+absl::StatusOr<std::string> PythonExecutor::TaskLine(const v1::Assign& task, const v1::Device& device,
                                                      const TaskControl& control) const {
   v1::RunnerTask rt;
   *rt.mutable_assign() = task;
@@ -56,7 +56,7 @@ absl::StatusOr<std::string> RunnerExecutor::TaskLine(const v1::Assign& task, con
   return json;
 }
 
-absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const v1::Device& device,
+absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                    TaskControl* control) {
   const absl::StatusOr<std::string> json = TaskLine(task, device, *control);
   if (!json.ok()) return json.status();
@@ -164,7 +164,7 @@ absl::StatusOr<v1::TaskResult> RunnerExecutor::Run(const v1::Assign& task, const
   return result;
 }
 
-v1::RunnerProbe RunnerExecutor::Probe(const std::vector<std::string>& command, double timeout_seconds) {
+v1::RunnerProbe PythonExecutor::Probe(const std::vector<std::string>& command, double timeout_seconds) {
   v1::RunnerProbe probe;
   std::vector<std::string> argv = command;
   argv.push_back("--probe");

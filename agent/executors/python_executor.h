@@ -28,9 +28,9 @@ struct RunnerConfig {
   std::string hostname;
 };
 
-class RunnerExecutor final : public Executor {
+class PythonExecutor final : public Executor {
  public:
-  explicit RunnerExecutor(RunnerConfig config);
+  explicit PythonExecutor(RunnerConfig config);
   absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device, TaskControl* control) override;
 
   /// Runs `command --probe` and parses its one-line RunnerProbe; on any

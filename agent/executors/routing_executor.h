@@ -1,8 +1,8 @@
 #pragma once
 /// Sends each task to the executor it names (Assign.executor, else the
 /// device's default): "torch" (C++ LibTorch, CPU/DPU/GPU), "python" (the
-/// external runner, CPU/TPU), "qsim" (the simulator device, run by the torch
-/// executor's quantum workloads).
+/// external runner, CPU/TPU), "statevector" (the simulator device, run by
+/// the torch executor's quantum workloads).
 
 #include <map>
 #include <memory>

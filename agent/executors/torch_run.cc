@@ -30,10 +30,10 @@ void AddWindow(v1::TaskResult* result, v1::Phase phase, int64_t start_ns, int64_
 }
 
 // One rank's figures: the step split into all-reduce and the rest.
-void RecordDistributed(const GradientSync& sync, const v1::GangAssign& gang, int64_t global_bs,
+void RecordParallel(const GradientSync& sync, const v1::GangAssign& gang, int64_t global_bs,
                        const std::vector<int64_t>& step_ns, const std::vector<int64_t>& comm_ns,
                        const std::vector<torch::Tensor>& params, v1::TaskResult* result) {
-  v1::DistributedRun* d = result->mutable_distributed();
+  v1::ParallelRun* d = result->mutable_parallel();
   d->set_rank(sync.rank());
   d->set_world_size(sync.world_size());
   d->set_backend(sync.backend());
@@ -390,7 +390,7 @@ absl::Status TorchRun::Train() {
       *result_.add_split() = std::move(r);
     }
   }
-  if (sync_) RecordDistributed(*sync_, task_.gang(), global_bs, step_ns_, comm_ns_, w.Parameters(), &result_);
+  if (sync_) RecordParallel(*sync_, task_.gang(), global_bs, step_ns_, comm_ns_, w.Parameters(), &result_);
   const int64_t train_end_ns = SteadyNowNs();
   const int64_t task_start_ns = control_->task_start_ns;
   if (measured_ > 0) {

@@ -17,9 +17,9 @@
 
 #include "absl/status/status.h"
 #include "agent/data/fashion_mnist.h"
-#include "agent/distributed/gradient_sync.h"
-#include "agent/distributed/split_step.h"
-#include "agent/distributed/stage_link.h"
+#include "agent/gang/gradient_sync.h"
+#include "agent/gang/split_step.h"
+#include "agent/gang/stage_link.h"
 #include "agent/executors/executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"

@@ -1,4 +1,4 @@
-#include "agent/distributed/gang_group.h"
+#include "agent/gang/gang_group.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

@@ -1,4 +1,4 @@
-#include "agent/distributed/gradient_sync.h"
+#include "agent/gang/gradient_sync.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

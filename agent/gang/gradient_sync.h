@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/distributed/gang_group.h"
+#include "agent/gang/gang_group.h"
 #include "hetbench/v1/agent.pb.h"
 
 namespace hetbench::agent {

@@ -1,4 +1,4 @@
-#include "agent/distributed/split_step.h"
+#include "agent/gang/split_step.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "agent/distributed/stage_link.h"
+#include "agent/gang/stage_link.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

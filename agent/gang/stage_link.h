@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/distributed/gang_group.h"
-#include "agent/distributed/split_step.h"
+#include "agent/gang/gang_group.h"
+#include "agent/gang/split_step.h"
 #include "hetbench/v1/agent.pb.h"
 
 namespace hetbench::agent {

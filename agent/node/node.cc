@@ -46,7 +46,7 @@ absl::Status Node::Assemble(v1::Device cpu) {
   } else if (o.runner_probe.has_value()) {
     probe = *o.runner_probe;
   } else {
-    probe = RunnerExecutor::Probe(o.runner.command, 120);
+    probe = PythonExecutor::Probe(o.runner.command, 120);
   }
   auto& cpu_attributes = *cpu.mutable_attributes();
   if (probe.error().empty()) {
@@ -108,12 +108,15 @@ absl::Status Node::Assemble(v1::Device cpu) {
   auto executor = std::make_unique<RoutingExecutor>();
   auto torch_executor = std::make_shared<TorchExecutor>(o.executor);
   executor->Add("torch", torch_executor);
-  executor->Add("qsim", torch_executor);  // the quantum workloads live in the torch executor
+  // The state-vector simulator's workloads live in the torch executor's run
+  // loop. "qsim" is the name older coordinators send for it.
+  executor->Add("statevector", torch_executor);
+  executor->Add("qsim", torch_executor);
   if (probe.error().empty()) {
     o.runner.data_dir = o.executor.data_dir;
     o.runner.threads = o.executor.threads;
     o.runner.hostname = o.agent.hostname;
-    executor->Add("python", std::make_shared<RunnerExecutor>(o.runner));
+    executor->Add("python", std::make_shared<PythonExecutor>(o.runner));
   }
   agent_ = std::make_unique<Agent>(o.agent, devices_, std::move(executor), sampler_.get());
   return absl::OkStatus();

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "agent/agent.h"
 #include "agent/devices/calibration.h"
-#include "agent/executors/runner_executor.h"
+#include "agent/executors/python_executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/power/power_sampler.h"
 

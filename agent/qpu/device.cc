@@ -26,7 +26,7 @@ v1::Device QpuSimDevice(const v1::Device& cpu, int64_t memory_limit_bytes) {
   a["host_device"] = cpu.id();
   a["executor"] = "state-vector simulator (agent/qpu); models qnn, qsim";
   a["backend"] = "native";
-  d.add_executors("qsim");
+  d.add_executors("statevector");
   return d;
 }
 
@@ -48,7 +48,7 @@ absl::StatusOr<v1::Device> QpuSimGpuDevice(const v1::Device& gpu, const absl::St
   a["backend"] = "tensor";
   if (CudaIndex(gpu) >= 0) a["cuda_index"] = absl::StrCat(CudaIndex(gpu));
   a["executor"] = "state-vector simulator, LibTorch tensor backend (agent/qpu/tensor_backend); model qsim";
-  d.add_executors("qsim");
+  d.add_executors("statevector");
   return d;
 }
 

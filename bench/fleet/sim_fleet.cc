@@ -65,7 +65,7 @@ void SimAgent::Start(v1::AgentGateway::Stub* stub) {
     d->set_model(absl::StrCat("simulated ", profiles_.at(kind).name));
     d->set_simulated(true);
     d->set_cores(8);
-    d->add_executors(kind == v1::DEVICE_KIND_QPU_SIM ? "qsim" : "torch");
+    d->add_executors(kind == v1::DEVICE_KIND_QPU_SIM ? "statevector" : "torch");
   }
   (*h->mutable_labels())["fleet"] = "simulated";
   {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "client/commands/command.h"
 #include "client/commands/spec_flags.h"
+#include "common/job_spec.h"
 #include "common/spec_yaml.h"
 
 namespace hetbench::client {
@@ -57,6 +58,7 @@ class Submit final : public Command {
       c.err << "hetbench: " << applied.status().message() << "\n";
       return kExitUsage;
     }
+    for (const std::string& notice : UpgradeOldSpellings(&*applied)) c.err << "hetbench: notice: " << notice << "\n";
     // One request id per invocation, reused by every retry: a submit whose
     // answer was lost is never made twice.
     v1::SubmitJobRequest req;

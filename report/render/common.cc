@@ -60,7 +60,7 @@ const v1::PhaseResult* FindPhase(const v1::Task& t, v1::Phase phase) {
 
 // The C++ executors are the default; another (the Python runner) is named.
 std::string ExecutorSuffix(const std::string& executor) {
-  return executor.empty() || executor == "torch" || executor == "qsim" ? "" : absl::StrCat(" via ", executor);
+  return executor.empty() || executor == "torch" || executor == "statevector" || executor == "qsim" ? "" : absl::StrCat(" via ", executor);
 }
 
 std::string DeviceLabel(const v1::Task& t) {

@@ -34,7 +34,7 @@ std::vector<GangFigures> Gangs(const v1::Job& job) {
     GangFigures& g = out[it->second];
     if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
     ++g.ranks_succeeded;
-    const v1::DistributedRun& d = t.result().distributed();
+    const v1::ParallelRun& d = t.result().parallel();
     if (const v1::PhaseResult* p = FindPhase(t, v1::PHASE_TRAIN)) {
       g.samples_per_second += p->stats().samples_per_second();
       g.step_p50_ns = std::max(g.step_p50_ns, p->stats().p50_ns());

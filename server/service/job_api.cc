@@ -64,6 +64,7 @@ void JobApi::SubmitJob(v1::JobSpec spec, std::string request_id, absl::Time dead
         "request_id: ", request_id.size(), " characters: use 1 to 128 printable ASCII characters without spaces")));
     return;
   }
+  UpgradeOldSpellings(&spec);  // an older client's spelling; a current CLI has already said so
   v1::JobSpec effective = WithDefaults(std::move(spec));
   if (absl::Status s = ValidateJobSpec(effective); !s.ok()) {
     p_.metrics->AddSpecRefused();

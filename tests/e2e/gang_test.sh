@@ -45,13 +45,13 @@ q() { jq -r "$1" "$WORK/a.json"; }
   || fail "the two ranks did not run on the two agents"
 for t in 1 2; do
   [[ $(q ".tasks[$t].result.samples_stored") == 42 ]] || fail "rank task $t stored $(q ".tasks[$t].result.samples_stored") samples"
-  [[ $(q ".tasks[$t].result.distributed.backend") == gloo ]] || fail "rank task $t: no gloo all-reduce"
-  [[ $(q ".tasks[$t].result.distributed.allreduce.count") == 40 ]] || fail "rank task $t: all-reduce count"
+  [[ $(q ".tasks[$t].result.parallel.backend") == gloo ]] || fail "rank task $t: no gloo all-reduce"
+  [[ $(q ".tasks[$t].result.parallel.allreduce.count") == 40 ]] || fail "rank task $t: all-reduce count"
 done
-[[ $(q '.tasks[1].result.distributed.parameter_checksum') == $(q '.tasks[2].result.distributed.parameter_checksum') ]] \
+[[ $(q '.tasks[1].result.parallel.parameter_checksum') == $(q '.tasks[2].result.parallel.parameter_checksum') ]] \
   || fail "the ranks ended with different parameters"
-echo "gang A: 2 ranks on a1 and a2; all-reduce p50 $(q '.tasks[1].result.distributed.allreduce.p50_ns') ns of" \
-  "$(q '.tasks[1].result.distributed.bytes_per_step') bytes; equal parameter checksums"
+echo "gang A: 2 ranks on a1 and a2; all-reduce p50 $(q '.tasks[1].result.parallel.allreduce.p50_ns') ns of" \
+  "$(q '.tasks[1].result.parallel.bytes_per_step') bytes; equal parameter checksums"
 
 # ---- B. kill one rank's agent mid-task
 cat >"$WORK/b.yaml" <<YAML

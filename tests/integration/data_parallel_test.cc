@@ -12,7 +12,7 @@
 
 #include <thread>
 
-#include "agent/distributed/gradient_sync.h"
+#include "agent/gang/gradient_sync.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
@@ -144,7 +144,7 @@ TEST(DataParallelTest, TwoRanksEndWithTheParametersOfOneProcessOnTheGlobalBatch)
         << "tensor " << i << ": max difference "
         << (r0.parameters[i] - one.parameters[i]).abs().max().item<double>();
   }
-  const v1::DistributedRun& d = r0.result->distributed();
+  const v1::ParallelRun& d = r0.result->parallel();
   EXPECT_EQ(d.world_size(), 2);
   EXPECT_EQ(d.backend(), "gloo");
   EXPECT_EQ(d.global_batch_size(), 16);
@@ -152,9 +152,9 @@ TEST(DataParallelTest, TwoRanksEndWithTheParametersOfOneProcessOnTheGlobalBatch)
   EXPECT_EQ(d.bytes_per_step(), (669706 + 1) * 4);
   EXPECT_EQ(d.allreduce().count(), 6);
   EXPECT_GT(d.allreduce_gbytes_per_second(), 0);
-  EXPECT_NEAR(d.parameter_checksum(), one.result->distributed().parameter_checksum(),
-              1e-4 * one.result->distributed().parameter_checksum());
-  EXPECT_EQ(one.result->distributed().backend(), "none (one rank)");
+  EXPECT_NEAR(d.parameter_checksum(), one.result->parallel().parameter_checksum(),
+              1e-4 * one.result->parallel().parameter_checksum());
+  EXPECT_EQ(one.result->parallel().backend(), "none (one rank)");
 }
 
 // Rank 0 of 2 whose peer never comes: it fails retryable (UNAVAILABLE) after

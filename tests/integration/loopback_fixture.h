@@ -19,7 +19,7 @@
 #include "agent/agent.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/routing_executor.h"
-#include "agent/executors/runner_executor.h"
+#include "agent/executors/python_executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/node/node.h"
 #include "agent/power/sensors.h"

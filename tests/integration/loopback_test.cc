@@ -84,7 +84,7 @@ TEST_F(LoopbackTest, AJobForAnAbsentKindStaysPendingWithTheReason) {
   CliResult agents = Cli({"--server", address_, "get", "agents"});
   ASSERT_EQ(agents.code, 0) << agents.err;
   EXPECT_THAT(agents.out, ::testing::ContainsRegex("cpu0 +cpu .* torch,python"));
-  EXPECT_THAT(agents.out, ::testing::ContainsRegex("qpu0 +qpu-sim .* qsim"));
+  EXPECT_THAT(agents.out, ::testing::ContainsRegex("qpu0 +qpu-sim .* statevector"));
   EXPECT_THAT(agents.out, HasSubstr("not offered:"));
   EXPECT_THAT(agents.out, ::testing::ContainsRegex("loopback-agent +tpu +no /dev/accel"));
   CliResult wide = Cli({"--server", address_, "get", "agents", "-o", "wide"});
@@ -202,9 +202,11 @@ TEST_F(LoopbackTest, QpuSimRunsTheQuantumVariantAndTheSimulatorBenchmark) {
               ::testing::ContainsRegex("job-000002-t0 +qsim +loopback-agent/qpu0 \\(qpu-sim\\) +1 +infer +5 "));
   EXPECT_THAT(qsim.out, ::testing::ContainsRegex("\\[native backend, [A-Z0-9_]+ kernels\\]"));
   // The same circuit, fused, on the tensor backend (what a GPU-hosted qpu-sim runs), here on the CPU.
-  CliResult tensor = Cli({"--server", address_, "submit", "--wait", "-m", "qsim", "-t", "qpu-sim", "-b", "1", "-f",
+  CliResult tensor = Cli({"--server", address_, "submit", "--wait", "-b", "1", "-f",
                           std::string(HETBENCH_FIXTURES) + "/specs/qsim_tensor.yaml"});
   ASSERT_EQ(tensor.code, 0) << tensor.err << tensor.out;
+  EXPECT_THAT(tensor.err, HasSubstr("notice: targets[0].executor: \"qsim\" is now spelled \"statevector\" (accepted)"));
+  EXPECT_EQ(GetJob("job-000003").spec().targets(0).executor(), "statevector");
   EXPECT_THAT(tensor.out, HasSubstr("(fused, tensor backend)"));
   EXPECT_THAT(tensor.out, ::testing::ContainsRegex("\\[tensor backend, blocks of <= [2-6] qubits\\]"));
 

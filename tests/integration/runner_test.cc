@@ -1,7 +1,7 @@
 // The external runner executor against the shipped Python runner (Debian's
 // python3-torch on this CPU) and against small shell stand-ins for runners
 // that misbehave.
-#include "agent/executors/runner_executor.h"
+#include "agent/executors/python_executor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -79,7 +79,7 @@ std::string PythonFingerprint(const std::string& model) {
 }
 
 TEST(RunnerProbeTest, ThePythonRunnerAnswersWithDebiansPyTorch) {
-  v1::RunnerProbe probe = RunnerExecutor::Probe(kRunner, 120);
+  v1::RunnerProbe probe = PythonExecutor::Probe(kRunner, 120);
   ASSERT_TRUE(probe.error().empty()) << probe.error();
   EXPECT_THAT(probe.torch_version(), HasSubstr("1.13"));
   EXPECT_FALSE(probe.xla_available());  // no torch_xla in Debian: TPUs stay absent here
@@ -88,9 +88,9 @@ TEST(RunnerProbeTest, ThePythonRunnerAnswersWithDebiansPyTorch) {
 }
 
 TEST(RunnerProbeTest, AMissingRunnerSaysWhy) {
-  v1::RunnerProbe missing = RunnerExecutor::Probe({"/nonexistent/python3"}, 5);
+  v1::RunnerProbe missing = PythonExecutor::Probe({"/nonexistent/python3"}, 5);
   EXPECT_THAT(missing.error(), HasSubstr("cannot start the runner"));
-  v1::RunnerProbe broken = RunnerExecutor::Probe({"/bin/sh", "-c", "echo no torch here >&2; exit 3", "sh"}, 5);
+  v1::RunnerProbe broken = PythonExecutor::Probe({"/bin/sh", "-c", "echo no torch here >&2; exit 3", "sh"}, 5);
   EXPECT_THAT(broken.error(), HasSubstr("exit status 3"));
   EXPECT_THAT(broken.error(), HasSubstr("no torch here"));
 }
@@ -107,8 +107,8 @@ TEST(RunnerFingerprintTest, PythonModelsMatchTheCppZoo) {
   }
 }
 
-TEST(RunnerExecutorTest, TrainsMlpOnTheCpuThroughTheProtocol) {
-  RunnerExecutor executor(Config());
+TEST(PythonExecutorTest, TrainsMlpOnTheCpuThroughTheProtocol) {
+  PythonExecutor executor(Config());
   const v1::Assign task = MlpTask(40, 5);
   TaskControl control(SampleCapacity(task), SteadyNowNs());
   auto result = executor.Run(task, Cpu(), &control);
@@ -142,10 +142,10 @@ TEST(RunnerExecutorTest, TrainsMlpOnTheCpuThroughTheProtocol) {
   EXPECT_EQ(env.parameter_count(), built->parameter_count);
 }
 
-TEST(RunnerExecutorTest, CancelStopsTheRunnerWithinTwoSeconds) {
+TEST(PythonExecutorTest, CancelStopsTheRunnerWithinTwoSeconds) {
   RunnerConfig config = Config();
   config.kill_grace_seconds = 1.0;
-  RunnerExecutor executor(config);
+  PythonExecutor executor(config);
   const v1::Assign task = MlpTask(100000, 0);
   TaskControl control(SampleCapacity(task), SteadyNowNs());
   absl::StatusOr<v1::TaskResult> result;
@@ -169,11 +169,11 @@ TEST(RunnerExecutorTest, CancelStopsTheRunnerWithinTwoSeconds) {
   std::printf("runner stopped %.3f s after cancel, %zu samples kept\n", stop_seconds, kept);
 }
 
-TEST(RunnerExecutorTest, DeadlineKillsAHungRunner) {
+TEST(PythonExecutorTest, DeadlineKillsAHungRunner) {
   RunnerConfig config = Config({"/bin/sh", "-c", "trap '' TERM; sleep 30", "sh"});
   config.deadline_seconds = 0.5;
   config.kill_grace_seconds = 0.2;
-  RunnerExecutor executor(config);
+  PythonExecutor executor(config);
   const v1::Assign task = MlpTask(10, 1);
   TaskControl control(SampleCapacity(task), SteadyNowNs());
   const int64_t start = SteadyNowNs();
@@ -184,7 +184,7 @@ TEST(RunnerExecutorTest, DeadlineKillsAHungRunner) {
   EXPECT_THAT(result.status().message(), HasSubstr("--runner-deadline-seconds"));
 }
 
-TEST(RunnerExecutorTest, MisbehavingRunnersFailWithTheirWords) {
+TEST(PythonExecutorTest, MisbehavingRunnersFailWithTheirWords) {
   const v1::Assign task = MlpTask(10, 1);
   struct Case {
     std::string script, expect;
@@ -198,7 +198,7 @@ TEST(RunnerExecutorTest, MisbehavingRunnersFailWithTheirWords) {
        "sample columns differ"},
   };
   for (const Case& c : cases) {
-    RunnerExecutor executor(Config({"/bin/sh", "-c", c.script, "sh"}));
+    PythonExecutor executor(Config({"/bin/sh", "-c", c.script, "sh"}));
     TaskControl control(SampleCapacity(task), SteadyNowNs());
     auto result = executor.Run(task, Cpu(), &control);
     ASSERT_FALSE(result.ok()) << c.script;
@@ -206,11 +206,11 @@ TEST(RunnerExecutorTest, MisbehavingRunnersFailWithTheirWords) {
   }
 }
 
-TEST(RunnerExecutorTest, TheTaskReachesTheRunnerAsJson) {
+TEST(PythonExecutorTest, TheTaskReachesTheRunnerAsJson) {
   // A stand-in runner that keeps what it was given.
   testing::TempDir dir;
   const std::string file = dir.path() + "/task.json";
-  RunnerExecutor executor(Config({"/bin/sh", "-c", "cat > \"$0\"; exit 2", file}));
+  PythonExecutor executor(Config({"/bin/sh", "-c", "cat > \"$0\"; exit 2", file}));
   const v1::Assign task = MlpTask(10, 1);
   TaskControl control(SampleCapacity(task), 12345);
   auto result = executor.Run(task, Cpu(), &control);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace hetbench {
 namespace {
 
@@ -141,6 +143,23 @@ TEST(JobSpecTest, LayerProfilingGetsADefaultStepCount) {
   s.mutable_layers()->set_enabled(false);
   EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(s)).message()),
               HasSubstr("layers.energy_seconds = 0.5: needs layers.enabled (CLI --layers)"));
+}
+
+TEST(JobSpecTest, TheOldExecutorSpellingQsimBecomesStatevectorWithANotice) {
+  v1::JobSpec s = Valid();
+  s.add_targets()->set_executor("qsim");
+  s.mutable_split()->add_stages()->mutable_target()->set_executor("qsim");
+  s.mutable_split()->add_stages()->mutable_target()->set_executor("torch");
+  const std::vector<std::string> notices = UpgradeOldSpellings(&s);
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices[0], absl::StrCat("targets[", s.targets_size() - 1,
+                                     "].executor: \"qsim\" is now spelled \"statevector\" (accepted)"));
+  EXPECT_THAT(notices[1], HasSubstr("split.stages[0].target.executor"));
+  EXPECT_EQ(s.targets(s.targets_size() - 1).executor(), "statevector");
+  EXPECT_EQ(s.split().stages(1).target().executor(), "torch");
+  EXPECT_TRUE(UpgradeOldSpellings(&s).empty()) << "already upgraded";
+  EXPECT_TRUE(IsKnownExecutor("statevector"));
+  EXPECT_FALSE(IsKnownExecutor("qsim")) << "the model's name is not an executor's";
 }
 
 TEST(JobSpecTest, ThePythonExecutorTakesOnlyTheModelsTheRunnerImplements) {

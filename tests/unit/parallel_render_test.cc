@@ -26,7 +26,7 @@ v1::Task Rank(const std::string& gang, int rank, int world, double sps, double s
   p->set_phase(v1::PHASE_TRAIN);
   p->mutable_stats()->set_samples_per_second(sps);
   p->mutable_stats()->set_p50_ns(step_ms * 1e6);
-  v1::DistributedRun* d = t.mutable_result()->mutable_distributed();
+  v1::ParallelRun* d = t.mutable_result()->mutable_parallel();
   d->set_world_size(world);
   d->set_bytes_per_step(world > 1 ? 2'000'000 : 0);
   d->mutable_allreduce()->set_p50_ns(allreduce_ms * 1e6);
@@ -115,7 +115,7 @@ TEST(ParallelRenderTest, ASplitAcrossAgentsNamesTheStagesAgentsAndIsNoScalingRow
   job.mutable_spec()->mutable_split()->set_across_agents(true);
   for (int r = 0; r < 2; ++r) {
     v1::Task t = Rank("job-3-g0", r, 2, 20000, 2.4, 0);
-    t.mutable_result()->clear_distributed();
+    t.mutable_result()->clear_parallel();
     t.mutable_result()->set_test_accuracy(0);
     if (r == 0) {
       for (int s = 0; s < 2; ++s) {

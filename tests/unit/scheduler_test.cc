@@ -90,14 +90,14 @@ TEST(SchedulerTest, ATargetNamingAnExecutorGetsOnlyDevicesThatRunIt) {
   v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
   a.mutable_devices(0)->add_executors("torch");
   a.mutable_devices(0)->add_executors("python");
-  a.mutable_devices(1)->add_executors("qsim");
+  a.mutable_devices(1)->add_executors("statevector");
   v1::TargetSelector python;
   python.set_executor("python");
   EXPECT_TRUE(Matches(python, a, a.devices(0)));
   EXPECT_FALSE(Matches(python, a, a.devices(1)));
   v1::TargetSelector plain;
   EXPECT_EQ(ExecutorFor(plain, a.devices(0)), "torch");  // the device's first executor
-  EXPECT_EQ(ExecutorFor(plain, a.devices(1)), "qsim");
+  EXPECT_EQ(ExecutorFor(plain, a.devices(1)), "statevector");
   EXPECT_EQ(ExecutorFor(python, a.devices(0)), "python");
   // Agents from before executors were listed run the C++ executors only.
   v1::Hello old = Agent("old", {{"cpu0", v1::DEVICE_KIND_CPU}});

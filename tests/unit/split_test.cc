@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/distributed/split_step.h"
+#include "agent/gang/split_step.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
