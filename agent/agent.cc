@@ -7,25 +7,12 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "agent/power/sensors.h"
 #include "common/coordinator_target.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/security.h"
 
 namespace hetbench::agent {
-
-bool IsRetryable(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kDeadlineExceeded:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 
@@ -120,7 +107,7 @@ bool Agent::RunConnection() {
   for (const v1::AbsentDevice& a : config_.absent) *hello->add_absent() = a;
   hello->set_rendezvous_host(config_.rendezvous_host);
   hello->set_rendezvous_port_base(config_.rendezvous_port_base);
-  for (RunningTask* t : HeldTasks()) {
+  for (HeldTask* t : HeldTasks()) {
     if (t->abandoned.load()) continue;
     v1::ResumeTask* r = hello->add_resume();
     r->set_task_id(t->assign.task_id());
@@ -143,7 +130,7 @@ bool Agent::RunConnection() {
       case v1::CoordinatorMessage::kWelcome:
         welcomed = true;
         heartbeat_now_ = true;
-        ++connections_;
+        ++counters_.connections;
         if (msg.welcome().heartbeat_seconds() > 0) heartbeat_seconds_ = msg.welcome().heartbeat_seconds();
         if (msg.welcome().lease_seconds() > 0) lease_seconds_ = msg.welcome().lease_seconds();
         LogInfo(kLog, "connected to ", config_.server_address, " as ", config_.agent_id,
@@ -163,7 +150,7 @@ bool Agent::RunConnection() {
         break;
       case v1::CoordinatorMessage::kHeartbeat:
         // An echo of ours carries the clocks; the periodic ones only prove the coordinator is alive.
-        if (msg.heartbeat().agent_ns() != 0) OnHeartbeatEcho(msg.heartbeat());
+        if (msg.heartbeat().agent_ns() != 0) clock_offset_.OnEcho(msg.heartbeat(), SteadyNowNs());
         break;
       default:
         break;
@@ -192,27 +179,6 @@ bool Agent::Write(const v1::AgentMessage& msg) {
   absl::MutexLock l(&write_mu_);
   if (stream_ == nullptr) return false;
   return stream_->Write(msg);
-}
-
-void Agent::OnHeartbeatEcho(const v1::Heartbeat& hb) {
-  // NTP's estimate with one coordinator timestamp: the reply was stamped at
-  // some moment of the round trip, so the offset is known within half of it.
-  const int64_t received_ns = SteadyNowNs();
-  const int64_t rtt_ns = received_ns - hb.agent_ns();
-  if (rtt_ns < 0) return;
-  const int64_t offset_ns = hb.coordinator_ns() - (hb.agent_ns() + rtt_ns / 2);
-  absl::MutexLock l(&clock_mu_);
-  const int trips = clock_.round_trips() + 1;
-  if (clock_.round_trips() == 0 || rtt_ns / 2 <= clock_.bound_ns()) {
-    clock_.set_offset_ns(offset_ns);
-    clock_.set_bound_ns(rtt_ns / 2 + 1);
-  }
-  clock_.set_round_trips(trips);
-}
-
-v1::ClockSync Agent::ClockEstimate() const {
-  absl::MutexLock l(&clock_mu_);
-  return clock_;
 }
 
 void Agent::HandleAssign(const v1::Assign& assign) {
@@ -256,7 +222,7 @@ void Agent::StartTask(const v1::Assign& assign, const v1::Device& device) {
     retired_.push_back(std::move(it->second));
     tasks_.erase(it);
   }
-  auto task = std::make_unique<RunningTask>();
+  auto task = std::make_unique<HeldTask>();
   task->assign = assign;
   task->device = device;
   task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
@@ -266,7 +232,7 @@ void Agent::StartTask(const v1::Assign& assign, const v1::Device& device) {
     }
   }
   if (sampler_ != nullptr) task->tap = sampler_->Subscribe();
-  RunningTask* t = task.get();
+  HeldTask* t = task.get();
   tasks_[assign.device_id()] = std::move(task);
   LogInfo(kLog, "running ", assign.task_id(), " attempt ", assign.attempt(), " (", assign.model(), ", batch ",
           assign.batch_size(), ") on ", assign.device_id());
@@ -288,7 +254,7 @@ void Agent::StartWaitingTasks() {
   }
 }
 
-void Agent::RunTask(RunningTask* t) {
+void Agent::RunTask(HeldTask* t) {
   TaskControl& control = *t->control;
   v1::PhaseWindow idle;
   if (sampler_ != nullptr) sampler_->ReadNow();  // a counter reading at the very start
@@ -309,55 +275,14 @@ void Agent::RunTask(RunningTask* t) {
   t->finished = true;
 }
 
-bool Agent::DrainPower(RunningTask& task) {
-  if (task.tap == nullptr) return true;
-  bool write_ok = true;
-  const auto& sensors = sampler_->sensors();
-  for (size_t i = 0; i < sensors.size(); ++i) {
-    int errors = 0;
-    std::vector<TimedReading> readings = task.tap->Take(i, &errors);
-    const v1::SensorInfo& info = sensors[i]->info();
-    if (!SensorMeasures(info, task.device)) continue;
-    if (readings.empty() && errors == 0) continue;
-    size_t first = 0;
-    do {  // at least one batch, so an errors-only interval is reported too
-      v1::AgentMessage msg;
-      v1::PowerBatch* b = msg.mutable_power();
-      b->set_task_id(task.assign.task_id());
-      b->set_attempt(task.assign.attempt());
-      b->set_seq(task.next_power_seq);
-      *b->mutable_sensor() = info;
-      b->set_assumptions(sensors[i]->assumptions());
-      b->set_read_errors(first == 0 ? errors : 0);
-      const size_t last = std::min(readings.size(), first + static_cast<size_t>(config_.max_samples_per_batch));
-      for (size_t k = first; k < last; ++k) {
-        b->add_t_ns(readings[k].t_ns - task.control->task_start_ns);
-        b->add_watts(readings[k].watts);
-        b->add_joules(readings[k].joules);
-      }
-      ++task.next_power_seq;
-      first = last;
-      {
-        absl::MutexLock o(&task.out_mu);
-        task.unacked_power[b->seq()] = msg;
-      }
-      // Unsent batches are outstanding and go again on the next stream; the
-      // readings still in `readings` are sent in later batches of this loop
-      // once a stream is up, so none are dropped.
-      if (!Write(msg)) write_ok = false;
-    } while (first < readings.size());
-  }
-  return write_ok;
-}
-
-void Agent::ForEachHeld(const std::function<void(RunningTask&)>& fn) {
+void Agent::ForEachHeld(const std::function<void(HeldTask&)>& fn) {
   absl::MutexLock l(&mu_);
   for (auto& [id, task] : tasks_) fn(*task);
   for (auto& task : retired_) fn(*task);
 }
 
 void Agent::HandleCancel(const v1::Cancel& cancel) {
-  ForEachHeld([&](RunningTask& task) {
+  ForEachHeld([&](HeldTask& task) {
     if (task.assign.task_id() != cancel.task_id() || task.assign.attempt() != cancel.attempt()) return;
     if (cancel.fenced()) {
       if (!task.abandoned.load()) {
@@ -376,56 +301,42 @@ void Agent::HandleRejected(const v1::Rejected& r) {
   // has failed at the coordinator, which also fences it (Cancel follows).
   LogError(kLog, "the coordinator refused the ", r.what(), " message seq ", r.seq(), " of ", r.task_id(), " attempt ",
            r.attempt(), ": ", r.reason());
-  ++messages_rejected_;
-  ForEachHeld([&](RunningTask& task) {
+  ++counters_.messages_rejected;
+  ForEachHeld([&](HeldTask& task) {
     if (task.assign.task_id() != r.task_id() || task.assign.attempt() != r.attempt()) return;
-    absl::MutexLock o(&task.out_mu);
-    if (r.what() == "done") {
-      task.done_acked = true;
-    } else if (r.what() == "power") {
-      task.unacked_power.erase(r.seq());
-    } else {
-      task.unacked_samples.erase(r.seq());
-    }
+    task.Settle(r.what() == "done", r.what() == "power", r.seq());
   });
 }
 
 void Agent::HandleAck(const v1::SampleAck& ack) {
-  ForEachHeld([&](RunningTask& task) {
+  ForEachHeld([&](HeldTask& task) {
     if (task.assign.task_id() != ack.task_id() || task.assign.attempt() != ack.attempt()) return;
-    absl::MutexLock o(&task.out_mu);
-    if (ack.done()) {
-      task.done_acked = true;
-    } else if (ack.power()) {
-      task.unacked_power.erase(ack.seq());
-    } else {
-      task.unacked_samples.erase(ack.seq());
-    }
+    task.Settle(ack.done(), ack.power(), ack.seq());
   });
 }
 
-std::vector<Agent::RunningTask*> Agent::HeldTasks() {
-  std::vector<RunningTask*> out;
-  ForEachHeld([&](RunningTask& task) { out.push_back(&task); });
+std::vector<HeldTask*> Agent::HeldTasks() {
+  std::vector<HeldTask*> out;
+  ForEachHeld([&](HeldTask& task) { out.push_back(&task); });
   return out;
 }
 
 void Agent::AbandonIfLeaseLapsed() {
   const double silent = (control_clock_->MonotonicNowNs() - last_contact_ns_.load()) * 1e-9;
   if (silent <= lease_seconds_.load()) return;
-  ForEachHeld([&](RunningTask& task) {
+  ForEachHeld([&](HeldTask& task) {
     if (task.abandoned.load()) return;
     LogWarning(kLog, "no contact with the coordinator for ", static_cast<int>(silent), " s (lease ",
                lease_seconds_.load(), " s): it has re-queued ", task.assign.task_id(), " attempt ",
                task.assign.attempt(), "; stopping it");
     task.abandoned = true;
     task.control->cancel = true;
-    ++attempts_abandoned_;
+    ++counters_.attempts_abandoned;
   });
 }
 
 void Agent::JoinFinishedTasks(bool all) {
-  std::vector<std::unique_ptr<RunningTask>> done;
+  std::vector<std::unique_ptr<HeldTask>> done;
   {
     absl::MutexLock l(&mu_);
     for (auto it = tasks_.begin(); it != tasks_.end();) {
@@ -447,76 +358,33 @@ void Agent::JoinFinishedTasks(bool all) {
   }
   for (auto& t : done) {
     if (t->thread.joinable()) t->thread.join();
-    ReleaseTap(*t);
+    if (sampler_ != nullptr) t->ReleaseTap(sampler_);
   }
 }
 
-void Agent::ReleaseTap(RunningTask& task) {
-  if (task.tap == nullptr) return;
-  sampler_->Unsubscribe(task.tap);
-  task.tap = nullptr;
-}
-
-bool Agent::DrainSamples(RunningTask& task) {
-  const size_t published = task.control->samples.published();
-  while (task.sent < published) {
-    v1::AgentMessage msg;
-    v1::SampleBatch* b = msg.mutable_samples();
-    b->set_task_id(task.assign.task_id());
-    b->set_attempt(task.assign.attempt());
-    b->set_seq(task.next_seq);
-    const int32_t phase = task.control->samples.at(task.sent).phase;
-    b->set_phase(static_cast<v1::Phase>(phase));
-    while (task.sent < published && b->duration_ns_size() < config_.max_samples_per_batch) {
-      const SampleRecord& r = task.control->samples.at(task.sent);
-      if (r.phase != phase) break;  // one phase per batch
-      b->add_start_ns(r.start_ns);
-      b->add_duration_ns(r.duration_ns);
-      b->add_items(r.items);
-      ++task.sent;
-    }
-    ++task.next_seq;
-    task.samples_sent += b->duration_ns_size();
-    samples_sent_ += b->duration_ns_size();
-    if (observer_) observer_(*b);
-    {
-      absl::MutexLock o(&task.out_mu);
-      task.unacked_samples[b->seq()] = msg;
-    }
-    if (!Write(msg)) return false;  // outstanding: sent again on the next stream
-  }
-  return true;
-}
-
-bool Agent::ResendOutstanding(RunningTask& task) {
-  std::vector<v1::AgentMessage> out;
-  {
-    absl::MutexLock o(&task.out_mu);
-    for (const auto& [seq, m] : task.unacked_samples) out.push_back(m);
-    for (const auto& [seq, m] : task.unacked_power) out.push_back(m);
-    // The TaskDone goes last: the coordinator checks it has every batch.
-    if (task.done.has_value() && !task.done_acked) out.push_back(*task.done);
-  }
-  task.done_written = false;
-  for (const v1::AgentMessage& m : out) {
-    if (!Write(m)) return false;
-    ++messages_resent_;
-    if (m.has_done()) task.done_written = true;
-  }
-  return true;
+Outlet Agent::MakeOutlet() {
+  Outlet out;
+  out.write = [this](const v1::AgentMessage& m) { return Write(m); };
+  out.config = &config_;
+  out.sampler = sampler_;
+  out.observer = &observer_;
+  out.counters = &counters_;
+  out.clock = [this] { return clock_offset_.Estimate(); };
+  return out;
 }
 
 void Agent::Pump(grpc::ClientContext* ctx) {
+  const Outlet out = MakeOutlet();
   int64_t last_heartbeat_ns = control_clock_->MonotonicNowNs();
   const auto interval = absl::Seconds(config_.pump_interval_seconds);
   // First what an earlier stream left unacknowledged, in sequence order.
   bool ok = true;
-  for (RunningTask* t : HeldTasks()) {
-    if (ok && !t->abandoned.load()) ok = ResendOutstanding(*t);
+  for (HeldTask* t : HeldTasks()) {
+    if (ok && !t->abandoned.load()) ok = t->ResendOutstanding(out);
   }
   while (ok && connected_) {
     absl::SleepFor(interval);
-    ++pump_passes_;
+    ++counters_.pump_passes;
     const int64_t now = control_clock_->MonotonicNowNs();
     // The first heartbeat goes right after the Welcome (its echo gives the
     // clock offset before the first task ends); then one per period.
@@ -532,84 +400,9 @@ void Agent::Pump(grpc::ClientContext* ctx) {
       LogWarning(kLog, "coordinator silent for ", lease_seconds_.load(), " s; reconnecting");
       ok = false;
     }
-    for (RunningTask* t : HeldTasks()) {
+    for (HeldTask* t : HeldTasks()) {
       if (!ok) break;
-      if (t->abandoned.load()) continue;
-      const bool finished = t->finished.load();  // read before draining: all records are published by then
-      // Samples go out in full batches, or when they have waited long enough, or at the end.
-      const size_t pending = t->control->samples.published() - t->sent;
-      // When acks lag, samples wait in the task's buffer and go out later in
-      // fuller batches: the window slows instead of piling up unacked messages.
-      size_t unacked = 0;
-      {
-        absl::MutexLock o(&t->out_mu);
-        unacked = t->unacked_samples.size();
-      }
-      const bool acks_lag = !finished && unacked >= static_cast<size_t>(config_.max_unacked_sample_batches);
-      if (acks_lag) ++ack_lag_waits_;
-      if (!acks_lag &&
-          (finished || pending >= static_cast<size_t>(config_.max_samples_per_batch) ||
-           now - t->last_samples_send_ns >= static_cast<int64_t>(config_.sample_send_interval_seconds * 1e9))) {
-        ok = DrainSamples(*t);
-        t->last_samples_send_ns = now;
-      }
-      // After the TaskDone is built these drain nothing: no record is
-      // published after the end, and the power tap is released then.
-      if (ok && (finished ||
-                 now - t->last_power_send_ns >= static_cast<int64_t>(config_.power_send_interval_seconds * 1e9))) {
-        ok = DrainPower(*t);
-        t->last_power_send_ns = now;
-      }
-      if (ok && !finished &&
-          now - t->last_progress_ns >= static_cast<int64_t>(config_.progress_interval_seconds * 1e9)) {
-        v1::AgentMessage p;
-        p.mutable_progress()->set_task_id(t->assign.task_id());
-        p.mutable_progress()->set_attempt(t->assign.attempt());
-        p.mutable_progress()->set_phase(static_cast<v1::Phase>(t->control->phase.load()));
-        p.mutable_progress()->set_step(t->control->step.load());
-        p.mutable_progress()->set_total_steps(t->control->total_steps.load());
-        ok = Write(p);
-        t->last_progress_ns = now;
-      }
-      if (ok && finished && !t->done_written) {
-        std::optional<v1::AgentMessage> msg;
-        {
-          absl::MutexLock o(&t->out_mu);
-          if (!t->done.has_value()) {
-            // Built once, after the last batch: its counts cover every batch made.
-            v1::AgentMessage m;
-            v1::TaskDone* d = m.mutable_done();
-            d->set_task_id(t->assign.task_id());
-            d->set_attempt(t->assign.attempt());
-            d->set_batches_sent(t->next_seq);
-            d->set_samples_sent(t->samples_sent);
-            d->set_power_batches_sent(t->next_power_seq);
-            if (!t->result.ok()) {
-              d->set_state(v1::TASK_STATE_FAILED);
-              d->set_error(std::string(t->result.status().message()));
-              d->set_retryable(IsRetryable(t->result.status()));
-            } else {
-              d->set_state(t->control->cancel.load() ? v1::TASK_STATE_CANCELLED : v1::TASK_STATE_SUCCEEDED);
-              *d->mutable_result() = *t->result;
-              v1::ClockSync clock = ClockEstimate();
-              if (clock.round_trips() > 0) {
-                clock.set_task_start_coordinator_ns(t->control->task_start_ns + clock.offset_ns());
-                *d->mutable_result()->mutable_clock() = clock;
-              }
-            }
-            t->done = std::move(m);
-            // Its counts are final: readings taken after the end (the sampler
-            // goes on) must not become a batch the TaskDone does not count.
-            ReleaseTap(*t);
-            ++tasks_finished_;
-            LogInfo(kLog, "finished ", t->assign.task_id(), ": ", TaskStateName(d->state()), " (", t->samples_sent,
-                    " samples in ", t->next_seq, " batches)");
-          }
-          if (!t->done_acked) msg = t->done;
-        }
-        if (msg.has_value()) ok = Write(*msg);
-        t->done_written = ok;
-      }
+      if (!t->abandoned.load()) ok = t->PumpPass(out, now);
     }
     if (ok) JoinFinishedTasks(/*all=*/false);
     StartWaitingTasks();

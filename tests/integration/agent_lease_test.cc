@@ -96,14 +96,14 @@ TEST(AgentLeaseTest, PastItsLeaseOnItsOwnClockTheAgentReconnectsAndStopsWhatItHe
   // Short of the lease: heartbeats go out on the agent's clock, nothing else moves.
   clock.AdvanceNs(static_cast<int64_t>((kLeaseSeconds - 1) * 1e9));
   EXPECT_TRUE(WaitFor([&] { return coordinator.heartbeats_.load() >= 1; }, absl::Seconds(10)));
-  EXPECT_EQ(agent.connections(), 1);
-  EXPECT_EQ(agent.attempts_abandoned(), 0);
+  EXPECT_EQ(agent.counters().connections.load(), 1);
+  EXPECT_EQ(agent.counters().attempts_abandoned.load(), 0);
   EXPECT_FALSE(exec.cancelled_.load());
 
   // Past it: the coordinator counts as silent and has re-queued the attempt.
   clock.AdvanceNs(static_cast<int64_t>(2 * 1e9));
   EXPECT_TRUE(WaitFor([&] { return coordinator.streams_.load() >= 2; }, absl::Seconds(10)));
-  EXPECT_TRUE(WaitFor([&] { return agent.attempts_abandoned() == 1 && exec.cancelled_.load(); }, absl::Seconds(10)));
+  EXPECT_TRUE(WaitFor([&] { return agent.counters().attempts_abandoned.load() == 1 && exec.cancelled_.load(); }, absl::Seconds(10)));
 
   agent.Shutdown();
   run.join();

@@ -190,7 +190,7 @@ class LoopbackTest : public ::testing::Test {
   }
 
   bool WaitForConnections(int64_t n) {
-    return hetbench::testing::WaitFor([&] { return agent_->connections() >= n; }, absl::Seconds(10),
+    return hetbench::testing::WaitFor([&] { return agent_->counters().connections.load() >= n; }, absl::Seconds(10),
                                       absl::Milliseconds(25));
   }
 

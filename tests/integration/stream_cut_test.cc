@@ -40,7 +40,7 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
     job = GetJob("job-000001");
     if (IsTerminal(job.state()) || absl::Now() > deadline) break;
     absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(150, 450)(rng)));
-    const int64_t welcomed = agent_->connections();
+    const int64_t welcomed = agent_->counters().connections.load();
     if (welcomed > welcomed_at_cut && GetJob("job-000001").tasks(0).state() == v1::TASK_STATE_RUNNING &&
         proxy_->CutAll() > 0) {
       ++cuts;
@@ -75,7 +75,7 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
   EXPECT_EQ(task.result().samples_stored(), kSteps + kInfer);
   // The cuts did catch messages in flight: some went again, and those the
   // coordinator already had were recognised rather than stored twice.
-  EXPECT_GT(agent_->messages_resent(), 0);
+  EXPECT_GT(agent_->counters().messages_resent.load(), 0);
   EXPECT_EQ(Counter("hetbench_tasks_resumed_total"), task.resumes());
   CliResult shown = Cli({"--server", address_, "get", "job", "job-000001"});
   EXPECT_THAT(shown.out, HasSubstr(absl::StrCat("resumed after ", task.resumes(), " broken stream(s)")));
@@ -85,7 +85,7 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
       "%.0f of them already stored\n",
       cuts, static_cast<long>(proxy_->connections()), task.resumes(), task.attempt(), sent.size(),
       static_cast<long>(train + infer), stored->size(), static_cast<long>(task.result().samples_stored()),
-      static_cast<long>(agent_->messages_resent()), Counter("hetbench_sample_batches_duplicate_total"));
+      static_cast<long>(agent_->counters().messages_resent.load()), Counter("hetbench_sample_batches_duplicate_total"));
 }
 
 // The end of a task on a link that dies unseen: the agent finishes, builds its
@@ -104,13 +104,13 @@ TEST_F(StreamCutTest, WhatTheAgentSendsAgainAfterItsTaskEndedIsExactlyWhatItsTas
   ASSERT_EQ(submit.code, 0) << submit.err;
   ASSERT_TRUE(WaitUntilMeasuring(200));
   proxy_->SetSwallowingClientBytes(true);  // from here the coordinator hears nothing
-  ASSERT_TRUE(WaitFor([&] { return agent_->tasks_finished() > 0; }, absl::Minutes(1), absl::Milliseconds(50)));
-  ASSERT_EQ(agent_->tasks_finished(), 1);
+  ASSERT_TRUE(WaitFor([&] { return agent_->counters().tasks_finished.load() > 0; }, absl::Minutes(1), absl::Milliseconds(50)));
+  ASSERT_EQ(agent_->counters().tasks_finished.load(), 1);
   // Power readings go on after the task's end: let the pump run 60 passes
   // (3 s at its 50 ms interval, three power send intervals), each of which
   // would send a reading made after the end if one were kept.
-  const int64_t passes = agent_->pump_passes();
-  ASSERT_TRUE(WaitFor([&] { return agent_->pump_passes() >= passes + 60; }, absl::Seconds(30)));
+  const int64_t passes = agent_->counters().pump_passes.load();
+  ASSERT_TRUE(WaitFor([&] { return agent_->counters().pump_passes.load() >= passes + 60; }, absl::Seconds(30)));
   EXPECT_EQ(GetJob("job-000001").tasks(0).state(), v1::TASK_STATE_RUNNING);  // the TaskDone was swallowed
   proxy_->SetSwallowingClientBytes(false);
   EXPECT_GT(proxy_->CutAll(), 0);
@@ -165,7 +165,7 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   EXPECT_GE(requeue_s, 1.0);  // not at the first broken stream: the agent may come back
   EXPECT_LE(requeue_s, lease_seconds_ + 1.5);
   // The agent's own lease runs out too: it stops attempt 1 by itself.
-  ASSERT_TRUE(WaitFor([&] { return agent_->attempts_abandoned() >= 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return agent_->counters().attempts_abandoned.load() >= 1; }, absl::Seconds(10)));
   proxy_->SetRefusing(false);
   ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/2)) << GetJob("job-000001").tasks(0).error();
   job = GetJob("job-000001");
