@@ -157,12 +157,25 @@ void Coordinator::EndOfBatch() {
   agents_.Tick();
   if (placer_.TakeDue(clock_->MonotonicNowNs())) Schedule();
   jobs_.WriteChanged(*store_);  // what this batch changed, row by row
-  // Raw batches past their retention, a few jobs at a time.
+  // Raw batches past their retention, a few jobs at a time, on the ended
+  // jobs' reader (its own connection and transaction): never on the loop.
   const int64_t now = clock_->MonotonicNowNs();
-  if (options_.raw_retention_seconds > 0 && now - last_prune_ns_ > 1'000'000'000) {
+  if (options_.raw_retention_seconds > 0 && now - last_prune_ns_ > 1'000'000'000 && !pruning_->exchange(true)) {
     last_prune_ns_ = now;
-    auto pruned = store_->PruneRawBatches(clock_->SystemNowSeconds() - options_.raw_retention_seconds, 8);
-    if (pruned.ok() && *pruned > 0) metrics_->AddJobsPruned(*pruned);
+    const double before = clock_->SystemNowSeconds() - options_.raw_retention_seconds;
+    ended_reader_->Submit(
+        [metrics = metrics_, pruning = pruning_, before](JobStore& store) {
+          absl::StatusOr<int> pruned = store.Begin().ok() ? store.PruneRawBatches(before, 8)
+                                                          : absl::StatusOr<int>(absl::UnavailableError("begin"));
+          if (pruned.ok() && store.Commit().ok()) {
+            if (*pruned > 0) metrics->AddJobsPruned(*pruned);
+          } else {
+            (void)store.Rollback();
+            LogWarning(kLog, "pruning raw batches: ", pruned.ok() ? "commit failed" : pruned.status().ToString());
+          }
+          *pruning = false;
+        },
+        [pruning = pruning_](absl::Status) { *pruning = false; });  // queue full: the next second tries again
   }
 }
 

@@ -150,6 +150,7 @@ class Coordinator {
   int64_t last_gauges_ns_ = 0;
   bool gauges_dirty_ = true;
   int64_t last_prune_ns_ = 0;
+  std::shared_ptr<std::atomic<bool>> pruning_ = std::make_shared<std::atomic<bool>>(false);  // one prune at a time
   bool closing_streams_ = false;
 };
 

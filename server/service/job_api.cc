@@ -1,6 +1,8 @@
 #include "server/service/job_api.h"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -89,30 +91,51 @@ void JobApi::SubmitJob(v1::JobSpec spec, std::string request_id, absl::Time dead
   }
 }
 
-void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
-                            std::function<void(absl::StatusOr<Submitted>)> done) {
-  if (!request_id.empty()) {
-    std::string existing;
-    if (auto live = p_.jobs->JobForRequest(request_id)) {
-      existing = *live;
-    } else {
-      auto found = p_.store->FindRequest(request_id);
-      if (!found.ok()) {
-        done(found.status());
-        return;
+void JobApi::AnswerExisting(const std::string& existing, std::function<void(absl::StatusOr<Submitted>)> done) {
+  p_.loop->Defer([this, existing, done = std::move(done)](const absl::Status&) {
+    GetJob(existing, [done](absl::StatusOr<v1::Job> job) {
+      if (!job.ok()) {
+        done(job.status());
+      } else {
+        done(Submitted{*std::move(job), /*existing=*/true});
       }
-      existing = *found;
+    });
+  });
+}
+
+void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
+                       std::function<void(absl::StatusOr<Submitted>)> done, std::optional<std::string> stored) {
+  if (!request_id.empty()) {
+    if (std::optional<std::string> live = p_.jobs->JobForRequest(request_id)) {
+      AnswerExisting(*live, std::move(done));
+      return;
     }
-    if (!existing.empty()) {
-      p_.loop->Defer([this, existing, done = std::move(done)](const absl::Status&) {
-        GetJob(existing, [done](absl::StatusOr<v1::Job> job) {
-          if (!job.ok()) {
-            done(job.status());
-          } else {
-            done(Submitted{*std::move(job), /*existing=*/true});
-          }
-        });
-      });
+    if (!stored.has_value()) {
+      // Not in memory: an ended job's request is in the store. Read it off
+      // the loop, then come back (memory is checked again then: the same
+      // request may have made its job meanwhile).
+      auto shared = std::make_shared<std::tuple<v1::JobSpec, std::string, std::function<void(absl::StatusOr<Submitted>)>>>(
+          std::move(effective), request_id, std::move(done));
+      ended_reader_->Submit(
+          [this, shared](JobStore& store) {
+            absl::StatusOr<std::string> found = store.FindRequest(std::get<1>(*shared));
+            if (!found.ok()) {
+              std::get<2>(*shared)(found.status());
+              return;
+            }
+            const bool posted = p_.loop->Post([this, shared, found = *std::move(found)]() mutable {
+              auto& [spec, id, answer] = *shared;
+              CreateJob(std::move(spec), id, std::move(answer), std::move(found));
+            });
+            if (!posted) {  // only when the loop is stopping
+              std::get<2>(*shared)(absl::UnavailableError("coordinator shutting down; nothing was created; submit again"));
+            }
+          },
+          [shared](absl::Status refused) { std::get<2>(*shared)(std::move(refused)); });
+      return;
+    }
+    if (!stored->empty()) {
+      AnswerExisting(*stored, std::move(done));
       return;
     }
   }

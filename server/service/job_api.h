@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,9 +81,14 @@ class JobApi {
   void WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink);
 
  private:
-  /// On the loop: the job a request id already made, else a new one stored in this batch.
+  /// On the loop: the job a request id already made, else a new one stored
+  /// in this batch. A request id not in memory is first looked up in the
+  /// store off the loop (`stored`: that answer, "" for none; nullopt before).
   void CreateJob(v1::JobSpec effective, const std::string& request_id,
-                 std::function<void(absl::StatusOr<Submitted>)> done);
+                 std::function<void(absl::StatusOr<Submitted>)> done,
+                 std::optional<std::string> stored = std::nullopt);
+  /// Answers `done` with the job `existing` a request id already made, after this batch's commit.
+  void AnswerExisting(const std::string& existing, std::function<void(absl::StatusOr<Submitted>)> done);
   /// Posts a client request (sheddable); false when the queue is full.
   bool Post(std::function<void()> fn) { return p_.loop->Post(std::move(fn), /*sheddable=*/true); }
 

@@ -90,6 +90,34 @@ TEST_F(CoordinatorTest, TheTrainPhaseIsJudgedAgainstTheStepsTheAgentAimedFor) {
               HasSubstr("did not say how many training steps it aimed for"));
 }
 
+TEST_F(CoordinatorTest, RawBatchesPastTheirRetentionArePrunedOffTheLoop) {
+  Close();
+  options_.raw_retention_seconds = 60;
+  Open();
+  const Started s = StartOneTask();
+  SendSamples(s.session, s.sink, s.assign, 0, v1::PHASE_TRAIN, {10, 10, 10, 10});
+  SendDone(s.session, s.sink, s.assign, 1, 4);
+  const v1::Job ended = WaitForJobState(s.job_id, v1::JOB_STATE_SUCCEEDED);
+  auto reader = *SqliteJobStore::Open(dir_.path() + "/jobs.db");  // the test's own connection
+  ASSERT_EQ(reader->LoadSampleBatches(s.assign.task_id(), s.assign.attempt())->size(), 1u);
+
+  coordinator_->RunSync([] {});
+  EXPECT_EQ(reader->LoadSampleBatches(s.assign.task_id(), s.assign.attempt())->size(), 1u) << "within retention";
+  clock_.AdvanceNs(61'000'000'000);
+  ASSERT_TRUE(hetbench::testing::WaitFor(
+      [&] {
+        coordinator_->RunSync([] {});
+        return reader->LoadSampleBatches(s.assign.task_id(), s.assign.attempt())->empty();
+      },
+      absl::Seconds(10)));
+  double pruned = 0;
+  for (const auto& f : metrics_.registry()->Collect()) {
+    if (f.name == "hetbench_jobs_raw_batches_pruned_total") pruned = f.metric.at(0).counter.value;
+  }
+  EXPECT_EQ(pruned, 1);
+  EXPECT_EQ(Get(s.job_id).tasks(0).result().phases(0).stats().count(), 4) << "the aggregate stays";
+}
+
 TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   v1::JobSpec spec;
   auto job = Submit(spec);
@@ -225,6 +253,17 @@ TEST_F(CoordinatorTest, ASubmitRetriedWithItsRequestIdReturnsTheFirstJobEvenAfte
   ASSERT_TRUE(after_restart.ok());
   EXPECT_TRUE(after_restart->existing);
   EXPECT_EQ(after_restart->job.id(), first->job.id());
+  EXPECT_EQ(List().size(), 2u);
+  // An ended job has left memory: its request id is found by the store reader, off the loop.
+  absl::Notification cancelled;
+  coordinator_->api().CancelJob(other->job.id(), [&](absl::StatusOr<v1::Job>) { cancelled.Notify(); });
+  cancelled.WaitForNotification();
+  coordinator_->RunSync([] {});
+  auto ended = submit("req-2");
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_TRUE(ended->existing);
+  EXPECT_EQ(ended->job.id(), other->job.id());
+  EXPECT_EQ(ended->job.state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(List().size(), 2u);
   EXPECT_EQ(submit(std::string(200, 'x')).status().code(), absl::StatusCode::kInvalidArgument);
 }
