@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "report/render.h"
 #include "report/render/common.h"
 #include "common/names.h"
@@ -111,6 +112,34 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
   return c;
 }
 
+namespace {
+
+// "run B train INVALID (too noisy)": the first reason, up to its colon.
+std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run) {
+  const v1::PhaseResult* p = render::FindPhase(t, phase);
+  if (p == nullptr || p->valid()) return "";
+  std::string why = p->invalid_reasons().empty() ? std::string("no reason recorded") : p->invalid_reasons(0);
+  if (const size_t colon = why.find(':'); colon != std::string::npos) why.resize(colon);
+  return absl::StrCat("run ", run, " ", PhaseName(phase), " INVALID (", why, ")");
+}
+
+}  // namespace
+
+StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
+                            const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
+  StepComparison c = CompareSteps(steps_a, steps_b, threshold);
+  std::vector<std::string> sides;
+  for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B")}) {
+    if (!side.empty()) sides.push_back(side);
+  }
+  c.invalid = absl::StrJoin(sides, ", ");
+  if (c.invalid.empty() || c.verdict == "too few steps") return c;
+  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
+  return c;
+}
+
+bool IsChange(const StepComparison& c) { return c.invalid.empty() && (c.verdict == "slower" || c.verdict == "faster"); }
+
 std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase) {
   std::vector<double> out;
   for (const v1::SampleBatch& b : batches) {
@@ -169,7 +198,7 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
   const std::string method = absl::StrFormat(
       "ratio = median time per sample of %s over %s (> 1: %s is slower); 95%% CI: percentile bootstrap of the "
       "ratio over the steps of both runs; p: two-sided Mann-Whitney U; verdict: slower/faster when the whole CI "
-      "lies beyond 1 +/- %.3g",
+      "lies beyond 1 +/- %.3g; none on a phase judged INVALID on either side",
       b.id(), a.id(), b.id(), threshold);
   if (format == "json") {
     nlohmann::ordered_json doc;
@@ -180,7 +209,8 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
     doc["method"] = {{"ratio", "median time per sample, b over a"},
                      {"interval", "95% percentile bootstrap over the steps of both runs"},
                      {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
-                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold"}};
+                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not comparable\" "
+                                 "when either side's phase is INVALID (marked instead with --compare-anyway)"}};
     doc["pairs"] = nlohmann::ordered_json::array();
     for (const PairResult& r : results) {
       nlohmann::ordered_json p;
@@ -200,6 +230,7 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
         p["ci95"] = {r.result.ci_low, r.result.ci_high};
         p["p_value"] = r.result.p_value;
         p["verdict"] = r.result.verdict;
+        if (!r.result.invalid.empty()) p["invalid"] = r.result.invalid;
       }
       doc["pairs"].push_back(p);
     }

@@ -10,7 +10,11 @@
 ///  - p-value: two-sided Mann-Whitney U test, normal approximation with the
 ///    tie correction;
 ///  - verdict at a threshold t: "slower" when the whole interval lies above
-///    1 + t, "faster" when it lies below 1 - t, else "no change".
+///    1 + t, "faster" when it lies below 1 - t, else "no change";
+///  - no verdict on noise: a phase judged INVALID on either side gets
+///    "not comparable: run B train INVALID (too noisy)" instead (the figures
+///    are still shown); with --compare-anyway the verdict is given, marked
+///    "(run B train INVALID)". History applies the same rule to each change.
 /// Steps are treated as independent draws of one run; what varies between
 /// runs of the same job is what the threshold absorbs (bench_compare measures
 /// how often two runs of one job are called different on this machine).
@@ -30,7 +34,8 @@ struct StepComparison {
   double median_a_ns = 0, median_b_ns = 0;  // per sample
   double ratio = 0, ci_low = 0, ci_high = 0;
   double p_value = 1;
-  std::string verdict;  // "faster", "slower", "no change", or "too few steps"
+  std::string verdict;  // "faster", "slower", "no change", "too few steps", or "not comparable: ..."
+  std::string invalid;  // "run B train INVALID (too noisy)"; empty when both sides' phase is valid
 };
 
 /// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the
@@ -40,6 +45,16 @@ absl::StatusOr<double> ParseThreshold(const std::string& text);
 /// `a`, `b`: time per sample of each step (ns). Needs 5 steps on each side.
 StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
                             int resamples = 2000, uint64_t seed = 20261122);
+
+/// The comparison of `phase` between tasks `a` (run A) and `b` (run B):
+/// CompareSteps, then the validity rule above (`compare_anyway`: give the
+/// verdict on invalid phases, marked).
+StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
+                            const std::vector<double>& steps_b, double threshold, bool compare_anyway);
+
+/// Whether `c`'s verdict is a change (slower or faster) that counts: both
+/// sides valid (a verdict given anyway on an invalid phase is not one).
+bool IsChange(const StepComparison& c);
 
 /// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);

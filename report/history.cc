@@ -27,14 +27,14 @@ double Rate(const v1::TimingStats& s, double step_ns) {
                                       : 0.0;
 }
 
-std::string Change(const HistoryRow& r) {
+}  // namespace
+
+std::string ChangeText(const HistoryRow& r) {
   if (!r.has_change) return "first of its series";
-  if (r.change.verdict == "no change" || r.change.verdict == "too few steps") return r.change.verdict;
+  if (!IsChange(r.change)) return r.change.verdict;
   return absl::StrFormat("%s: time x%.3f [%.3f-%.3f]", r.change.verdict, r.change.ratio, r.change.ci_low,
                          r.change.ci_high);
 }
-
-}  // namespace
 
 std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std::string& model, v1::DeviceKind kind,
                                      double threshold, const StepsOf& steps_of) {
@@ -75,7 +75,8 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
     auto prev = previous.find(r.series);
     if (prev != previous.end()) {
       r.has_change = true;
-      r.change = CompareSteps(steps_for(prev->second->task), steps_for(r.task), threshold);
+      r.change = ComparePhase(*prev->second->task, *r.task, v1::PHASE_TRAIN, steps_for(prev->second->task),
+                              steps_for(r.task), threshold, /*compare_anyway=*/false);
     }
     previous[r.series] = &r;
   }
@@ -124,7 +125,7 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                      absl::StrFormat("%.1f-%.1f", r.p25, r.p75),
                      r.joules_per_sample > 0 ? absl::StrFormat("%.3g %s", r.joules_per_sample * 1e3, r.energy_source)
                                              : "-",
-                     Change(r)});
+                     ChangeText(r)});
   }
   if (format == "csv") {
     return render::CsvLines("finished,task,device,executor,batch,train_samples_per_s_p50,iqr,mj_per_sample,change",

@@ -33,6 +33,11 @@ using StepsOf = std::function<std::vector<double>(const v1::Task&)>;
 std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std::string& model, v1::DeviceKind kind,
                                      double threshold, const StepsOf& steps_of);
 
+/// The change column of a row: "first of its series", a verdict that is no
+/// change ("no change", "too few steps", "not comparable: run B train
+/// INVALID (...)"), or "slower: time x1.083 [1.041-1.120]".
+std::string ChangeText(const HistoryRow& row);
+
 /// Table, CSV or JSON (schema hetbench.history/v1, report/schemas/history.v1.json).
 std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string& model, double threshold,
                           const std::string& format);

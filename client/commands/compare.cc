@@ -21,7 +21,8 @@ class Compare final : public Command {
         ->expected(2, 64);
     sub->add_option("--threshold", threshold_text_, "smallest change called slower or faster, e.g. 2% or 0.02")
         ->capture_default_str();
-    sub->add_flag("--compare-anyway", compare_anyway_, "compare tasks whose model fingerprints differ");
+    sub->add_flag("--compare-anyway", compare_anyway_,
+                  "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases (marked)");
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
     return sub;
   }
@@ -72,7 +73,7 @@ class Compare final : public Command {
         for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
           const std::vector<double> a = TimesPerSample(*sa, phase), b = TimesPerSample(*sb, phase);
           if (a.empty() && b.empty()) continue;
-          results.push_back({pair, phase, CompareSteps(a, b, threshold)});
+          results.push_back({pair, phase, ComparePhase(*pair.a, *pair.b, phase, a, b, threshold, compare_anyway_)});
           compared_any = true;
         }
       }

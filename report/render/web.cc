@@ -183,13 +183,7 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
   absl::StrAppend(&body, "<table id=\"history\"><tr><th>finished</th><th>task</th><th>device</th><th>batch</th>"
                          "<th>samples/s p50</th><th>p25-p75</th><th>mJ/sample</th><th>change</th></tr>\n");
   for (const HistoryRow& r : rows) {
-    std::string change = "first of its series";
-    if (r.has_change) {
-      change = r.change.verdict == "slower" || r.change.verdict == "faster"
-                   ? absl::StrFormat("%s: time x%.3f [%.3f-%.3f]", r.change.verdict, r.change.ratio, r.change.ci_low,
-                                     r.change.ci_high)
-                   : r.change.verdict;
-    }
+    const std::string change = ChangeText(r);
     absl::StrAppend(&body, "<tr>", Td(render::TimeString(r.finished_unix)),
                     "<td>", Link("/jobs/" + r.job->id(), r.task->id()), "</td>", Td(render::DeviceLabel(*r.task)),
                     Td(absl::StrCat(r.task->batch_size())), Td(absl::StrFormat("%.1f", r.samples_per_second_p50)),

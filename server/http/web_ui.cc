@@ -203,7 +203,7 @@ void WebUi::Routes() {
       for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
         const auto x = report::TimesPerSample(*sa, phase), y = report::TimesPerSample(*sb, phase);
         if (x.empty() && y.empty()) continue;
-        results.push_back({pair, phase, report::CompareSteps(x, y, *threshold)});
+        results.push_back({pair, phase, report::ComparePhase(*pair.a, *pair.b, phase, x, y, *threshold, false)});
       }
     }
     Html(res, 200, report::RenderComparePage(&*a, &*b, results, unpaired, *threshold));

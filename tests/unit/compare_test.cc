@@ -51,6 +51,38 @@ TEST(CompareTest, TheSameDistributionIsNoChangeAndATenPercentSlowdownIsSlower) {
   EXPECT_EQ(CompareSteps({1, 2, 3}, a, 0.02).verdict, "too few steps");
 }
 
+TEST(CompareTest, NoVerdictOnAnInvalidPhaseUnlessAskedAndThenItIsMarked) {
+  v1::Task a, b;
+  for (v1::Task* t : {&a, &b}) {
+    v1::PhaseResult* p = t->mutable_result()->add_phases();
+    p->set_phase(v1::PHASE_TRAIN);
+    p->set_valid(true);
+  }
+  const std::vector<double> steps_a = Noisy(400, 25'000, 0.05, 1), steps_b = Noisy(400, 17'500, 0.05, 2);
+  const StepComparison valid = ComparePhase(a, b, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  EXPECT_EQ(valid.verdict, "faster");
+  EXPECT_TRUE(valid.invalid.empty());
+  EXPECT_TRUE(IsChange(valid));
+
+  v1::PhaseResult* noisy = b.mutable_result()->mutable_phases(0);
+  noisy->set_valid(false);
+  noisy->add_invalid_reasons("too noisy: IQR/median = 0.564 > validity.max_iqr_over_median = 0.25");
+  const StepComparison refused = ComparePhase(a, b, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  EXPECT_EQ(refused.verdict, "not comparable: run B train INVALID (too noisy)");
+  EXPECT_NEAR(refused.ratio, 0.7, 0.02) << "the figures are still shown";
+  EXPECT_FALSE(IsChange(refused));
+  const StepComparison anyway = ComparePhase(a, b, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, true);
+  EXPECT_EQ(anyway.verdict, "faster (run B train INVALID (too noisy))");
+  EXPECT_FALSE(IsChange(anyway));
+
+  // Both sides invalid: both named. The other phase is judged on its own.
+  a.mutable_result()->mutable_phases(0)->set_valid(false);
+  a.mutable_result()->mutable_phases(0)->add_invalid_reasons("only 4 of 10 steps measured");
+  EXPECT_EQ(ComparePhase(a, b, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false).verdict,
+            "not comparable: run A train INVALID (only 4 of 10 steps measured), run B train INVALID (too noisy)");
+  EXPECT_EQ(ComparePhase(a, b, v1::PHASE_INFER, steps_a, steps_b, 0.02, false).verdict, "faster");
+}
+
 TEST(CompareTest, AThresholdIsAPercentageOrAFraction) {
   EXPECT_DOUBLE_EQ(*ParseThreshold("2%"), 0.02);
   EXPECT_DOUBLE_EQ(*ParseThreshold("0.05"), 0.05);

@@ -27,6 +27,7 @@ void AddRun(v1::Job* job, const std::string& model, int batch, double finished, 
   t->mutable_result()->mutable_environment()->set_model_fingerprint(model + "/init=1");
   v1::PhaseResult* p = t->mutable_result()->add_phases();
   p->set_phase(v1::PHASE_TRAIN);
+  p->set_valid(true);
   p->mutable_stats()->set_count(10);
   p->mutable_stats()->set_items(10 * batch);
   p->mutable_stats()->set_p25_ns(step_ms * 0.9e6);
@@ -79,6 +80,31 @@ TEST(HistoryTest, RowsAreOldestFirstAndComparedWithinTheirSeries) {
   EXPECT_EQ(doc["rows"][3]["versus_previous"]["verdict"], "slower");
   EXPECT_FALSE(doc["rows"][0].contains("versus_previous"));
   EXPECT_TRUE(BuildHistory(jobs, "mlp", v1::DEVICE_KIND_GPU, 0.02, steps_of).empty());
+}
+
+TEST(HistoryTest, ARunWithAnInvalidTrainPhaseIsNotAChangePoint) {
+  std::vector<v1::Job> jobs(2);
+  jobs[0].set_id("job-2");
+  AddRun(&jobs[0], "mlp", 64, 200, 7.0);  // 30% faster, but too noisy to say
+  v1::PhaseResult* noisy = jobs[0].mutable_tasks(0)->mutable_result()->mutable_phases(0);
+  noisy->set_valid(false);
+  noisy->add_invalid_reasons("too noisy: IQR/median = 0.564 > validity.max_iqr_over_median = 0.25");
+  jobs[1].set_id("job-1");
+  AddRun(&jobs[1], "mlp", 64, 100, 10.0);
+  auto steps_of = [&](const v1::Task& t) {
+    const double ms = t.result().phases(0).stats().p50_ns() / t.batch_size();
+    std::vector<double> v;
+    for (int i = 0; i < 50; ++i) v.push_back(ms * (1 + 0.001 * (i % 7)));
+    return v;
+  };
+  const std::vector<HistoryRow> rows = BuildHistory(jobs, "mlp", v1::DEVICE_KIND_UNSPECIFIED, 0.02, steps_of);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows[1].has_change);
+  EXPECT_FALSE(IsChange(rows[1].change));
+  EXPECT_EQ(ChangeText(rows[1]), "not comparable: run B train INVALID (too noisy)");
+  const auto doc = nlohmann::json::parse(RenderHistory(rows, "mlp", 0.02, "json"));
+  EXPECT_EQ(doc["rows"][1]["versus_previous"]["verdict"], "not comparable: run B train INVALID (too noisy)");
+  EXPECT_THAT(RenderHistory(rows, "mlp", 0.02, "table"), HasSubstr("not comparable: run B train INVALID (too noisy)"));
 }
 
 }  // namespace
