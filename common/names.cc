@@ -89,6 +89,15 @@ bool IsTerminal(v1::TaskState s) {
   return s == v1::TASK_STATE_SUCCEEDED || s == v1::TASK_STATE_FAILED || s == v1::TASK_STATE_CANCELLED;
 }
 
+std::string QuotedInput(std::string_view text) {
+  const bool cut = text.size() > 64;
+  std::string out(cut ? text.substr(0, 32) : text);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return cut ? "'" + out + "...' (" + std::to_string(text.size()) + " characters)" : "'" + out + "'";
+}
+
 std::string HetbenchVersion() { return HETBENCH_VERSION_STRING; }
 
 }  // namespace hetbench

@@ -18,6 +18,11 @@ std::string TaskStateName(v1::TaskState state);
 bool IsTerminal(v1::JobState state);
 bool IsTerminal(v1::TaskState state);
 
+/// Untrusted input as an error message may quote it: in single quotes, at
+/// most 64 characters (longer: its first 32, "...", and its length), bytes
+/// outside printable ASCII shown as '?'.
+std::string QuotedInput(std::string_view text);
+
 /// The version of this build, e.g. "0.1.0".
 std::string HetbenchVersion();
 

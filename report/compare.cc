@@ -37,9 +37,9 @@ absl::StatusOr<double> ParseThreshold(const std::string& text) {
   const bool percent = t.back() == '%';
   if (percent) t.pop_back();
   double v = 0;
-  if (!absl::SimpleAtod(t, &v) || v < 0 || (percent ? v >= 100 : v >= 1)) {
+  if (!absl::SimpleAtod(t, &v) || !std::isfinite(v) || v <= 0 || (percent ? v >= 100 : v >= 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(text, ": expected a fraction in [0, 1) or a percentage, e.g. 2%"));
+        absl::StrCat(QuotedInput(text), ": expected a fraction in (0, 1) or a percentage, e.g. 2%"));
   }
   return percent ? v / 100 : v;
 }

@@ -18,16 +18,12 @@ namespace {
 constexpr char kLog[] = "coordinator";
 constexpr size_t kMaxRequestIdLength = 128;
 constexpr int kMaxPageSize = 1000;
+constexpr size_t kMaxModelFilterLength = 128;
 
 // An id as errors quote it: whole up to 64 characters, else its start and
 // length (an id is the caller's input: never echoed whole).
-std::string QuotedId(const std::string& id) {
-  if (id.size() <= 64) return absl::StrCat("'", id, "'");
-  return absl::StrCat("'", id.substr(0, 32), "...' (", id.size(), " characters)");
-}
-
 absl::Status JobNotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("job ", QuotedId(id), " not found; list jobs with `hetbench get jobs`"));
+  return absl::NotFoundError(absl::StrCat("job ", QuotedInput(id), " not found; list jobs with `hetbench get jobs`"));
 }
 
 // An ended (or unknown: NOT_FOUND) job from the store; on a StoreReader's thread.
@@ -201,7 +197,7 @@ void JobApi::CancelJob(std::string job_id, JobCallback done) {
               return;
             }
             (*shared_done)(absl::FailedPreconditionError(absl::StrCat(
-                "job ", QuotedId(job_id), " already ended as ", JobStateName(stored->state()), "; nothing to cancel")));
+                "job ", QuotedInput(job_id), " already ended as ", JobStateName(stored->state()), "; nothing to cancel")));
           },
           [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
       return;
@@ -244,6 +240,12 @@ void JobApi::CancelJob(std::string job_id, JobCallback done) {
 }
 
 void JobApi::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPage>)> done) {
+  // Matched literally (no wildcards); a model name is short.
+  if (filter.model.size() > kMaxModelFilterLength) {
+    done(absl::InvalidArgumentError(absl::StrCat("model: ", QuotedInput(filter.model), " is not a model name (at most ",
+                                                 kMaxModelFilterLength, " characters); the zoo is in docs/models.md")));
+    return;
+  }
   if (filter.page_size <= 0) filter.page_size = 50;
   filter.page_size = std::min(filter.page_size, kMaxPageSize);
   auto shared_done = std::make_shared<std::function<void(absl::StatusOr<JobPage>)>>(std::move(done));

@@ -118,8 +118,8 @@ constexpr Statement kStatements[] = {
     {"live_jobs", "SELECT number, header FROM jobs WHERE state IN (1, 2) ORDER BY number"},
     {"list_jobs",
      "SELECT number, header FROM jobs WHERE number < $1 AND ($2::integer = 0 OR state = $2::integer) AND "
-     "($3::text = '' OR models LIKE '%,' || $3::text || ',%') AND ($4::text = '' OR kinds LIKE '%,' || $4::text || "
-     "',%') ORDER BY number DESC LIMIT $5"},
+     "($3::text = '' OR strpos(models, ',' || $3::text || ',') > 0) AND ($4::text = '' OR "
+     "strpos(kinds, ',' || $4::text || ',') > 0) ORDER BY number DESC LIMIT $5"},  // literal, never a pattern
     {"count_jobs", "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
     {"count_tasks", "SELECT state, COUNT(*) FROM tasks GROUP BY state"},
     {"max_number", "SELECT COALESCE(MAX(number), 0)::bigint FROM jobs"},
@@ -413,7 +413,7 @@ absl::StatusOr<JobPage> PgJobStore::ListJobs(const JobFilter& filter) {
   int64_t before = INT64_MAX;
   if (!filter.page_token.empty() && (!absl::SimpleAtoi(filter.page_token, &before) || before <= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("page_token '", filter.page_token, "': not a token this coordinator gave; start without one"));
+        absl::StrCat("page_token ", QuotedInput(filter.page_token), ": not a token this coordinator gave; start without one"));
   }
   const int page_size = std::max(1, filter.page_size);
   Params p;

@@ -366,11 +366,12 @@ absl::StatusOr<JobPage> SqliteJobStore::ListJobs(const JobFilter& filter) {
   int64_t before = INT64_MAX;
   if (!filter.page_token.empty() && (!absl::SimpleAtoi(filter.page_token, &before) || before <= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("page_token '", filter.page_token, "': not a token this coordinator gave; start without one"));
+        absl::StrCat("page_token ", QuotedInput(filter.page_token), ": not a token this coordinator gave; start without one"));
   }
   Stmt stmt(db_,
-            "SELECT number, header FROM jobs WHERE number < ?1 AND (?2 = 0 OR state = ?2) AND (?3 = '' OR models "
-            "LIKE '%,' || ?3 || ',%') AND (?4 = '' OR kinds LIKE '%,' || ?4 || ',%') ORDER BY number DESC LIMIT ?5");
+            "SELECT number, header FROM jobs WHERE number < ?1 AND (?2 = 0 OR state = ?2) AND (?3 = '' OR "
+            "instr(models, ',' || ?3 || ',') > 0) AND (?4 = '' OR instr(kinds, ',' || ?4 || ',') > 0) "
+            "ORDER BY number DESC LIMIT ?5");  // instr: the filter matches literally, never as a pattern
   if (!stmt.ok()) return Error("list jobs");
   sqlite3_bind_int64(stmt.get(), 1, before);
   sqlite3_bind_int(stmt.get(), 2, filter.state);

@@ -276,6 +276,14 @@ TEST_P(StoreContractTest, ListingPagesNewestFirstWithFilters) {
   JobFilter bad;
   bad.page_token = "x";
   EXPECT_EQ(store_->ListJobs(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  // The model filter matches literally: SQL pattern characters are plain characters.
+  for (const char* pattern : {"m_p", "%", "ml%", "_lp", "%,mlp"}) {
+    JobFilter literal;
+    literal.model = pattern;
+    auto none = store_->ListJobs(literal);
+    ASSERT_TRUE(none.ok()) << pattern << ": " << none.status();
+    EXPECT_TRUE(none->jobs.empty()) << pattern << " matched " << none->jobs.size() << " jobs";
+  }
 }
 
 TEST_P(StoreContractTest, RawBatchesOfOldFinishedJobsArePrunedAndResultsStay) {

@@ -87,11 +87,17 @@ TEST(CompareTest, AThresholdIsAPercentageOrAFraction) {
   EXPECT_DOUBLE_EQ(*ParseThreshold("2%"), 0.02);
   EXPECT_DOUBLE_EQ(*ParseThreshold("0.05"), 0.05);
   EXPECT_DOUBLE_EQ(*ParseThreshold(""), 0.02);
-  for (const char* bad : {"100%", "1", "-1%", "two", "%"}) {
+  for (const char* bad : {"100%", "1", "-1%", "two", "%", "nan", "NaN%", "inf", "-inf", "0", "0%", "1e-400"}) {
     auto t = ParseThreshold(bad);
     ASSERT_FALSE(t.ok()) << bad;
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr("expected a fraction in [0, 1) or a percentage"));
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr("expected a fraction in (0, 1) or a percentage"));
   }
+  // Long input is quoted by a short prefix and its length, never whole.
+  const std::string long_text(100'000, '7');
+  auto t = ParseThreshold(long_text);
+  ASSERT_FALSE(t.ok());
+  EXPECT_LT(t.status().message().size(), 200u);
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("...' (100000 characters)"));
 }
 
 TEST(CompareTest, TheIntervalIsReproducible) {

@@ -118,6 +118,22 @@ TEST_F(CoordinatorTest, RawBatchesPastTheirRetentionArePrunedOffTheLoop) {
   EXPECT_EQ(Get(s.job_id).tasks(0).result().phases(0).stats().count(), 4) << "the aggregate stays";
 }
 
+TEST_F(CoordinatorTest, AModelFilterLongerThanANameIsRefusedQuotedShort) {
+  JobFilter filter;
+  filter.model = std::string(1 << 20, 'm');  // 1 MB
+  absl::Notification done;
+  absl::Status status;
+  coordinator_->api().ListJobs(filter, [&](absl::StatusOr<JobPage> page) {
+    status = page.status();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(status.message().size(), 300u);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("model: 'mmmm"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("(1048576 characters)"));
+}
+
 TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   v1::JobSpec spec;
   auto job = Submit(spec);
