@@ -1,0 +1,51 @@
+#pragma once
+/// The load generator of a serving run: issues queries at the times of a
+/// schedule made before the run (common/serving_stats.h), never waiting for
+/// answers (open loop, as LoadGen's Server scenario), and records per query
+/// when it was scheduled, issued and answered. Latency is answered minus
+/// scheduled: an issuer or a server that stalls shows the stall in every
+/// query scheduled during it (no coordinated omission), and issued minus
+/// scheduled (the issue delay) says how well the issuer kept up.
+///
+/// Threads: RunOpenLoop issues on the calling thread; the target may answer
+/// on any thread. Times are steady-clock ns from the run's start.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace hetbench::agent {
+
+/// What the issuer sends queries to: a serving loop on a device, or a fake.
+class ServingTarget {
+ public:
+  virtual ~ServingTarget() = default;
+  /// Takes query `index`; calls `answered(index)` once it is answered, on
+  /// any thread, possibly before Issue returns. Should not block the issuer
+  /// (a target that does delays the queries after it, which their latency shows).
+  virtual void Issue(int64_t index, const std::function<void(int64_t index)>& answered) = 0;
+};
+
+struct QueryTimes {
+  int64_t scheduled_ns = 0;
+  int64_t issued_ns = 0;
+  int64_t answered_ns = -1;  // -1: not answered within the drain time
+  int64_t latency_ns() const { return answered_ns < 0 ? -1 : answered_ns - scheduled_ns; }
+  int64_t issue_delay_ns() const { return issued_ns - scheduled_ns; }
+};
+
+struct OpenLoopRun {
+  std::vector<QueryTimes> queries;  // in schedule order
+  int64_t unanswered = 0;           // queries with no answer after `drain`
+  int64_t run_start_ns = 0;         // the steady clock at the run's start
+};
+
+/// Issues query i at schedule[i] (ns from the start; ascending), sleeping
+/// until shortly before and spinning the last `spin` for precision; then
+/// waits at most `drain` for the outstanding answers.
+OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
+                        absl::Duration spin = absl::Microseconds(50));
+
+}  // namespace hetbench::agent

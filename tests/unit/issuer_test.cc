@@ -1,0 +1,146 @@
+// The serving run's open-loop issuer (agent/serving/issuer.h): latency from
+// the scheduled time, so a stall shows in every query scheduled during it.
+// Bounds here are what must hold however slow the machine is (lower bounds,
+// orders), never speed.
+#include "agent/serving/issuer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "common/serving_stats.h"
+
+namespace hetbench::agent {
+namespace {
+
+// Answers at once; stalls the issuer once, inside Issue of query `stall_at`.
+class StallingTarget final : public ServingTarget {
+ public:
+  StallingTarget(int64_t stall_at, absl::Duration stall) : stall_at_(stall_at), stall_(stall) {}
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    if (index == stall_at_) {
+      absl::SleepFor(stall_);
+      stall_end_steady_ns_ = SteadyNowNs();
+    }
+    answered(index);
+  }
+  int64_t stall_end_steady_ns_ = 0;
+
+ private:
+  const int64_t stall_at_;
+  const absl::Duration stall_;
+};
+
+TEST(IssuerTest, AStallShowsInTheLatencyOfEveryQueryScheduledDuringIt) {
+  const std::vector<int64_t> schedule = PoissonSchedule(3, 1000, 1'000'000'000, 100'000);
+  ASSERT_GT(schedule.size(), 800u);
+  StallingTarget target(100, absl::Milliseconds(200));
+  const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Seconds(5));
+  ASSERT_EQ(run.unanswered, 0);
+  const int64_t stall_start = run.queries[100].issued_ns;
+  const int64_t stall_end = target.stall_end_steady_ns_ - run.run_start_ns;
+  ASSERT_GE(stall_end - stall_start, 200'000'000);
+  int during = 0;
+  for (size_t i = 101; i < run.queries.size(); ++i) {
+    const QueryTimes& q = run.queries[i];
+    if (q.scheduled_ns >= stall_end) break;
+    ++during;
+    // Issued only after the stall; its latency counts the wait from its scheduled time.
+    EXPECT_GE(q.issued_ns, stall_end) << i;
+    EXPECT_GE(q.latency_ns(), stall_end - q.scheduled_ns) << i;
+    EXPECT_EQ(q.issue_delay_ns(), q.issued_ns - q.scheduled_ns);
+    // Timed from its issue instead (coordinated omission), it would look instant.
+    EXPECT_LT(q.answered_ns - q.issued_ns, q.latency_ns()) << i;
+  }
+  EXPECT_GT(during, 100) << "about 200 queries fall in 200 ms at 1000/s";
+  // The percentiles see the stall: more than 10% of queries waited over 50 ms.
+  std::vector<int64_t> latencies;
+  for (const QueryTimes& q : run.queries) latencies.push_back(q.latency_ns());
+  std::sort(latencies.begin(), latencies.end());
+  EXPECT_GT(NearestRank(latencies, 90), 50'000'000);
+}
+
+// A FIFO server on its own thread: answers each query S after the later of
+// its arrival and the previous answer (one instance, fixed service time).
+class FixedServiceTarget final : public ServingTarget {
+ public:
+  explicit FixedServiceTarget(absl::Duration service) : service_(service), worker_([this] { Serve(); }) {}
+  ~FixedServiceTarget() override {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    worker_.join();
+  }
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    absl::MutexLock l(&mu_);
+    queue_.push_back({index, answered});
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      std::pair<int64_t, std::function<void(int64_t)>> next;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;
+        next = std::move(queue_.front());
+        queue_.erase(queue_.begin());
+      }
+      const int64_t until = SteadyNowNs() + absl::ToInt64Nanoseconds(service_);
+      while (SteadyNowNs() < until) {
+      }
+      next.second(next.first);
+    }
+  }
+  const absl::Duration service_;
+  absl::Mutex mu_;
+  std::vector<std::pair<int64_t, std::function<void(int64_t)>>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+TEST(IssuerTest, AnOpenLoopNeverWaitsForAnswersAndEveryLatencyIncludesTheService) {
+  const std::vector<int64_t> schedule = PoissonSchedule(5, 200, 1'000'000'000, 300);
+  FixedServiceTarget target(absl::Milliseconds(2));
+  const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Seconds(10));
+  ASSERT_EQ(run.unanswered, 0);
+  for (size_t i = 0; i < run.queries.size(); ++i) {
+    const QueryTimes& q = run.queries[i];
+    EXPECT_GE(q.issued_ns, q.scheduled_ns) << "never early";
+    EXPECT_GE(q.latency_ns(), 2'000'000) << i;
+    if (i > 0) EXPECT_GT(q.answered_ns, run.queries[i - 1].answered_ns) << "FIFO, one instance";
+  }
+}
+
+class SilentTarget final : public ServingTarget {
+ public:
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    if (index == 2) {
+      late_ = answered;  // answered only after the run gave up on it
+      return;
+    }
+    answered(index);
+  }
+  std::function<void(int64_t)> late_;
+};
+
+TEST(IssuerTest, AQueryNeverAnsweredIsCountedAndALateAnswerIsHarmless) {
+  SilentTarget target;
+  const OpenLoopRun run = RunOpenLoop({0, 1000, 2000, 3000}, target, absl::Milliseconds(50));
+  EXPECT_EQ(run.unanswered, 1);
+  EXPECT_EQ(run.queries[2].answered_ns, -1);
+  EXPECT_EQ(run.queries[2].latency_ns(), -1);
+  EXPECT_GE(run.queries[3].latency_ns(), 0);
+  ASSERT_TRUE(target.late_);
+  target.late_(2);  // after RunOpenLoop returned: lands in state the callback owns
+}
+
+}  // namespace
+}  // namespace hetbench::agent
