@@ -1,0 +1,162 @@
+// bench_serving: the serving load generator's own figures (agent/serving/issuer.h).
+//  1. Null target (answers inside Issue): at each rate, the achieved rate, the
+//     issue delay p50/p99/max (issued minus scheduled) and the issuer thread's
+//     CPU per query (sleeping and spinning included): how far it keeps up.
+//  2. Fixed-service target (one instance, FIFO, busy-waits S per query on its
+//     own thread) at 20/50/80% load: the measured latency p50/p99 against an
+//     ideal server's on the same arrivals (Lindley's recursion: each answer S
+//     after the later of its arrival and the previous answer), and the mean
+//     against M/D/1's S (1 + rho / (2 (1 - rho))).
+// Prints RESULT lines; asserts nothing.
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
+#include "agent/serving/issuer.h"
+#include "common/clock.h"
+#include "common/serving_stats.h"
+
+namespace {
+
+using hetbench::NearestRank;
+using hetbench::SteadyNowNs;
+using hetbench::agent::OpenLoopRun;
+using hetbench::agent::QueryTimes;
+using hetbench::agent::ServingTarget;
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+class NullTarget final : public ServingTarget {
+ public:
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override { answered(index); }
+};
+
+class FixedServiceTarget final : public ServingTarget {
+ public:
+  explicit FixedServiceTarget(int64_t service_ns) : service_ns_(service_ns), worker_([this] { Serve(); }) {}
+  ~FixedServiceTarget() override {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    worker_.join();
+  }
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    absl::MutexLock l(&mu_);
+    queue_.push_back({index, answered});
+  }
+
+ private:
+  void Serve() {
+    size_t next = 0;
+    for (;;) {
+      std::pair<int64_t, std::function<void(int64_t)>> q;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || queue_.size() > next; };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.size() <= next) return;
+        q = queue_[next++];
+      }
+      const int64_t until = SteadyNowNs() + service_ns_;
+      while (SteadyNowNs() < until) {
+      }
+      q.second(q.first);
+    }
+  }
+  const int64_t service_ns_;
+  absl::Mutex mu_;
+  std::vector<std::pair<int64_t, std::function<void(int64_t)>>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+std::vector<int64_t> Sorted(const OpenLoopRun& run, int64_t (QueryTimes::*field)() const) {
+  std::vector<int64_t> v;
+  for (const QueryTimes& q : run.queries) v.push_back((q.*field)());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_serving: the serving load generator's issue delay, CPU per query and latency accuracy"};
+  std::vector<double> rates = {10'000, 100'000, 500'000};
+  double seconds = 2, service_ms = 1;
+  std::vector<double> loads = {0.2, 0.5, 0.8};
+  app.add_option("--rates", rates, "null-target rates (queries/s)");
+  app.add_option("--seconds", seconds, "length of each run");
+  app.add_option("--service-ms", service_ms, "the fixed-service target's time per query");
+  app.add_option("--loads", loads, "the fixed-service target's utilisations");
+  CLI11_PARSE(app, argc, argv);
+  std::printf("CPU: %s\n", CpuModel().c_str());
+  const auto duration_ns = static_cast<int64_t>(seconds * 1e9);
+
+  for (double qps : rates) {
+    const std::vector<int64_t> schedule = hetbench::PoissonSchedule(1, qps, duration_ns, 100'000'000);
+    NullTarget target;
+    const double cpu0 = ThreadCpuSeconds();
+    const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(5));
+    const double cpu = ThreadCpuSeconds() - cpu0;
+    const std::vector<int64_t> delay = Sorted(run, &QueryTimes::issue_delay_ns);
+    const double span = (run.queries.back().issued_ns - run.queries.front().issued_ns) * 1e-9;
+    const double achieved = static_cast<double>(run.queries.size() - 1) / std::max(span, 1e-9);
+    const double offered =
+        static_cast<double>(schedule.size() - 1) / ((schedule.back() - schedule.front()) * 1e-9);
+    std::printf(
+        "RESULT null target=%.0f/s offered=%.0f/s achieved=%.0f/s (%.4f of offered) queries=%zu issue_delay "
+        "p50=%.1fus p99=%.1fus max=%.1fus issuer_cpu=%.2fus/query\n",
+        qps, offered, achieved, achieved / offered, run.queries.size(), NearestRank(delay, 50) * 1e-3,
+        NearestRank(delay, 99) * 1e-3, delay.back() * 1e-3, cpu / static_cast<double>(run.queries.size()) * 1e6);
+  }
+
+  const auto service_ns = static_cast<int64_t>(service_ms * 1e6);
+  for (double rho : loads) {
+    const double qps = rho / (service_ms * 1e-3);
+    const std::vector<int64_t> schedule = hetbench::PoissonSchedule(2, qps, duration_ns, 100'000'000);
+    FixedServiceTarget target(service_ns);
+    const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(30));
+    // The ideal server on the same arrivals.
+    std::vector<int64_t> ideal;
+    int64_t free_at = 0;
+    double ideal_sum = 0, measured_sum = 0;
+    for (int64_t t : schedule) {
+      free_at = std::max(free_at, t) + service_ns;
+      ideal.push_back(free_at - t);
+      ideal_sum += static_cast<double>(free_at - t);
+    }
+    for (const QueryTimes& q : run.queries) measured_sum += static_cast<double>(q.latency_ns());
+    std::sort(ideal.begin(), ideal.end());
+    const std::vector<int64_t> measured = Sorted(run, &QueryTimes::latency_ns);
+    const double n = static_cast<double>(schedule.size());
+    const double md1_mean = service_ms * (1 + rho / (2 * (1 - rho)));
+    std::printf(
+        "RESULT fixed_service service=%.2fms load=%.2f queries=%zu unanswered=%lld p50 measured=%.3fms ideal=%.3fms "
+        "(x%.3f) p99 measured=%.3fms ideal=%.3fms (x%.3f) mean measured=%.3fms ideal=%.3fms M/D/1=%.3fms\n",
+        service_ms, rho, schedule.size(), static_cast<long long>(run.unanswered), NearestRank(measured, 50) * 1e-6,
+        NearestRank(ideal, 50) * 1e-6, static_cast<double>(NearestRank(measured, 50)) / NearestRank(ideal, 50),
+        NearestRank(measured, 99) * 1e-6, NearestRank(ideal, 99) * 1e-6,
+        static_cast<double>(NearestRank(measured, 99)) / NearestRank(ideal, 99), measured_sum / n * 1e-6,
+        ideal_sum / n * 1e-6, md1_mean);
+  }
+  return 0;
+}
