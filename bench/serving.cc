@@ -2,8 +2,8 @@
 //  1. Null target (answers inside Issue): at each rate, the achieved rate, the
 //     issue delay p50/p99/max (issued minus scheduled) and the issuer thread's
 //     CPU per query (sleeping and spinning included): how far it keeps up.
-//  2. Fixed-service target (one instance, FIFO, busy-waits S per query on its
-//     own thread) at 20/50/80% load: the measured latency p50/p99 against an
+//  2. Fixed-service target (BatchingServer with FixedServiceCompute: one
+//     instance, one query per batch, busy-waits S on its worker thread) at 20/50/80% load: the measured latency p50/p99 against an
 //     ideal server's on the same arrivals (Lindley's recursion: each answer S
 //     after the later of its arrival and the previous answer), and the mean
 //     against M/D/1's S (1 + rho / (2 (1 - rho))).
@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
+#include "agent/serving/batching_server.h"
 #include "agent/serving/issuer.h"
+#include "agent/serving/serving_model.h"
 #include "common/clock.h"
 #include "common/serving_stats.h"
 
@@ -44,49 +44,11 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-class NullTarget final : public ServingTarget {
+// Answers inside Issue: the issuer's cost alone (BatchingServer's NullCompute
+// would add its worker's wake-up to every query).
+class InlineNullTarget final : public ServingTarget {
  public:
   void Issue(int64_t index, const std::function<void(int64_t)>& answered) override { answered(index); }
-};
-
-class FixedServiceTarget final : public ServingTarget {
- public:
-  explicit FixedServiceTarget(int64_t service_ns) : service_ns_(service_ns), worker_([this] { Serve(); }) {}
-  ~FixedServiceTarget() override {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    worker_.join();
-  }
-  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
-    absl::MutexLock l(&mu_);
-    queue_.push_back({index, answered});
-  }
-
- private:
-  void Serve() {
-    size_t next = 0;
-    for (;;) {
-      std::pair<int64_t, std::function<void(int64_t)>> q;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || queue_.size() > next; };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.size() <= next) return;
-        q = queue_[next++];
-      }
-      const int64_t until = SteadyNowNs() + service_ns_;
-      while (SteadyNowNs() < until) {
-      }
-      q.second(q.first);
-    }
-  }
-  const int64_t service_ns_;
-  absl::Mutex mu_;
-  std::vector<std::pair<int64_t, std::function<void(int64_t)>>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;
 };
 
 std::vector<int64_t> Sorted(const OpenLoopRun& run, int64_t (QueryTimes::*field)() const) {
@@ -113,7 +75,7 @@ int main(int argc, char** argv) {
 
   for (double qps : rates) {
     const std::vector<int64_t> schedule = hetbench::PoissonSchedule(1, qps, duration_ns, 100'000'000);
-    NullTarget target;
+    InlineNullTarget target;
     const double cpu0 = ThreadCpuSeconds();
     const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(5));
     const double cpu = ThreadCpuSeconds() - cpu0;
@@ -133,7 +95,8 @@ int main(int argc, char** argv) {
   for (double rho : loads) {
     const double qps = rho / (service_ms * 1e-3);
     const std::vector<int64_t> schedule = hetbench::PoissonSchedule(2, qps, duration_ns, 100'000'000);
-    FixedServiceTarget target(service_ns);
+    hetbench::agent::BatchingServer target({1, absl::ZeroDuration(), 1},
+                                           hetbench::agent::FixedServiceCompute(absl::Nanoseconds(service_ns)));
     const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(30));
     // The ideal server on the same arrivals.
     std::vector<int64_t> ideal;

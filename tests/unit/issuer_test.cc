@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "agent/serving/batching_server.h"
+#include "agent/serving/serving_model.h"
 #include "common/clock.h"
 #include "common/serving_stats.h"
 
@@ -64,51 +64,10 @@ TEST(IssuerTest, AStallShowsInTheLatencyOfEveryQueryScheduledDuringIt) {
   EXPECT_GT(NearestRank(latencies, 90), 50'000'000);
 }
 
-// A FIFO server on its own thread: answers each query S after the later of
-// its arrival and the previous answer (one instance, fixed service time).
-class FixedServiceTarget final : public ServingTarget {
- public:
-  explicit FixedServiceTarget(absl::Duration service) : service_(service), worker_([this] { Serve(); }) {}
-  ~FixedServiceTarget() override {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    worker_.join();
-  }
-  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
-    absl::MutexLock l(&mu_);
-    queue_.push_back({index, answered});
-  }
-
- private:
-  void Serve() {
-    for (;;) {
-      std::pair<int64_t, std::function<void(int64_t)>> next;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;
-        next = std::move(queue_.front());
-        queue_.erase(queue_.begin());
-      }
-      const int64_t until = SteadyNowNs() + absl::ToInt64Nanoseconds(service_);
-      while (SteadyNowNs() < until) {
-      }
-      next.second(next.first);
-    }
-  }
-  const absl::Duration service_;
-  absl::Mutex mu_;
-  std::vector<std::pair<int64_t, std::function<void(int64_t)>>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;
-};
-
 TEST(IssuerTest, AnOpenLoopNeverWaitsForAnswersAndEveryLatencyIncludesTheService) {
   const std::vector<int64_t> schedule = PoissonSchedule(5, 200, 1'000'000'000, 300);
-  FixedServiceTarget target(absl::Milliseconds(2));
+  // One instance, one query at a time, 2 ms each: a FIFO fixed-service server.
+  BatchingServer target({1, absl::ZeroDuration(), 1}, FixedServiceCompute(absl::Milliseconds(2)));
   const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Seconds(10));
   ASSERT_EQ(run.unanswered, 0);
   for (size_t i = 0; i < run.queries.size(); ++i) {
