@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
+#include "common/serving_spec.h"
 
 namespace hetbench {
 
@@ -125,6 +126,7 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
     if (sp->gang_timeout_seconds() == 0) sp->set_gang_timeout_seconds(600);
     if (sp->collective_timeout_seconds() == 0) sp->set_collective_timeout_seconds(30);
   }
+  FillServingDefaults(&spec);
   return spec;
 }
 
@@ -267,7 +269,7 @@ void CheckModels(const v1::JobSpec& spec, Problems& bad) {
   if (spec.models_size() == 0) bad("models: empty: give at least one, e.g. [mlp]");
   for (int i = 0; i < spec.models_size(); ++i) {
     const std::string& m = spec.models(i);
-    if (!Contains(KnownModels(), m)) {
+    if (!Contains(KnownModels(), m) && !IsServingCalibrationModel(m)) {
       bad(from_model ? "model" : absl::StrCat("models[", i, "]"), " = \"", m,
           "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
     }
@@ -550,6 +552,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   CheckTaskCount(spec, ranks_per_combination, bad);
   CheckTrainAndInference(spec, bad);
   CheckRest(spec, bad);
+  CheckServing(spec, &bad.list);
   if (bad.list.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(bad.list, "; ")));
 }

@@ -35,6 +35,10 @@ std::string PhaseName(v1::Phase phase) {
       return "train";
     case v1::PHASE_INFER:
       return "infer";
+    case v1::PHASE_SERVE:
+      return "serve";
+    case v1::PHASE_IDLE:
+      return "idle";
     default:
       return "unspecified";
   }

@@ -11,7 +11,7 @@ namespace hetbench {
 
 std::string DeviceKindName(v1::DeviceKind kind);  // "cpu", "gpu", ..., "any"
 std::optional<v1::DeviceKind> ParseDeviceKind(std::string_view name);
-std::string PhaseName(v1::Phase phase);        // "train", "infer"
+std::string PhaseName(v1::Phase phase);        // "train", "infer", "serve", "idle"
 std::string JobStateName(v1::JobState state);  // "queued", "running", ...
 std::optional<v1::JobState> ParseJobState(std::string_view name);
 std::string TaskStateName(v1::TaskState state);

@@ -29,6 +29,17 @@ absl::StatusOr<T> As(const YAML::Node& n, const std::string& path, const char* t
   }
 }
 
+// A model name. YAML reads `null` (and `~`) as no value, so the serving
+// calibration model must be quoted; the error says so.
+absl::StatusOr<std::string> ModelName(const YAML::Node& n, const std::string& path) {
+  if (n.IsNull()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(n, path), ": no model name (YAML reads null as no value); for the serving calibration model write \"null\" "
+                        "in quotes"));
+  }
+  return As<std::string>(n, path, "a model name");
+}
+
 // A key given twice is refused: yaml-cpp keeps both and lookups see the
 // first, so `model: mlp` then `model: cnn` would silently run mlp.
 absl::Status CheckUniqueKeys(const YAML::Node& map, const std::string& path) {
@@ -118,11 +129,11 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
 // The spec's "models" section.
 absl::Status ParseModels(const YAML::Node& m, v1::JobSpec& spec) {
   if (m.IsScalar()) {
-    HB_ASSIGN(spec.add_models, As<std::string>(m, "models", "a model name"));
+    HB_ASSIGN(spec.add_models, ModelName(m, "models"));
   } else if (m.IsSequence()) {
     if (auto s = CheckCount(m, "models", SpecLimits::kMaxModels); !s.ok()) return s;
     for (size_t i = 0; i < m.size(); ++i) {
-      HB_ASSIGN(spec.add_models, As<std::string>(m[i], absl::StrCat("models[", i, "]"), "a model name"));
+      HB_ASSIGN(spec.add_models, ModelName(m[i], absl::StrCat("models[", i, "]")));
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat(Where(m, "models"), ": expected a list like [mlp, cnn]"));
@@ -295,6 +306,39 @@ absl::Status ParseInference(const YAML::Node& inf, v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// The spec's "serving" section.
+absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
+  if (auto s = CheckKeys(sv, "serving",
+                         {"scenario", "target_qps", "latency_bound_ms", "percentile", "min_duration_seconds",
+                          "min_queries", "max_queue_delay_ms", "instances", "max_issue_delay_share", "warmup_batches",
+                          "fixed_service_us"});
+      !s.ok()) {
+    return s;
+  }
+  v1::ServingSpec* o = spec.mutable_serving();
+  if (sv["scenario"]) HB_ASSIGN(o->set_scenario, As<std::string>(sv["scenario"], "serving.scenario", "a string"));
+  const std::pair<const char*, void (v1::ServingSpec::*)(double)> numbers[] = {
+      {"target_qps", &v1::ServingSpec::set_target_qps},
+      {"latency_bound_ms", &v1::ServingSpec::set_latency_bound_ms},
+      {"percentile", &v1::ServingSpec::set_percentile},
+      {"min_duration_seconds", &v1::ServingSpec::set_min_duration_seconds},
+      {"max_queue_delay_ms", &v1::ServingSpec::set_max_queue_delay_ms},
+      {"max_issue_delay_share", &v1::ServingSpec::set_max_issue_delay_share},
+      {"fixed_service_us", &v1::ServingSpec::set_fixed_service_us}};
+  for (const auto& [key, set] : numbers) {
+    if (!sv[key]) continue;
+    auto v = As<double>(sv[key], absl::StrCat("serving.", key), "a number");
+    if (!v.ok()) return v.status();
+    (o->*set)(*v);
+  }
+  if (sv["min_queries"]) HB_ASSIGN(o->set_min_queries, As<int64_t>(sv["min_queries"], "serving.min_queries", "an integer"));
+  if (sv["instances"]) HB_ASSIGN(o->set_instances, As<int32_t>(sv["instances"], "serving.instances", "an integer"));
+  if (sv["warmup_batches"]) {
+    HB_ASSIGN(o->set_warmup_batches, As<int32_t>(sv["warmup_batches"], "serving.warmup_batches", "an integer"));
+  }
+  return absl::OkStatus();
+}
+
 // The spec's "validity" section.
 absl::Status ParseValidity(const YAML::Node& v, v1::JobSpec& spec) {
   if (auto s = CheckKeys(v, "validity", {"max_iqr_over_median"}); !s.ok()) return s;
@@ -344,12 +388,12 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
                           "power", "cost", "validity", "models", "layers", "torchscript", "qpu", "parallel",
-                          "split"});
+                          "split", "serving"});
       !s.ok()) {
     return s;
   }
   if (root["name"]) HB_ASSIGN(spec.set_name, As<std::string>(root["name"], "name", "a string"));
-  if (root["model"]) HB_ASSIGN(spec.set_model, As<std::string>(root["model"], "model", "a string"));
+  if (root["model"]) HB_ASSIGN(spec.set_model, ModelName(root["model"], "model"));
   // Sections in a fixed order: the first error found is the one reported.
   using Section = absl::Status (*)(const YAML::Node&, v1::JobSpec&);
   static constexpr std::pair<const char*, Section> kFirst[] = {
@@ -366,7 +410,8 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
       {"inference", ParseInference},
       {"validity", ParseValidity},
       {"power", ParsePower},
-      {"cost", ParseCost}};
+      {"cost", ParseCost},
+      {"serving", ParseServing}};
   auto parse = [&](const auto& sections) -> absl::Status {
     for (const auto& [key, section] : sections) {
       if (const YAML::Node n = root[key]) {
@@ -385,6 +430,29 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
 
 #undef HB_ASSIGN
 
+// The serving section, when the spec has one.
+void EmitServing(const v1::JobSpec& spec, YAML::Emitter& out) {
+  if (!spec.has_serving() || spec.serving().ByteSizeLong() == 0) return;
+  const v1::ServingSpec& sv = spec.serving();
+  out << YAML::Key << "serving" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "scenario" << YAML::Value << sv.scenario();
+  if (sv.target_qps() != 0) out << YAML::Key << "target_qps" << YAML::Value << sv.target_qps();
+  if (sv.latency_bound_ms() != 0) out << YAML::Key << "latency_bound_ms" << YAML::Value << sv.latency_bound_ms();
+  if (sv.has_percentile()) out << YAML::Key << "percentile" << YAML::Value << sv.percentile();
+  if (sv.has_min_duration_seconds()) {
+    out << YAML::Key << "min_duration_seconds" << YAML::Value << sv.min_duration_seconds();
+  }
+  if (sv.has_min_queries()) out << YAML::Key << "min_queries" << YAML::Value << sv.min_queries();
+  if (sv.has_max_queue_delay_ms()) out << YAML::Key << "max_queue_delay_ms" << YAML::Value << sv.max_queue_delay_ms();
+  if (sv.has_instances()) out << YAML::Key << "instances" << YAML::Value << sv.instances();
+  if (sv.has_max_issue_delay_share()) {
+    out << YAML::Key << "max_issue_delay_share" << YAML::Value << sv.max_issue_delay_share();
+  }
+  if (sv.has_warmup_batches()) out << YAML::Key << "warmup_batches" << YAML::Value << sv.warmup_batches();
+  if (sv.fixed_service_us() != 0) out << YAML::Key << "fixed_service_us" << YAML::Value << sv.fixed_service_us();
+  out << YAML::EndMap;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(const std::string& yaml_text) {
@@ -401,7 +469,13 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "name" << YAML::Value << spec.name();
   if (!spec.model().empty()) out << YAML::Key << "model" << YAML::Value << spec.model();
   out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (const std::string& m : spec.models()) out << m;
+  for (const std::string& m : spec.models()) {
+    if (m == "null") {
+      out << YAML::DoubleQuoted << m;  // unquoted, YAML would read it back as no value
+    } else {
+      out << m;
+    }
+  }
   out << YAML::EndSeq;
   out << YAML::Key << "dataset" << YAML::Value << spec.dataset();
   out << YAML::Key << "batch_sizes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
@@ -496,6 +570,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     }
     out << YAML::EndMap;
   }
+  EmitServing(spec, out);
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   out << YAML::EndMap;

@@ -10,6 +10,7 @@
 #include "agent/runners/child_process.h"
 #include "common/clock.h"
 #include "common/names.h"
+#include "common/serving_spec.h"
 
 namespace hetbench::agent {
 
@@ -58,6 +59,10 @@ absl::StatusOr<std::string> PythonExecutor::TaskLine(const v1::Assign& task, con
 
 absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                    TaskControl* control) {
+  if (IsServing(task.spec())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("serving runs on the torch executor; device ", device.id(), " was given the python executor"));
+  }
   const absl::StatusOr<std::string> json = TaskLine(task, device, *control);
   if (!json.ok()) return json.status();
 

@@ -9,6 +9,7 @@
 #include "agent/executors/torch_threads.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/serving_spec.h"
 
 namespace hetbench::agent {
 
@@ -30,6 +31,7 @@ absl::Status TorchFailure(const v1::Assign& task, const std::string& model, cons
 
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
+  if (IsServing(spec)) return static_cast<size_t>(ServingQueryCapacity(spec) + 16);
   const int64_t bs = std::max(task.batch_size(), 1);
   const int64_t test_rows = std::max<int64_t>(kFashionMnistTestSize, spec.qpu().circuits());
   const int64_t test_batches = (test_rows + bs - 1) / bs;
@@ -61,6 +63,11 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   TorchRun run(config_, task, device, control);
   if (auto s = run.SelectDevice(); !s.ok()) return s;
   const TorchThreads thread_setting(run.threads());  // process-wide: see torch_threads.h
+  const bool serving = IsServing(task.spec());
+  if (serving && IsServingCalibrationModel(run.model())) {  // no model, no data: the harness alone
+    if (auto s = run.Serve(); !s.ok()) return s;
+    return std::move(run.result());
+  }
 
   double load_seconds = 0;
   auto dataset = Dataset(&load_seconds);
@@ -71,6 +78,10 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // Once per device, outside every timed window: what the device can do.
     if (config_.calibrate && run.on_cpu()) *result.mutable_calibration() = DeviceCalibration();
     if (auto s = run.BuildWorkload(**dataset, thread_setting.note()); !s.ok()) return s;
+    if (serving) {
+      if (auto s = run.Serve(); !s.ok()) return s;
+      return result;
+    }
     // A gang rank cancelled while it loaded (fenced: its gang was retried as
     // a whole) must not reach the rendezvous: the gang's store port is the
     // same for every attempt, so a stale rank would join the next attempt's

@@ -52,6 +52,10 @@ class TorchRun {
   /// Measured inference over the test set (a split across agents: through
   /// every stage, scored by the last).
   absl::Status Infer();
+  /// A serving run (spec.serving) in place of training and inference: the
+  /// workload in eval mode behind a dynamic batcher of the task's batch
+  /// size, or a calibration model ("null", "fixed-service") without one.
+  absl::Status Serve();
   /// Whether the run ends after inference (a split across agents has no
   /// per-layer or FLOP profile).
   bool profiles() const { return link_ == nullptr; }

@@ -60,9 +60,12 @@ void BatchingServer::Work(int instance) {
     ServedBatch served{static_cast<int>(batch.size()), instance, SteadyNowNs(), 0};
     compute_(indices, instance);
     served.finished_ns = SteadyNowNs();
+    {
+      // Recorded before its answers: once every query is answered, Batches() holds every batch.
+      absl::MutexLock l(&mu_);
+      batches_.push_back(served);
+    }
     for (const Waiting& w : batch) w.answered(w.index);
-    absl::MutexLock l(&mu_);
-    batches_.push_back(served);
   }
 }
 

@@ -50,7 +50,8 @@ class BatchingServer final : public ServingTarget {
 
   void Issue(int64_t index, const std::function<void(int64_t)>& answered) override;
 
-  /// The batches run so far, in the order they finished.
+  /// The batches run so far, in the order they finished; a batch is in it
+  /// before any of its queries is answered.
   std::vector<ServedBatch> Batches() const;
 
  private:

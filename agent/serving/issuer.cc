@@ -12,7 +12,7 @@
 namespace hetbench::agent {
 
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
-                        absl::Duration spin) {
+                        absl::Duration spin, const std::atomic<bool>* cancel, std::atomic<int64_t>* issued) {
   OpenLoopRun run;
   run.queries.resize(schedule.size());
   // Answers may come after this function returns (a target past the drain
@@ -39,7 +39,12 @@ OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& tar
     shared->answered_ns[index] = now;
     --shared->outstanding;
   };
+  size_t count = schedule.size();
   for (size_t i = 0; i < schedule.size(); ++i) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      count = i;
+      break;
+    }
     const int64_t due = schedule[i];
     int64_t now = SteadyNowNs() - start;
     if (due - now > spin_ns) absl::SleepFor(absl::Nanoseconds(due - now - spin_ns));
@@ -48,14 +53,65 @@ OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& tar
     run.queries[i].scheduled_ns = due;
     run.queries[i].issued_ns = now;
     target.Issue(static_cast<int64_t>(i), answered);
+    if (issued != nullptr) issued->store(static_cast<int64_t>(i + 1), std::memory_order_relaxed);
   }
   if (old_slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0, 0);
   {
     absl::MutexLock l(&shared->mu);
-    auto all_answered = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->outstanding == 0; };
+    // Queries never issued (a cancel) are not waited for.
+    shared->outstanding -= static_cast<int64_t>(schedule.size() - count);
+    auto all_answered = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->outstanding <= 0; };
     shared->mu.AwaitWithTimeout(absl::Condition(&all_answered), drain);
-    for (size_t i = 0; i < schedule.size(); ++i) run.queries[i].answered_ns = shared->answered_ns[i];
-    run.unanswered = shared->outstanding;
+    run.queries.resize(count);
+    for (size_t i = 0; i < count; ++i) run.queries[i].answered_ns = shared->answered_ns[i];
+    run.unanswered = 0;
+    for (size_t i = 0; i < count; ++i) run.unanswered += run.queries[i].answered_ns < 0 ? 1 : 0;
+  }
+  return run;
+}
+
+OpenLoopRun RunClosedLoop(ServingTarget& target, const ClosedLoopLimits& limits, const std::atomic<bool>* cancel,
+                          std::atomic<int64_t>* issued) {
+  OpenLoopRun run;
+  struct Shared {
+    absl::Mutex mu;
+    int64_t waiting_for = -1;  // the outstanding query's index
+    int64_t answered_ns = -1;
+  };
+  auto shared = std::make_shared<Shared>();
+  const int64_t start = SteadyNowNs();
+  run.run_start_ns = start;
+  auto answered = [shared, start](int64_t index) {
+    const int64_t now = SteadyNowNs() - start;
+    absl::MutexLock l(&shared->mu);
+    if (index == shared->waiting_for && shared->answered_ns < 0) shared->answered_ns = now;
+  };
+  const int64_t min_ns = absl::ToInt64Nanoseconds(limits.min_duration);
+  for (int64_t i = 0; i < limits.max_queries; ++i) {
+    const int64_t now = SteadyNowNs() - start;
+    if (i >= limits.min_queries && now >= min_ns) break;
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) break;
+    {
+      absl::MutexLock l(&shared->mu);
+      shared->waiting_for = i;
+      shared->answered_ns = -1;
+    }
+    QueryTimes q;
+    q.scheduled_ns = q.issued_ns = SteadyNowNs() - start;
+    target.Issue(i, answered);
+    if (issued != nullptr) issued->store(i + 1, std::memory_order_relaxed);
+    {
+      absl::MutexLock l(&shared->mu);
+      auto done = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->answered_ns >= 0; };
+      shared->mu.AwaitWithTimeout(absl::Condition(&done), limits.timeout);
+      q.answered_ns = shared->answered_ns;
+      shared->waiting_for = -1;  // a late answer to it lands nowhere
+    }
+    run.queries.push_back(q);
+    if (q.answered_ns < 0) {
+      run.unanswered = 1;
+      break;
+    }
   }
   return run;
 }

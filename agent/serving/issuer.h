@@ -10,6 +10,7 @@
 /// Threads: RunOpenLoop issues on the calling thread; the target may answer
 /// on any thread. Times are steady-clock ns from the run's start.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -44,8 +45,24 @@ struct OpenLoopRun {
 
 /// Issues query i at schedule[i] (ns from the start; ascending), sleeping
 /// until shortly before and spinning the last `spin` for precision; then
-/// waits at most `drain` for the outstanding answers.
+/// waits at most `drain` for the outstanding answers. A set `cancel` stops
+/// the issuing (the run then holds the queries issued so far); `issued`,
+/// when given, counts the queries issued (progress for another thread).
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
-                        absl::Duration spin = absl::Microseconds(50));
+                        absl::Duration spin = absl::Microseconds(50), const std::atomic<bool>* cancel = nullptr,
+                        std::atomic<int64_t>* issued = nullptr);
+
+/// LoadGen's SingleStream: one query outstanding at a time, the next issued
+/// as soon as the last is answered (its scheduled time is its issue time),
+/// until at least `min_queries` and `min_duration` (or `max_queries`, or a
+/// `cancel`). A query not answered within `timeout` ends the run unanswered.
+struct ClosedLoopLimits {
+  int64_t min_queries = 1;
+  absl::Duration min_duration = absl::ZeroDuration();
+  int64_t max_queries = 1'000'000;
+  absl::Duration timeout = absl::Seconds(10);
+};
+OpenLoopRun RunClosedLoop(ServingTarget& target, const ClosedLoopLimits& limits,
+                          const std::atomic<bool>* cancel = nullptr, std::atomic<int64_t>* issued = nullptr);
 
 }  // namespace hetbench::agent

@@ -12,7 +12,9 @@ namespace {
 constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-seconds", "--warmup-steps",  "--min-steps", "--max-steps",
                                         "--min-duration", "--epochs",        "--lr",        "--infer-max-batches",
                                         "--seed",         "--threads",       "--idle-baseline",
-                                        "--electricity-usd-per-kwh", "--gang-timeout"};
+                                        "--electricity-usd-per-kwh", "--gang-timeout", "--qps",
+                                        "--latency-bound-ms", "--serve-duration", "--serve-min-queries",
+                                        "--serve-instances", "--max-queue-delay-ms"};
 }  // namespace
 
 void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
@@ -55,6 +57,16 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
                    "with --split: each stage a task of its own, on any agent; activations and gradients cross over "
                    "c10d (Gloo)");
   submit->add_option("--electricity-usd-per-kwh", f->electricity, "electricity price, shown apart from device cost");
+  submit->add_option("--serve", f->scenario,
+                     "a serving run in place of training: server, single_stream or offline (the batch size is the "
+                     "batcher's largest batch)");
+  submit->add_option("--qps", f->qps, "serving: target queries per second (server: Poisson arrivals)");
+  submit->add_option("--latency-bound-ms", f->latency_bound_ms, "serving: the p99 (server) latency bound, ms");
+  submit->add_option("--serve-duration", f->serve_duration, "serving: minimum run seconds (default 2)");
+  submit->add_option("--serve-min-queries", f->serve_min_queries, "serving: minimum queries (default 1024)");
+  submit->add_option("--serve-instances", f->serve_instances, "serving: concurrent model instances (default 1)");
+  submit->add_option("--max-queue-delay-ms", f->max_queue_delay_ms,
+                     "serving: the batcher waits at most this for a batch to fill (default 1)");
 }
 
 void NoteGivenFlags(const CLI::App& submit, SpecFlags* f) {
@@ -141,6 +153,15 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
       *spec.mutable_split()->add_stages() = *std::move(stage);
     }
   }
+  v1::ServingSpec* sv = spec.mutable_serving();
+  if (!f.scenario.empty()) sv->set_scenario(f.scenario);
+  if (given("--qps")) sv->set_target_qps(f.qps);
+  if (given("--latency-bound-ms")) sv->set_latency_bound_ms(f.latency_bound_ms);
+  if (given("--serve-duration")) sv->set_min_duration_seconds(f.serve_duration);
+  if (given("--serve-min-queries")) sv->set_min_queries(f.serve_min_queries);
+  if (given("--serve-instances")) sv->set_instances(f.serve_instances);
+  if (given("--max-queue-delay-ms")) sv->set_max_queue_delay_ms(f.max_queue_delay_ms);
+  if (sv->ByteSizeLong() == 0) spec.clear_serving();
   for (const std::string& c : f.costs) {
     const auto eq = c.rfind('=');
     double rate = 0;

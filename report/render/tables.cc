@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "report/render.h"
 #include "report/render/common.h"
+#include "report/render/serving.h"
 #include "report/render/parallel.h"
 #include "common/energy.h"
 #include "common/names.h"
@@ -182,6 +183,10 @@ void AppendTaskFooter(const v1::Task& t, std::string& out) {
   absl::StrAppend(&out, t.id(), ": ", TaskStateName(t.state()));
   if (!t.error().empty()) absl::StrAppend(&out, " (", t.error(), ")");
   if (r.partial()) absl::StrAppend(&out, " PARTIAL: stopped before its end; the phases hold what was measured until then");
+  if (r.has_serving() && (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty())) {
+    absl::StrAppend(&out, ServingFooter(r), "\n");
+    return;
+  }
   if (t.state() == v1::TASK_STATE_SUCCEEDED || !r.phases().empty()) {
     const v1::RunEnvironment& e = r.environment();
     if (!r.input_note().empty()) absl::StrAppend(&out, " [", r.input_note(), "]");
@@ -245,6 +250,15 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
     }
     for (const v1::PhaseResult& p : t.result().phases()) {
       const v1::TimingStats& s = p.stats();
+      if (p.phase() == v1::PHASE_SERVE) {  // latencies: nearest-rank, and the rate over the run's window
+        const v1::ServingRun& sv = t.result().serving();
+        rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
+                        absl::StrCat(s.count()), Ms(static_cast<double>(sv.latency_p50_ns())),
+                        Ms(static_cast<double>(sv.latency_p90_ns())), Ms(static_cast<double>(sv.latency_p99_ns())),
+                        Ms(s.mean_ns()), Ms(s.stddev_ns()), Ms(s.iqr_ns()), "-",
+                        absl::StrFormat("%.1f", sv.samples_per_second()), "-", "-", p.valid() ? "yes" : "NO"});
+        continue;
+      }
       rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
                       Ms(s.stddev_ns()), Ms(s.iqr_ns()), Num(PerSampleNs(s, s.p50_ns()) / 1e3, "%.2f"),
@@ -272,6 +286,7 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
       }
     }
   }
+  if (std::string s = RenderServing(job, OutputFormat::kTable); !s.empty()) absl::StrAppend(&out, "\n", s);
   absl::StrAppend(&out, "\n", RenderEnergyTable(job));
   absl::StrAppend(&out, "\n", RenderRoofline(job));
   if (std::string s = RenderScaling(job, OutputFormat::kTable); !s.empty()) absl::StrAppend(&out, "\n", s);

@@ -132,7 +132,7 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
 
   const auto [rate, rate_source] = CostRate(spec, agent, *task);
   const double price_per_joule = spec.cost().electricity_usd_per_kwh() / 3.6e6;
-  for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+  for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE}) {
     const int64_t n = items[phase];
     const double seconds = phase_seconds[phase];
     if (n <= 0 || seconds <= 0 || (rate <= 0 && price_per_joule <= 0)) continue;

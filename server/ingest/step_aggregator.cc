@@ -69,7 +69,7 @@ void PhaseAccumulator::Add(const BatchSummary& b, const int64_t* duration_ns) {
   total_ += b.sum;
   if (histogram_.empty()) {
     exact_.insert(exact_.end(), duration_ns, duration_ns + n);
-    if (exact_.size() > kExactLimit) MoveToHistogram();
+    if (exact_.size() > exact_limit_) MoveToHistogram();
   } else {
     for (int i = 0; i < n; ++i) Count(duration_ns[i]);
   }
@@ -160,6 +160,13 @@ v1::TimingStats PhaseAccumulator::Finish() const {
   return out;
 }
 
+std::vector<int64_t> PhaseAccumulator::SortedExact() const {
+  if (!histogram_.empty()) return {};
+  std::vector<int64_t> v = exact_;
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 void TaskAggregate::Add(const v1::SampleBatch& batch) {
   // The edge checked the columns are of equal length.
   Add(batch, SummarizeBatch(batch.start_ns().data(), batch.duration_ns().data(), batch.items().data(),
@@ -167,7 +174,9 @@ void TaskAggregate::Add(const v1::SampleBatch& batch) {
 }
 
 void TaskAggregate::Add(const v1::SampleBatch& batch, const BatchSummary& summary) {
-  phases[batch.phase()].Add(summary, batch.duration_ns().data());
+  auto [it, added] = phases.try_emplace(batch.phase());
+  if (added && batch.phase() == v1::PHASE_SERVE) it->second.set_exact_limit(PhaseAccumulator::kServeExactLimit);
+  it->second.Add(summary, batch.duration_ns().data());
   ++batches_stored;
   samples_stored += batch.duration_ns_size();
 }

@@ -38,6 +38,10 @@ class PhaseAccumulator {
   static constexpr size_t kExactLimit = size_t{1} << 17;
   static constexpr int kSubBucketBits = 10;
   static constexpr double kRelativeError = 1.0 / (1 << kSubBucketBits);
+  /// A serving phase stays exact to the most queries a spec may ask for
+  /// (ServingLimits::kMaxQueries): its percentiles are nearest-rank of every
+  /// latency, never a histogram's (8 MB at most per task).
+  static constexpr size_t kServeExactLimit = size_t{1} << 20;
 
   /// Adds `n` steps (parallel columns).
   void Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n);
@@ -47,6 +51,10 @@ class PhaseAccumulator {
   bool exact() const { return histogram_.empty(); }
   /// The phase's stats; O(kExactLimit) at most.
   v1::TimingStats Finish() const;
+  /// Keeps up to `limit` durations exactly (before the first Add).
+  void set_exact_limit(size_t limit) { exact_limit_ = limit; }
+  /// Every duration, ascending; empty once past the exact limit.
+  std::vector<int64_t> SortedExact() const;
 
  private:
   static int32_t Bucket(int64_t v);
@@ -54,6 +62,7 @@ class PhaseAccumulator {
   void Count(int64_t v);
   void MoveToHistogram();
 
+  size_t exact_limit_ = kExactLimit;
   int64_t count_ = 0, items_ = 0;
   double mean_ = 0, m2_ = 0, total_ = 0;  // Welford
   int64_t min_ = 0, max_ = 0, first_start_ = 0, last_end_ = 0;

@@ -6,6 +6,7 @@
 #include "common/job_spec.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/serving_spec.h"
 #include "server/ingest/energy_cost.h"
 
 namespace hetbench::server {
@@ -31,8 +32,8 @@ AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_s
       c.problem = absl::StrCat("samples.start_ns: ", b.start_ns_size(), " values, duration_ns has ", n);
     } else if (b.items_size() != n) {
       c.problem = absl::StrCat("samples.items: ", b.items_size(), " values, duration_ns has ", n);
-    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER) {
-      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN or INFER");
+    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER && b.phase() != v1::PHASE_SERVE) {
+      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN, INFER or SERVE");
     } else {
       // One pass for the checks and the aggregate's figures; the loop merges them.
       c.summary = SummarizeBatch(b.start_ns().data(), b.duration_ns().data(), b.items().data(), n);
@@ -281,11 +282,21 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     v1::PhaseResult* pr = task->mutable_result()->add_phases();
     pr->set_phase(phase);
     *pr->mutable_stats() = acc.Finish();
+    if (phase == v1::PHASE_SERVE) {
+      // Percentiles and the verdict from every stored latency, exactly.
+      JudgeServing(spec, acc.SortedExact(), task->mutable_result()->mutable_serving(), pr, &d.result().calibration());
+      continue;
+    }
     // Training: the steps the agent's executor aimed for, computed there once.
     const int64_t expected = phase == v1::PHASE_TRAIN
                                  ? d.result().min_train_steps()
                                  : ExpectedInferenceBatches(spec, task->batch_size(), d.result().dataset_test_size());
     JudgeValidity(spec, expected, pr, &d.result().calibration());
+  }
+  if (IsServing(spec) && agg.phases.count(v1::PHASE_SERVE) == 0 && d.state() == v1::TASK_STATE_SUCCEEDED) {
+    v1::PhaseResult* pr = task->mutable_result()->add_phases();  // nothing answered: said so, not left out
+    pr->set_phase(v1::PHASE_SERVE);
+    JudgeServing(spec, {}, task->mutable_result()->mutable_serving(), pr, &d.result().calibration());
   }
   if (state == v1::TASK_STATE_SUCCEEDED &&
       (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {

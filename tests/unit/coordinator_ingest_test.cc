@@ -292,5 +292,71 @@ TEST_F(CoordinatorTest, ADeterministicFailureEndsTheTaskAtOnceARetryableOneIsQue
   EXPECT_EQ(job.tasks(0).error(), "torchscript.path = \"/x.pt\": cannot read it on this agent; copy the file there");
 }
 
+TEST_F(CoordinatorTest, AServingTaskIsJudgedFromEveryStoredLatencyNearestRank) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(1);
+  spec.mutable_serving()->set_scenario("server");
+  spec.mutable_serving()->set_target_qps(100);
+  spec.mutable_serving()->set_latency_bound_ms(50);
+  spec.mutable_serving()->set_min_queries(10);
+  spec.mutable_serving()->set_min_duration_seconds(0.000001);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto sink = std::make_shared<FakeAgentSink>();
+  const uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  const v1::Assign a = Assigns(*sink).back();
+  EXPECT_EQ(a.spec().serving().percentile(), 99) << "the agent gets the effective spec";
+  // 12 latencies (ms) in two batches; one over the 50 ms bound.
+  SendSamples(s, sink, a, 0, v1::PHASE_SERVE, {4'000'000, 9'000'000, 2'000'000, 7'000'000, 60'000'000, 5'000'000});
+  SendSamples(s, sink, a, 1, v1::PHASE_SERVE, {1'000'000, 3'000'000, 8'000'000, 6'000'000, 10'000'000, 11'000'000});
+  v1::AgentMessage m;
+  v1::TaskDone* d = m.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  d->set_batches_sent(2);
+  d->set_samples_sent(12);
+  v1::ServingRun* sent = d->mutable_result()->mutable_serving();
+  sent->set_scenario("server");
+  sent->set_queries_scheduled(12);
+  sent->set_queries_answered(12);
+  sent->set_issue_delay_p99_ns(20'000);
+  sent->set_latency_p99_ns(1);  // an agent's own figure is not what the coordinator reports
+  coordinator_->OnAgentMessage(s, sink, m);
+  const v1::Job done = WaitForTaskState(job->id(), 0, v1::TASK_STATE_SUCCEEDED);
+  const v1::TaskResult& r = done.tasks(0).result();
+  ASSERT_EQ(r.phases_size(), 1) << r.DebugString();
+  EXPECT_EQ(r.phases(0).phase(), v1::PHASE_SERVE);
+  EXPECT_EQ(r.phases(0).stats().count(), 12);
+  const v1::ServingRun& sv = r.serving();
+  EXPECT_EQ(sv.issue_delay_p99_ns(), 20'000) << "the agent's issuer figures stay";
+  EXPECT_TRUE(sv.exact());
+  EXPECT_EQ(sv.latency_p50_ns(), 6'000'000) << "nearest rank: the 6th of 12";
+  EXPECT_EQ(sv.latency_p90_ns(), 11'000'000) << "the 11th of 12";
+  EXPECT_EQ(sv.latency_p99_ns(), 60'000'000) << "the 12th of 12";
+  EXPECT_EQ(sv.over_bound(), 1);
+  EXPECT_FALSE(r.phases(0).valid());
+  EXPECT_THAT(r.phases(0).invalid_reasons(),
+              ::testing::ElementsAre(::testing::HasSubstr("p99 latency 60.000 ms is over the bound")));
+}
+
+TEST_F(CoordinatorTest, AServingTaskThatAnsweredNothingSaysSo) {
+  v1::JobSpec spec;
+  spec.mutable_serving()->set_scenario("offline");
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto sink = std::make_shared<FakeAgentSink>();
+  const uint64_t s = Connect("a1", sink);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+  SendDone(s, sink, Assigns(*sink).back(), 0, 0);
+  const v1::Job done = WaitForTaskState(job->id(), 0, v1::TASK_STATE_SUCCEEDED);
+  const v1::TaskResult& r = done.tasks(0).result();
+  ASSERT_EQ(r.phases_size(), 1);
+  EXPECT_EQ(r.phases(0).phase(), v1::PHASE_SERVE);
+  EXPECT_FALSE(r.phases(0).valid());
+  EXPECT_THAT(r.phases(0).invalid_reasons(), ::testing::Contains(::testing::HasSubstr("no query answered")));
+}
+
 }  // namespace
 }  // namespace hetbench::server::coordinator_testing

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "absl/time/clock.h"
 #include "agent/serving/batching_server.h"
@@ -99,6 +101,88 @@ TEST(IssuerTest, AQueryNeverAnsweredIsCountedAndALateAnswerIsHarmless) {
   EXPECT_GE(run.queries[3].latency_ns(), 0);
   ASSERT_TRUE(target.late_);
   target.late_(2);  // after RunOpenLoop returned: lands in state the callback owns
+}
+
+// Counts what it was given at once; cancels the run at query `cancel_at`.
+class CancellingTarget final : public ServingTarget {
+ public:
+  CancellingTarget(std::atomic<bool>* cancel, int64_t cancel_at) : cancel_(cancel), cancel_at_(cancel_at) {}
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    ++issued_;
+    if (index == cancel_at_) cancel_->store(true);
+    answered(index);
+  }
+  int64_t issued_ = 0;
+
+ private:
+  std::atomic<bool>* const cancel_;
+  const int64_t cancel_at_;
+};
+
+TEST(IssuerTest, ACancelStopsTheIssuingAndTheRunHoldsWhatWasIssued) {
+  std::atomic<bool> cancel{false};
+  std::atomic<int64_t> progress{0};
+  CancellingTarget target(&cancel, 9);
+  std::vector<int64_t> schedule(1000);
+  for (size_t i = 0; i < schedule.size(); ++i) schedule[i] = static_cast<int64_t>(i) * 10'000;  // 10 ms of queries
+  const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Seconds(5), absl::Microseconds(50), &cancel, &progress);
+  EXPECT_EQ(target.issued_, 10);
+  EXPECT_EQ(run.queries.size(), 10u);
+  EXPECT_EQ(run.unanswered, 0) << "queries never issued are not waited for";
+  EXPECT_EQ(progress.load(), 10);
+}
+
+// Answers from another thread after `service`; remembers how many queries it held at once.
+class ThreadedTarget final : public ServingTarget {
+ public:
+  explicit ThreadedTarget(absl::Duration service) : service_(service) {}
+  ~ThreadedTarget() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    const int now = ++outstanding_;
+    max_outstanding_ = std::max(max_outstanding_.load(), now);
+    threads_.emplace_back([this, index, answered] {
+      absl::SleepFor(service_);
+      --outstanding_;
+      answered(index);
+    });
+  }
+  std::atomic<int> outstanding_{0}, max_outstanding_{0};
+
+ private:
+  const absl::Duration service_;
+  std::vector<std::thread> threads_;
+};
+
+TEST(IssuerTest, SingleStreamHasOneQueryOutstandingAndRunsToBothMinimums) {
+  ThreadedTarget target(absl::Milliseconds(1));
+  ClosedLoopLimits limits;
+  limits.min_queries = 20;
+  limits.min_duration = absl::Milliseconds(100);
+  const OpenLoopRun run = RunClosedLoop(target, limits);
+  EXPECT_EQ(target.max_outstanding_.load(), 1);
+  EXPECT_EQ(run.unanswered, 0);
+  ASSERT_GE(run.queries.size(), 20u);
+  EXPECT_GE(run.queries.back().issued_ns, 100'000'000 - 2'000'000) << "the last query starts near the duration";
+  for (size_t i = 0; i < run.queries.size(); ++i) {
+    const QueryTimes& q = run.queries[i];
+    EXPECT_EQ(q.scheduled_ns, q.issued_ns) << "scheduled when issued";
+    EXPECT_GE(q.latency_ns(), 1'000'000) << i;
+    if (i > 0) EXPECT_GE(q.issued_ns, run.queries[i - 1].answered_ns) << "issued after the last answer";
+  }
+}
+
+TEST(IssuerTest, SingleStreamEndsAtAQueryNotAnsweredInItsTimeout) {
+  SilentTarget target;  // never answers query 2
+  ClosedLoopLimits limits;
+  limits.min_queries = 10;
+  limits.timeout = absl::Milliseconds(30);
+  const OpenLoopRun run = RunClosedLoop(target, limits);
+  ASSERT_EQ(run.queries.size(), 3u);
+  EXPECT_EQ(run.unanswered, 1);
+  EXPECT_EQ(run.queries[2].answered_ns, -1);
+  target.late_(2);  // lands nowhere
 }
 
 }  // namespace

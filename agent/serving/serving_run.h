@@ -1,0 +1,43 @@
+#pragma once
+/// A serving task from start to end, for any compute: warm-up, the
+/// scenario's issuer against a BatchingServer, then every answered query
+/// (its scheduled time on the task's axis and its latency from that time:
+/// the executor stores each as a SERVE sample) and the issuer's and
+/// batcher's figures in result.serving.
+/// The coordinator computes the percentiles and the verdict from the
+/// stored samples (common/serving_spec.h), never from this summary.
+///
+/// Threading: the task's thread; the batcher's workers run `compute`.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/serving/batching_server.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::agent {
+
+/// What the run shares with the task's other threads (the executor's TaskControl).
+struct ServingControl {
+  const std::atomic<bool>* cancel = nullptr;  // stops the issuing
+  std::atomic<int64_t>* issued = nullptr;     // progress: queries issued
+  std::atomic<int64_t>* total = nullptr;      // progress: queries the run will issue (single_stream: its minimum)
+  int64_t task_start_ns = 0;                  // the task's time axis (steady clock)
+};
+
+/// One answered query on the task's time axis.
+struct ServedQuery {
+  int64_t scheduled_ns = 0;
+  int64_t latency_ns = 0;
+};
+
+/// Runs spec.serving's scenario with a batcher of `max_batch` (the task's
+/// batch size). `what` names the compute for the result ("mlp on cpu0 ...").
+/// Appends every answered query to `answered`, in schedule order.
+void RunServing(const v1::JobSpec& spec, int max_batch, const BatchingServer::Compute& compute,
+                const std::string& what, const ServingControl& control, v1::TaskResult* result,
+                std::vector<ServedQuery>* answered);
+
+}  // namespace hetbench::agent

@@ -1,0 +1,62 @@
+#pragma once
+/// The `serving:` section of a job spec: its defaults, its checks, the
+/// queries a task runs, and the verdict on a finished serving run. The
+/// coordinator is the authority (it fills defaults and judges); the agent
+/// reads the same defaults; the CLI checks with it to fail fast.
+///
+/// The verdict follows MLPerf LoadGen's rules, with defaults small enough
+/// for seconds-long runs on a shared machine: a run is VALID when it lasted
+/// min_duration_seconds and min_queries, every query was answered, the
+/// reported percentile is within the latency bound at 99% confidence
+/// (early stopping: common/serving_stats.h), and the issue delay's p99
+/// stayed under max_issue_delay_share of the bound.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench {
+
+struct ServingLimits {
+  /// Queries one task may run: the agent keeps each query's times and the
+  /// coordinator every latency exactly (PhaseAccumulator::kServeExactLimit).
+  static constexpr int64_t kMaxQueries = 1'000'000;
+  static constexpr double kMaxQps = 1'000'000;
+  static constexpr double kMaxBoundMs = 3'600'000;
+  static constexpr int kMaxInstances = 64;
+};
+
+/// Whether the spec asks for a serving run (serving.scenario is set).
+bool IsServing(const v1::JobSpec& spec);
+
+/// Models that exist only to check the harness: "null" answers at once,
+/// "fixed-service" busy-waits serving.fixed_service_us per batch.
+const std::vector<std::string>& ServingCalibrationModels();
+bool IsServingCalibrationModel(const std::string& model);
+
+/// Fills the serving section's unset fields (a no-op without a scenario).
+void FillServingDefaults(v1::JobSpec* spec);
+
+/// Appends one line per bad serving field, naming it and the fix. Runs on
+/// the effective spec; also refuses what a serving run cannot be combined
+/// with (parallel, split, the layer profile, the Python executor, qsim) and
+/// the calibration models outside a serving run.
+void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems);
+
+/// The most queries a serving task may issue, which its sample buffer holds:
+/// `server`: the queries expected to cover both min_queries and
+/// min_duration_seconds at target_qps, with room for the Poisson draw's
+/// spread (x 5/4 + 64); `offline`: min_queries; `single_stream`: kMaxQueries.
+int64_t ServingQueryCapacity(const v1::JobSpec& spec);
+
+/// Fills the coordinator's figures of `run` (percentiles, the early-stopping
+/// estimate, queries over the bound) from `sorted_latencies` (every stored
+/// SERVE sample, ascending; empty when they were not kept exactly) and the
+/// phase's stats, then sets the phase's validity and reasons, e.g. "needs at
+/// least 412 more queries for p99 at 99% confidence".
+void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_latencies, v1::ServingRun* run,
+                  v1::PhaseResult* phase, const v1::Calibration* calibration = nullptr);
+
+}  // namespace hetbench

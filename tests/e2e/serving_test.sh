@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Serving runs with the real binaries on loopback: the harness alone (the
+# null model) in the server scenario, mlp on cpu0 in the server scenario
+# with a sweep of the batcher's largest batch, and single_stream; the
+# report's serving table, -o json against the report schema, and bad input
+# refused before anything runs. Latency figures are printed, not judged
+# (a threshold would make the test depend on the machine's load): what is
+# asserted is what must hold on any machine (counts, order, the seeded
+# schedule's query count, the verdict's fields).
+# Usage: serving_test.sh SERVER AGENT CLI SCHEMA
+set -euo pipefail
+SERVER=$1 AGENT=$2 CLI=$3 SCHEMA=$4
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "serving"
+start_coordinator "$SERVER" "$CLI"
+"$AGENT" --agent-id srv --threads 1 --qpu-sim off --python-runner off --calibration off >>"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+wait_for 60 agent_connected "$CLI" srv || fail "agent did not connect"
+
+# ---- bad input: refused at submit, nothing stored
+expect_refused() {  # expect_refused WHAT -- SUBMIT_FLAGS...
+  local what=$1; shift 2
+  if "$CLI" submit "$@" >"$WORK/bad.out" 2>&1; then fail "accepted: $*"; fi
+  grep -qF -- "$what" "$WORK/bad.out" || fail "the error for '$*' does not say '$what': $(cat "$WORK/bad.out")"
+}
+expect_refused "serving.target_qps = 0: must be a finite number" -- -m mlp --serve server --latency-bound-ms 50
+expect_refused "serving.target_qps = nan" -- -m mlp --serve server --qps nan --latency-bound-ms 50
+expect_refused "serving.latency_bound_ms = 0: must be in (0, 3600000] for scenario server" -- -m mlp --serve server --qps 10
+expect_refused "serving.scenario = \"burst\": unknown" -- -m mlp --serve burst
+expect_refused "models[0] = \"null\": a serving calibration model" -- -m null
+[[ $("$CLI" get jobs -o json | jq '.jobs | length') == 0 ]] || fail "a refused spec left a job behind"
+
+# ---- the harness alone: the null model at 2,000 queries/s, 1 s
+job=$("$CLI" submit -m null -b 8 --serve server --qps 2000 --latency-bound-ms 10 --serve-duration 1 \
+  --serve-min-queries 1000) || fail "submit null failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/null.json"
+[[ $(jq -r '.state' "$WORK/null.json") == JOB_STATE_SUCCEEDED ]] || fail "the null run did not succeed: $(jq -c '.tasks[0].error' "$WORK/null.json")"
+n=$(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/null.json")
+(( n >= 2000 - 300 && n <= 2000 + 400 )) || fail "the null run answered $n queries, not ~2000 (1 s at 2000/s)"
+[[ $(jq -r '.tasks[0].result.phases[0].stats.count' "$WORK/null.json") == "$n" ]] || fail "not every query is a stored sample"
+[[ $(jq -r '.tasks[0].result.serving.compute' "$WORK/null.json") == null* ]] || fail "the null run does not say what answered"
+echo "serving: null model at 2000/s: $(jq -c '.tasks[0].result.serving | {achieved_qps, issue_delay_p99_ns, latency_p99_ns, early_stopping_ns}' "$WORK/null.json"); valid $(jq -c '.tasks[0].result.phases[0] | [.valid, .invalid_reasons]' "$WORK/null.json")"
+
+# ---- mlp on cpu0, server scenario, the batcher's largest batch swept (1 and 8)
+job=$("$CLI" submit -m mlp -b 1,8 -t cpu --serve server --qps 200 --latency-bound-ms 100 --serve-duration 1 \
+  --serve-min-queries 200) || fail "submit mlp failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/mlp.json"
+[[ $(jq -r '.state' "$WORK/mlp.json") == JOB_STATE_SUCCEEDED ]] || fail "the mlp run did not succeed: $(jq -c '[.tasks[].error]' "$WORK/mlp.json")"
+for t in 0 1; do
+  s=".tasks[$t].result.serving"
+  [[ $(jq -r "$s.scenario" "$WORK/mlp.json") == server ]] || fail "task $t: no server scenario"
+  [[ $(jq -r "$s.exact" "$WORK/mlp.json") == true ]] || fail "task $t: percentiles not exact"
+  p50=$(jq -r "$s.latency_p50_ns" "$WORK/mlp.json"); p99=$(jq -r "$s.latency_p99_ns" "$WORK/mlp.json")
+  (( p50 > 0 && p50 <= p99 )) || fail "task $t: p50 $p50 ns, p99 $p99 ns"
+  mb=$(jq -r "$s.mean_batch" "$WORK/mlp.json"); max=$(jq -r ".tasks[$t].batch_size" "$WORK/mlp.json")
+  awk -v m="$mb" -v x="$max" 'BEGIN{exit !(m >= 1 && m <= x)}' || fail "task $t: mean batch $mb outside [1, $max]"
+  [[ $(jq -r "$s.compute" "$WORK/mlp.json") == "mlp on cpu0 (LibTorch, eval mode, no autograd)" ]] \
+    || fail "task $t: compute $(jq -r "$s.compute" "$WORK/mlp.json")"
+done
+/usr/bin/python3 "$(dirname "$0")/validate_json.py" "$SCHEMA" "$WORK/mlp.json" || fail "get job -o json does not match $SCHEMA"
+"$CLI" report "$job" >"$WORK/report.txt" || fail "report failed"
+grep -q "^Serving (latency from each query's scheduled time" "$WORK/report.txt" || fail "no serving table in the report"
+grep -q "served by mlp on cpu0" "$WORK/report.txt" || fail "no serving footer in the report"
+sed -n '/^Serving/,/^$/p' "$WORK/report.txt"
+
+# ---- single_stream: one query at a time, the next when the last is answered
+job=$("$CLI" submit -m mlp -b 4 --serve single_stream --serve-duration 0.5 --serve-min-queries 100) \
+  || fail "submit single_stream failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/single.json"
+[[ $(jq -r '.state' "$WORK/single.json") == JOB_STATE_SUCCEEDED ]] || fail "single_stream did not succeed"
+[[ $(jq -r '.tasks[0].result.serving.mean_batch' "$WORK/single.json") == 1 ]] || fail "single_stream batched queries"
+(( $(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/single.json") >= 100 )) || fail "single_stream ran under its minimum"
+echo "serving: single_stream p90 $(jq -r '.tasks[0].result.serving.latency_p90_ns' "$WORK/single.json") ns, estimate $(jq -r '.tasks[0].result.serving.early_stopping_ns' "$WORK/single.json") ns"
+ok=1
