@@ -1,6 +1,7 @@
 // How honest is `hetbench compare` on this machine? Runs one job's task
 // (mlp by default) many times through the agent's real executor and compares
-// runs two by two with the CLI's method (report/compare.cc):
+// runs two by two with the CLI's method (report/compare.cc: ComparePhase, so a
+// side the coordinator's rules judge INVALID gives no verdict, as in the CLI):
 //  - A/A: two runs of the same task. Any "slower"/"faster" is a false alarm;
 //  - A/B: a normal run against one slowed by --slowdown (5%): each step of
 //    the slowed run spins that fraction of its own time more, inside the timed
@@ -27,6 +28,7 @@
 #include "report/compare.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
+#include "common/stats.h"
 
 namespace hetbench {
 namespace {
@@ -76,7 +78,22 @@ class SlowedWorkload final : public agent::Workload {
 
 struct Run {
   std::vector<double> train, infer;  // ns per sample, per step
+  v1::Task task;                     // its phases judged as the coordinator judges them
 };
+
+// The phase's stats and verdict from its steps, as the coordinator makes them
+// (ComputeTimingStats, JudgeValidity), so the comparison sees what the CLI sees.
+void Judge(const v1::JobSpec& spec, const v1::TaskResult& r, v1::Phase phase, const std::vector<StepSample>& steps,
+           int64_t bs, v1::Task* task) {
+  if (steps.empty()) return;
+  v1::PhaseResult* p = task->mutable_result()->add_phases();
+  p->set_phase(phase);
+  *p->mutable_stats() = ComputeTimingStats(steps);
+  const int64_t expected = phase == v1::PHASE_TRAIN
+                               ? r.min_train_steps()
+                               : ExpectedInferenceBatches(spec, static_cast<int>(bs), r.dataset_test_size());
+  JudgeValidity(spec, expected, p, &r.calibration());
+}
 
 Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string& model, int64_t steps, int64_t bs,
             int64_t infer_batches) {
@@ -100,12 +117,18 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
     std::fprintf(stderr, "executor: %s\n", r.status().ToString().c_str());
     return out;
   }
+  std::vector<StepSample> train, infer;
   for (size_t i = 0; i < control.samples.published(); ++i) {
     const auto& rec = control.samples.at(i);
     if (rec.items <= 0) continue;
     const double per_sample = static_cast<double>(rec.duration_ns) / rec.items;
-    (rec.phase == v1::PHASE_TRAIN ? out.train : out.infer).push_back(per_sample);
+    const bool is_train = rec.phase == v1::PHASE_TRAIN;
+    (is_train ? out.train : out.infer).push_back(per_sample);
+    (is_train ? train : infer).push_back({rec.start_ns, rec.duration_ns, rec.items});
   }
+  out.task.set_state(v1::TASK_STATE_SUCCEEDED);
+  Judge(a.spec(), *r, v1::PHASE_TRAIN, train, bs, &out.task);
+  Judge(a.spec(), *r, v1::PHASE_INFER, infer, bs, &out.task);
   return out;
 }
 
@@ -154,7 +177,7 @@ int main(int argc, char** argv) {
               model.c_str(), static_cast<long>(bs), static_cast<long>(steps), static_cast<long>(infer_batches),
               threshold, slowdown);
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
-  int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0;
+  int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   for (int kind = 0; kind < 2; ++kind) {
     for (int p = 0; p < pairs; ++p) {
       Run a, b;
@@ -167,25 +190,31 @@ int main(int argc, char** argv) {
         a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
       }
       for (int phase = 0; phase < 2; ++phase) {
-        const report::StepComparison c =
-            report::CompareSteps(phase == 0 ? a.train : a.infer, phase == 0 ? b.train : b.infer, threshold);
+        // As the CLI compares: an INVALID side (too noisy, too short) gives no verdict.
+        const report::StepComparison c = report::ComparePhase(
+            a.task, b.task, phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER, phase == 0 ? a.train : a.infer,
+            phase == 0 ? b.train : b.infer, threshold, /*compare_anyway=*/false);
         if (c.verdict == "too few steps") continue;
         if (kind == 0) {
           ++aa_tests;
-          aa_alarms += c.verdict != "no change";
+          aa_alarms += report::IsChange(c) ? 1 : 0;
+          aa_withheld += c.invalid.empty() ? 0 : 1;
         } else {
           ++ab_tests;
-          ab_detected += c.verdict == "slower";
+          ab_detected += report::IsChange(c) && c.verdict == "slower" ? 1 : 0;
+          ab_withheld += c.invalid.empty() ? 0 : 1;
         }
-        std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %-10s\n", kind == 0 ? "A/A" : "A/B", p,
+        std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s\n", kind == 0 ? "A/A" : "A/B", p,
                     phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str());
         std::fflush(stdout);
       }
     }
   }
-  std::printf("RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f ab_comparisons=%d "
-              "ab_detected=%d ab_detection_rate=%.3f slowdown=%.3g threshold=%.3g\n",
-              aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, ab_tests, ab_detected,
-              ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, slowdown, threshold);
+  // A withheld verdict ("not comparable": a side INVALID) is neither an alarm nor a detection.
+  std::printf("RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
+              "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g\n",
+              aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
+              ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown,
+              threshold);
   return 0;
 }

@@ -472,10 +472,12 @@ void CheckSplit(const v1::JobSpec& spec, int64_t* ranks_per_combination, Problem
 // The number of tasks the spec expands to.
 void CheckTaskCount(const v1::JobSpec& spec, int64_t ranks_per_combination, Problems& bad) {
   const v1::ParallelSpec& par = spec.parallel();
+  const int64_t rates = std::max(spec.serving().qps_sweep_size(), 1);
   const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() *
-                        std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1);
+                        std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1) * rates;
   if (tasks > SpecLimits::kMaxTasks) {
     bad(par.devices_size() > 0 ? "models x targets x batch_sizes x sum(parallel.devices)"
+        : rates > 1            ? "models x targets x batch_sizes x serving.qps_sweep"
                                : "models x targets x batch_sizes",
         " = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
   }

@@ -5,15 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/names.h"
 #include "common/serving_stats.h"
 
 namespace hetbench {
 
 namespace {
 
-constexpr const char* kScenarios = "server, single_stream or offline";
+constexpr const char* kScenarios = "server, single_stream, offline or peak";
 
-bool IsScenario(const std::string& s) { return s == "server" || s == "single_stream" || s == "offline"; }
+bool IsScenario(const std::string& s) {
+  return s == "server" || s == "single_stream" || s == "offline" || s == "peak";
+}
+
+// The scenarios whose issuer follows a schedule without waiting for answers.
+bool IsOpenLoop(const std::string& s) { return s == "server" || s == "peak"; }
 
 // "%g" of a number the user gave, so an error shows what was read.
 std::string Shown(double v) { return absl::StrFormat("%g", v); }
@@ -37,13 +43,78 @@ bool IsServingCalibrationModel(const std::string& model) {
 void FillServingDefaults(v1::JobSpec* spec) {
   if (!IsServing(*spec)) return;
   v1::ServingSpec* s = spec->mutable_serving();
-  if (!s->has_percentile()) s->set_percentile(s->scenario() == "server" ? 99.0 : 90.0);
+  if (!s->has_percentile()) s->set_percentile(IsOpenLoop(s->scenario()) ? 99.0 : 90.0);
   if (!s->has_min_duration_seconds()) s->set_min_duration_seconds(2.0);
   if (!s->has_min_queries()) s->set_min_queries(1024);
   if (!s->has_max_queue_delay_ms()) s->set_max_queue_delay_ms(1.0);
   if (!s->has_instances()) s->set_instances(1);
   if (!s->has_max_issue_delay_share()) s->set_max_issue_delay_share(0.1);
   if (!s->has_warmup_batches()) s->set_warmup_batches(8);
+  if (s->scenario() == "peak") {
+    if (!s->has_peak_precision()) s->set_peak_precision(0.1);
+    if (!s->has_peak_max_runs()) s->set_peak_max_runs(12);
+  }
+}
+
+// The rates and the bound: target_qps or qps_sweep, a peak search's settings,
+// and what a closed-loop or offline scenario must leave out.
+void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* problems) {
+  auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
+  const std::string& scenario = s.scenario();
+  if (s.qps_sweep_size() > 0 && scenario != "server") {
+    bad("serving.qps_sweep: only for scenario server (a task per rate); remove it");
+  } else if (s.qps_sweep_size() > 64) {
+    bad("serving.qps_sweep: ", s.qps_sweep_size(), " rates: at most 64");
+  } else if (s.qps_sweep_size() > 0) {
+    if (s.target_qps() != 0) {
+      bad("serving.target_qps = ", Shown(s.target_qps()), " and serving.qps_sweep: both set; list every rate under qps_sweep");
+    }
+    for (int i = 0; i < s.qps_sweep_size(); ++i) {
+      const double q = s.qps_sweep(i);
+      if (!(q > 0 && q <= ServingLimits::kMaxQps)) {
+        bad("serving.qps_sweep[", i, "] = ", Shown(q), ": must be a finite number in (0, ",
+            static_cast<int64_t>(ServingLimits::kMaxQps), "]");
+      } else if (s.min_duration_seconds() > 0 && q * s.min_duration_seconds() > static_cast<double>(ServingLimits::kMaxQueries)) {
+        bad("serving.qps_sweep[", i, "] x min_duration_seconds = ", absl::StrFormat("%.0f", q * s.min_duration_seconds()),
+            " queries: at most ", ServingLimits::kMaxQueries, " per task; lower either");
+      }
+    }
+  }
+  if (scenario == "peak") {
+    if (!(s.peak_precision() > 0 && s.peak_precision() <= 1)) {
+      bad("serving.peak_precision = ", Shown(s.peak_precision()), ": must be in (0, 1], e.g. 0.1");
+    }
+    if (s.peak_max_runs() < 1 || s.peak_max_runs() > 64) {
+      bad("serving.peak_max_runs = ", s.peak_max_runs(), ": must be in [1, 64]");
+    }
+  } else if (s.has_peak_precision() || s.has_peak_max_runs()) {
+    bad("serving.peak_precision and peak_max_runs: only for scenario peak; remove them");
+  }
+  if (IsOpenLoop(scenario)) {
+    if (s.qps_sweep_size() == 0 && !(s.target_qps() > 0 && s.target_qps() <= ServingLimits::kMaxQps)) {
+      bad("serving.target_qps = ", Shown(s.target_qps()), ": must be a finite number in (0, ",
+          static_cast<int64_t>(ServingLimits::kMaxQps), "] for scenario ", scenario,
+          scenario == "peak" ? " (the search's first rate), e.g. 100" : ", e.g. 100 (or give serving.qps_sweep)");
+    }
+    if (!(s.latency_bound_ms() > 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
+      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in (0, ",
+          static_cast<int64_t>(ServingLimits::kMaxBoundMs), "] for scenario ", scenario,
+          ": the bound the reported percentile must meet, e.g. 50");
+    }
+  } else {
+    if (s.target_qps() != 0) {
+      bad("serving.target_qps = ", Shown(s.target_qps()), ": not used by scenario ", scenario,
+          scenario == "offline" ? " (every query is issued at once)" : " (the next query goes when the last is answered)",
+          "; remove it");
+    }
+    if (scenario == "offline" && s.latency_bound_ms() != 0) {
+      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()),
+          ": not used by scenario offline (it counts throughput); remove it");
+    } else if (!(s.latency_bound_ms() >= 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
+      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in [0, ", static_cast<int64_t>(ServingLimits::kMaxBoundMs),
+          "] (0 = no bound)");
+    }
+  }
 }
 
 void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
@@ -78,33 +149,11 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
     return;
   }
   if (!IsScenario(s.scenario())) {
-    bad("serving.scenario = \"", s.scenario().substr(0, 32), "\": unknown; use ", kScenarios);
+    bad("serving.scenario = ", QuotedInput(s.scenario()), ": unknown; use ", kScenarios);
     return;
   }
   const std::string& scenario = s.scenario();
-  if (scenario == "server") {
-    if (!(s.target_qps() > 0 && s.target_qps() <= ServingLimits::kMaxQps)) {
-      bad("serving.target_qps = ", Shown(s.target_qps()), ": must be a finite number in (0, ", static_cast<int64_t>(ServingLimits::kMaxQps),
-          "] for scenario server, e.g. 100");
-    }
-    if (!(s.latency_bound_ms() > 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
-      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in (0, ", static_cast<int64_t>(ServingLimits::kMaxBoundMs),
-          "] for scenario server: the bound the reported percentile must meet, e.g. 50");
-    }
-  } else {
-    if (s.target_qps() != 0) {
-      bad("serving.target_qps = ", Shown(s.target_qps()), ": not used by scenario ", scenario,
-          scenario == "offline" ? " (every query is issued at once)" : " (the next query goes when the last is answered)",
-          "; remove it");
-    }
-    if (scenario == "offline" && s.latency_bound_ms() != 0) {
-      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()),
-          ": not used by scenario offline (it counts throughput); remove it");
-    } else if (!(s.latency_bound_ms() >= 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
-      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in [0, ", static_cast<int64_t>(ServingLimits::kMaxBoundMs),
-          "] (0 = no bound)");
-    }
-  }
+  CheckRatesAndBound(s, problems);
   if (!(s.percentile() > 0 && s.percentile() < 100)) {
     bad("serving.percentile = ", Shown(s.percentile()), ": must be in (0, 100), e.g. 99");
   }
@@ -126,7 +175,7 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   if (s.warmup_batches() < 0 || s.warmup_batches() > 10000) {
     bad("serving.warmup_batches = ", s.warmup_batches(), ": must be in [0, 10000]");
   }
-  if (scenario == "server" && s.target_qps() > 0 && s.min_duration_seconds() > 0 &&
+  if (IsOpenLoop(scenario) && s.target_qps() > 0 && s.min_duration_seconds() > 0 &&
       s.target_qps() * s.min_duration_seconds() > static_cast<double>(ServingLimits::kMaxQueries)) {
     bad("serving: target_qps x min_duration_seconds = ", absl::StrFormat("%.0f", s.target_qps() * s.min_duration_seconds()),
         " queries: at most ", ServingLimits::kMaxQueries, " per task; lower either");
@@ -145,15 +194,27 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   }
 }
 
-int64_t ServingQueryCapacity(const v1::JobSpec& spec) {
+int64_t ServingQueryCapacity(const v1::JobSpec& spec, double qps) {
   const v1::ServingSpec& s = spec.serving();
   if (s.scenario() == "offline") return std::clamp<int64_t>(s.min_queries(), 1, ServingLimits::kMaxQueries);
   if (s.scenario() == "server") {
-    const double by_time = std::ceil(s.target_qps() * s.min_duration_seconds());
+    const double by_time = std::ceil(qps * s.min_duration_seconds());
     const double n = std::max(by_time, static_cast<double>(s.min_queries())) * 1.25 + 64;
     return std::clamp<int64_t>(static_cast<int64_t>(std::min(n, 1e12)), 1, ServingLimits::kMaxQueries);
   }
   return ServingLimits::kMaxQueries;
+}
+
+double ServingMaxQps(const v1::JobSpec& spec) {
+  const double seconds = std::max(spec.serving().min_duration_seconds(), 1e-3);
+  return std::min(ServingLimits::kMaxQps, static_cast<double>(ServingLimits::kMaxQueries - 64) / (1.25 * seconds));
+}
+
+std::vector<double> ServingRates(const v1::JobSpec& spec) {
+  const v1::ServingSpec& s = spec.serving();
+  if (s.scenario() == "server" && s.qps_sweep_size() > 0) return {s.qps_sweep().begin(), s.qps_sweep().end()};
+  if (s.scenario() == "server" || s.scenario() == "peak") return {s.target_qps()};
+  return {0.0};
 }
 
 void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_latencies, v1::ServingRun* run,
@@ -179,6 +240,8 @@ void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_la
   if (stats.window_seconds() > 0) {
     run->set_samples_per_second(static_cast<double>(stats.items()) / stats.window_seconds());
   }
+  // Queries overlap: the phase's rate is over its window, not items over the summed latencies.
+  phase->mutable_stats()->set_samples_per_second(run->samples_per_second());
 
   phase->clear_invalid_reasons();
   auto reason = [phase](auto... parts) { phase->add_invalid_reasons(absl::StrCat(parts...)); };
@@ -220,7 +283,7 @@ void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_la
     reason("needs at least ", EarlyStop(0, 0, p).min_queries - n, " more queries for an early-stopping estimate of ",
            pname);
   }
-  if (s.scenario() == "server" && bound_ns > 0 &&
+  if (IsOpenLoop(s.scenario()) && bound_ns > 0 &&
       static_cast<double>(run->issue_delay_p99_ns()) > s.max_issue_delay_share() * static_cast<double>(bound_ns)) {
     reason(absl::StrFormat(
         "the load generator could not keep up: issue delay p99 %.1f us > serving.max_issue_delay_share = %g of the "

@@ -45,11 +45,20 @@ void FillServingDefaults(v1::JobSpec* spec);
 /// the calibration models outside a serving run.
 void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems);
 
-/// The most queries a serving task may issue, which its sample buffer holds:
-/// `server`: the queries expected to cover both min_queries and
-/// min_duration_seconds at target_qps, with room for the Poisson draw's
-/// spread (x 5/4 + 64); `offline`: min_queries; `single_stream`: kMaxQueries.
-int64_t ServingQueryCapacity(const v1::JobSpec& spec);
+/// The most queries a serving run may issue, which its sample buffer holds:
+/// `server` at `qps`: the queries expected to cover both min_queries and
+/// min_duration_seconds, with room for the Poisson draw's spread (x 5/4 +
+/// 64); `offline`: min_queries; `single_stream` and `peak` (its final rate
+/// is found in the run): kMaxQueries.
+int64_t ServingQueryCapacity(const v1::JobSpec& spec, double qps);
+
+/// The highest rate one run may ask for: kMaxQps, or less where its
+/// capacity at min_duration_seconds would exceed kMaxQueries.
+double ServingMaxQps(const v1::JobSpec& spec);
+
+/// The rates of a job's serving tasks, one task each: serving.qps_sweep,
+/// else serving.target_qps (0 for the scenarios without a rate).
+std::vector<double> ServingRates(const v1::JobSpec& spec);
 
 /// Fills the coordinator's figures of `run` (percentiles, the early-stopping
 /// estimate, queries over the bound) from `sorted_latencies` (every stored

@@ -3,90 +3,26 @@
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
 #include "common/names.h"
+#include "common/yaml_fields.h"
 
 namespace hetbench {
 namespace {
 
-std::string Where(const YAML::Node& n, const std::string& path) {
-  return absl::StrCat(path, " (line ", n.Mark().line + 1, ")");
-}
-
-// Converts a scalar, turning yaml-cpp's exception into a message that names the field.
-template <typename T>
-absl::StatusOr<T> As(const YAML::Node& n, const std::string& path, const char* type_name) {
-  if (!n.IsScalar()) return absl::InvalidArgumentError(absl::StrCat(Where(n, path), ": expected ", type_name));
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(n, path), ": '", n.Scalar(), "' is not ", type_name));
-  }
-}
-
-// A model name. YAML reads `null` (and `~`) as no value, so the serving
-// calibration model must be quoted; the error says so.
-absl::StatusOr<std::string> ModelName(const YAML::Node& n, const std::string& path) {
-  if (n.IsNull()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(n, path), ": no model name (YAML reads null as no value); for the serving calibration model write \"null\" "
-                        "in quotes"));
-  }
-  return As<std::string>(n, path, "a model name");
-}
-
-// A key given twice is refused: yaml-cpp keeps both and lookups see the
-// first, so `model: mlp` then `model: cnn` would silently run mlp.
-absl::Status CheckUniqueKeys(const YAML::Node& map, const std::string& path) {
-  std::map<std::string, int> first_line;
-  for (const auto& kv : map) {
-    if (!kv.first.IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? "key" : path + ".key"),
-                                                     ": a key must be a plain name"));
-    }
-    const std::string key = kv.first.Scalar();
-    auto [it, inserted] = first_line.emplace(key, kv.first.Mark().line + 1);
-    if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? key : path + "." + key),
-                                                     ": duplicate key, first given on line ", it->second,
-                                                     "; keep one"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& known) {
-  if (!map.IsMap()) return absl::InvalidArgumentError(absl::StrCat(Where(map, path), ": expected a mapping"));
-  if (auto s = CheckUniqueKeys(map, path); !s.ok()) return s;
-  for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
-    if (known.count(key) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? key : path + "." + key),
-                                                     ": unknown field; known fields: ", absl::StrJoin(known, ", ")));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Lists are counted before their entries are read, so a huge list costs
-// nothing but its parse.
-absl::Status CheckCount(const YAML::Node& seq, const std::string& path, size_t max) {
-  if (seq.size() <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(seq, path), ": ", seq.size(), " entries: at most ", max, " allowed; split the job"));
-}
-
-#define HB_ASSIGN(lhs, expr)          \
-  do {                                \
-    auto _v = (expr);                 \
-    if (!_v.ok()) return _v.status(); \
-    lhs(*_v);                         \
-  } while (0)
+using yaml::As;
+using yaml::CheckCount;
+using yaml::CheckKeys;
+using yaml::CheckUniqueKeys;
+using yaml::ModelName;
+using yaml::Where;
 
 absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::TargetSelector* t) {
   if (n.IsScalar()) {  // shorthand: targets: [cpu, gpu]
@@ -266,6 +202,10 @@ absl::Status ParseBatchSizes(const YAML::Node& b, v1::JobSpec& spec) {
 // The spec's "targets" section.
 absl::Status ParseTargets(const YAML::Node& t, v1::JobSpec& spec) {
   if (!t.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(Where(t, "targets"), ": expected a list"));
+  if (t.size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(t, "targets"), ": empty: give at least one, e.g. [cpu], or leave targets out for any CPU"));
+  }
   if (auto s = CheckCount(t, "targets", SpecLimits::kMaxTargets); !s.ok()) return s;
   for (size_t i = 0; i < t.size(); ++i) {
     if (auto s = ParseTarget(t[i], absl::StrCat("targets[", i, "]"), spec.add_targets()); !s.ok()) return s;
@@ -311,7 +251,7 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
   if (auto s = CheckKeys(sv, "serving",
                          {"scenario", "target_qps", "latency_bound_ms", "percentile", "min_duration_seconds",
                           "min_queries", "max_queue_delay_ms", "instances", "max_issue_delay_share", "warmup_batches",
-                          "fixed_service_us"});
+                          "fixed_service_us", "qps_sweep", "peak_precision", "peak_max_runs"});
       !s.ok()) {
     return s;
   }
@@ -324,7 +264,8 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
       {"min_duration_seconds", &v1::ServingSpec::set_min_duration_seconds},
       {"max_queue_delay_ms", &v1::ServingSpec::set_max_queue_delay_ms},
       {"max_issue_delay_share", &v1::ServingSpec::set_max_issue_delay_share},
-      {"fixed_service_us", &v1::ServingSpec::set_fixed_service_us}};
+      {"fixed_service_us", &v1::ServingSpec::set_fixed_service_us},
+      {"peak_precision", &v1::ServingSpec::set_peak_precision}};
   for (const auto& [key, set] : numbers) {
     if (!sv[key]) continue;
     auto v = As<double>(sv[key], absl::StrCat("serving.", key), "a number");
@@ -333,6 +274,18 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
   }
   if (sv["min_queries"]) HB_ASSIGN(o->set_min_queries, As<int64_t>(sv["min_queries"], "serving.min_queries", "an integer"));
   if (sv["instances"]) HB_ASSIGN(o->set_instances, As<int32_t>(sv["instances"], "serving.instances", "an integer"));
+  if (sv["peak_max_runs"]) {
+    HB_ASSIGN(o->set_peak_max_runs, As<int32_t>(sv["peak_max_runs"], "serving.peak_max_runs", "an integer"));
+  }
+  if (const YAML::Node rates = sv["qps_sweep"]) {
+    if (!rates.IsSequence()) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(rates, "serving.qps_sweep"), ": expected a list like [100, 200, 400]"));
+    }
+    if (auto s = CheckCount(rates, "serving.qps_sweep", 64); !s.ok()) return s;
+    for (size_t i = 0; i < rates.size(); ++i) {
+      HB_ASSIGN(o->add_qps_sweep, As<double>(rates[i], absl::StrCat("serving.qps_sweep[", i, "]"), "a number"));
+    }
+  }
   if (sv["warmup_batches"]) {
     HB_ASSIGN(o->set_warmup_batches, As<int32_t>(sv["warmup_batches"], "serving.warmup_batches", "an integer"));
   }
@@ -428,8 +381,6 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   return spec;
 }
 
-#undef HB_ASSIGN
-
 // The serving section, when the spec has one.
 void EmitServing(const v1::JobSpec& spec, YAML::Emitter& out) {
   if (!spec.has_serving() || spec.serving().ByteSizeLong() == 0) return;
@@ -450,6 +401,13 @@ void EmitServing(const v1::JobSpec& spec, YAML::Emitter& out) {
   }
   if (sv.has_warmup_batches()) out << YAML::Key << "warmup_batches" << YAML::Value << sv.warmup_batches();
   if (sv.fixed_service_us() != 0) out << YAML::Key << "fixed_service_us" << YAML::Value << sv.fixed_service_us();
+  if (sv.qps_sweep_size() > 0) {
+    out << YAML::Key << "qps_sweep" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double q : sv.qps_sweep()) out << q;
+    out << YAML::EndSeq;
+  }
+  if (sv.has_peak_precision()) out << YAML::Key << "peak_precision" << YAML::Value << sv.peak_precision();
+  if (sv.has_peak_max_runs()) out << YAML::Key << "peak_max_runs" << YAML::Value << sv.peak_max_runs();
   out << YAML::EndMap;
 }
 

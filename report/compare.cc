@@ -155,9 +155,15 @@ namespace {
 
 std::string PairKey(const v1::Job& job, const v1::Task& t) {
   const v1::RunEnvironment& e = t.result().environment();
+  // A serving task pairs with one of the same scenario and rate (a peak search's rate is its result).
+  const v1::ServingRun& sv = t.result().serving();
+  const std::string serving = sv.scenario().empty() ? ""
+                              : sv.scenario() == "server"
+                                  ? absl::StrFormat(", serving server at %g q/s", sv.target_qps())
+                                  : absl::StrCat(", serving ", sv.scenario());
   return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
                       e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
-                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(),
+                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(), serving,
                       e.simulated() ? ", SIMULATED" : "");
 }
 

@@ -59,8 +59,12 @@ bool IsChange(const StepComparison& c);
 /// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
-/// Per-step time per sample (duration / items) of one phase's batches.
+/// Per-step time per sample (duration / items) of one phase's batches; a
+/// serve phase's are its queries' latencies (one sample each).
 std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase);
+
+/// The phases compare pairs, in order (serve: latency per query).
+inline constexpr v1::Phase kComparedPhases[] = {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE};
 
 struct TaskPair {
   const v1::Task* a = nullptr;

@@ -31,7 +31,10 @@ absl::Status TorchFailure(const v1::Assign& task, const std::string& model, cons
 
 size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
-  if (IsServing(spec)) return static_cast<size_t>(ServingQueryCapacity(spec) + 16);
+  if (IsServing(spec)) {
+    const double qps = task.target_qps() > 0 ? task.target_qps() : spec.serving().target_qps();
+    return static_cast<size_t>(ServingQueryCapacity(spec, qps) + 16);
+  }
   const int64_t bs = std::max(task.batch_size(), 1);
   const int64_t test_rows = std::max<int64_t>(kFashionMnistTestSize, spec.qpu().circuits());
   const int64_t test_batches = (test_rows + bs - 1) / bs;

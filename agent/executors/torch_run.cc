@@ -532,7 +532,8 @@ absl::Status TorchRun::Serve() {
   control_->phase = v1::PHASE_SERVE;
   const ServingControl shared{&control_->cancel, &control_->step, &control_->total_steps, control_->task_start_ns};
   std::vector<ServedQuery> answered;
-  RunServing(spec_, static_cast<int>(bs_), compute, what, shared, &result_, &answered);
+  const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
+  RunServing(spec_, qps, static_cast<int>(bs_), compute, what, shared, &result_, &answered);
   for (const ServedQuery& q : answered) {  // one SERVE sample per answered query
     if (!control_->samples.Push({q.scheduled_ns, q.latency_ns, 1, v1::PHASE_SERVE})) {
       return absl::InternalError(absl::StrCat("serving: the sample buffer holds ", control_->samples.capacity(),

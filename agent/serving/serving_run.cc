@@ -14,17 +14,16 @@ namespace hetbench::agent {
 
 namespace {
 
-// The server scenario's arrivals: a seeded Poisson schedule long enough for
-// both min_queries and min_duration_seconds (measured from the first
-// arrival), at most ServingLimits::kMaxQueries.
-std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec) {
+// The server scenario's arrivals at `qps`: a seeded Poisson schedule long
+// enough for both min_queries and min_duration_seconds (measured from the
+// first arrival), at most ServingQueryCapacity queries.
+std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
   const v1::ServingSpec& s = spec.serving();
   const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
   // Enough arrivals to cover the duration with room for the draw's spread,
   // then cut at the first point where both minimums hold.
-  const int64_t room = ServingQueryCapacity(spec);
-  std::vector<int64_t> schedule =
-      PoissonSchedule(spec.seed(), s.target_qps(), std::numeric_limits<int64_t>::max() / 4, room);
+  std::vector<int64_t> schedule = PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4,
+                                                  ServingQueryCapacity(spec, qps));
   for (size_t i = 0; i < schedule.size(); ++i) {
     if (static_cast<int64_t>(i + 1) >= s.min_queries() && schedule[i] - schedule.front() >= min_ns) {
       schedule.resize(i + 1);
@@ -39,16 +38,159 @@ int64_t Percentile(std::vector<int64_t> v, double p) {
   return NearestRank(v, p);
 }
 
+// One run of the scenario at `qps` against a fresh batcher.
+struct OneRun {
+  OpenLoopRun run;
+  std::vector<ServedBatch> batches;
+  double schedule_seconds = 0;
+};
+
+OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
+               const BatchingServer::Compute& compute, const ServingControl& control) {
+  const v1::ServingSpec& s = spec.serving();
+  const absl::Duration wait = absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms());  // answers after the last issue
+  OneRun one;
+  control.issued->store(0);
+  BatchingServer server(options, compute);
+  if (s.scenario() == "single_stream") {
+    ClosedLoopLimits limits;
+    limits.min_queries = s.min_queries();
+    limits.min_duration = absl::Seconds(s.min_duration_seconds());
+    limits.max_queries = ServingLimits::kMaxQueries;
+    limits.timeout = wait;
+    control.total->store(s.min_queries());
+    one.run = RunClosedLoop(server, limits, control.cancel, control.issued);
+    if (!one.run.queries.empty()) one.schedule_seconds = static_cast<double>(one.run.queries.back().scheduled_ns) * 1e-9;
+  } else {
+    const std::vector<int64_t> schedule =
+        s.scenario() == "offline" ? std::vector<int64_t>(static_cast<size_t>(ServingQueryCapacity(spec, qps)), 0)
+                                  : ServerSchedule(spec, qps);
+    if (!schedule.empty()) one.schedule_seconds = static_cast<double>(schedule.back()) * 1e-9;
+    control.total->store(static_cast<int64_t>(schedule.size()));
+    one.run = RunOpenLoop(schedule, server, wait, absl::Microseconds(50), control.cancel, control.issued);
+  }
+  one.batches = server.Batches();  // every batch: each is recorded before its answers
+  return one;
+}
+
+// The issuer's and batcher's figures of `one` into `out`, and its answered
+// queries (on the task's axis) into `answered`; the run's window on that axis.
+v1::PhaseWindow Summarize(const OneRun& one, int64_t task_start_ns, v1::ServingRun* out,
+                          std::vector<ServedQuery>* answered) {
+  const OpenLoopRun& run = one.run;
+  const int64_t origin = run.run_start_ns - task_start_ns;
+  std::vector<int64_t> delays;
+  delays.reserve(run.queries.size());
+  int64_t n = 0, first_scheduled = -1, last_answered = 0;
+  for (const QueryTimes& q : run.queries) {
+    delays.push_back(q.issue_delay_ns());
+    if (first_scheduled < 0) first_scheduled = q.scheduled_ns;
+    if (q.answered_ns < 0) continue;
+    ++n;
+    last_answered = std::max(last_answered, q.answered_ns);
+    answered->push_back({origin + q.scheduled_ns, q.latency_ns()});
+  }
+  out->set_queries_scheduled(static_cast<int64_t>(run.queries.size()));
+  out->set_queries_answered(n);
+  out->set_schedule_seconds(one.schedule_seconds);
+  if (n > 0 && last_answered > first_scheduled) {
+    out->set_achieved_qps(static_cast<double>(n) / (static_cast<double>(last_answered - first_scheduled) * 1e-9));
+  }
+  if (!delays.empty()) {
+    out->set_issue_delay_p50_ns(Percentile(delays, 50));
+    out->set_issue_delay_p99_ns(Percentile(delays, 99));
+    out->set_issue_delay_max_ns(*std::max_element(delays.begin(), delays.end()));
+  }
+  int64_t batched = 0;
+  for (const ServedBatch& b : one.batches) batched += b.size;
+  out->set_batches(static_cast<int64_t>(one.batches.size()));
+  if (!one.batches.empty()) out->set_mean_batch(static_cast<double>(batched) / static_cast<double>(one.batches.size()));
+  v1::PhaseWindow w;
+  w.set_phase(v1::PHASE_SERVE);
+  if (!run.queries.empty()) {
+    w.set_start_ns(origin + first_scheduled);
+    w.set_end_ns(origin + std::max(last_answered, run.queries.back().issued_ns));
+  }
+  return w;
+}
+
+// A peak search's run at `qps`, judged here by the coordinator's rules from
+// its own latencies (the final run is judged by the coordinator itself).
+v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
+                         const BatchingServer::Compute& compute, const ServingControl& control) {
+  const OneRun one = RunOnce(spec, qps, options, compute, control);
+  v1::ServingRun figures;
+  std::vector<ServedQuery> answered;
+  const v1::PhaseWindow w = Summarize(one, control.task_start_ns, &figures, &answered);
+  std::vector<int64_t> latencies;
+  latencies.reserve(answered.size());
+  for (const ServedQuery& q : answered) latencies.push_back(q.latency_ns);
+  std::sort(latencies.begin(), latencies.end());
+  v1::PhaseResult phase;
+  phase.set_phase(v1::PHASE_SERVE);
+  phase.mutable_stats()->set_count(static_cast<int64_t>(latencies.size()));
+  phase.mutable_stats()->set_items(static_cast<int64_t>(latencies.size()));
+  phase.mutable_stats()->set_window_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
+  JudgeServing(spec, latencies, &figures, &phase);
+  v1::ServingStep step;
+  step.set_qps(qps);
+  step.set_achieved_qps(figures.achieved_qps());
+  step.set_queries(figures.queries_answered());
+  step.set_latency_p50_ns(figures.latency_p50_ns());
+  step.set_latency_p99_ns(figures.latency_p99_ns());
+  step.set_latency_at_percentile_ns(figures.latency_at_percentile_ns());
+  step.set_valid(phase.valid());
+  *step.mutable_invalid_reasons() = phase.invalid_reasons();
+  return step;
+}
+
+// LoadGen's FindPeakPerformance, as runs on this device: from target_qps,
+// double while VALID (halve while INVALID) until a rate of each kind is
+// known, then bisect until the bracket is within peak_precision of the
+// highest VALID rate, at most peak_max_runs runs. Returns the rate of the
+// final run: the highest VALID one, else the lowest tried.
+double SearchPeak(const v1::JobSpec& spec, const BatchingOptions& options, const BatchingServer::Compute& compute,
+                  const ServingControl& control, v1::ServingRun* out) {
+  const v1::ServingSpec& s = spec.serving();
+  const double max_qps = ServingMaxQps(spec);
+  const double min_qps = 1.0 / s.min_duration_seconds();  // at least one query in the run's duration
+  double valid = 0, invalid = std::numeric_limits<double>::infinity(), lowest = s.target_qps();
+  double qps = std::min(s.target_qps(), max_qps);
+  for (int run = 0; run < s.peak_max_runs() && !control.cancel->load(); ++run) {
+    lowest = std::min(lowest, qps);
+    const v1::ServingStep step = PeakStep(spec, qps, options, compute, control);
+    *out->add_steps() = step;
+    if (step.valid()) {
+      valid = std::max(valid, qps);
+    } else {
+      invalid = std::min(invalid, qps);
+    }
+    double next;
+    if (valid == 0) {
+      next = qps / 2;
+      if (next < min_qps) break;  // nothing this slow meets the bound either
+    } else if (invalid == std::numeric_limits<double>::infinity()) {
+      if (qps >= max_qps) break;  // VALID at the highest rate a run may ask for
+      next = std::min(qps * 2, max_qps);
+    } else {
+      if (invalid - valid <= s.peak_precision() * valid) break;
+      next = (valid + invalid) / 2;
+    }
+    qps = next;
+  }
+  out->set_peak_qps(valid);
+  return valid > 0 ? valid : lowest;
+}
+
 }  // namespace
 
-void RunServing(const v1::JobSpec& spec, int max_batch, const BatchingServer::Compute& compute,
+void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
                 const std::string& what, const ServingControl& control, v1::TaskResult* result,
-                std::vector<ServedQuery>* answered_queries) {
+                std::vector<ServedQuery>* answered) {
   const v1::ServingSpec& s = spec.serving();
   max_batch = std::max(max_batch, 1);
   v1::ServingRun* out = result->mutable_serving();
   out->set_scenario(s.scenario());
-  out->set_target_qps(s.target_qps());
   out->set_max_batch(max_batch);
   out->set_instances(s.instances());
   // One query outstanding (single_stream) never fills a batch: no waiting for one.
@@ -65,75 +207,17 @@ void RunServing(const v1::JobSpec& spec, int max_batch, const BatchingServer::Co
   }
   result->set_warmup_seconds(static_cast<double>(SteadyNowNs() - warm_start) * 1e-9);
 
-  const auto bound = absl::Milliseconds(s.latency_bound_ms());
-  const absl::Duration wait = absl::Seconds(10) + 10 * bound;  // for answers after the last issue
   BatchingOptions options;
   options.max_batch = max_batch;
   options.max_queue_delay = absl::Milliseconds(queue_delay_ms);
   options.instances = s.instances();
-  control.issued->store(0);
-  OpenLoopRun run;
-  std::vector<ServedBatch> batches;
-  double schedule_seconds = 0;
-  {
-    BatchingServer server(options, compute);
-    if (s.scenario() == "single_stream") {
-      ClosedLoopLimits limits;
-      limits.min_queries = s.min_queries();
-      limits.min_duration = absl::Seconds(s.min_duration_seconds());
-      limits.max_queries = ServingLimits::kMaxQueries;
-      limits.timeout = wait;
-      control.total->store(s.min_queries());
-      run = RunClosedLoop(server, limits, control.cancel, control.issued);
-    } else {
-      const std::vector<int64_t> schedule = s.scenario() == "server"
-                                                ? ServerSchedule(spec)
-                                                : std::vector<int64_t>(static_cast<size_t>(ServingQueryCapacity(spec)), 0);
-      if (!schedule.empty()) schedule_seconds = static_cast<double>(schedule.back()) * 1e-9;
-      control.total->store(static_cast<int64_t>(schedule.size()));
-      run = RunOpenLoop(schedule, server, wait, absl::Microseconds(50), control.cancel, control.issued);
-    }
-    batches = server.Batches();
-  }  // the server answers what is still queued, then stops
-
-  // Every answered query, on the task's time axis.
-  const int64_t origin = run.run_start_ns - control.task_start_ns;
-  answered_queries->reserve(answered_queries->size() + run.queries.size());
-  std::vector<int64_t> delays;
-  delays.reserve(run.queries.size());
-  int64_t answered = 0, first_scheduled = -1, last_answered = 0;
-  for (const QueryTimes& q : run.queries) {
-    delays.push_back(q.issue_delay_ns());
-    if (first_scheduled < 0) first_scheduled = q.scheduled_ns;
-    if (q.answered_ns < 0) continue;
-    ++answered;
-    last_answered = std::max(last_answered, q.answered_ns);
-    answered_queries->push_back({origin + q.scheduled_ns, q.latency_ns()});
-  }
-  out->set_queries_scheduled(static_cast<int64_t>(run.queries.size()));
-  out->set_queries_answered(answered);
-  out->set_schedule_seconds(s.scenario() == "single_stream" && !run.queries.empty()
-                                ? static_cast<double>(run.queries.back().scheduled_ns) * 1e-9
-                                : schedule_seconds);
-  if (answered > 0 && last_answered > first_scheduled) {
-    out->set_achieved_qps(static_cast<double>(answered) / (static_cast<double>(last_answered - first_scheduled) * 1e-9));
-  }
-  if (!delays.empty()) {
-    out->set_issue_delay_p50_ns(Percentile(delays, 50));
-    out->set_issue_delay_p99_ns(Percentile(delays, 99));
-    out->set_issue_delay_max_ns(*std::max_element(delays.begin(), delays.end()));
-  }
-  int64_t batched = 0;
-  for (const ServedBatch& b : batches) batched += b.size;
-  out->set_batches(static_cast<int64_t>(batches.size()));
-  if (!batches.empty()) out->set_mean_batch(static_cast<double>(batched) / static_cast<double>(batches.size()));
-
-  if (!run.queries.empty()) {
-    v1::PhaseWindow* w = result->add_windows();
-    w->set_phase(v1::PHASE_SERVE);
-    w->set_start_ns(origin + first_scheduled);
-    w->set_end_ns(origin + std::max(last_answered, run.queries.back().issued_ns));
-    result->set_evaluate_seconds(static_cast<double>(w->end_ns() - w->start_ns()) * 1e-9);
+  if (s.scenario() == "peak") qps = SearchPeak(spec, options, compute, control, out);
+  out->set_target_qps(s.scenario() == "server" || s.scenario() == "peak" ? qps : 0.0);
+  const OneRun one = RunOnce(spec, qps, options, compute, control);
+  const v1::PhaseWindow w = Summarize(one, control.task_start_ns, out, answered);
+  if (!one.run.queries.empty()) {
+    *result->add_windows() = w;
+    result->set_evaluate_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
   }
 }
 

@@ -33,10 +33,13 @@ struct ServedQuery {
   int64_t latency_ns = 0;
 };
 
-/// Runs spec.serving's scenario with a batcher of `max_batch` (the task's
-/// batch size). `what` names the compute for the result ("mlp on cpu0 ...").
-/// Appends every answered query to `answered`, in schedule order.
-void RunServing(const v1::JobSpec& spec, int max_batch, const BatchingServer::Compute& compute,
+/// Runs spec.serving's scenario at `qps` (the task's rate; server) with a
+/// batcher of `max_batch` (the task's batch size). `peak` first searches for
+/// the highest rate whose run is VALID (each run in result.serving.steps),
+/// then runs at it. `what` names the compute for the result ("mlp on cpu0
+/// ..."). Appends every answered query of the final run to `answered`, in
+/// schedule order.
+void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
                 const std::string& what, const ServingControl& control, v1::TaskResult* result,
                 std::vector<ServedQuery>* answered);
 

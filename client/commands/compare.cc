@@ -70,7 +70,7 @@ class Compare final : public Command {
           grpc::Status s = samples_of(*task, out);
           if (!s.ok()) return RpcError(c.err, absl::StrCat("samples of ", task->id()), s, c.common.server);
         }
-        for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+        for (v1::Phase phase : kComparedPhases) {
           const std::vector<double> a = TimesPerSample(*sa, phase), b = TimesPerSample(*sb, phase);
           if (a.empty() && b.empty()) continue;
           results.push_back({pair, phase, ComparePhase(*pair.a, *pair.b, phase, a, b, threshold, compare_anyway_)});

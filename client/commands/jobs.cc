@@ -115,13 +115,14 @@ class GetAgents final : public Command {
 
 class Cancel final : public Command {
  public:
-  CLI::App* Add(CLI::App& app, Common&) override {
+  CLI::App* Add(CLI::App& app, Common& common) override {
     CLI::App* sub = app.add_subcommand("cancel", "cancel a job");
     sub->add_option("id", job_id_, "job id")->required();
+    sub->add_option("-o,--output", common.output, "table (id and state) or json (the job)")->capture_default_str();
     return sub;
   }
   std::string View() const override { return "cancel"; }
-  std::vector<std::string> Formats() const override { return {"table"}; }
+  std::vector<std::string> Formats() const override { return {"table", "json"}; }
   int Run(Context& c) override {
     grpc::ClientContext ctx;
     Prepare(&ctx, c.common.timeout_seconds, c.common.token);
@@ -130,7 +131,11 @@ class Cancel final : public Command {
     v1::Job job;
     grpc::Status s = c.stub.CancelJob(&ctx, req, &job);
     if (!s.ok()) return RpcError(c.err, "cancel", s, c.common.server);
-    c.out << job.id() << " " << JobStateName(job.state()) << "\n";
+    if (c.format == OutputFormat::kJson) {
+      c.out << RenderJob(job, OutputFormat::kJson);
+    } else {
+      c.out << job.id() << " " << JobStateName(job.state()) << "\n";
+    }
     return kExitOk;
   }
 
@@ -140,19 +145,27 @@ class Cancel final : public Command {
 
 class Watch final : public Command {
  public:
-  CLI::App* Add(CLI::App& app, Common&) override {
+  CLI::App* Add(CLI::App& app, Common& common) override {
     CLI::App* sub = app.add_subcommand("watch", "show live progress of a job until it ends");
     sub->add_option("id", job_id_, "job id")->required();
     sub->add_option("--wait-timeout", wait_timeout_, "seconds to watch")->capture_default_str();
+    sub->add_option("-o,--output", common.output, "table (live progress) or json (the ended job, no progress)")
+        ->capture_default_str();
     return sub;
   }
   std::string View() const override { return "watch"; }
-  std::vector<std::string> Formats() const override { return {"table"}; }
+  std::vector<std::string> Formats() const override { return {"table", "json"}; }
   int Run(Context& c) override {
-    auto final_job = WatchUntilEnd(c, job_id_, wait_timeout_, true);
+    const bool json = c.format == OutputFormat::kJson;
+    auto final_job = WatchUntilEnd(c, job_id_, wait_timeout_, /*follow=*/!json);
     if (!final_job.ok()) {
       c.err << "hetbench: watching " << job_id_ << ": " << final_job.status().message() << "\n";
       return kExitFailed;
+    }
+    if (json) {
+      v1::Job stored;  // the watch stream carries live state; the stored job has the results
+      if (grpc::Status s = FetchJob(c, job_id_, &stored); !s.ok()) return RpcError(c.err, "get job", s, c.common.server);
+      c.out << RenderJob(stored, OutputFormat::kJson);
     }
     return ExitFor(*final_job);
   }
@@ -164,11 +177,13 @@ class Watch final : public Command {
 
 class Health final : public Command {
  public:
-  CLI::App* Add(CLI::App& app, Common&) override {
-    return app.add_subcommand("health", "check the coordinator's grpc.health.v1 status");
+  CLI::App* Add(CLI::App& app, Common& common) override {
+    CLI::App* sub = app.add_subcommand("health", "check the coordinator's grpc.health.v1 status");
+    sub->add_option("-o,--output", common.output, "table or json ({\"status\": \"SERVING\"})")->capture_default_str();
+    return sub;
   }
   std::string View() const override { return "health"; }
-  std::vector<std::string> Formats() const override { return {"table"}; }
+  std::vector<std::string> Formats() const override { return {"table", "json"}; }
   int Run(Context& c) override {
     auto hstub = grpc::health::v1::Health::NewStub(c.channel);
     grpc::ClientContext ctx;
@@ -178,7 +193,12 @@ class Health final : public Command {
     grpc::Status s = hstub->Check(&ctx, req, &resp);
     if (!s.ok()) return RpcError(c.err, "health", s, c.common.server);
     const bool serving = resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-    c.out << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+    const char* status = serving ? "SERVING" : "NOT_SERVING";
+    if (c.format == OutputFormat::kJson) {
+      c.out << "{\"status\": \"" << status << "\"}\n";
+    } else {
+      c.out << status << "\n";
+    }
     return serving ? kExitOk : kExitFailed;
   }
 };

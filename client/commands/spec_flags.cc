@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-seconds", "--warmup-steps",  "--min-steps", "--max-steps",
                                         "--min-duration", "--epochs",        "--lr",        "--infer-max-batches",
                                         "--seed",         "--threads",       "--idle-baseline",
-                                        "--electricity-usd-per-kwh", "--gang-timeout", "--qps",
+                                        "--electricity-usd-per-kwh", "--gang-timeout", "--peak-precision",
                                         "--latency-bound-ms", "--serve-duration", "--serve-min-queries",
                                         "--serve-instances", "--max-queue-delay-ms"};
 }  // namespace
@@ -58,9 +58,14 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
                    "c10d (Gloo)");
   submit->add_option("--electricity-usd-per-kwh", f->electricity, "electricity price, shown apart from device cost");
   submit->add_option("--serve", f->scenario,
-                     "a serving run in place of training: server, single_stream or offline (the batch size is the "
-                     "batcher's largest batch)");
-  submit->add_option("--qps", f->qps, "serving: target queries per second (server: Poisson arrivals)");
+                     "a serving run in place of training: server, single_stream, offline or peak (the batch size is "
+                     "the batcher's largest batch)");
+  submit->add_option("--qps", f->qps,
+                     "serving: queries per second (server: Poisson arrivals; several: a task per rate; peak: the "
+                     "search's first rate)")
+      ->delimiter(',');
+  submit->add_option("--peak-precision", f->peak_precision,
+                     "serving peak: stop when the bracket is within this share of the peak (default 0.1)");
   submit->add_option("--latency-bound-ms", f->latency_bound_ms, "serving: the p99 (server) latency bound, ms");
   submit->add_option("--serve-duration", f->serve_duration, "serving: minimum run seconds (default 2)");
   submit->add_option("--serve-min-queries", f->serve_min_queries, "serving: minimum queries (default 1024)");
@@ -155,7 +160,12 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   }
   v1::ServingSpec* sv = spec.mutable_serving();
   if (!f.scenario.empty()) sv->set_scenario(f.scenario);
-  if (given("--qps")) sv->set_target_qps(f.qps);
+  if (f.qps.size() == 1) sv->set_target_qps(f.qps[0]);
+  if (f.qps.size() > 1) {
+    sv->clear_target_qps();
+    for (double q : f.qps) sv->add_qps_sweep(q);
+  }
+  if (given("--peak-precision")) sv->set_peak_precision(f.peak_precision);
   if (given("--latency-bound-ms")) sv->set_latency_bound_ms(f.latency_bound_ms);
   if (given("--serve-duration")) sv->set_min_duration_seconds(f.serve_duration);
   if (given("--serve-min-queries")) sv->set_min_queries(f.serve_min_queries);

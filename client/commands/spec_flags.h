@@ -33,7 +33,8 @@ struct SpecFlags {
   std::vector<std::string> split;  // LAYERS:KIND per stage, e.g. 0-3:cpu
   bool split_across_agents = false;  // each stage a rank on its own device, any agent
   std::string scenario;              // --serve: a serving run
-  double qps = 0, latency_bound_ms = 0, serve_duration = 0, max_queue_delay_ms = 0;
+  std::vector<double> qps;           // one rate, or several: a task each (serving.qps_sweep)
+  double latency_bound_ms = 0, serve_duration = 0, max_queue_delay_ms = 0, peak_precision = 0;
   int64_t serve_min_queries = 0;
   int serve_instances = 0;
   /// Scalar flags given on the command line ("--min-steps"): those override.

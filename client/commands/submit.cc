@@ -39,6 +39,12 @@ class Submit final : public Command {
   std::vector<std::string> Formats() const override { return {"table", "json", "csv"}; }
 
   int Run(Context& c) override {
+    if (!wait_ && !follow_ && c.common.output != "table") {
+      c.err << "hetbench: submit -o " << c.common.output
+            << ": the report's format, printed only with --wait or --follow; add one (without them submit prints "
+               "the job id)\n";
+      return kExitUsage;
+    }
     v1::JobSpec spec;
     if (!spec_file_.empty()) {
       std::ifstream in(spec_file_);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "report/render/common.h"
 #include "report/render/parallel.h"
+#include "report/render/serving.h"
 #include "report/render/svg.h"
 #include "common/energy.h"
 #include "common/names.h"
@@ -390,6 +391,7 @@ std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
   Timelines(TimelineTasks(job), power, &out);
   Roofline(job, tasks, &out);
   ParallelPlots(job, &out);
+  ServingPlots(job, &out);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "report/render/serving.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "report/render/common.h"
+#include "report/render/svg.h"
 
 namespace hetbench::report {
 
@@ -70,13 +73,99 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
 
 std::string ServingFooter(const v1::TaskResult& r) {
   const v1::ServingRun& s = r.serving();
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "; served by %s: %d batches (mean %.2f of at most %d, %d instance%s, queue delay <= %g ms), issue delay p50 "
       "%.1f us, p99 %.1f us, max %.1f us; warm-up %.3f s, run %.3f s",
       s.compute(), s.batches(), s.mean_batch(), s.max_batch(), s.instances(), s.instances() == 1 ? "" : "s",
       s.max_queue_delay_ms(), static_cast<double>(s.issue_delay_p50_ns()) * 1e-3,
       static_cast<double>(s.issue_delay_p99_ns()) * 1e-3, static_cast<double>(s.issue_delay_max_ns()) * 1e-3,
       r.warmup_seconds(), r.evaluate_seconds());
+  if (s.steps_size() > 0) {
+    std::vector<std::string> runs;
+    for (const v1::ServingStep& step : s.steps()) {
+      runs.push_back(absl::StrFormat("%.1f %s", step.qps(), step.valid() ? "VALID" : "INVALID"));
+    }
+    absl::StrAppend(&out, "\n    peak search (q/s; each run judged on the agent by the coordinator's rules): ",
+                    absl::StrJoin(runs, ", "), " -> ",
+                    s.peak_qps() > 0 ? absl::StrFormat("peak %.1f q/s, the rate of the final run above", s.peak_qps())
+                                     : std::string("no rate tried was VALID; the final run is at the lowest"));
+  }
+  return out;
+}
+
+namespace {
+
+// One curve's points: offered rate, nearest-rank latencies.
+struct CurvePoint {
+  double qps = 0;
+  int64_t p50 = 0, p90 = 0, p99 = 0;
+};
+
+svg::LineChart Curve(const std::string& title, std::vector<CurvePoint> points, double bound_ms, const std::string& note) {
+  std::sort(points.begin(), points.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.qps < b.qps; });
+  svg::LineChart c;
+  c.title = title;
+  c.x_label = "offered load (queries/s)";
+  c.y_label = "latency from the scheduled time (ms)";
+  const std::pair<const char*, int64_t CurvePoint::*> series[] = {
+      {"p50", &CurvePoint::p50}, {"p90", &CurvePoint::p90}, {"p99", &CurvePoint::p99}};
+  double lo = 0, hi = 0;
+  for (const auto& [name, field] : series) {
+    svg::Line line;
+    line.name = name;
+    for (const CurvePoint& p : points) {
+      const double ms = static_cast<double>(p.*field) * 1e-6;
+      line.points.push_back({p.qps, ms});
+      lo = lo == 0 ? ms : std::min(lo, ms);
+      hi = std::max(hi, ms);
+    }
+    c.lines.push_back(std::move(line));
+  }
+  if (bound_ms > 0) {
+    c.lines.push_back({absl::StrFormat("bound %g ms", bound_ms),
+                       {{points.front().qps, bound_ms}, {points.back().qps, bound_ms}}});
+    hi = std::max(hi, bound_ms);
+  }
+  c.log_y = lo > 0 && hi / lo > 20;  // latency grows steeply near saturation
+  c.footnote = note;
+  return c;
+}
+
+}  // namespace
+
+void ServingPlots(const v1::Job& job, std::vector<Plot>* out) {
+  // Server tasks of a rate sweep: one curve per model, device and largest batch.
+  std::map<std::string, std::vector<CurvePoint>> sweeps;
+  std::map<std::string, double> bounds;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::ServingRun& s = t.result().serving();
+    if (t.state() != v1::TASK_STATE_SUCCEEDED || FindPhase(t, v1::PHASE_SERVE) == nullptr) continue;
+    const std::string key = absl::StrCat(TaskModel(job, t), " on ", DeviceLabel(t), ", batches <= ", t.batch_size());
+    if (s.scenario() == "server") {
+      sweeps[key].push_back({s.target_qps(), s.latency_p50_ns(), s.latency_p90_ns(), s.latency_p99_ns()});
+      bounds[key] = s.latency_bound_ms();
+    }
+    if (s.steps_size() >= 2) {
+      std::vector<CurvePoint> points;
+      for (const v1::ServingStep& step : s.steps()) {
+        points.push_back({step.qps(), step.latency_p50_ns(), 0, step.latency_p99_ns()});
+      }
+      svg::LineChart c = Curve(
+          absl::StrCat("Peak search, ", key,
+                       s.peak_qps() > 0 ? absl::StrFormat(": peak %.1f q/s", s.peak_qps()) : ": no VALID rate"),
+          points, s.latency_bound_ms(),
+          "Each point one run of the search (its p50 and p99 from the agent, judged by the coordinator's rules); "
+          "the final run at the peak is the task's stored result.");
+      c.lines.erase(c.lines.begin() + 1);  // the search keeps p50 and p99
+      out->push_back({absl::StrCat("serving-peak-", t.id()), c.title, svg::Render(c)});
+    }
+  }
+  for (const auto& [key, points] : sweeps) {
+    if (points.size() < 2) continue;
+    const svg::LineChart c = Curve(absl::StrCat("Latency against load, ", key), points, bounds[key],
+                                   "Each point one task (nearest-rank percentiles of every stored query).");
+    out->push_back({absl::StrCat("serving-curve-", out->size()), c.title, svg::Render(c)});
+  }
 }
 
 }  // namespace hetbench::report

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -476,6 +477,11 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
   const bool wide = format == OutputFormat::kWide || format == OutputFormat::kCsv;
   std::vector<std::vector<std::string>> rows;
   for (const v1::AgentInfo& a : agents) {
+    // The agent's labels, which targets select on (`targets[].labels`), sorted.
+    const std::map<std::string, std::string> sorted(a.labels().begin(), a.labels().end());
+    std::vector<std::string> pairs;
+    for (const auto& [k, v] : sorted) pairs.push_back(absl::StrCat(k, "=", v));
+    const std::string labels = pairs.empty() ? "-" : absl::StrJoin(pairs, ",");
     for (const v1::Device& d : a.devices()) {
       const bool busy =
           std::find(a.busy_device_ids().begin(), a.busy_device_ids().end(), d.id()) != a.busy_device_ids().end();
@@ -483,7 +489,7 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
       std::vector<std::string> row = {a.agent_id(), d.id(), DeviceKindName(d.kind()), d.model(),
                                       absl::StrCat(d.cores()),
                                       absl::StrFormat("%.1f", static_cast<double>(d.memory_bytes()) / (1 << 30)),
-                                      executors};
+                                      executors, labels};
       if (wide) {
         std::vector<std::string> details;
         for (const char* key : {"uuid", "compute_capability", "power_limit_watts", "python_runner", "bluefield",
@@ -502,12 +508,12 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
       rows.push_back(std::move(row));
     }
   }
-  std::vector<std::string> header = {"AGENT", "DEVICE", "KIND", "MODEL", "CORES", "MEM_GIB", "EXECUTORS"};
+  std::vector<std::string> header = {"AGENT", "DEVICE", "KIND", "MODEL", "CORES", "MEM_GIB", "EXECUTORS", "LABELS"};
   if (wide) header.insert(header.end(), {"DRIVER", "POWER_SENSORS", "ISA", "DETAILS"});
   header.insert(header.end(), {"STATE", "VERSION"});
   if (format == OutputFormat::kCsv) {
-    return CsvLines("agent,device,kind,model,cores,mem_gib,executors,driver,power_sensors,isa,details,state,version",
-                    rows);
+    return CsvLines(
+        "agent,device,kind,model,cores,mem_gib,executors,labels,driver,power_sensors,isa,details,state,version", rows);
   }
   std::string out = FormatTable(header, rows);
   // Kinds each agent looked for and did not offer, with the reason.

@@ -200,7 +200,7 @@ void WebUi::Routes() {
       auto sa = samples_of(*pair.a);
       auto sb = samples_of(*pair.b);
       if (!sa.ok() || !sb.ok()) return Error(res, sa.ok() ? sb.status() : sa.status());
-      for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER}) {
+      for (v1::Phase phase : report::kComparedPhases) {
         const auto x = report::TimesPerSample(*sa, phase), y = report::TimesPerSample(*sb, phase);
         if (x.empty() && y.empty()) continue;
         results.push_back({pair, phase, report::ComparePhase(*pair.a, *pair.b, phase, x, y, *threshold, false)});

@@ -89,6 +89,21 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             .Name("hetbench_task_cost_usd_per_1000_samples")
                             .Help("Device cost per 1,000 samples of the latest finished task with a cost rate.")
                             .Register(*registry_);
+  serving_latency_ = &prometheus::BuildGauge()
+                         .Name("hetbench_serving_latency_seconds")
+                         .Help(
+                             "Latency from the scheduled time of the latest finished serving task (nearest-rank "
+                             "over every query), by model, device kind, scenario and percentile (50, 90, 99).")
+                         .Register(*registry_);
+  serving_qps_ = &prometheus::BuildGauge()
+                     .Name("hetbench_serving_achieved_queries_per_second")
+                     .Help("Queries answered per second of the latest finished serving task.")
+                     .Register(*registry_);
+  serving_valid_ = &prometheus::BuildGauge()
+                       .Name("hetbench_serving_valid")
+                       .Help("1 when the latest finished serving task's run was VALID (its bound met at 99% "
+                             "confidence and its minimums reached), else 0.")
+                       .Register(*registry_);
   agent_up_ = &prometheus::BuildGauge()
                    .Name("hetbench_agent_up")
                    .Help("1 while an agent holds its stream to the coordinator, 0 after it went away.")
@@ -330,6 +345,20 @@ void Metrics::SetTaskFigures(const std::string& model, v1::DeviceKind kind, cons
     }
     for (const v1::CostResult& c : result.cost()) {
       if (c.phase() == p.phase() && c.usd_per_hour() > 0) task_usd_per_1000_->Add(labels).Set(c.usd_per_1000_samples());
+    }
+    if (p.phase() == v1::PHASE_SERVE && result.has_serving()) {
+      // Bounded labels: models of the zoo, device kinds, four scenarios, three percentiles.
+      const v1::ServingRun& s = result.serving();
+      const prometheus::Labels serving = {{"model", model}, {"device_kind", kind_name}, {"scenario", s.scenario()}};
+      // "percentile", not "quantile": that label is reserved for summaries (promtool refuses it on a gauge).
+      for (const auto& [percentile, ns] : {std::pair{"50", s.latency_p50_ns()}, std::pair{"90", s.latency_p90_ns()},
+                                           std::pair{"99", s.latency_p99_ns()}}) {
+        prometheus::Labels q = serving;
+        q["percentile"] = percentile;
+        serving_latency_->Add(q).Set(static_cast<double>(ns) * 1e-9);
+      }
+      serving_qps_->Add(serving).Set(s.achieved_qps());
+      serving_valid_->Add(serving).Set(p.valid() ? 1 : 0);
     }
   }
 }

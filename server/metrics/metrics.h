@@ -104,6 +104,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* task_throughput_;
   prometheus::Family<prometheus::Gauge>* task_joules_per_sample_;
   prometheus::Family<prometheus::Gauge>* task_usd_per_1000_;
+  prometheus::Family<prometheus::Gauge>* serving_latency_;
+  prometheus::Family<prometheus::Gauge>* serving_qps_;
+  prometheus::Family<prometheus::Gauge>* serving_valid_;
   prometheus::Family<prometheus::Gauge>* agent_up_;
   prometheus::Family<prometheus::Gauge>* agent_last_seen_;
   prometheus::Family<prometheus::Gauge>* tasks_;

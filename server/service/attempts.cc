@@ -60,6 +60,7 @@ void Attempts::Start(LiveJob& live, const TaskStart& start) {
   assign->set_attempt(task.attempt());
   assign->set_device_id(placement.device.id());
   assign->set_batch_size(task.batch_size());
+  assign->set_target_qps(task.target_qps());
   assign->set_model(task.model());
   assign->set_executor(executor);
   *assign->mutable_spec() = live.job.spec();

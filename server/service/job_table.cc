@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/names.h"
+#include "common/serving_spec.h"
 #include "server/scheduler/scheduler.h"
 
 namespace hetbench::server {
@@ -48,31 +49,44 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
   const bool gangs = !world_sizes.empty();
   if (!gangs) world_sizes.push_back(1);
   int index = 0, gang_count = 0;
+  // One task per model x target x batch size x rate (serving.qps_sweep; one rate otherwise) x rank.
+  struct Combination {
+    const std::string* model;
+    const v1::TargetSelector* target;
+    int batch_size;
+    double rate;
+  };
+  std::vector<Combination> combinations;
+  const std::vector<double> rates = ServingRates(effective);
   for (const std::string& model : effective.models()) {
     for (const v1::TargetSelector& target : effective.targets()) {
       for (int batch_size : effective.batch_sizes()) {
-        for (int world : world_sizes) {
-          const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count);
-          if (gangs) ++gang_count;
-          for (int rank = 0; rank < world; ++rank) {
-            v1::Task* task = job.add_tasks();
-            task->set_id(absl::StrCat(job.id(), "-t", index));
-            task->set_job_id(job.id());
-            task->set_index(index);
-            task->set_model(model);
-            task->set_batch_size(batch_size);
-            *task->mutable_target() = split.across_agents() ? SplitStageTarget(split.stages(rank), target) : target;
-            task->set_state(v1::TASK_STATE_QUEUED);
-            task->set_queued_unix_seconds(now_unix);
-            if (gangs) {
-              task->mutable_gang()->set_id(gang_id);
-              task->mutable_gang()->set_rank(rank);
-              task->mutable_gang()->set_world_size(world);
-            }
-            task_index_[task->id()] = job.id();
-            ++index;
-          }
+        for (double rate : rates) combinations.push_back({&model, &target, batch_size, rate});
+      }
+    }
+  }
+  for (const Combination& c : combinations) {
+    for (int world : world_sizes) {
+      const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count);
+      if (gangs) ++gang_count;
+      for (int rank = 0; rank < world; ++rank) {
+        v1::Task* task = job.add_tasks();
+        task->set_id(absl::StrCat(job.id(), "-t", index));
+        task->set_job_id(job.id());
+        task->set_index(index);
+        task->set_model(*c.model);
+        task->set_batch_size(c.batch_size);
+        if (c.rate > 0) task->set_target_qps(c.rate);
+        *task->mutable_target() = split.across_agents() ? SplitStageTarget(split.stages(rank), *c.target) : *c.target;
+        task->set_state(v1::TASK_STATE_QUEUED);
+        task->set_queued_unix_seconds(now_unix);
+        if (gangs) {
+          task->mutable_gang()->set_id(gang_id);
+          task->mutable_gang()->set_rank(rank);
+          task->mutable_gang()->set_world_size(world);
         }
+        task_index_[task->id()] = job.id();
+        ++index;
       }
     }
   }

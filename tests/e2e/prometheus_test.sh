@@ -24,6 +24,9 @@ PIDS+=($!)
 wait_for 30 sh -c "\"$CLI\" get agents | grep -q prom-agent" || fail "agent did not connect"
 "$CLI" submit --wait -b 256 --warmup-steps 2 --min-steps 30 --min-duration 0 --infer-max-batches 5 \
   --cost cpu=0.34 >"$WORK/report.txt" 2>&1 || fail "job: $(cat "$WORK/report.txt")"
+# A short serving run, for the dashboards' serving panels.
+"$CLI" submit --wait -m null -b 4 --serve server --qps 500 --latency-bound-ms 20 --serve-duration 0.5 \
+  --serve-min-queries 100 >"$WORK/serving.txt" 2>&1 || fail "serving job: $(cat "$WORK/serving.txt")"
 
 curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$WORK/metrics.txt" || fail "/metrics"
 promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool-metrics.log" 2>&1 \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serving runs with the real binaries on loopback: the harness alone (the
 # null model) in the server scenario, mlp on cpu0 in the server scenario
-# with a sweep of the batcher's largest batch, and single_stream; the
+# with a sweep of the batcher's largest batch, a rate sweep with its
+# latency-throughput figure, a peak search, and single_stream; the
 # report's serving table, -o json against the report schema, and bad input
 # refused before anything runs. Latency figures are printed, not judged
 # (a threshold would make the test depend on the machine's load): what is
@@ -27,7 +28,7 @@ expect_refused() {  # expect_refused WHAT -- SUBMIT_FLAGS...
 expect_refused "serving.target_qps = 0: must be a finite number" -- -m mlp --serve server --latency-bound-ms 50
 expect_refused "serving.target_qps = nan" -- -m mlp --serve server --qps nan --latency-bound-ms 50
 expect_refused "serving.latency_bound_ms = 0: must be in (0, 3600000] for scenario server" -- -m mlp --serve server --qps 10
-expect_refused "serving.scenario = \"burst\": unknown" -- -m mlp --serve burst
+expect_refused "serving.scenario = 'burst': unknown" -- -m mlp --serve burst
 expect_refused "models[0] = \"null\": a serving calibration model" -- -m null
 [[ $("$CLI" get jobs -o json | jq '.jobs | length') == 0 ]] || fail "a refused spec left a job behind"
 
@@ -65,6 +66,43 @@ done
 grep -q "^Serving (latency from each query's scheduled time" "$WORK/report.txt" || fail "no serving table in the report"
 grep -q "served by mlp on cpu0" "$WORK/report.txt" || fail "no serving footer in the report"
 sed -n '/^Serving/,/^$/p' "$WORK/report.txt"
+# compare pairs serving tasks by scenario and rate, and compares their latencies
+"$CLI" compare "$job" "$job" -o json >"$WORK/compare.json" || true
+[[ $(jq -r '[.pairs[] | select(.phase == "serve")] | length' "$WORK/compare.json") == 2 ]] \
+  || fail "compare did not compare the serve phases: $(head -c 400 "$WORK/compare.json")"
+/usr/bin/python3 "$(dirname "$0")/validate_json.py" "$(dirname "$SCHEMA")/compare.v1.json" "$WORK/compare.json" \
+  || fail "compare -o json does not match compare.v1.json"
+
+# ---- a rate sweep (a task per rate) and its latency-throughput figure in the HTML report
+job=$("$CLI" submit -m mlp -b 8 --serve server --qps 100,400 --latency-bound-ms 50 --serve-duration 0.5 \
+  --serve-min-queries 64) || fail "submit the sweep failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/sweep.json"
+[[ $(jq -r '[.tasks[].target_qps] | join(",")' "$WORK/sweep.json") == "100,400" ]] || fail "the sweep's tasks do not carry their rates"
+[[ $(jq -r '[.tasks[].result.serving.target_qps] | join(",")' "$WORK/sweep.json") == "100,400" ]] \
+  || fail "the agent did not run each task at its rate"
+"$CLI" report "$job" --html "$WORK/sweep.html" >/dev/null || fail "report --html failed"
+grep -q "Latency against load, mlp on srv/cpu0" "$WORK/sweep.html" || fail "no latency-throughput figure in the HTML report"
+
+# ---- a peak search: the highest rate whose run is VALID, then a final run at it
+echo "serving: {scenario: peak, percentile: 90, peak_max_runs: 8}" >"$WORK/peak.yaml"
+job=$("$CLI" submit -f "$WORK/peak.yaml" -m mlp -b 1 --qps 1000 --latency-bound-ms 5 --serve-duration 0.3 \
+  --serve-min-queries 64 --peak-precision 0.25) || fail "submit the peak search failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/peak.json"
+[[ $(jq -r '.state' "$WORK/peak.json") == JOB_STATE_SUCCEEDED ]] || fail "the peak search did not succeed: $(jq -c '.tasks[0].error' "$WORK/peak.json")"
+steps=$(jq -r '.tasks[0].result.serving.steps | length' "$WORK/peak.json")
+(( steps >= 1 && steps <= 8 )) || fail "the peak search ran $steps runs (1 to 8 expected)"
+[[ $(jq -r '.tasks[0].result.serving.steps[0].qps' "$WORK/peak.json") == 1000 ]] || fail "the search did not start at --qps"
+peak=$(jq -r '.tasks[0].result.serving.peak_qps' "$WORK/peak.json")
+best=$(jq -r '[.tasks[0].result.serving.steps[] | select(.valid) | .qps] | max // 0' "$WORK/peak.json")
+[[ $peak == "$best" ]] || fail "peak_qps $peak is not the highest VALID run's rate $best"
+if [[ $peak != 0 ]]; then
+  [[ $(jq -r '.tasks[0].result.serving.target_qps' "$WORK/peak.json") == "$peak" ]] || fail "the final run is not at the peak"
+fi
+"$CLI" report "$job" >"$WORK/peak.txt"
+grep -q "peak search (q/s" "$WORK/peak.txt" || fail "the report does not show the peak search"
+echo "serving: peak search of mlp (b=1, p90 <= 5 ms): $(grep -o 'peak search.*' "$WORK/peak.txt")"
 
 # ---- single_stream: one query at a time, the next when the last is answered
 job=$("$CLI" submit -m mlp -b 4 --serve single_stream --serve-duration 0.5 --serve-min-queries 100) \

@@ -363,6 +363,24 @@ TEST_F(LoopbackTest, HealthServiceAnswersServing) {
   CliResult r = Cli({"--server", address_, "health"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "SERVING\n");
+  r = Cli({"--server", address_, "health", "-o", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"status\": \"SERVING\"}\n");
+}
+
+TEST_F(LoopbackTest, EveryCommandAnswersAnOutputFormatItLacksByNameNeverWithAParserError) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"cancel", "job-000001", "-o", "csv"},
+                                        {"watch", "job-000001", "-o", "yaml"}, {"health", "-o", "csv"}}) {
+    std::vector<std::string> full = {"--server", address_};
+    full.insert(full.end(), args.begin(), args.end());
+    const CliResult r = Cli(full);
+    EXPECT_EQ(r.code, 2) << args[0];
+    EXPECT_THAT(r.err, HasSubstr(": not a format of this view; use table, json")) << r.err;
+  }
+  // submit prints its report's format only when it waits for the report.
+  const CliResult r = Cli({"--server", address_, "submit", "-o", "csv"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("submit -o csv: the report's format, printed only with --wait or --follow"));
 }
 
 // An oversized request is refused by gRPC's size limit, a malformed one by

@@ -148,6 +148,29 @@ TEST(CompareTest, TasksPairByModelDeviceExecutorAndBatchAndFingerprintsMustMatch
   EXPECT_TRUE(PairTasks(a, other, true, &unpaired)[0].refused.empty());
 }
 
+TEST(CompareTest, ServingTasksPairByScenarioAndRate) {
+  v1::Job a = JobOf("job-1", {8, 8}, "mlp/init=aa");
+  v1::Job b = JobOf("job-2", {8, 8}, "mlp/init=aa");
+  for (v1::Job* job : {&a, &b}) {
+    for (int i = 0; i < 2; ++i) {
+      v1::ServingRun* s = job->mutable_tasks(i)->mutable_result()->mutable_serving();
+      s->set_scenario("server");
+      s->set_target_qps(job == &a ? 100 * (i + 1) : 100 * (2 - i));  // b lists its rates the other way round
+    }
+  }
+  std::vector<std::string> unpaired;
+  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].b->id(), "job-2-t1") << "100 q/s with 100 q/s";
+  EXPECT_THAT(pairs[0].key, HasSubstr("batch 8, serving server at 100 q/s"));
+  EXPECT_TRUE(unpaired.empty());
+  // A peak search pairs by scenario: its rate is what it found.
+  a.mutable_tasks(0)->mutable_result()->mutable_serving()->set_scenario("peak");
+  b.mutable_tasks(1)->mutable_result()->mutable_serving()->set_scenario("peak");
+  b.mutable_tasks(1)->mutable_result()->mutable_serving()->set_target_qps(321);
+  EXPECT_THAT(PairTasks(a, b, false, &unpaired)[0].key, HasSubstr("serving peak"));
+}
+
 TEST(CompareTest, TheJsonNamesItsSchemaMethodAndEveryPair) {
   const v1::Job a = JobOf("job-1", {32}, "f"), b = JobOf("job-2", {32}, "f");
   std::vector<std::string> unpaired;

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/unit/coordinator_fixture.h"
 
 namespace hetbench::server::coordinator_testing {
@@ -356,6 +358,26 @@ TEST_F(CoordinatorTest, AServingTaskThatAnsweredNothingSaysSo) {
   EXPECT_EQ(r.phases(0).phase(), v1::PHASE_SERVE);
   EXPECT_FALSE(r.phases(0).valid());
   EXPECT_THAT(r.phases(0).invalid_reasons(), ::testing::Contains(::testing::HasSubstr("no query answered")));
+}
+
+TEST_F(CoordinatorTest, ARateSweepIsATaskPerRateEachAssignedItsRate) {
+  v1::JobSpec spec;
+  spec.add_batch_sizes(4);
+  spec.mutable_serving()->set_scenario("server");
+  spec.mutable_serving()->set_latency_bound_ms(50);
+  for (double q : {100.0, 250.0, 400.0}) spec.mutable_serving()->add_qps_sweep(q);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->tasks_size(), 3);
+  EXPECT_EQ(job->tasks(0).target_qps(), 100);
+  EXPECT_EQ(job->tasks(2).target_qps(), 400);
+  auto sink = std::make_shared<FakeAgentSink>();
+  Connect("a1", sink, /*devices=*/3);
+  ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 3; }));
+  std::vector<double> rates;
+  for (const v1::Assign& a : Assigns(*sink)) rates.push_back(a.target_qps());
+  std::sort(rates.begin(), rates.end());
+  EXPECT_THAT(rates, ::testing::ElementsAre(100.0, 250.0, 400.0));
 }
 
 }  // namespace

@@ -99,8 +99,10 @@ TEST(RenderTest, AgentsListExecutorsAndTheKindsNotOfferedWithWhy) {
   v1::AbsentDevice* tpu = a.add_absent();
   tpu->set_kind(v1::DEVICE_KIND_TPU);
   tpu->set_reason("no /dev/accel* device");
+  (*a.mutable_labels())["zone"] = "b";
+  (*a.mutable_labels())["pool"] = "spot";
   const std::string table = RenderAgents({a}, OutputFormat::kTable);
-  EXPECT_THAT(table, ::testing::ContainsRegex("cpu0 +cpu +Xeon .* torch,python"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("cpu0 +cpu +Xeon .* torch,python +pool=spot,zone=b "));
   EXPECT_THAT(table, ::testing::Not(HasSubstr("DRIVER")));
   EXPECT_THAT(table, ::testing::ContainsRegex("not offered:\nAGENT +KIND +WHY\nvm1 +tpu +no /dev/accel\\* device"));
   const std::string wide = RenderAgents({a}, OutputFormat::kWide);
@@ -108,7 +110,7 @@ TEST(RenderTest, AgentsListExecutorsAndTheKindsNotOfferedWithWhy) {
   EXPECT_THAT(wide, ::testing::ContainsRegex("gpu0 +gpu +A100 .* NVIDIA 535.104.05 "));
   EXPECT_THAT(wide, HasSubstr("rapl:package-0"));
   EXPECT_THAT(wide, HasSubstr("uuid=GPU-1234"));
-  EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv), HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\""));
+  EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv), HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\",\"pool=spot,zone=b\""));
 }
 
 TEST(RenderTest, AnAgentWaitingToResumeIsShownDisconnectedWithItsDeadline) {

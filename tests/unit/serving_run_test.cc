@@ -26,7 +26,7 @@ v1::JobSpec Spec(const std::string& scenario, double qps, double min_seconds, in
   spec.add_models("null");
   spec.mutable_serving()->set_scenario(scenario);
   spec.mutable_serving()->set_target_qps(qps);
-  spec.mutable_serving()->set_latency_bound_ms(scenario == "server" ? 50 : 0);
+  spec.mutable_serving()->set_latency_bound_ms(scenario == "server" || scenario == "peak" ? 50 : 0);
   spec.mutable_serving()->set_min_duration_seconds(min_seconds);
   spec.mutable_serving()->set_min_queries(min_queries);
   spec.mutable_serving()->set_warmup_batches(2);
@@ -45,7 +45,7 @@ Ran Serve(const v1::JobSpec& spec, int max_batch, const BatchingServer::Compute&
   std::atomic<int64_t> issued{0}, total{0};
   const ServingControl control{&cancel, &issued, &total, SteadyNowNs() - 1'000'000'000};  // the task began 1 s ago
   Ran ran;
-  RunServing(spec, max_batch, compute, "test compute", control, &ran.result, &ran.samples);
+  RunServing(spec, spec.serving().target_qps(), max_batch, compute, "test compute", control, &ran.result, &ran.samples);
   EXPECT_EQ(issued.load(), ran.result.serving().queries_scheduled());
   EXPECT_GE(total.load(), 1);
   return ran;
@@ -126,6 +126,45 @@ TEST(ServingRunTest, NoQueryBeatsTheIdealQueueOnItsOwnArrivals) {
     finish = std::max(arrival, finish) + service;
     EXPECT_GE(ran.samples[i].latency_ns, finish - arrival) << i;
   }
+}
+
+TEST(ServingRunTest, APeakSearchBracketsTheHighestValidRateAndRunsAtIt) {
+  // A fixed 2 ms per query on one instance serves at most 500 queries/s; far
+  // below that the p90 is 2 ms, within the 10 ms bound, and far above it the
+  // queue grows without end. Judged by the coordinator's rules, the search
+  // doubles from 100/s until a run is INVALID, then bisects.
+  v1::JobSpec spec = Spec("peak", 100, 0.25, 64);
+  spec.mutable_serving()->set_latency_bound_ms(10);
+  spec.mutable_serving()->set_percentile(90);
+  spec.mutable_serving()->set_max_queue_delay_ms(0);
+  spec.mutable_serving()->set_peak_precision(0.25);
+  spec.mutable_serving()->set_peak_max_runs(8);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  const Ran ran = Serve(spec, 1, FixedServiceCompute(absl::Milliseconds(2)));
+  const v1::ServingRun& s = ran.result.serving();
+  ASSERT_GE(s.steps_size(), 2);
+  EXPECT_EQ(s.steps(0).qps(), 100);
+  double valid = 0, invalid = 1e18;
+  for (int i = 0; i < s.steps_size(); ++i) {
+    const v1::ServingStep& step = s.steps(i);
+    EXPECT_EQ(step.valid(), step.invalid_reasons().empty()) << i;
+    EXPECT_GT(step.queries(), 0) << i;
+    if (i > 0) {
+      const double before = s.steps(i - 1).qps();
+      if (invalid == 1e18) EXPECT_EQ(step.qps(), 2 * before) << "doubling while every run was VALID, run " << i;
+      if (valid == 0) EXPECT_EQ(step.qps(), before / 2) << "halving while none was, run " << i;
+      if (valid > 0 && invalid < 1e18) EXPECT_EQ(step.qps(), (valid + invalid) / 2) << "bisecting, run " << i;
+    }
+    if (step.valid()) valid = std::max(valid, step.qps());
+    if (!step.valid()) invalid = std::min(invalid, step.qps());
+  }
+  EXPECT_EQ(s.peak_qps(), valid);
+  EXPECT_EQ(s.target_qps(), valid > 0 ? valid : s.steps(s.steps_size() - 1).qps()) << "the final run is at the peak";
+  EXPECT_LE(valid, 500) << "no run above the service rate can keep a bounded queue";
+  if (valid > 0 && invalid < 1e18 && s.steps_size() < 8) {
+    EXPECT_LE(invalid - valid, 0.25 * valid) << "the search stopped at its precision";
+  }
+  EXPECT_EQ(static_cast<int64_t>(ran.samples.size()), s.queries_answered()) << "only the final run is returned";
 }
 
 }  // namespace

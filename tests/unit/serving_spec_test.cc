@@ -81,7 +81,7 @@ TEST(ServingSpecTest, BadInputIsRefusedNamingTheFieldAndTheFix) {
   EXPECT_THAT(Problems(spec), HasSubstr("serving: target_qps x min_duration_seconds = 6000000 queries: at most 1000000"));
   spec = Server();
   spec.mutable_serving()->set_scenario("burst");
-  EXPECT_THAT(Problems(spec), HasSubstr("serving.scenario = \"burst\": unknown; use server, single_stream or offline"));
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.scenario = 'burst': unknown; use server, single_stream, offline or peak"));
   v1::JobSpec offline;
   offline.mutable_serving()->set_scenario("offline");
   offline.mutable_serving()->set_target_qps(10);
@@ -129,6 +129,12 @@ TEST(ServingSpecTest, TheYamlSectionIsReadAndItsUnknownFieldsNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("serving.qps"), HasSubstr("unknown field"),
                                             HasSubstr("target_qps")));
+  auto sweep = ParseJobSpecYaml("serving:\n  scenario: server\n  qps_sweep: [10, 20.5]\n  latency_bound_ms: 5\n");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_THAT(sweep->serving().qps_sweep(), ElementsAre(10.0, 20.5));
+  auto again = ParseJobSpecYaml(JobSpecToYaml(WithDefaults(*sweep)));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->serving().qps_sweep(), ElementsAre(10.0, 20.5));
   auto text = ParseJobSpecYaml("serving:\n  scenario: server\n  target_qps: fast\n");
   ASSERT_FALSE(text.ok());
   EXPECT_THAT(text.status().message(), HasSubstr("serving.target_qps"));
@@ -136,11 +142,56 @@ TEST(ServingSpecTest, TheYamlSectionIsReadAndItsUnknownFieldsNamed) {
 
 TEST(ServingSpecTest, TheServerScheduleHasRoomForBothMinimumsAndTheDrawsSpread) {
   v1::JobSpec spec = Server(100, 50);  // 2 s at 100/s = 200 < 1024 queries
-  EXPECT_EQ(ServingQueryCapacity(spec), 1024 * 5 / 4 + 64);
-  spec = Server(10'000, 50);  // 20,000 queries in 2 s
-  EXPECT_EQ(ServingQueryCapacity(spec), 20'000 * 5 / 4 + 64);
+  EXPECT_EQ(ServingQueryCapacity(spec, 100), 1024 * 5 / 4 + 64);
+  EXPECT_EQ(ServingQueryCapacity(spec, 10'000), 20'000 * 5 / 4 + 64);  // 20,000 queries in 2 s
+  EXPECT_LE(ServingQueryCapacity(spec, ServingMaxQps(spec)), ServingLimits::kMaxQueries);
   spec.mutable_serving()->set_scenario("offline");
-  EXPECT_EQ(ServingQueryCapacity(spec), 1024);
+  EXPECT_EQ(ServingQueryCapacity(spec, 0), 1024);
+}
+
+TEST(ServingSpecTest, ARateSweepIsATaskPerRateAndItsRatesAreChecked) {
+  v1::JobSpec spec = Server();
+  spec.mutable_serving()->clear_target_qps();
+  for (double q : {50.0, 100.0, 200.0}) spec.mutable_serving()->add_qps_sweep(q);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << Problems(spec);
+  EXPECT_THAT(ServingRates(spec), ElementsAre(50.0, 100.0, 200.0));
+  spec.mutable_serving()->set_qps_sweep(1, 0);
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.qps_sweep[1] = 0: must be a finite number in (0, 1000000]"));
+  spec.mutable_serving()->set_qps_sweep(1, 100);
+  spec.mutable_serving()->set_target_qps(10);
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.target_qps = 10 and serving.qps_sweep: both set"));
+  spec.mutable_serving()->set_target_qps(0);
+  spec.mutable_serving()->set_scenario("offline");
+  spec.mutable_serving()->set_latency_bound_ms(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.qps_sweep: only for scenario server"));
+  // The sweep multiplies the tasks, and the limit on them counts it.
+  spec = Server();
+  spec.mutable_serving()->clear_target_qps();
+  for (int i = 1; i <= 40; ++i) spec.mutable_serving()->add_qps_sweep(i * 10);
+  for (int b = 1; b <= 30; ++b) spec.add_batch_sizes(b);
+  EXPECT_THAT(Problems(spec), HasSubstr("models x targets x batch_sizes x serving.qps_sweep = 1240 tasks: at most 1024"));
+  EXPECT_THAT(ServingRates(Server(75)), ElementsAre(75.0));
+}
+
+TEST(ServingSpecTest, APeakSearchNeedsItsFirstRateAndABound) {
+  v1::JobSpec spec;
+  spec.add_models("mlp");
+  spec.mutable_serving()->set_scenario("peak");
+  spec = WithDefaults(spec);
+  EXPECT_EQ(spec.serving().percentile(), 99);
+  EXPECT_EQ(spec.serving().peak_precision(), 0.1);
+  EXPECT_EQ(spec.serving().peak_max_runs(), 12);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("serving.target_qps = 0: must be a finite number in (0, 1000000] for "
+                                              "scenario peak (the search's first rate), e.g. 100"),
+                                    HasSubstr("serving.latency_bound_ms = 0: must be in (0, 3600000] for scenario peak")));
+  spec.mutable_serving()->set_target_qps(100);
+  spec.mutable_serving()->set_latency_bound_ms(20);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << Problems(spec);
+  spec.mutable_serving()->set_peak_precision(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.peak_precision = 0: must be in (0, 1], e.g. 0.1"));
+  v1::JobSpec server = Server();
+  server.mutable_serving()->set_peak_max_runs(3);
+  EXPECT_THAT(Problems(server), HasSubstr("serving.peak_precision and peak_max_runs: only for scenario peak"));
 }
 
 // A run's verdict from its latencies (ascending), as the coordinator judges it.

@@ -78,6 +78,28 @@ TEST(SpecFlagsTest, BadTargetsAndCostsNameTheFlag) {
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("--cost gpu:2.48: expected KIND=USD_PER_HOUR"));
 }
 
+TEST(SpecFlagsTest, ServingFlagsMakeTheServingSectionAndSeveralRatesASweep) {
+  SpecFlags f;
+  f.scenario = "server";
+  f.qps = {250};
+  f.latency_bound_ms = 20;
+  f.serve_duration = 3;
+  f.given = {"--latency-bound-ms", "--serve-duration"};
+  auto spec = ApplySpecFlags(FromFile(), f);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->serving().scenario(), "server");
+  EXPECT_EQ(spec->serving().target_qps(), 250);
+  EXPECT_EQ(spec->serving().latency_bound_ms(), 20);
+  EXPECT_EQ(spec->serving().min_duration_seconds(), 3);
+  EXPECT_FALSE(spec->serving().has_min_queries()) << "not given: left to the default";
+  f.qps = {100, 200, 400};
+  spec = ApplySpecFlags(FromFile(), f);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->serving().target_qps(), 0);
+  EXPECT_THAT(spec->serving().qps_sweep(), ::testing::ElementsAre(100, 200, 400));
+  EXPECT_FALSE(ApplySpecFlags(FromFile(), SpecFlags())->has_serving()) << "no serving flag: no section";
+}
+
 TEST(SpecFlagsTest, ParsedFlagsAreNotedAsGiven) {
   CLI::App app;
   SpecFlags f;

@@ -67,6 +67,14 @@ TEST(SpecYamlTest, WrongTypeIsNamed) {
   auto spec = ParseJobSpecYaml("batch_sizes: [64, abc]\n");
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("batch_sizes[1] (line 1): 'abc' is not an integer"));
+  auto huge = ParseJobSpecYaml("batch_sizes: [2147483648]\n");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()),
+              HasSubstr("batch_sizes[0] (line 1): '2147483648' is out of range: must be in [-2147483648, 2147483647]"));
+  auto empty = ParseJobSpecYaml("targets: []\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()),
+              HasSubstr("targets (line 1): empty: give at least one, e.g. [cpu], or leave targets out for any CPU"));
   spec = ParseJobSpecYaml("train: {epochs: many}\n");
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("train.epochs"));
   spec = ParseJobSpecYaml("targets: [{device_kind: fpga}]\n");
