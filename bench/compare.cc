@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
@@ -137,7 +138,7 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
 
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
-  int pairs = 20, threads = 1;
+  int pairs = 20, threads = 1, runs = 1;
   int64_t steps = 300, bs = 64, infer_batches = 100;
   double slowdown = 0.05, threshold = 0.02;
   std::string model = "mlp";
@@ -150,6 +151,10 @@ int main(int argc, char** argv) {
   app.add_option("--slowdown", slowdown, "fraction injected into the B run of each A/B pair")->capture_default_str();
   app.add_option("--threshold", threshold, "compare's threshold")->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads (0 = all cores, the job default)")->capture_default_str();
+  app.add_option("--runs", runs,
+                 "runs per side of each pair: 1 compares steps (compare A B), 2 or more compares runs (CompareRuns)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
   CLI11_PARSE(app, argc, argv);
 
   auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
@@ -173,28 +178,52 @@ int main(int argc, char** argv) {
   agent::TorchExecutor slowed(slow_config);
 
   std::printf("model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
-              "injected slowdown %.3g\n",
+              "injected slowdown %.3g, %d run(s) per side\n",
               model.c_str(), static_cast<long>(bs), static_cast<long>(steps), static_cast<long>(infer_batches),
-              threshold, slowdown);
+              threshold, slowdown, runs);
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
+  int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
   for (int kind = 0; kind < 2; ++kind) {
     for (int p = 0; p < pairs; ++p) {
-      Run a, b;
+      // `runs` runs per side, alternating A B A B (B A B A on odd pairs) so drift favours neither.
+      std::vector<Run> a, b;
       agent::TorchExecutor& second = kind == 0 ? normal : slowed;
-      if (p % 2 == 0) {
-        a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
-        b = RunOnce(second, *cpu, model, steps, bs, infer_batches);
-      } else {
-        b = RunOnce(second, *cpu, model, steps, bs, infer_batches);
-        a = RunOnce(normal, *cpu, model, steps, bs, infer_batches);
+      for (int r = 0; r < runs; ++r) {
+        if ((p + r) % 2 == 0) {
+          a.push_back(RunOnce(normal, *cpu, model, steps, bs, infer_batches));
+          b.push_back(RunOnce(second, *cpu, model, steps, bs, infer_batches));
+        } else {
+          b.push_back(RunOnce(second, *cpu, model, steps, bs, infer_batches));
+          a.push_back(RunOnce(normal, *cpu, model, steps, bs, infer_batches));
+        }
       }
       for (int phase = 0; phase < 2; ++phase) {
-        // As the CLI compares: an INVALID side (too noisy, too short) gives no verdict.
-        const report::StepComparison c = report::ComparePhase(
-            a.task, b.task, phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER, phase == 0 ? a.train : a.infer,
-            phase == 0 ? b.train : b.infer, threshold, /*compare_anyway=*/false);
-        if (c.verdict == "too few steps") continue;
+        const v1::Phase ph = phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER;
+        auto steps_of = [phase](const Run& run) { return phase == 0 ? run.train : run.infer; };
+        report::StepComparison c;
+        if (runs == 1) {
+          // As the CLI compares: an INVALID side (too noisy, too short) gives no verdict.
+          c = report::ComparePhase(a[0].task, b[0].task, ph, steps_of(a[0]), steps_of(b[0]), threshold,
+                                   /*compare_anyway=*/false);
+        } else {
+          std::vector<std::vector<double>> ra, rb;
+          for (const Run& run : a) ra.push_back(steps_of(run));
+          for (const Run& run : b) rb.push_back(steps_of(run));
+          c = report::CompareRuns(ra, rb, threshold);
+          // The same data by one run a side (the first of each), as `compare A B` sees it.
+          const report::StepComparison one = report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, false);
+          if (one.verdict != "too few steps") {
+            (kind == 0 ? aa_one_tests : ab_one_tests) += 1;
+            if (report::IsChange(one) && (kind == 0 || one.verdict == "slower")) {
+              (kind == 0 ? aa_one_alarms : ab_one_detected) += 1;
+            }
+          }
+          for (const Run& run : a) c.invalid += report::InvalidSide(run.task, ph, "A");
+          for (const Run& run : b) c.invalid += report::InvalidSide(run.task, ph, "B");
+          if (!c.invalid.empty()) c.verdict = absl::StrCat("not comparable: ", c.invalid);
+        }
+        if (c.verdict == "too few steps" || c.verdict == "too few runs") continue;
         if (kind == 0) {
           ++aa_tests;
           aa_alarms += report::IsChange(c) ? 1 : 0;
@@ -210,11 +239,18 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (runs > 1) {
+    std::printf("RESULT_ONE_RUN aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f ab_comparisons=%d "
+                "ab_detected=%d ab_detection_rate=%.3f (the same pairs, the first run a side by compare A B's "
+                "method)\n",
+                aa_one_tests, aa_one_alarms, aa_one_tests ? static_cast<double>(aa_one_alarms) / aa_one_tests : 0.0,
+                ab_one_tests, ab_one_detected, ab_one_tests ? static_cast<double>(ab_one_detected) / ab_one_tests : 0.0);
+  }
   // A withheld verdict ("not comparable": a side INVALID) is neither an alarm nor a detection.
   std::printf("RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
-              "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g\n",
+              "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d\n",
               aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
               ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown,
-              threshold);
+              threshold, runs);
   return 0;
 }

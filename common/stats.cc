@@ -66,4 +66,61 @@ v1::TimingStats ComputeTimingStats(const std::vector<StepSample>& steps) {
   return out;
 }
 
+namespace {
+
+// The continued fraction of the regularized incomplete beta function I_x(a, b)
+// (modified Lentz), valid for x < (a + 1) / (a + b + 2).
+double BetaFraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300, kEps = 1e-15;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (std::abs(d) < kTiny) d = kTiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 300; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 + aa * d;
+    d = std::abs(d) < kTiny ? kTiny : d;
+    c = 1 + aa / c;
+    c = std::abs(c) < kTiny ? kTiny : c;
+    d = 1 / d;
+    h *= d * c;
+    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 + aa * d;
+    d = std::abs(d) < kTiny ? kTiny : d;
+    c = 1 + aa / c;
+    c = std::abs(c) < kTiny ? kTiny : c;
+    d = 1 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::abs(del - 1) < kEps) break;
+  }
+  return h;
+}
+
+double RegularizedBeta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * BetaFraction(a, b, x) / a;
+  return 1 - front * BetaFraction(b, a, 1 - x) / b;
+}
+
+}  // namespace
+
+double StudentTCdf(double t, double df) {
+  const double tail = 0.5 * RegularizedBeta(df / 2, 0.5, df / (df + t * t));  // P(T > |t|)
+  return t >= 0 ? 1 - tail : tail;
+}
+
+double StudentTQuantile(double p, double df) {
+  double lo = -1e6, hi = 1e6;
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * std::max(1.0, std::abs(lo)); ++i) {
+    const double mid = (lo + hi) / 2;
+    (StudentTCdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 }  // namespace hetbench

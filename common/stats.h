@@ -28,4 +28,10 @@ struct StepSample {
 /// wall window from the first start to the last end.
 v1::TimingStats ComputeTimingStats(const std::vector<StepSample>& steps);
 
+/// P(T <= t) for Student's t with `df` > 0 degrees of freedom (df need not
+/// be whole: Welch's), from the regularized incomplete beta function.
+double StudentTCdf(double t, double df);
+/// The t with StudentTCdf(t, df) = p, p in (0, 1), by bisection.
+double StudentTQuantile(double p, double df);
+
 }  // namespace hetbench

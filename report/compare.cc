@@ -21,6 +21,13 @@ namespace {
 
 constexpr int kMinSteps = 5;
 
+// "slower" when the whole interval lies above 1 + threshold, "faster" below 1 - threshold.
+std::string VerdictOf(double ci_low, double ci_high, double threshold) {
+  if (ci_low > 1 + threshold) return "slower";
+  if (ci_high < 1 - threshold && ci_high > 0) return "faster";
+  return "no change";
+}
+
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   const double pos = q * static_cast<double>(v.size() - 1);
@@ -102,19 +109,61 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
     c.ci_high = Quantile(ratios, 0.975);
   }
   c.p_value = MannWhitneyP(a, b);
-  if (c.ci_low > 1 + threshold) {
-    c.verdict = "slower";
-  } else if (c.ci_high < 1 - threshold && c.ci_high > 0) {
-    c.verdict = "faster";
-  } else {
-    c.verdict = "no change";
-  }
+  c.verdict = VerdictOf(c.ci_low, c.ci_high, threshold);
   return c;
 }
 
-namespace {
+StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
+                           const std::vector<std::vector<double>>& runs_b, double threshold) {
+  StepComparison c;
+  // Each run's log median; a run with too few steps does not count.
+  auto log_medians = [](const std::vector<std::vector<double>>& runs, int64_t* steps_seen) {
+    std::vector<double> out;
+    for (std::vector<double> steps : runs) {
+      *steps_seen += static_cast<int64_t>(steps.size());
+      if (steps.size() < kMinSteps) continue;
+      const double m = MedianInPlace(steps);
+      if (m > 0) out.push_back(std::log(m));
+    }
+    return out;
+  };
+  const std::vector<double> a = log_medians(runs_a, &c.n_a), b = log_medians(runs_b, &c.n_b);
+  c.runs_a = static_cast<int64_t>(a.size());
+  c.runs_b = static_cast<int64_t>(b.size());
+  if (a.size() < 2 || b.size() < 2) {
+    c.verdict = "too few runs";
+    return c;
+  }
+  auto mean_var = [](const std::vector<double>& v) {
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    double var = 0;
+    for (double x : v) var += (x - mean) * (x - mean);
+    return std::pair{mean, var / static_cast<double>(v.size() - 1)};
+  };
+  const auto [ma, va] = mean_var(a);
+  const auto [mb, vb] = mean_var(b);
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  c.median_a_ns = std::exp(ma);
+  c.median_b_ns = std::exp(mb);
+  c.ratio = std::exp(mb - ma);
+  const double se2 = va / na + vb / nb;
+  if (se2 <= 0) {
+    c.ci_low = c.ci_high = c.ratio;
+    c.p_value = c.ratio == 1 ? 1 : 0;
+  } else {
+    const double df = se2 * se2 / ((va / na) * (va / na) / (na - 1) + (vb / nb) * (vb / nb) / (nb - 1));
+    const double se = std::sqrt(se2);
+    const double t = StudentTQuantile(0.975, df);
+    c.ci_low = std::exp(mb - ma - t * se);
+    c.ci_high = std::exp(mb - ma + t * se);
+    c.p_value = 2 * (1 - StudentTCdf(std::abs(mb - ma) / se, df));
+  }
+  c.verdict = VerdictOf(c.ci_low, c.ci_high, threshold);
+  return c;
+}
 
-// "run B train INVALID (too noisy)": the first reason, up to its colon.
 std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run) {
   const v1::PhaseResult* p = render::FindPhase(t, phase);
   if (p == nullptr || p->valid()) return "";
@@ -122,8 +171,6 @@ std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run) {
   if (const size_t colon = why.find(':'); colon != std::string::npos) why.resize(colon);
   return absl::StrCat("run ", run, " ", PhaseName(phase), " INVALID (", why, ")");
 }
-
-}  // namespace
 
 StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
@@ -200,23 +247,42 @@ std::vector<TaskPair> PairTasks(const v1::Job& a, const v1::Job& b, bool compare
 }
 
 std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
-                             const std::vector<std::string>& unpaired, double threshold, const std::string& format) {
-  const std::string method = absl::StrFormat(
-      "ratio = median time per sample of %s over %s (> 1: %s is slower); 95%% CI: percentile bootstrap of the "
-      "ratio over the steps of both runs; p: two-sided Mann-Whitney U; verdict: slower/faster when the whole CI "
-      "lies beyond 1 +/- %.3g; none on a phase judged INVALID on either side",
-      b.id(), a.id(), b.id(), threshold);
+                             const std::vector<std::string>& unpaired, double threshold, const std::string& format,
+                             int runs, const std::string& label_a, const std::string& label_b) {
+  const std::string name_a = label_a.empty() ? a.id() : label_a, name_b = label_b.empty() ? b.id() : label_b;
+  const bool by_runs = runs > 1;
+  const std::string method =
+      by_runs ? absl::StrFormat(
+                    "ratio = geometric mean of the runs' median time per sample, B over A (> 1: B is slower); 95%% "
+                    "CI: Welch's t interval on the runs' log medians, so the noise between runs counts; p: Welch's "
+                    "t test; verdict: slower/faster when the whole CI lies beyond 1 +/- %.3g; none when a run's phase "
+                    "is INVALID",
+                    threshold)
+              : absl::StrFormat(
+                    "ratio = median time per sample of %s over %s (> 1: %s is slower); 95%% CI: percentile bootstrap "
+                    "of the ratio over the steps of both runs; p: two-sided Mann-Whitney U; verdict: slower/faster "
+                    "when the whole CI lies beyond 1 +/- %.3g; none on a phase judged INVALID on either side",
+                    b.id(), a.id(), b.id(), threshold);
   if (format == "json") {
     nlohmann::ordered_json doc;
     doc["schema"] = "hetbench.compare/v1";
-    doc["a"] = a.id();
-    doc["b"] = b.id();
+    doc["a"] = name_a;
+    doc["b"] = name_b;
     doc["threshold"] = threshold;
-    doc["method"] = {{"ratio", "median time per sample, b over a"},
-                     {"interval", "95% percentile bootstrap over the steps of both runs"},
-                     {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
-                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not comparable\" "
-                                 "when either side's phase is INVALID (marked instead with --compare-anyway)"}};
+    if (by_runs) {
+      doc["method"] = {{"ratio", "geometric mean of the runs' median time per sample, b over a"},
+                       {"interval", "95% Welch t interval on the runs' log medians"},
+                       {"test", "Welch's t test on the runs' log medians"},
+                       {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
+                                   "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
+    } else {
+      doc["method"] = {{"ratio", "median time per sample, b over a"},
+                       {"interval", "95% percentile bootstrap over the steps of both runs"},
+                       {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
+                       {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
+                                   "comparable\" when either side's phase is INVALID (marked instead with "
+                                   "--compare-anyway)"}};
+    }
     doc["pairs"] = nlohmann::ordered_json::array();
     for (const PairResult& r : results) {
       nlohmann::ordered_json p;
@@ -230,6 +296,10 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
         p["phase"] = PhaseName(r.phase);
         p["steps_a"] = r.result.n_a;
         p["steps_b"] = r.result.n_b;
+        if (by_runs) {
+          p["runs_a"] = r.result.runs_a;
+          p["runs_b"] = r.result.runs_b;
+        }
         p["median_ns_per_sample_a"] = r.result.median_a_ns;
         p["median_ns_per_sample_b"] = r.result.median_b_ns;
         p["ratio"] = r.result.ratio;
@@ -258,7 +328,7 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
     return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95,p_value,verdict", rows);
   }
   std::string out = absl::StrCat(
-      "compare ", a.id(), " (A) with ", b.id(), " (B)\n",
+      "compare ", name_a, " (A) with ", name_b, " (B)", by_runs ? absl::StrCat(", ", runs, " runs a side") : "", "\n",
       FormatTable({"PAIR", "PHASE", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P", "VERDICT"}, rows), method,
       "\n");
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");

@@ -30,7 +30,8 @@
 namespace hetbench::report {
 
 struct StepComparison {
-  int64_t n_a = 0, n_b = 0;
+  int64_t n_a = 0, n_b = 0;        // steps measured on each side (all runs)
+  int64_t runs_a = 0, runs_b = 0;  // CompareRuns: the runs on each side; 0 for CompareSteps
   double median_a_ns = 0, median_b_ns = 0;  // per sample
   double ratio = 0, ci_low = 0, ci_high = 0;
   double p_value = 1;
@@ -46,11 +47,25 @@ absl::StatusOr<double> ParseThreshold(const std::string& text);
 StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
                             int resamples = 2000, uint64_t seed = 20261122);
 
+/// Several runs per side (the same job run again): `runs_a[i]` is run i's
+/// per-step time per sample. Compares the runs, not the steps, so the noise
+/// between runs, which no test over one run's steps can see, widens the
+/// interval: the ratio is of the geometric means of the runs' medians (B
+/// over A), its 95% interval Welch's t interval on the log medians, the
+/// p-value Welch's t test; the verdict at `threshold` as CompareSteps'.
+/// Needs 2 runs per side with 5 steps each ("too few runs" otherwise).
+StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
+                           const std::vector<std::vector<double>>& runs_b, double threshold);
+
 /// The comparison of `phase` between tasks `a` (run A) and `b` (run B):
 /// CompareSteps, then the validity rule above (`compare_anyway`: give the
 /// verdict on invalid phases, marked).
 StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway);
+
+/// "run B train INVALID (too noisy)" when task `t`'s `phase` is INVALID (its
+/// first reason, up to the colon); "" when it is valid or absent.
+std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run);
 
 /// Whether `c`'s verdict is a change (slower or faster) that counts: both
 /// sides valid (a verdict given anyway on an invalid phase is not one).
@@ -84,8 +99,11 @@ struct PairResult {
   StepComparison result;
 };
 /// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
-/// report/schemas/compare.v1.json).
+/// report/schemas/compare.v1.json). `runs` > 1: the sides are groups of
+/// runs compared by CompareRuns, named `label_a` and `label_b` (e.g.
+/// "job-000001,job-000002,job-000003"); else a's and b's ids.
 std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
-                             const std::vector<std::string>& unpaired, double threshold, const std::string& format);
+                             const std::vector<std::string>& unpaired, double threshold, const std::string& format,
+                             int runs = 1, const std::string& label_a = "", const std::string& label_b = "");
 
 }  // namespace hetbench::report

@@ -44,6 +44,26 @@ n=$(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/null.json")
 [[ $(jq -r '.tasks[0].result.serving.compute' "$WORK/null.json") == null* ]] || fail "the null run does not say what answered"
 echo "serving: null model at 2000/s: $(jq -c '.tasks[0].result.serving | {achieved_qps, issue_delay_p99_ns, latency_p99_ns, early_stopping_ns}' "$WORK/null.json"); valid $(jq -c '.tasks[0].result.phases[0] | [.valid, .invalid_reasons]' "$WORK/null.json")"
 
+# ---- runs compared as runs: the null run twice more, sides of two runs each
+null_jobs=("$job")
+for _ in 1 2; do
+  null_jobs+=("$("$CLI" submit -m null -b 8 --serve server --qps 2000 --latency-bound-ms 10 --serve-duration 1 \
+    --serve-min-queries 1000)") || fail "submit null again failed"
+  "$CLI" watch "${null_jobs[-1]}" >/dev/null 2>&1 || true
+done
+"$CLI" compare "${null_jobs[0]},${null_jobs[1]}" "${null_jobs[2]},${null_jobs[1]}" -o json >"$WORK/runs.json" \
+  || fail "compare of runs failed: $(cat "$WORK/runs.json")"
+[[ $(jq -r '.pairs[0].runs_a, .pairs[0].runs_b, .pairs[0].phase' "$WORK/runs.json" | tr '\n' ' ') == "2 2 serve " ]] \
+  || fail "compare of runs did not compare two runs a side: $(head -c 400 "$WORK/runs.json")"
+[[ $(jq -r '.method.interval' "$WORK/runs.json") == *Welch* ]] || fail "compare of runs does not say its method"
+/usr/bin/python3 "$(dirname "$0")/validate_json.py" "$(dirname "$SCHEMA")/compare.v1.json" "$WORK/runs.json" \
+  || fail "compare of runs -o json does not match compare.v1.json"
+if "$CLI" compare "${null_jobs[0]},${null_jobs[1]}" "${null_jobs[2]}" >"$WORK/mixed.out" 2>&1; then
+  fail "a side of one run against a side of runs was accepted"
+fi
+grep -q "a side of runs needs 2 or more jobs" "$WORK/mixed.out" || fail "mixed sides: $(cat "$WORK/mixed.out")"
+echo "serving: null runs compared as runs: $(jq -c '.pairs[0] | {ratio, ci95, verdict}' "$WORK/runs.json")"
+
 # ---- mlp on cpu0, server scenario, the batcher's largest batch swept (1 and 8)
 job=$("$CLI" submit -m mlp -b 1,8 -t cpu --serve server --qps 200 --latency-bound-ms 100 --serve-duration 1 \
   --serve-min-queries 200) || fail "submit mlp failed"

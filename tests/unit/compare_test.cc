@@ -21,6 +21,40 @@ std::vector<double> Noisy(int n, double median, double spread, uint64_t seed) {
   return out;
 }
 
+// Runs whose medians shift from run to run by `run_spread` (lognormal), each
+// with `n` steps of `step_spread` around its own median.
+std::vector<std::vector<double>> Runs(int runs, int n, double median, double run_spread, double step_spread,
+                                      uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> shift(0, run_spread);
+  std::vector<std::vector<double>> out;
+  for (int r = 0; r < runs; ++r) out.push_back(Noisy(n, median * shift(rng), step_spread, seed * 100 + r));
+  return out;
+}
+
+TEST(CompareTest, RunsComparedAsRunsSeeTheNoiseBetweenRunsThatStepsCannot) {
+  // Whole runs shift by ~4% while each run's steps are tight (1%): one run
+  // against one run is called different most of the time, three against
+  // three by their medians almost never.
+  int step_alarms = 0, run_alarms = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const auto a = Runs(3, 300, 25'000, 0.04, 0.01, seed), b = Runs(3, 300, 25'000, 0.04, 0.01, seed + 1000);
+    step_alarms += CompareSteps(a[0], b[0], 0.02).verdict != "no change" ? 1 : 0;
+    const StepComparison c = CompareRuns(a, b, 0.02);
+    EXPECT_EQ(c.runs_a, 3);
+    EXPECT_EQ(c.n_a, 900) << "every step of every run";
+    EXPECT_LE(c.ci_low, c.ratio);
+    EXPECT_GE(c.ci_high, c.ratio);
+    run_alarms += c.verdict != "no change" ? 1 : 0;
+  }
+  EXPECT_GE(step_alarms, 15) << "one run each: the shift between runs looks like a change";
+  EXPECT_LE(run_alarms, 2) << "3 runs each: the interval covers the shift between runs";
+  // A real 20% slowdown with the same noise is still found.
+  const auto a = Runs(3, 300, 25'000, 0.04, 0.01, 7), b = Runs(3, 300, 30'000, 0.04, 0.01, 8);
+  EXPECT_EQ(CompareRuns(a, b, 0.02).verdict, "slower");
+  EXPECT_EQ(CompareRuns({a[0]}, b, 0.02).verdict, "too few runs");
+}
+
 TEST(CompareTest, MannWhitneyMatchesTheTextbookValue) {
   // U = 0 for two separated samples of 5: z = (12.5 - 0.5) / sqrt(25 x 11 / 12).
   EXPECT_NEAR(MannWhitneyP({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 0.01219, 5e-5);

@@ -56,5 +56,17 @@ TEST(TimingStatsTest, WindowIncludesGapsBetweenSteps) {
 
 TEST(TimingStatsTest, EmptyInputGivesZeroCount) { EXPECT_EQ(ComputeTimingStats({}).count(), 0); }
 
+TEST(StudentTTest, MatchesTheTablesValues) {
+  // Two-sided 95% critical values from the standard t table.
+  EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.706, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 2), 4.303, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 4), 2.776, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 30), 2.042, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 1e6), 1.960, 1e-3) << "the normal's in the limit";
+  EXPECT_NEAR(StudentTCdf(0, 7), 0.5, 1e-12);
+  EXPECT_NEAR(StudentTCdf(-2.776, 4), 0.025, 1e-4);
+  EXPECT_NEAR(StudentTCdf(1.5, 2.5) + StudentTCdf(-1.5, 2.5), 1.0, 1e-12) << "symmetric, for a fractional df too";
+}
+
 }  // namespace
 }  // namespace hetbench
