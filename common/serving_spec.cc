@@ -14,9 +14,7 @@ namespace {
 
 constexpr const char* kScenarios = "server, single_stream, offline or peak";
 
-bool IsScenario(const std::string& s) {
-  return s == "server" || s == "single_stream" || s == "offline" || s == "peak";
-}
+bool IsScenario(const std::string& s) { return s == "server" || s == "single_stream" || s == "offline" || s == "peak"; }
 
 // The scenarios whose issuer follows a schedule without waiting for answers.
 bool IsOpenLoop(const std::string& s) { return s == "server" || s == "peak"; }
@@ -67,16 +65,19 @@ void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* prob
     bad("serving.qps_sweep: ", s.qps_sweep_size(), " rates: at most 64");
   } else if (s.qps_sweep_size() > 0) {
     if (s.target_qps() != 0) {
-      bad("serving.target_qps = ", Shown(s.target_qps()), " and serving.qps_sweep: both set; list every rate under qps_sweep");
+      bad("serving.target_qps = ", Shown(s.target_qps()),
+          " and serving.qps_sweep: both set; list every rate under qps_sweep");
     }
     for (int i = 0; i < s.qps_sweep_size(); ++i) {
       const double q = s.qps_sweep(i);
       if (!(q > 0 && q <= ServingLimits::kMaxQps)) {
         bad("serving.qps_sweep[", i, "] = ", Shown(q), ": must be a finite number in (0, ",
             static_cast<int64_t>(ServingLimits::kMaxQps), "]");
-      } else if (s.min_duration_seconds() > 0 && q * s.min_duration_seconds() > static_cast<double>(ServingLimits::kMaxQueries)) {
-        bad("serving.qps_sweep[", i, "] x min_duration_seconds = ", absl::StrFormat("%.0f", q * s.min_duration_seconds()),
-            " queries: at most ", ServingLimits::kMaxQueries, " per task; lower either");
+      } else if (s.min_duration_seconds() > 0 &&
+                 q * s.min_duration_seconds() > static_cast<double>(ServingLimits::kMaxQueries)) {
+        bad("serving.qps_sweep[", i,
+            "] x min_duration_seconds = ", absl::StrFormat("%.0f", q * s.min_duration_seconds()), " queries: at most ",
+            ServingLimits::kMaxQueries, " per task; lower either");
       }
     }
   }
@@ -104,15 +105,16 @@ void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* prob
   } else {
     if (s.target_qps() != 0) {
       bad("serving.target_qps = ", Shown(s.target_qps()), ": not used by scenario ", scenario,
-          scenario == "offline" ? " (every query is issued at once)" : " (the next query goes when the last is answered)",
+          scenario == "offline" ? " (every query is issued at once)"
+                                : " (the next query goes when the last is answered)",
           "; remove it");
     }
     if (scenario == "offline" && s.latency_bound_ms() != 0) {
       bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()),
           ": not used by scenario offline (it counts throughput); remove it");
     } else if (!(s.latency_bound_ms() >= 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
-      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in [0, ", static_cast<int64_t>(ServingLimits::kMaxBoundMs),
-          "] (0 = no bound)");
+      bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in [0, ",
+          static_cast<int64_t>(ServingLimits::kMaxBoundMs), "] (0 = no bound)");
     }
   }
 }
@@ -126,8 +128,7 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
     if (IsServingCalibrationModel(m)) {
       calibration_model = true;
       if (!IsServing(spec)) {
-        bad("models[", i, "] = \"", m, "\": a serving calibration model; it needs serving.scenario (", kScenarios,
-            ")");
+        bad("models[", i, "] = \"", m, "\": a serving calibration model; it needs serving.scenario (", kScenarios, ")");
       }
     }
     if (m == "fixed-service" && !(s.fixed_service_us() > 0 && s.fixed_service_us() <= 1e6)) {
@@ -138,7 +139,8 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
       bad("models[", i, "] = \"qsim\": a circuit benchmark, not a model that answers queries; serve qnn instead");
     }
   }
-  const bool wants_fixed = std::find(spec.models().begin(), spec.models().end(), "fixed-service") != spec.models().end();
+  const bool wants_fixed =
+      std::find(spec.models().begin(), spec.models().end(), "fixed-service") != spec.models().end();
   if (s.fixed_service_us() != 0 && !wants_fixed) {
     bad("serving.fixed_service_us: set, but models does not list \"fixed-service\"; add it or remove the field");
   }
@@ -177,8 +179,9 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   }
   if (IsOpenLoop(scenario) && s.target_qps() > 0 && s.min_duration_seconds() > 0 &&
       s.target_qps() * s.min_duration_seconds() > static_cast<double>(ServingLimits::kMaxQueries)) {
-    bad("serving: target_qps x min_duration_seconds = ", absl::StrFormat("%.0f", s.target_qps() * s.min_duration_seconds()),
-        " queries: at most ", ServingLimits::kMaxQueries, " per task; lower either");
+    bad("serving: target_qps x min_duration_seconds = ",
+        absl::StrFormat("%.0f", s.target_qps() * s.min_duration_seconds()), " queries: at most ",
+        ServingLimits::kMaxQueries, " per task; lower either");
   }
   if (spec.parallel().devices_size() > 0) {
     bad("serving: cannot be combined with parallel (a serving run is one device's); remove parallel");
@@ -189,7 +192,8 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   if (spec.layers().enabled()) bad("serving: cannot be combined with layers.enabled; remove the layer profile");
   for (int i = 0; i < spec.targets_size(); ++i) {
     if (spec.targets(i).executor() == "python") {
-      bad("targets[", i, "].executor = \"python\": serving runs on the torch executor; remove the executor or use torch");
+      bad("targets[", i,
+          "].executor = \"python\": serving runs on the torch executor; remove the executor or use torch");
     }
   }
 }
@@ -234,7 +238,8 @@ void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_la
   run->set_early_stopping_ns(EarlyStoppingEstimate(sorted_latencies, p));
   int64_t over = 0;
   if (bound_ns > 0) {
-    over = n - (std::upper_bound(sorted_latencies.begin(), sorted_latencies.end(), bound_ns) - sorted_latencies.begin());
+    over =
+        n - (std::upper_bound(sorted_latencies.begin(), sorted_latencies.end(), bound_ns) - sorted_latencies.begin());
   }
   run->set_over_bound(over);
   if (stats.window_seconds() > 0) {
@@ -272,11 +277,12 @@ void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_la
     const EarlyStopping es = EarlyStop(n, over, p);
     if (!es.met) {
       if (run->latency_at_percentile_ns() > bound_ns) {
-        reason(pname, " latency ", Ms(run->latency_at_percentile_ns()), " is over the bound serving.latency_bound_ms = ",
-               Shown(s.latency_bound_ms()), " (", over, " of ", n, " queries over it)");
+        reason(pname, " latency ", Ms(run->latency_at_percentile_ns()),
+               " is over the bound serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), " (", over, " of ", n,
+               " queries over it)");
       } else {
-        reason("needs at least ", es.min_queries - n, " more queries for ", pname, " within the bound at 99% confidence (",
-               over, " of ", n, " over it; early stopping)");
+        reason("needs at least ", es.min_queries - n, " more queries for ", pname,
+               " within the bound at 99% confidence (", over, " of ", n, " over it; early stopping)");
       }
     }
   } else if (n > 0 && run->early_stopping_ns() == 0 && s.scenario() != "offline") {

@@ -12,8 +12,8 @@ absl::Status CheckUniqueKeys(const YAML::Node& map, const std::string& path) {
   std::map<std::string, int> first_line;
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(kv.first, path.empty() ? "key" : path + ".key"),
-                                                     ": a key must be a plain name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(kv.first, path.empty() ? "key" : path + ".key"), ": a key must be a plain name"));
     }
     const std::string key = kv.first.Scalar();
     auto [it, inserted] = first_line.emplace(key, kv.first.Mark().line + 1);
@@ -30,14 +30,14 @@ std::string Where(const YAML::Node& n, const std::string& path) {
   return absl::StrCat(path, " (line ", n.Mark().line + 1, ")");
 }
 
-
 // A model name. YAML reads `null` (and `~`) as no value, so the serving
 // calibration model must be quoted; the error says so.
 absl::StatusOr<std::string> ModelName(const YAML::Node& n, const std::string& path) {
   if (n.IsNull()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(n, path), ": no model name (YAML reads null as no value); for the serving calibration model write \"null\" "
-                        "in quotes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(n, path),
+                     ": no model name (YAML reads null as no value); for the serving calibration model write \"null\" "
+                     "in quotes"));
   }
   return As<std::string>(n, path, "a model name");
 }

@@ -314,6 +314,19 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
     return doc.dump(2) + "\n";
   }
   std::vector<std::vector<std::string>> rows;
+  if (format == "csv") {  // one value per cell, numbers unrounded
+    for (const PairResult& r : results) {
+      if (!r.pair.refused.empty()) {
+        rows.push_back({r.pair.key, "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused)});
+        continue;
+      }
+      const StepComparison& c = r.result;
+      rows.push_back({r.pair.key, PhaseName(r.phase), render::CsvNumber(c.median_a_ns / 1e6),
+                      render::CsvNumber(c.median_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
+                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict});
+    }
+    return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,ci95_high,p_value,verdict", rows);
+  }
   for (const PairResult& r : results) {
     if (!r.pair.refused.empty()) {
       rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
@@ -323,9 +336,6 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
     rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrFormat("%.4f", c.median_a_ns / 1e6),
                     absl::StrFormat("%.4f", c.median_b_ns / 1e6), absl::StrFormat("%.3f", c.ratio),
                     absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high), absl::StrFormat("%.2g", c.p_value), c.verdict});
-  }
-  if (format == "csv") {
-    return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95,p_value,verdict", rows);
   }
   std::string out = absl::StrCat(
       "compare ", name_a, " (A) with ", name_b, " (B)", by_runs ? absl::StrCat(", ", runs, " runs a side") : "", "\n",

@@ -117,6 +117,20 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
     return doc.dump(2) + "\n";
   }
   std::vector<std::vector<std::string>> cells;
+  if (format == "csv") {  // one value per cell, numbers unrounded; energy in millijoules with its source apart
+    for (const HistoryRow& r : rows) {
+      const std::string executor = r.task->result().environment().executor();
+      cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task),
+                       executor.empty() ? "torch" : executor, absl::StrCat(r.task->batch_size()),
+                       render::CsvNumber(r.samples_per_second_p50), render::CsvNumber(r.p25), render::CsvNumber(r.p75),
+                       r.joules_per_sample > 0 ? render::CsvNumber(r.joules_per_sample * 1e3) : "",
+                       r.joules_per_sample > 0 ? r.energy_source : "", ChangeText(r)});
+    }
+    return render::CsvLines(
+        "finished,task,device,executor,batch,train_samples_per_s_p50,train_samples_per_s_p25,train_samples_per_s_p75,"
+        "millijoules_per_sample,energy_source,change",
+        cells);
+  }
   for (const HistoryRow& r : rows) {
     cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task),
                      r.task->result().environment().executor().empty() ? "torch"
@@ -127,13 +141,10 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                                              : "-",
                      ChangeText(r)});
   }
-  if (format == "csv") {
-    return render::CsvLines("finished,task,device,executor,batch,train_samples_per_s_p50,iqr,mj_per_sample,change",
-                            cells);
-  }
   return absl::StrCat(
       "history of ", model, " (training), oldest first\n",
-      FormatTable({"FINISHED", "TASK", "DEVICE", "EXECUTOR", "BATCH", "SAMPLES/S_P50", "P25-P75", "MJ/SAMPLE", "CHANGE"},
+      FormatTable({"FINISHED", "TASK", "DEVICE", "EXECUTOR", "BATCH", "SAMPLES/S_P50", "P25-P75", "MILLIJOULES/SAMPLE",
+                   "CHANGE"},
                   cells),
       absl::StrFormat("CHANGE: against the previous run of the same device model, executor, batch and model "
                       "fingerprint, by compare's test (95%% bootstrap CI of the time ratio beyond 1 +/- %.3g).\n",

@@ -22,8 +22,8 @@ std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
   const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
   // Enough arrivals to cover the duration with room for the draw's spread,
   // then cut at the first point where both minimums hold.
-  std::vector<int64_t> schedule = PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4,
-                                                  ServingQueryCapacity(spec, qps));
+  std::vector<int64_t> schedule =
+      PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4, ServingQueryCapacity(spec, qps));
   for (size_t i = 0; i < schedule.size(); ++i) {
     if (static_cast<int64_t>(i + 1) >= s.min_queries() && schedule[i] - schedule.front() >= min_ns) {
       schedule.resize(i + 1);
@@ -48,7 +48,8 @@ struct OneRun {
 OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
                const BatchingServer::Compute& compute, const ServingControl& control) {
   const v1::ServingSpec& s = spec.serving();
-  const absl::Duration wait = absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms());  // answers after the last issue
+  const absl::Duration wait =
+      absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms());  // answers after the last issue
   OneRun one;
   control.issued->store(0);
   BatchingServer server(options, compute);
@@ -60,7 +61,8 @@ OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& optio
     limits.timeout = wait;
     control.total->store(s.min_queries());
     one.run = RunClosedLoop(server, limits, control.cancel, control.issued);
-    if (!one.run.queries.empty()) one.schedule_seconds = static_cast<double>(one.run.queries.back().scheduled_ns) * 1e-9;
+    if (!one.run.queries.empty())
+      one.schedule_seconds = static_cast<double>(one.run.queries.back().scheduled_ns) * 1e-9;
   } else {
     const std::vector<int64_t> schedule =
         s.scenario() == "offline" ? std::vector<int64_t>(static_cast<size_t>(ServingQueryCapacity(spec, qps)), 0)

@@ -9,9 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/names.h"
-
 #include "client/commands/command.h"
+#include "common/names.h"
 
 namespace hetbench::client {
 
@@ -44,7 +43,8 @@ class Compare final : public Command {
       return kExitUsage;
     }
     const double threshold = *parsed;
-    if (std::any_of(ids_.begin(), ids_.end(), [](const std::string& id) { return id.find(',') != std::string::npos; })) {
+    if (std::any_of(ids_.begin(), ids_.end(),
+                    [](const std::string& id) { return id.find(',') != std::string::npos; })) {
       return CompareRunGroups(c, threshold);
     }
     std::vector<v1::Job> jobs(ids_.size());
@@ -93,7 +93,8 @@ class Compare final : public Command {
     if (it == fetched_.end()) {
       v1::TaskData data;
       if (grpc::Status s = FetchTaskData(c, task.id(), v1::GetTaskDataRequest::KIND_SAMPLES, &data); !s.ok()) return s;
-      it = fetched_.emplace(task.id(), std::vector<v1::SampleBatch>(data.samples().begin(), data.samples().end())).first;
+      it =
+          fetched_.emplace(task.id(), std::vector<v1::SampleBatch>(data.samples().begin(), data.samples().end())).first;
     }
     *out = &it->second;
     return grpc::Status::OK;
@@ -108,7 +109,8 @@ class Compare final : public Command {
       std::vector<v1::Job>& side = sides.emplace_back();
       for (const std::string& run : std::vector<std::string>(absl::StrSplit(id, ',', absl::SkipEmpty()))) {
         v1::Job& job = side.emplace_back();
-        if (grpc::Status s = FetchJob(c, run, &job); !s.ok()) return RpcError(c.err, absl::StrCat("get job ", run), s, c.common.server);
+        if (grpc::Status s = FetchJob(c, run, &job); !s.ok())
+          return RpcError(c.err, absl::StrCat("get job ", run), s, c.common.server);
       }
       if (side.size() < 2) {
         c.err << "hetbench: compare " << QuotedInput(id)

@@ -1,5 +1,8 @@
 #include "report/render/common.h"
 
+#include <charconv>
+#include <cmath>
+
 #include <google/protobuf/util/json_util.h>
 
 #include <ctime>
@@ -39,6 +42,15 @@ std::string CsvLines(const std::string& header, const std::vector<std::vector<st
     out += absl::StrJoin(r, ",", [](std::string* o, const std::string& s) { o->append(CsvEscape(s)); }) + "\n";
   }
   return out;
+}
+
+std::string CsvNumber(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[400];  // fixed notation of the largest double needs 309 digits
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+  if (ec != std::errc()) return absl::StrFormat("%.17g", v);
+  return std::string(buf, end);
 }
 
 std::string TimeString(double unix_seconds) {

@@ -19,6 +19,9 @@ std::string ToJson(const google::protobuf::Message& m);
 std::string Ms(double ns);
 std::string CsvEscape(const std::string& s);
 std::string CsvLines(const std::string& header, const std::vector<std::vector<std::string>>& rows);
+/// A number as a spreadsheet reads it: plain decimal notation (never
+/// 2.38505e+07), every digit it needs to read back exactly; "" for NaN.
+std::string CsvNumber(double v);
 /// "2026-11-22 10:00:00Z", or "-" for 0.
 std::string TimeString(double unix_seconds);
 const v1::PhaseResult* FindPhase(const v1::Task& t, v1::Phase phase);

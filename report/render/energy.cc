@@ -41,8 +41,8 @@ std::string RenderLayerEnergy(const v1::Job& job) {
   }
   if (rows.empty()) return "";
   std::string out = absl::StrCat("Per-layer energy for ", job.id(), "\n");
-  absl::StrAppend(&out, FormatTable({"TASK", "DEVICE", "#", "LAYER", "PHASE", "WINDOWS", "SOURCE", "MJ_PER_SAMPLE",
-                                     "WATTS", "COVERAGE", "WINDOW/READ_MS", "NOTE"},
+  absl::StrAppend(&out, FormatTable({"TASK", "DEVICE", "#", "LAYER", "PHASE", "WINDOWS", "SOURCE",
+                                     "MILLIJOULES_PER_SAMPLE", "WATTS", "COVERAGE", "WINDOW/READ_MS", "NOTE"},
                                     rows));
   absl::StrAppend(&out,
                   "train = the layer's forward and backward, infer = its eval forward. WINDOWS: 'profiled' = the "
@@ -108,6 +108,13 @@ std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, b
     refused = refused || v.refused;
     return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.0f%%", 100 * *v.ratio) : "-";
   };
+  const bool csv = format == OutputFormat::kCsv;
+  // CSV: the speedup as a plain ratio ("" when refused or without a baseline).
+  auto ratio = [&](const v1::Task& t, v1::Phase phase) -> std::string {
+    const Versus v = RateVsBaseline(job, t, phase, baseline_kind, compare_mismatched);
+    refused = refused || v.refused;
+    return v.refused || !v.ratio ? "" : CsvNumber(*v.ratio);
+  };
   for (const v1::Task& t : job.tasks()) {
     const v1::PhaseResult* train = FindPhase(t, v1::PHASE_TRAIN);
     const v1::PhaseResult* infer = FindPhase(t, v1::PHASE_INFER);
@@ -119,6 +126,17 @@ std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, b
     cpu_default = cpu_default || !from_study;
     const EnergySummary e = SummarizeEnergy(t.result(), v1::PHASE_UNSPECIFIED);
     const bool valid = (!train || train->valid()) && (!infer || infer->valid());
+    if (csv) {  // one value per cell, numbers unrounded
+      rows.push_back({TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), CsvNumber(train_s),
+                      CsvNumber(test_s), ratio(t, v1::PHASE_TRAIN), ratio(t, v1::PHASE_INFER),
+                      t.result().test_mse() > 0 ? "" : CsvNumber(t.result().test_accuracy()),
+                      t.result().test_mse() > 0 ? CsvNumber(t.result().test_mse()) : "",
+                      CsvNumber(nominal), from_study ? "study" : "hetbench default",
+                      CsvNumber(nominal * (train_s + test_s)), e.ok ? CsvNumber(e.average_watts) : "",
+                      e.ok ? CsvNumber(e.joules) : "", e.ok ? PowerSourceName(e.source) : "",
+                      e.ok ? absl::StrCat(e.sensors) : "", valid ? "true" : "false"});
+      continue;
+    }
     rows.push_back({TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), Num(train_s, "%.3f"),
                     Num(test_s, "%.3f"), percent(t, v1::PHASE_TRAIN), percent(t, v1::PHASE_INFER),
                     Quality(t.result()), absl::StrCat(Num(nominal, "%.0f"), from_study ? "" : "+"),
@@ -127,8 +145,9 @@ std::string RenderStudyTable(const v1::Job& job, v1::DeviceKind baseline_kind, b
   }
   if (format == OutputFormat::kCsv) {
     // The same cells; E=PxT is the study's nominal-watts estimate, not a measurement.
-    return CsvLines("model,device,batch,train_s,test_s,train_vs_base,test_vs_base,quality,nominal_w,e_pxt_j,avg_w,"
-                    "energy_j,source,valid",
+    return CsvLines("model,device,batch,train_s,test_s,train_vs_base,test_vs_base,test_accuracy,test_mse,nominal_w,"
+                    "nominal_w_from,"
+                    "e_pxt_j,avg_w,energy_j,energy_source,energy_sensors,valid",
                     rows);
   }
   std::string out = absl::StrCat("Study table for ", job.id(), " (", JobModels(job), ")\n");

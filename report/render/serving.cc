@@ -30,17 +30,34 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
     const v1::ServingRun& s = t.result().serving();
     const std::string pct = absl::StrFormat("%g", s.percentile());
     if (csv) {
-      rows.push_back({job.id(), t.id(), TaskModel(job, t), t.device_id(), DeviceKindName(t.device_kind()),
-                      absl::StrCat(t.batch_size()), s.scenario(), absl::StrCat(s.target_qps()),
-                      absl::StrCat(s.achieved_qps()), absl::StrCat(s.samples_per_second()),
-                      absl::StrCat(s.queries_scheduled()), absl::StrCat(s.queries_answered()),
-                      absl::StrCat(s.latency_p50_ns()), absl::StrCat(s.latency_p90_ns()),
-                      absl::StrCat(s.latency_p99_ns()), pct, absl::StrCat(s.latency_at_percentile_ns()),
-                      absl::StrCat(s.early_stopping_ns()), absl::StrCat(s.latency_bound_ms()),
-                      absl::StrCat(s.over_bound()), absl::StrCat(s.issue_delay_p50_ns()),
-                      absl::StrCat(s.issue_delay_p99_ns()), absl::StrCat(s.issue_delay_max_ns()),
-                      absl::StrCat(s.batches()), absl::StrCat(s.mean_batch()), absl::StrCat(s.instances()),
-                      p->valid() ? "true" : "false", absl::StrJoin(p->invalid_reasons(), "; ")});
+      rows.push_back({job.id(),
+                      t.id(),
+                      TaskModel(job, t),
+                      t.device_id(),
+                      DeviceKindName(t.device_kind()),
+                      absl::StrCat(t.batch_size()),
+                      s.scenario(),
+                      absl::StrCat(s.target_qps()),
+                      absl::StrCat(s.achieved_qps()),
+                      absl::StrCat(s.samples_per_second()),
+                      absl::StrCat(s.queries_scheduled()),
+                      absl::StrCat(s.queries_answered()),
+                      absl::StrCat(s.latency_p50_ns()),
+                      absl::StrCat(s.latency_p90_ns()),
+                      absl::StrCat(s.latency_p99_ns()),
+                      pct,
+                      absl::StrCat(s.latency_at_percentile_ns()),
+                      absl::StrCat(s.early_stopping_ns()),
+                      absl::StrCat(s.latency_bound_ms()),
+                      absl::StrCat(s.over_bound()),
+                      absl::StrCat(s.issue_delay_p50_ns()),
+                      absl::StrCat(s.issue_delay_p99_ns()),
+                      absl::StrCat(s.issue_delay_max_ns()),
+                      absl::StrCat(s.batches()),
+                      absl::StrCat(s.mean_batch()),
+                      absl::StrCat(s.instances()),
+                      p->valid() ? "true" : "false",
+                      absl::StrJoin(p->invalid_reasons(), "; ")});
       continue;
     }
     rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), s.scenario(),
@@ -65,10 +82,10 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
   return absl::StrCat(
       "Serving (latency from each query's scheduled time; nearest-rank percentiles of every query; EARLY_STOP is the "
       "reported percentile's early-stopping estimate at 99% confidence):\n",
-      FormatTable({"TASK", "MODEL", "DEVICE", "MAX_BATCH", "SCENARIO", "TARGET_QPS", "ACHIEVED_QPS", "ANSWERED",
-                   "P50_MS", "P90_MS", "P99_MS", "EARLY_STOP_MS", "BOUND_MS", "OVER_BOUND", "ISSUE_DELAY_P99_US",
-                   "MEAN_BATCH", "VALID"},
-                  rows));
+      FormatTable(
+          {"TASK", "MODEL", "DEVICE", "MAX_BATCH", "SCENARIO", "TARGET_QPS", "ACHIEVED_QPS", "ANSWERED", "P50_MS",
+           "P90_MS", "P99_MS", "EARLY_STOP_MS", "BOUND_MS", "OVER_BOUND", "ISSUE_DELAY_P99_US", "MEAN_BATCH", "VALID"},
+          rows));
 }
 
 std::string ServingFooter(const v1::TaskResult& r) {
@@ -101,7 +118,8 @@ struct CurvePoint {
   int64_t p50 = 0, p90 = 0, p99 = 0;
 };
 
-svg::LineChart Curve(const std::string& title, std::vector<CurvePoint> points, double bound_ms, const std::string& note) {
+svg::LineChart Curve(const std::string& title, std::vector<CurvePoint> points, double bound_ms,
+                     const std::string& note) {
   std::sort(points.begin(), points.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.qps < b.qps; });
   svg::LineChart c;
   c.title = title;
@@ -122,8 +140,8 @@ svg::LineChart Curve(const std::string& title, std::vector<CurvePoint> points, d
     c.lines.push_back(std::move(line));
   }
   if (bound_ms > 0) {
-    c.lines.push_back({absl::StrFormat("bound %g ms", bound_ms),
-                       {{points.front().qps, bound_ms}, {points.back().qps, bound_ms}}});
+    c.lines.push_back(
+        {absl::StrFormat("bound %g ms", bound_ms), {{points.front().qps, bound_ms}, {points.back().qps, bound_ms}}});
     hi = std::max(hi, bound_ms);
   }
   c.log_y = lo > 0 && hi / lo > 20;  // latency grows steeply near saturation
@@ -150,12 +168,12 @@ void ServingPlots(const v1::Job& job, std::vector<Plot>* out) {
       for (const v1::ServingStep& step : s.steps()) {
         points.push_back({step.qps(), step.latency_p50_ns(), 0, step.latency_p99_ns()});
       }
-      svg::LineChart c = Curve(
-          absl::StrCat("Peak search, ", key,
-                       s.peak_qps() > 0 ? absl::StrFormat(": peak %.1f q/s", s.peak_qps()) : ": no VALID rate"),
-          points, s.latency_bound_ms(),
-          "Each point one run of the search (its p50 and p99 from the agent, judged by the coordinator's rules); "
-          "the final run at the peak is the task's stored result.");
+      svg::LineChart c =
+          Curve(absl::StrCat("Peak search, ", key,
+                             s.peak_qps() > 0 ? absl::StrFormat(": peak %.1f q/s", s.peak_qps()) : ": no VALID rate"),
+                points, s.latency_bound_ms(),
+                "Each point one run of the search (its p50 and p99 from the agent, judged by the coordinator's rules); "
+                "the final run at the peak is the task's stored result.");
       c.lines.erase(c.lines.begin() + 1);  // the search keeps p50 and p99
       out->push_back({absl::StrCat("serving-peak-", t.id()), c.title, svg::Render(c)});
     }

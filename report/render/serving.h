@@ -4,7 +4,6 @@
 /// estimate, how well the issuer kept up, and the verdict.
 
 #include <string>
-
 #include <vector>
 
 #include "hetbench/v1/coordinator.pb.h"

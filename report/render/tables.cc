@@ -60,6 +60,12 @@ class Speedups {
     return v.refused ? "n/a" : v.ratio ? absl::StrFormat("%.2fx", *v.ratio) : "-";
   }
   bool refused() const { return refused_; }
+  /// The same as a plain number for CSV ("" when refused or without a baseline).
+  std::string Csv(const v1::Task& t, v1::Phase phase) {
+    const Versus v = RateVsBaseline(job_, t, phase, baseline_kind_, compare_mismatched_);
+    refused_ = refused_ || v.refused;
+    return v.refused || !v.ratio ? "" : CsvNumber(*v.ratio);
+  }
 
  private:
   const v1::Job& job_;
@@ -137,41 +143,41 @@ std::string ReportCsv(const v1::Job& job, Speedups& speedup) {
                           PhaseName(p.phase()),
                           absl::StrCat(s.count()),
                           absl::StrCat(s.items()),
-                          absl::StrCat(s.p25_ns()),
-                          absl::StrCat(s.p50_ns()),
-                          absl::StrCat(s.p75_ns()),
-                          absl::StrCat(s.p90_ns()),
-                          absl::StrCat(s.p99_ns()),
-                          absl::StrCat(s.mean_ns()),
-                          absl::StrCat(s.stddev_ns()),
-                          absl::StrCat(s.iqr_ns()),
-                          absl::StrCat(s.min_ns()),
-                          absl::StrCat(s.max_ns()),
-                          absl::StrCat(PerSampleNs(s, s.p25_ns())),
-                          absl::StrCat(PerSampleNs(s, s.p50_ns())),
-                          absl::StrCat(PerSampleNs(s, s.p75_ns())),
-                          absl::StrCat(s.samples_per_second()),
-                          speedup(t, p.phase()),
-                          absl::StrCat(r.test_accuracy()),
-                          absl::StrCat(r.test_mse()),
+                          CsvNumber(s.p25_ns()),
+                          CsvNumber(s.p50_ns()),
+                          CsvNumber(s.p75_ns()),
+                          CsvNumber(s.p90_ns()),
+                          CsvNumber(s.p99_ns()),
+                          CsvNumber(s.mean_ns()),
+                          CsvNumber(s.stddev_ns()),
+                          CsvNumber(s.iqr_ns()),
+                          CsvNumber(s.min_ns()),
+                          CsvNumber(s.max_ns()),
+                          CsvNumber(PerSampleNs(s, s.p25_ns())),
+                          CsvNumber(PerSampleNs(s, s.p50_ns())),
+                          CsvNumber(PerSampleNs(s, s.p75_ns())),
+                          CsvNumber(s.samples_per_second()),
+                          speedup.Csv(t, p.phase()),
+                          CsvNumber(r.test_accuracy()),
+                          CsvNumber(r.test_mse()),
                           p.valid() ? "true" : "false",
                           absl::StrJoin(p.invalid_reasons(), "; "),
                           r.environment().model_fingerprint(),
                           e.ok ? PowerSourceName(e.source) : "",
                           absl::StrCat(e.sensors),
-                          absl::StrCat(e.average_watts),
-                          absl::StrCat(e.joules),
-                          absl::StrCat(e.joules_per_sample),
-                          absl::StrCat(e.coverage),
+                          CsvNumber(e.average_watts),
+                          CsvNumber(e.joules),
+                          CsvNumber(e.joules_per_sample),
+                          CsvNumber(e.coverage),
                           e.short_window ? "true" : "false",
-                          e.has_baseline ? absl::StrCat(e.net_joules) : "",
-                          c ? absl::StrCat(c->usd_per_hour()) : "",
-                          c ? absl::StrCat(c->usd_per_1000_samples()) : "",
-                          c ? absl::StrCat(c->usd_per_epoch()) : "",
-                          c ? absl::StrCat(c->electricity_usd_per_1000_samples()) : "",
-                          absl::StrCat(flops_per_sample),
-                          absl::StrCat(AchievedGflops(t, p)),
-                          absl::StrCat(r.calibration().gemm_gflops()),
+                          e.has_baseline ? CsvNumber(e.net_joules) : "",
+                          c ? CsvNumber(c->usd_per_hour()) : "",
+                          c ? CsvNumber(c->usd_per_1000_samples()) : "",
+                          c ? CsvNumber(c->usd_per_epoch()) : "",
+                          c ? CsvNumber(c->electricity_usd_per_1000_samples()) : "",
+                          CsvNumber(flops_per_sample),
+                          CsvNumber(AchievedGflops(t, p)),
+                          CsvNumber(r.calibration().gemm_gflops()),
                           r.environment().blas()});
     }
   }
@@ -351,7 +357,7 @@ namespace {
 // A layer's resolved energy per sample, or "" (unknown or too short to resolve).
 std::string LayerJoulesCell(const v1::TaskResult& r, int32_t layer, v1::Phase phase) {
   for (const v1::LayerEnergy& e : r.layer_energy()) {
-    if (e.layer() == layer && e.phase() == phase && e.resolved()) return absl::StrCat(e.joules_per_sample());
+    if (e.layer() == layer && e.phase() == phase && e.resolved()) return CsvNumber(e.joules_per_sample());
   }
   return "";
 }
@@ -377,12 +383,12 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
       if (format == OutputFormat::kCsv) {
         rows.push_back({job.id(), t.id(), TaskModel(job, t), t.agent_id(), t.device_id(),
                         DeviceKindName(t.device_kind()), absl::StrCat(t.batch_size()), absl::StrCat(l.index()), l.name(),
-                        absl::StrCat(l.forward().p25_ns()), absl::StrCat(l.forward().p50_ns()),
-                        absl::StrCat(l.forward().p75_ns()), absl::StrCat(l.backward().count()),
-                        absl::StrCat(l.backward().p25_ns()), absl::StrCat(l.backward().p50_ns()),
-                        absl::StrCat(l.backward().p75_ns()), absl::StrCat(l.inference().p25_ns()),
-                        absl::StrCat(l.inference().p50_ns()), absl::StrCat(l.inference().p75_ns()),
-                        absl::StrCat(l.forward_flops_per_sample()),
+                        CsvNumber(l.forward().p25_ns()), CsvNumber(l.forward().p50_ns()),
+                        CsvNumber(l.forward().p75_ns()), absl::StrCat(l.backward().count()),
+                        CsvNumber(l.backward().p25_ns()), CsvNumber(l.backward().p50_ns()),
+                        CsvNumber(l.backward().p75_ns()), CsvNumber(l.inference().p25_ns()),
+                        CsvNumber(l.inference().p50_ns()), CsvNumber(l.inference().p75_ns()),
+                        CsvNumber(l.forward_flops_per_sample()),
                         LayerJoulesCell(r, l.index(), v1::PHASE_TRAIN), LayerJoulesCell(r, l.index(), v1::PHASE_INFER)});
         continue;
       }

@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
 namespace hetbench::report {
 namespace {
 
@@ -39,7 +44,8 @@ TEST(RenderTest, TableShowsPercentilesInMsAndSpeedupAgainstTheBaseline) {
   EXPECT_THAT(table, HasSubstr("2.00x"));  // 3000 / 1500 samples/s
   EXPECT_THAT(table, HasSubstr("relative to the same model and batch size on the baseline (cpu"));
   // It ends with the command that reruns it.
-  EXPECT_THAT(table, HasSubstr("Rerun: hetbench get job job-000007 -o yaml > spec.yaml && hetbench submit -f spec.yaml"));
+  EXPECT_THAT(table,
+              HasSubstr("Rerun: hetbench get job job-000007 -o yaml > spec.yaml && hetbench submit -f spec.yaml"));
 }
 
 TEST(RenderTest, SpeedupIsRefusedAcrossDifferentFingerprintsUnlessAsked) {
@@ -110,7 +116,8 @@ TEST(RenderTest, AgentsListExecutorsAndTheKindsNotOfferedWithWhy) {
   EXPECT_THAT(wide, ::testing::ContainsRegex("gpu0 +gpu +A100 .* NVIDIA 535.104.05 "));
   EXPECT_THAT(wide, HasSubstr("rapl:package-0"));
   EXPECT_THAT(wide, HasSubstr("uuid=GPU-1234"));
-  EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv), HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\",\"pool=spot,zone=b\""));
+  EXPECT_THAT(RenderAgents({a}, OutputFormat::kCsv),
+              HasSubstr("vm1,cpu0,cpu,Xeon,0,0.0,\"torch,python\",\"pool=spot,zone=b\""));
 }
 
 TEST(RenderTest, AnAgentWaitingToResumeIsShownDisconnectedWithItsDeadline) {
@@ -150,7 +157,12 @@ TEST(RenderTest, InvalidPhasesAreMarkedWithTheirReasons) {
 }
 
 TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
-  const std::string csv = RenderReport(TwoTaskJob(), OutputFormat::kCsv);
+  v1::Job job = TwoTaskJob();
+  job.mutable_tasks(0)->mutable_result()->mutable_phases(0)->mutable_stats()->set_p50_ns(23850512.25);
+  const std::string csv = RenderReport(job, OutputFormat::kCsv);
+  EXPECT_THAT(csv, HasSubstr(",23850512.25,")) << "plain decimal notation, every digit (not 2.38505e+07)";
+  EXPECT_EQ(csv.find("e+0"), std::string::npos);
+  EXPECT_EQ(csv.find("x,"), std::string::npos) << "the speedup is a plain ratio";
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
   EXPECT_EQ(csv.rfind("job_id,task_id,model,agent_id", 0), 0u);
   EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,mlp,n1,gpu0,gpu,64,succeeded,train,100,"));
@@ -200,7 +212,8 @@ TEST(RenderTest, StudyTableGivesSpeedupAsAPercentageOfTheSameModelOnTheBaseline)
   const std::string t = RenderStudyTable(StudyJob());
   EXPECT_THAT(t, HasSubstr("models mlp, autoencoder"));
   EXPECT_THAT(t, ::testing::ContainsRegex("mlp +n1/gpu0 \\(gpu\\) +128 +4.800 +4.800 +1250% +1250% +0.8439"));
-  EXPECT_THAT(t, ::testing::ContainsRegex("autoencoder +n1/gpu0 \\(gpu\\) +128 +20.000 +20.000 +300% +300% +mse 0.0170"));
+  EXPECT_THAT(t,
+              ::testing::ContainsRegex("autoencoder +n1/gpu0 \\(gpu\\) +128 +20.000 +20.000 +300% +300% +mse 0.0170"));
   EXPECT_THAT(t, ::testing::ContainsRegex("autoencoder +n1/cpu0 \\(cpu\\) +128 +60.000 +60.000 +100% +100%"));
   // With the GPU as the baseline, the CPU is the slow one.
   EXPECT_THAT(RenderStudyTable(StudyJob(), v1::DEVICE_KIND_GPU),
@@ -283,10 +296,18 @@ TEST(RenderTest, StudyTableAndJobHaveCsv) {
   const v1::Job job = TwoTaskJob();
   const std::string study = RenderStudyTable(job, v1::DEVICE_KIND_CPU, false, OutputFormat::kCsv);
   EXPECT_EQ(study.substr(0, study.find('\n')),
-            "model,device,batch,train_s,test_s,train_vs_base,test_vs_base,quality,nominal_w,e_pxt_j,avg_w,energy_j,"
-            "source,valid");
+            "model,device,batch,train_s,test_s,train_vs_base,test_vs_base,test_accuracy,test_mse,nominal_w,"
+            "nominal_w_from,e_pxt_j,avg_w,energy_j,energy_source,energy_sensors,valid");
   EXPECT_EQ(std::count(study.begin(), study.end(), '\n'), 3);  // header + 2 tasks, no notes
   EXPECT_THAT(study, HasSubstr("n1/gpu0 (gpu),64,"));
+  // A spreadsheet reads every cell as one value: no "%", "x", "+", "*" or ranges beside numbers.
+  for (const std::string& cell :
+       std::vector<std::string>(absl::StrSplit(study.substr(study.find('\n') + 1), absl::ByAnyChar(",\n")))) {
+    if (cell.empty() || !std::isdigit(static_cast<unsigned char>(cell[0]))) continue;
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(cell, &value)) << "not a plain number: " << cell;
+    EXPECT_EQ(cell.find_first_of("%x+*e"), std::string::npos) << cell;
+  }
   const std::string tasks = RenderJob(job, OutputFormat::kCsv);
   EXPECT_EQ(tasks.substr(0, tasks.find('\n')), "task,model,device,batch,state,attempt,note");
   EXPECT_THAT(tasks, HasSubstr("job-000007-t1,mlp,n1/gpu0 (gpu),64,succeeded,"));

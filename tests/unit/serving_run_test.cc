@@ -8,11 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "agent/serving/serving_model.h"
-#include <atomic>
-
 #include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/serving_spec.h"

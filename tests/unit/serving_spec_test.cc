@@ -78,10 +78,12 @@ TEST(ServingSpecTest, BadInputIsRefusedNamingTheFieldAndTheFix) {
   EXPECT_THAT(Problems(spec), HasSubstr("serving.instances = 0: must be in [1, 64]"));
   spec = Server(600'000, 50);
   spec.mutable_serving()->set_min_duration_seconds(10);
-  EXPECT_THAT(Problems(spec), HasSubstr("serving: target_qps x min_duration_seconds = 6000000 queries: at most 1000000"));
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("serving: target_qps x min_duration_seconds = 6000000 queries: at most 1000000"));
   spec = Server();
   spec.mutable_serving()->set_scenario("burst");
-  EXPECT_THAT(Problems(spec), HasSubstr("serving.scenario = 'burst': unknown; use server, single_stream, offline or peak"));
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("serving.scenario = 'burst': unknown; use server, single_stream, offline or peak"));
   v1::JobSpec offline;
   offline.mutable_serving()->set_scenario("offline");
   offline.mutable_serving()->set_target_qps(10);
@@ -105,7 +107,8 @@ TEST(ServingSpecTest, CombinationsAServingRunCannotTakeAreRefused) {
               HasSubstr("models[0] = \"null\": a serving calibration model; it needs serving.scenario"));
   spec = Server();
   spec.set_models(0, "fixed-service");
-  EXPECT_THAT(Problems(spec), HasSubstr("serving.fixed_service_us = 0: the model \"fixed-service\" needs its service time"));
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("serving.fixed_service_us = 0: the model \"fixed-service\" needs its service time"));
   spec.mutable_serving()->set_fixed_service_us(500);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << Problems(spec);
   spec = Server();
@@ -118,7 +121,8 @@ TEST(ServingSpecTest, TheYamlSectionIsReadAndItsUnknownFieldsNamed) {
   ASSERT_FALSE(unquoted.ok());
   EXPECT_THAT(unquoted.status().message(), HasSubstr("model (line 1): no model name (YAML reads null as no value); for "
                                                      "the serving calibration model write \"null\" in quotes"));
-  auto spec = ParseJobSpecYaml("model: \"null\"\nserving:\n  scenario: server\n  target_qps: 2000\n  latency_bound_ms: 5\n");
+  auto spec =
+      ParseJobSpecYaml("model: \"null\"\nserving:\n  scenario: server\n  target_qps: 2000\n  latency_bound_ms: 5\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->serving().target_qps(), 2000);
   auto round_trip = ParseJobSpecYaml(JobSpecToYaml(WithDefaults(*spec)));  // get job -o yaml, then submit -f
@@ -127,8 +131,8 @@ TEST(ServingSpecTest, TheYamlSectionIsReadAndItsUnknownFieldsNamed) {
   EXPECT_TRUE(ValidateJobSpec(WithDefaults(*spec)).ok());
   auto bad = ParseJobSpecYaml("serving:\n  scenario: server\n  qps: 5\n");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("serving.qps"), HasSubstr("unknown field"),
-                                            HasSubstr("target_qps")));
+  EXPECT_THAT(bad.status().message(),
+              AllOf(HasSubstr("serving.qps"), HasSubstr("unknown field"), HasSubstr("target_qps")));
   auto sweep = ParseJobSpecYaml("serving:\n  scenario: server\n  qps_sweep: [10, 20.5]\n  latency_bound_ms: 5\n");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   EXPECT_THAT(sweep->serving().qps_sweep(), ElementsAre(10.0, 20.5));
@@ -169,7 +173,8 @@ TEST(ServingSpecTest, ARateSweepIsATaskPerRateAndItsRatesAreChecked) {
   spec.mutable_serving()->clear_target_qps();
   for (int i = 1; i <= 40; ++i) spec.mutable_serving()->add_qps_sweep(i * 10);
   for (int b = 1; b <= 30; ++b) spec.add_batch_sizes(b);
-  EXPECT_THAT(Problems(spec), HasSubstr("models x targets x batch_sizes x serving.qps_sweep = 1240 tasks: at most 1024"));
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("models x targets x batch_sizes x serving.qps_sweep = 1240 tasks: at most 1024"));
   EXPECT_THAT(ServingRates(Server(75)), ElementsAre(75.0));
 }
 
@@ -181,9 +186,10 @@ TEST(ServingSpecTest, APeakSearchNeedsItsFirstRateAndABound) {
   EXPECT_EQ(spec.serving().percentile(), 99);
   EXPECT_EQ(spec.serving().peak_precision(), 0.1);
   EXPECT_EQ(spec.serving().peak_max_runs(), 12);
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("serving.target_qps = 0: must be a finite number in (0, 1000000] for "
-                                              "scenario peak (the search's first rate), e.g. 100"),
-                                    HasSubstr("serving.latency_bound_ms = 0: must be in (0, 3600000] for scenario peak")));
+  EXPECT_THAT(Problems(spec),
+              AllOf(HasSubstr("serving.target_qps = 0: must be a finite number in (0, 1000000] for "
+                              "scenario peak (the search's first rate), e.g. 100"),
+                    HasSubstr("serving.latency_bound_ms = 0: must be in (0, 3600000] for scenario peak")));
   spec.mutable_serving()->set_target_qps(100);
   spec.mutable_serving()->set_latency_bound_ms(20);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << Problems(spec);
@@ -240,8 +246,10 @@ TEST(ServingSpecTest, TooFewQueriesForThePercentileSayHowManyMore) {
   EXPECT_FALSE(j.phase.valid());
   EXPECT_EQ(j.run.over_bound(), 10);
   ASSERT_EQ(j.phase.invalid_reasons_size(), 1) << j.phase.DebugString();
-  EXPECT_THAT(j.phase.invalid_reasons(0), AllOf(HasSubstr("needs at least "), HasSubstr(" more queries for p99 within "
-                                                "the bound at 99% confidence (10 of 1100 over it; early stopping)")));
+  EXPECT_THAT(j.phase.invalid_reasons(0),
+              AllOf(HasSubstr("needs at least "),
+                    HasSubstr(" more queries for p99 within "
+                              "the bound at 99% confidence (10 of 1100 over it; early stopping)")));
   const EarlyStopping es = EarlyStop(1100, 10, 99);
   EXPECT_THAT(j.phase.invalid_reasons(0), HasSubstr(absl::StrCat("needs at least ", es.min_queries - 1100, " more")));
 }
