@@ -1,4 +1,4 @@
-// hetbench report ID: the comparison table (or csv/json), --study, --layers,
+// hetbench report ID: the comparison table (or csv/json), --study, --layers, --serving,
 // and the figures: --html FILE (one self-contained page), --svg DIR.
 #include <filesystem>
 #include <fstream>
@@ -6,6 +6,7 @@
 #include "client/commands/command.h"
 #include "report/render/html.h"
 #include "report/render/plots.h"
+#include "report/render/serving.h"
 #include "common/names.h"
 
 namespace hetbench::client {
@@ -20,6 +21,7 @@ class Report final : public Command {
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
     sub->add_option("--baseline", baseline_, "device kind speedups are relative to")->capture_default_str();
     sub->add_flag("--layers", layers_, "print only the per-layer times (table or csv)");
+    sub->add_flag("--serving", serving_, "print only the serving table (table or csv: every figure, ns)");
     sub->add_flag("--compare-anyway", compare_anyway_, "compute speedups even between different model fingerprints");
     sub->add_flag("--study", study_,
                   "print the reference study's time/power/energy table (E = P x T with nominal watts)");
@@ -28,10 +30,11 @@ class Report final : public Command {
     sub->add_option("--svg", svg_dir_, "write every figure as an SVG file into this directory");
     return sub;
   }
-  std::string View() const override { return study_ ? "report --study" : layers_ ? "report --layers" : "report"; }
+  std::string View() const override {
+    return study_ ? "report --study" : layers_ ? "report --layers" : serving_ ? "report --serving" : "report";
+  }
   std::vector<std::string> Formats() const override {
-    if (study_) return {"table", "csv"};
-    if (layers_) return {"table", "csv"};
+    if (study_ || layers_ || serving_) return {"table", "csv"};
     return {"table", "json", "csv"};
   }
 
@@ -49,6 +52,13 @@ class Report final : public Command {
       c.out << RenderStudyTable(job, *kind, compare_anyway_, c.format);
     } else if (layers_) {
       c.out << RenderLayers(job, c.format, *kind);
+    } else if (serving_) {
+      const std::string table = RenderServing(job, c.format);
+      if (table.empty()) {
+        c.err << "hetbench: report --serving: " << job.id() << " has no serving task (its spec has no serving:)\n";
+        return kExitFailed;
+      }
+      c.out << table;
     } else {
       c.out << RenderReport(job, c.format, compare_anyway_, *kind);
     }
@@ -109,7 +119,7 @@ class Report final : public Command {
   }
 
   std::string job_id_, baseline_ = "cpu", html_file_, svg_dir_;
-  bool study_ = false, layers_ = false, compare_anyway_ = false;
+  bool study_ = false, layers_ = false, serving_ = false, compare_anyway_ = false;
 };
 
 }  // namespace

@@ -86,6 +86,11 @@ done
 grep -q "^Serving (latency from each query's scheduled time" "$WORK/report.txt" || fail "no serving table in the report"
 grep -q "served by mlp on cpu0" "$WORK/report.txt" || fail "no serving footer in the report"
 sed -n '/^Serving/,/^$/p' "$WORK/report.txt"
+# the serving table alone, as CSV: a row per task, every figure unrounded
+"$CLI" report "$job" --serving -o csv >"$WORK/serving.csv" || fail "report --serving -o csv failed"
+head -1 "$WORK/serving.csv" | grep -q "^job_id,task_id,model,device_id,device_kind,max_batch,scenario,target_qps," \
+  || fail "serving CSV header: $(head -1 "$WORK/serving.csv")"
+[[ $(wc -l <"$WORK/serving.csv") == 3 ]] || fail "serving CSV: not a header and two rows"
 # compare pairs serving tasks by scenario and rate, and compares their latencies
 "$CLI" compare "$job" "$job" -o json >"$WORK/compare.json" || true
 [[ $(jq -r '[.pairs[] | select(.phase == "serve")] | length' "$WORK/compare.json") == 2 ]] \
