@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "agent/node/blas_settle.h"
 #include "agent/node/node.h"
 #include "common/log.h"
+#include "common/validate_spec.h"
 #include "common/names.h"
 #include "common/security.h"
 
@@ -91,6 +93,15 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "command printing a DCMI power reading, e.g. 'ipmitool dcmi power reading'");
   app.add_option("--nvml-library", f.node.nvml_library, "NVML library to load at run time")->capture_default_str();
   app.add_option("--sysfs-root", f.node.sysfs_root, "prefix for /sys, /proc and /dev paths (tests)");
+  app.add_option("--validation-fault", f.node.validation_fault,
+                 "drills and tests: TEST=fail (that validation test reports a wrong result) or TEST=hang")
+      ->check([](const std::string& v) -> std::string {
+        const auto eq = v.find('=');
+        const std::string test = v.substr(0, eq), what = eq == std::string::npos ? "fail" : v.substr(eq + 1);
+        const auto& known = hetbench::KnownValidationTests();
+        if (std::find(known.begin(), known.end(), test) == known.end()) return "unknown validation test " + test;
+        return what == "fail" || what == "hang" ? "" : "give TEST=fail or TEST=hang";
+      });
   app.add_option("--python-runner", f.node.python_runner,
                  "the PyTorch runner: auto (/usr/bin/python3 with agent/runners/torch_runner.py), off, or a "
                  "command, e.g. '/opt/venv/bin/python /opt/hetbench/torch_runner.py' (TPU VMs: a Python with "

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "common/serving_spec.h"
+#include "common/validate_spec.h"
 
 namespace hetbench {
 
@@ -26,10 +27,10 @@ struct ModelEntry {
   bool python_runner;
 };
 constexpr ModelEntry kZoo[] = {
-    {"mlp", true, true},          {"cnn", true, true},       {"rnn", true, true},       {"lstm", true, true},
-    {"autoencoder", true, true},  {"conv6", true, false},    {"vgg16", true, false},    {"resnet18", true, false},
-    {"cyclegan", false, false},   {"transformer", true, false}, {"torchscript", false, false},
-    {"qnn", true, false},         {"qsim", false, false},
+    {"mlp", true, true},         {"cnn", true, true},          {"rnn", true, true},           {"lstm", true, true},
+    {"autoencoder", true, true}, {"conv6", true, false},       {"vgg16", true, false},        {"resnet18", true, false},
+    {"cyclegan", false, false},  {"transformer", true, false}, {"torchscript", false, false}, {"qnn", true, false},
+    {"qsim", false, false},
 };
 
 std::vector<std::string> ZooNames(bool ModelEntry::*only) {
@@ -87,6 +88,7 @@ const std::vector<std::string>& KnownDatasets() {
 }
 
 v1::JobSpec WithDefaults(v1::JobSpec spec) {
+  FillValidateDefaults(&spec);  // its models and targets, before the benchmark's defaults
   // `model: X` stays as written (errors name the field the user wrote) and
   // becomes models: [X]; both set differently is left for ValidateJobSpec.
   if (spec.models().empty()) spec.add_models(spec.model().empty() ? "mlp" : spec.model());
@@ -250,11 +252,11 @@ void CheckText(const v1::JobSpec& spec, Problems& bad) {
   if (spec.name().size() > SpecLimits::kMaxNameLength) {
     bad("name: ", spec.name().size(), " characters: must be at most ", SpecLimits::kMaxNameLength);
   }
-  // Free text must be printable UTF-8 (found by fuzzing: a NUL in a name did not survive the YAML round trip).
   Printable(bad, "name", spec.name());
   Printable(bad, "torchscript.path", spec.torchscript().path());
   for (int i = 0; i < spec.targets_size(); ++i) {
     Printable(bad, absl::StrCat("targets[", i, "].agent_id"), spec.targets(i).agent_id());
+    Printable(bad, absl::StrCat("targets[", i, "].device_id"), spec.targets(i).device_id());
     for (const auto& [k, v] : spec.targets(i).labels()) Printable(bad, absl::StrCat("targets[", i, "].labels"), k + v);
   }
   for (const auto& [k, v] : spec.cost().usd_per_hour()) Printable(bad, "cost.usd_per_hour", k);
@@ -269,7 +271,7 @@ void CheckModels(const v1::JobSpec& spec, Problems& bad) {
   if (spec.models_size() == 0) bad("models: empty: give at least one, e.g. [mlp]");
   for (int i = 0; i < spec.models_size(); ++i) {
     const std::string& m = spec.models(i);
-    if (!Contains(KnownModels(), m) && !IsServingCalibrationModel(m)) {
+    if (!Contains(KnownModels(), m) && !IsServingCalibrationModel(m) && m != kValidateModel) {
       bad(from_model ? "model" : absl::StrCat("models[", i, "]"), " = \"", m,
           "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
     }
@@ -283,9 +285,11 @@ void CheckModels(const v1::JobSpec& spec, Problems& bad) {
   const bool wants_script = Contains({spec.models().begin(), spec.models().end()}, "torchscript");
   const v1::TorchScriptSpec& ts = spec.torchscript();
   if (wants_script) {
-    if (ts.path().empty()) bad("torchscript.path: empty: the model \"torchscript\" needs the .pt file's path on the agent");
+    if (ts.path().empty())
+      bad("torchscript.path: empty: the model \"torchscript\" needs the .pt file's path on the agent");
     if (ts.input_shape_size() == 0 || ts.input_shape_size() > 8) {
-      bad("torchscript.input_shape: ", ts.input_shape_size(), " dimensions: give 1 to 8, without the batch, e.g. [1, 28, 28]");
+      bad("torchscript.input_shape: ", ts.input_shape_size(),
+          " dimensions: give 1 to 8, without the batch, e.g. [1, 28, 28]");
     }
     int64_t numel = 1;
     for (int i = 0; i < ts.input_shape_size(); ++i) {
@@ -355,7 +359,10 @@ void CheckDataAndTargets(const v1::JobSpec& spec, Problems& bad) {
       bad("targets[", i, "].device_kind = ", static_cast<int>(t.device_kind()),
           ": unknown kind; use cpu, gpu, tpu, dpu or qpu-sim");
     }
-    if (t.agent_id().size() > 256) bad("targets[", i, "].agent_id: longer than 256 characters");
+    if (t.agent_id().size() > 256 || t.device_id().size() > 256)
+      bad("targets[", i, "]: an id longer than 256 characters");
+    if (!t.device_id().empty() && t.agent_id().empty())
+      bad("targets[", i, "].device_id: give targets[", i, "].agent_id too");
     if (!t.executor().empty() && !IsKnownExecutor(t.executor())) {
       bad("targets[", i, "].executor = \"", t.executor(), "\": unknown; use ", absl::StrJoin(KnownExecutors(), ", "),
           " or leave it out for the device's default");
@@ -555,46 +562,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   CheckTrainAndInference(spec, bad);
   CheckRest(spec, bad);
   CheckServing(spec, &bad.list);
+  CheckValidate(spec, &bad.list);
   if (bad.list.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("job spec: ", absl::StrJoin(bad.list, "; ")));
-}
-
-int64_t EffectiveMinSteps(const v1::JobSpec& spec, int batch_size, int64_t dataset_size) {
-  if (spec.train().min_steps() > 0) return spec.train().min_steps();
-  const double steps = std::ceil(spec.train().epochs() * static_cast<double>(dataset_size) /
-                                 static_cast<double>(std::max(batch_size, 1)));
-  return std::max<int64_t>(1, static_cast<int64_t>(steps) - spec.train().warmup_steps());
-}
-
-int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_t test_size) {
-  const int64_t all = (test_size + std::max(batch_size, 1) - 1) / std::max(batch_size, 1);
-  const int64_t max = spec.inference().max_batches();
-  return max > 0 ? std::min(max, all) : all;
-}
-
-void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,
-                   const v1::Calibration* calibration) {
-  phase->clear_invalid_reasons();
-  const v1::TimingStats& s = phase->stats();
-  if (phase->phase() == v1::PHASE_TRAIN && expected_steps <= 0) {
-    phase->add_invalid_reasons("the agent did not say how many training steps it aimed for (result.min_train_steps)");
-  } else if (s.count() < expected_steps) {
-    phase->add_invalid_reasons(absl::StrCat("only ", s.count(), " of ", expected_steps, " steps measured"));
-  }
-  if (phase->phase() == v1::PHASE_TRAIN && s.count() < spec.train().max_steps() &&
-      s.window_seconds() + 1e-9 < spec.train().min_duration_seconds()) {
-    phase->add_invalid_reasons(absl::StrFormat("measured %.3f s, below train.min_duration_seconds = %g",
-                                               s.window_seconds(), spec.train().min_duration_seconds()));
-  }
-  const double limit = spec.validity().max_iqr_over_median();
-  if (s.p50_ns() > 0 && s.iqr_ns() / s.p50_ns() > limit) {
-    phase->add_invalid_reasons(absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
-                                               s.iqr_ns() / s.p50_ns(), limit));
-  }
-  if (calibration != nullptr && calibration->blas_below()) {
-    phase->add_invalid_reasons(absl::StrCat("math library below the CPU: ", calibration->blas_check()));
-  }
-  phase->set_valid(phase->invalid_reasons().empty());
 }
 
 }  // namespace hetbench

@@ -39,6 +39,8 @@ std::string PhaseName(v1::Phase phase) {
       return "serve";
     case v1::PHASE_IDLE:
       return "idle";
+    case v1::PHASE_VALIDATE:
+      return "validate";
     default:
       return "unspecified";
   }
@@ -65,6 +67,36 @@ std::string JobStateName(v1::JobState state) {
       return "cancelled";
     default:
       return "unspecified";
+  }
+}
+
+std::string VerdictName(v1::Verdict verdict) {
+  switch (verdict) {
+    case v1::VERDICT_PASS:
+      return "PASS";
+    case v1::VERDICT_DEGRADED:
+      return "DEGRADED";
+    case v1::VERDICT_FAIL:
+      return "FAIL";
+    case v1::VERDICT_SKIPPED:
+      return "SKIPPED";
+    default:
+      return "-";
+  }
+}
+
+std::string TestOutcomeName(v1::TestOutcome outcome) {
+  switch (outcome) {
+    case v1::TEST_OUTCOME_MEASURED:
+      return "measured";
+    case v1::TEST_OUTCOME_SKIPPED:
+      return "skipped";
+    case v1::TEST_OUTCOME_FAILED:
+      return "failed";
+    case v1::TEST_OUTCOME_TIMED_OUT:
+      return "timed out";
+    default:
+      return "-";
   }
 }
 

@@ -15,6 +15,8 @@ std::string PhaseName(v1::Phase phase);        // "train", "infer", "serve", "id
 std::string JobStateName(v1::JobState state);  // "queued", "running", ...
 std::optional<v1::JobState> ParseJobState(std::string_view name);
 std::string TaskStateName(v1::TaskState state);
+std::string VerdictName(v1::Verdict verdict);  // "PASS", "DEGRADED", "FAIL", "SKIPPED", "-"
+std::string TestOutcomeName(v1::TestOutcome outcome);  // "measured", "skipped", "failed", "timed out"
 bool IsTerminal(v1::JobState state);
 bool IsTerminal(v1::TaskState state);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
 #include "common/names.h"
+#include "common/validate_yaml.h"
 #include "common/yaml_fields.h"
 
 namespace hetbench {
@@ -23,6 +24,8 @@ using yaml::CheckKeys;
 using yaml::CheckUniqueKeys;
 using yaml::ModelName;
 using yaml::Where;
+using yaml::EmitValidate;
+using yaml::ParseValidate;
 
 absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::TargetSelector* t) {
   if (n.IsScalar()) {  // shorthand: targets: [cpu, gpu]
@@ -34,7 +37,7 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
     t->set_device_kind(*kind);
     return absl::OkStatus();
   }
-  if (auto s = CheckKeys(n, path, {"device_kind", "agent_id", "labels", "executor"}); !s.ok()) return s;
+  if (auto s = CheckKeys(n, path, {"device_kind", "agent_id", "device_id", "labels", "executor"}); !s.ok()) return s;
   if (n["device_kind"]) {
     auto name = As<std::string>(n["device_kind"], path + ".device_kind", "a string");
     if (!name.ok()) return name.status();
@@ -47,6 +50,7 @@ absl::Status ParseTarget(const YAML::Node& n, const std::string& path, v1::Targe
     t->set_device_kind(*kind);
   }
   if (n["agent_id"]) HB_ASSIGN(t->set_agent_id, As<std::string>(n["agent_id"], path + ".agent_id", "a string"));
+  if (n["device_id"]) HB_ASSIGN(t->set_device_id, As<std::string>(n["device_id"], path + ".device_id", "a string"));
   if (n["executor"]) HB_ASSIGN(t->set_executor, As<std::string>(n["executor"], path + ".executor", "a string"));
   if (n["labels"]) {
     const YAML::Node labels = n["labels"];
@@ -341,7 +345,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
                           "power", "cost", "validity", "models", "layers", "torchscript", "qpu", "parallel",
-                          "split", "serving"});
+                          "split", "serving", "validate"});
       !s.ok()) {
     return s;
   }
@@ -364,7 +368,8 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
       {"validity", ParseValidity},
       {"power", ParsePower},
       {"cost", ParseCost},
-      {"serving", ParseServing}};
+      {"serving", ParseServing},
+      {"validate", ParseValidate}};
   auto parse = [&](const auto& sections) -> absl::Status {
     for (const auto& [key, section] : sections) {
       if (const YAML::Node n = root[key]) {
@@ -443,6 +448,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   for (const auto& t : spec.targets()) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "device_kind" << YAML::Value << DeviceKindName(t.device_kind());
     if (!t.agent_id().empty()) out << YAML::Key << "agent_id" << YAML::Value << t.agent_id();
+    if (!t.device_id().empty()) out << YAML::Key << "device_id" << YAML::Value << t.device_id();
     if (!t.executor().empty()) out << YAML::Key << "executor" << YAML::Value << t.executor();
     if (!t.labels().empty()) {
       out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
@@ -529,6 +535,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     out << YAML::EndMap;
   }
   EmitServing(spec, out);
+  EmitValidate(spec, out);
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   out << YAML::EndMap;

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1e6));
   double retention_hours = 0;
+  app.add_option("--revalidate-every-seconds", config.coordinator.revalidate_every_seconds,
+                 "a quick validation of the idle devices every this many seconds (0 = never; docs/validation.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--raw-retention-hours", retention_hours,
                  "delete the raw sample and power batches of jobs finished this long ago (results stay); 0 = keep")
       ->capture_default_str()

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
+#include "common/validate_spec.h"
 
 namespace hetbench::agent {
 
@@ -14,6 +15,11 @@ void RoutingExecutor::Add(const std::string& name, std::shared_ptr<Executor> exe
 
 absl::StatusOr<v1::TaskResult> RoutingExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                     TaskControl* control) {
+  if (IsValidate(task.spec())) {  // the suite, whatever executor the device runs benchmarks with
+    auto v = executors_.find("validate");
+    if (v == executors_.end()) return absl::FailedPreconditionError("this agent has no validation suite");
+    return v->second->Run(task, device, control);
+  }
   const std::string name = task.executor().empty() ? DefaultExecutor(device) : task.executor();
   if (device.executors_size() > 0 &&
       std::find(device.executors().begin(), device.executors().end(), name) == device.executors().end()) {

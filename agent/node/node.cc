@@ -1,11 +1,16 @@
 #include "agent/node/node.h"
 
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/devices/accelerators.h"
 #include "agent/devices/cuda.h"
 #include "agent/executors/routing_executor.h"
+#include "agent/validation/suite.h"
 #include "agent/platform/sysfs_reader.h"
 #include "agent/power/sensors.h"
 #include "agent/qpu/device.h"
@@ -112,6 +117,22 @@ absl::Status Node::Assemble(v1::Device cpu) {
   // loop. "qsim" is the name older coordinators send for it.
   executor->Add("statevector", torch_executor);
   executor->Add("qsim", torch_executor);
+  ValidationConfig validation;
+  validation.threads = o.executor.threads;
+  validation.agent_version = HetbenchVersion();
+  validation.sampler = sampler_.get();
+  validation.qpu_memory_limit_bytes = o.executor.qpu_memory_limit_bytes;
+  if (!o.validation_fault.empty()) {  // a drill: the operator asked for a broken test
+    const std::vector<std::string> fault = absl::StrSplit(o.validation_fault, absl::MaxSplits('=', 1));
+    LogWarning("agent", "--validation-fault ", o.validation_fault, ": validation test ", fault[0], " will ",
+               fault.size() > 1 ? fault[1] : "fail", " on purpose");
+    validation.before_test = [fault](const std::string& test) {
+      if (test != fault[0]) return;
+      if (fault.size() > 1 && fault[1] == "hang") std::this_thread::sleep_for(std::chrono::seconds(400));
+      throw std::runtime_error("wrong result (injected by the agent's --validation-fault)");
+    };
+  }
+  executor->Add("validate", std::make_shared<ValidationExecutor>(std::move(validation)));
   if (probe.error().empty()) {
     o.runner.data_dir = o.executor.data_dir;
     o.runner.threads = o.executor.threads;

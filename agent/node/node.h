@@ -27,6 +27,9 @@ struct NodeOptions {
   double power_sample_hz = 10;
   double cost_usd_per_hour = 0;  // > 0: an attribute of the CPU the coordinator prices with
   std::string sysfs_root;        // prefix of /sys, /proc and /dev (fixture trees in tests)
+  /// Tests and drills only: "TEST=fail" makes that validation test fail with
+  /// a wrong result, "TEST=hang" makes it hang past its time box.
+  std::string validation_fault;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string ipmi_command;      // "" = no IPMI sensor
   std::map<v1::DeviceKind, double> nominal_watts;

@@ -18,6 +18,11 @@
 //   history  --history-jobs finished jobs written into a store with the store
 //            API, then the coordinator started on it: start time, RSS, and
 //            `hetbench get jobs` (newest 50) wall time
+//   validate one validation job over every device; --degrade injects known
+//            faults into a share of them (bench/fleet/faults.h): recall per
+//            fault, false positives on the healthy devices, hangs ended by
+//            their box, and the same results judged again give the same
+//            verdicts
 //
 // Simulated devices say so in their Hello (Device.simulated) and results
 // (RunEnvironment.simulated); the coordinator keeps them out of the measured
@@ -34,10 +39,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/fleet/faults.h"
 #include "bench/fleet/harness.h"
 #include "bench/fleet/sim_fleet.h"
 #include "common/names.h"
 #include "server/store/sqlite_job_store.h"
+#include "server/validation/judge.h"
 
 namespace hetbench::fleet {
 namespace {
@@ -203,6 +210,69 @@ class Run {
         static_cast<long long>(ended), static_cast<long long>(checked), exactly, static_cast<long long>(kills),
         static_cast<long long>(cuts), static_cast<long long>(stats_.resumed_tasks.load()),
         (after.cpu_seconds - before_.cpu_seconds) / elapsed, after.rss_mb);
+  }
+
+  /// validate: one validation job over every simulated device; each
+  /// device's verdict against the fault the simulator injected into it.
+  std::string Validate() {
+    v1::SubmitJobRequest req;
+    req.set_request_id("fleet-validate");
+    req.mutable_spec()->mutable_validate()->set_level(opt_.level);
+    req.mutable_spec()->add_targets();
+    const double t0 = Now();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::SubmitJobResponse resp;
+    if (grpc::Status s = client_->SubmitJob(&ctx, req, &resp); !s.ok()) {
+      return absl::StrCat("RESULT mode=validate submitted=false error=\"", s.error_message(), "\"");
+    }
+    absl::StatusOr<v1::Job> job;
+    WaitFor(
+        [&] {
+          job = GetJob(*client_, resp.job_id(), v1::JOB_VIEW_SUMMARY);
+          return job.ok() && IsTerminal(job->state());
+        },
+        300);
+    const double seconds = Now() - t0;
+    job = GetJob(*client_, resp.job_id());
+    if (!job.ok() || !IsTerminal(job->state())) {
+      return absl::StrCat("RESULT mode=validate ended=false error=\"", job.ok() ? "not ended in 300 s" : job.status().message(),
+                          "\"");
+    }
+    auto degrade = ParseDegrade(opt_.degrade);
+    std::map<Fault, int64_t> devices, flagged, failed;
+    int64_t hangs_boxed = 0;
+    for (const v1::DeviceVerdict& d : job->validation().devices()) {
+      if (d.task_id().empty()) continue;
+      const Fault f = FaultOf(*degrade, d.agent_id(), d.device_id());
+      ++devices[f];
+      if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) ++flagged[f];
+      if (d.verdict() == v1::VERDICT_FAIL) ++failed[f];
+      if (f == Fault::kHang && d.verdict() == v1::VERDICT_FAIL &&
+          d.reason().find("still running at its time box") != std::string::npos) {
+        ++hangs_boxed;
+      }
+    }
+    // The same stored results judged again, in another order: the same verdicts.
+    v1::Job again = *job;
+    std::mt19937 shuffle(11);
+    std::shuffle(again.mutable_tasks()->begin(), again.mutable_tasks()->end(), shuffle);
+    const bool identical =
+        server::JudgeValidation(again).SerializeAsString() == job->validation().SerializeAsString();
+    std::string per_fault;
+    for (Fault f : AllFaults()) {
+      if (devices[f] == 0) continue;
+      absl::StrAppendFormat(&per_fault, " %s=%lld/%lld", f == Fault::kNone ? "false_positives" : "detected_" + FaultName(f),
+                            static_cast<long long>(flagged[f]), static_cast<long long>(devices[f]));
+    }
+    return absl::StrFormat(
+        "RESULT mode=validate agents=%d devices=%d level=%s degrade=\"%s\" job=%s state=%s seconds=%.1f%s "
+        "false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s "
+        "simulated=true",
+        opt_.agents, opt_.agents * opt_.devices, opt_.level, opt_.degrade, job->id(), JobStateName(job->state()), seconds,
+        per_fault, devices[Fault::kNone] > 0 ? static_cast<double>(flagged[Fault::kNone]) / devices[Fault::kNone] : 0.0,
+        static_cast<long long>(failed[Fault::kWrong]), static_cast<long long>(devices[Fault::kWrong]),
+        static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false");
   }
 
   std::string BigJob() {
@@ -437,7 +507,12 @@ int main(int argc, char** argv) {
   std::string server_binary = HETBENCH_SERVER_BINARY, cli_binary = HETBENCH_CLI_BINARY;
   bool keep = false;
   CLI::App app{"bench_fleet: simulated agents against the real hetbench-server"};
-  app.add_option("--mode", opt.mode, "idle, dispatch, bigjob, ingest, chaos or history")->capture_default_str();
+  app.add_option("--mode", opt.mode, "idle, dispatch, bigjob, ingest, chaos, history or validate")
+      ->capture_default_str();
+  app.add_option("--degrade", opt.degrade,
+                 "validate: shares of devices with a known fault, e.g. slow5=0.02,slow10=0.02,wrong=0.01,hang=0.01 "
+                 "(slow5, slow10, slow30, powercap, noisy, wrong, hang)");
+  app.add_option("--level", opt.level, "validate: quick or standard")->capture_default_str();
   app.add_option("--agents", opt.agents, "simulated agents")->capture_default_str();
   app.add_option("--devices", opt.devices, "devices per agent (kinds cycle cpu, gpu, tpu, dpu, qpu-sim)")
       ->capture_default_str();
@@ -472,9 +547,14 @@ int main(int argc, char** argv) {
     std::cerr << "bench_fleet: --profiles " << opt.profiles << ": " << e.what() << "\n";
     return 2;
   }
-  const std::vector<std::string> modes = {"idle", "dispatch", "bigjob", "ingest", "chaos", "history"};
+  const std::vector<std::string> modes = {"idle", "dispatch", "bigjob", "ingest", "chaos", "history", "validate"};
   if (std::find(modes.begin(), modes.end(), opt.mode) == modes.end()) {
-    std::cerr << "bench_fleet: --mode " << opt.mode << ": use idle, dispatch, bigjob, ingest, chaos or history\n";
+    std::cerr << "bench_fleet: --mode " << opt.mode
+              << ": use idle, dispatch, bigjob, ingest, chaos, history or validate\n";
+    return 2;
+  }
+  if (auto d = ParseDegrade(opt.degrade); !d.ok()) {
+    std::cerr << "bench_fleet: " << d.status().message() << "\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -501,6 +581,8 @@ int main(int argc, char** argv) {
       result = run.BigJob();
     } else if (opt.mode == "ingest") {
       result = run.Ingest(bare_before, profiles);
+    } else if (opt.mode == "validate") {
+      result = run.Validate();
     } else {
       result = run.Dispatch();
     }

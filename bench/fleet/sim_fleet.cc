@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/fleet/faults.h"
 #include "common/clock.h"
 #include "common/names.h"
+#include "common/validate_spec.h"
 
 namespace hetbench::fleet {
 
@@ -203,6 +205,10 @@ void SimAgent::OnAssign(const v1::Assign& a) {
     auto it = stats_->submit_start.find(job_id);
     if (it != stats_->submit_start.end()) stats_->assign_latency_ms.push_back((Now() - it->second) * 1e3);
   }
+  if (IsValidate(a.spec())) {
+    RunValidation(a);
+    return;
+  }
   if (opt_.mode == "ingest") {
     std::lock_guard<std::mutex> l(task_mu_);
     Streaming& s = streaming_[a.task_id()];
@@ -212,6 +218,35 @@ void SimAgent::OnAssign(const v1::Assign& a) {
     return;
   }
   RunAtOnce(a);
+}
+
+void SimAgent::RunValidation(const v1::Assign& a) {
+  const v1::DeviceKind kind = KindOf(a.device_id());
+  const Profile& p = profiles_.at(kind);
+  static const Degrade degrade = [this] {
+    auto d = ParseDegrade(opt_.degrade);
+    return d.ok() ? *d : Degrade{};
+  }();
+  const std::string sku =
+      absl::StrCat(DeviceKindName(kind), "|simulated ", p.name, "|-|8|all|", HetbenchVersion());
+  v1::AgentMessage done;
+  v1::TaskDone* d = done.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  *d->mutable_result()->mutable_validation() =
+      SimulatedValidation(a, kind, p, id_, sku, FaultOf(degrade, id_, a.device_id()), rng_());
+  v1::RunEnvironment* env = d->mutable_result()->mutable_environment();
+  env->set_simulated(true);
+  env->set_simulation_profile(absl::StrFormat("%s: %s (validation figures simulated)", DeviceKindName(kind), p.name));
+  env->set_hostname("fleet-sim");
+  {
+    std::lock_guard<std::mutex> l(task_mu_);
+    Outstanding& o = outstanding_[a.task_id()];
+    o.attempt = a.attempt();
+    o.unacked = {done};
+  }
+  Send(std::move(done));
 }
 
 void SimAgent::RunAtOnce(const v1::Assign& a) {

@@ -55,6 +55,8 @@ struct Options {
   int64_t history_jobs = 1'000'000;
   bool huge_specs = false;
   std::string profiles;
+  std::string degrade;  // validate: faults injected into a share of the devices (bench/fleet/faults.h)
+  std::string level = "quick";  // validate
   std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 
@@ -100,6 +102,8 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Coor
   void OnAssign(const v1::Assign& a);
   /// dispatch / chaos: the whole simulated task, answered at once.
   void RunAtOnce(const v1::Assign& a);
+  /// validate: the suite's figures, as faults.h simulates them, answered at once.
+  void RunValidation(const v1::Assign& a);
   /// ingest: keep `window` batches in flight until the time is up, then TaskDone.
   void Pump(Streaming& s);
   v1::DeviceKind KindOf(const std::string& device_id);

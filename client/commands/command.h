@@ -3,7 +3,7 @@
 /// what it does. RunCli (client/cli.cc) registers every command, parses, refuses
 /// a format the chosen view lacks, connects, and runs the one chosen.
 /// Exit codes: 0 success, 1 the job failed or the request was refused (or the
-/// server is unreachable), 2 usage error.
+/// server is unreachable), 2 usage error, 3 (validate) a device was DEGRADED or FAIL.
 
 #include <grpcpp/client_context.h>
 
@@ -72,6 +72,7 @@ std::unique_ptr<Command> AdviseCommand();
 std::unique_ptr<Command> HistoryCommand();
 std::unique_ptr<Command> WatchCommand();
 std::unique_ptr<Command> HealthCommand();
+std::vector<std::unique_ptr<Command>> ValidateCommands();  // validate, baseline save|show|diff
 
 // Shared by the commands.
 

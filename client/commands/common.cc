@@ -138,6 +138,7 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   all.push_back(HistoryCommand());
   all.push_back(WatchCommand());
   all.push_back(HealthCommand());
+  for (auto& c : ValidateCommands()) all.push_back(std::move(c));
   return all;
 }
 

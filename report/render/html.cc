@@ -1,5 +1,8 @@
 #include "report/render/html.h"
 
+#include "common/validate_spec.h"
+#include "report/render/validation.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report/render.h"
@@ -98,6 +101,9 @@ std::string HtmlHead(const std::string& title, const WebPage& web) {
 
 std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots, v1::DeviceKind baseline_kind,
                              bool compare_mismatched, const WebPage& web) {
+  if (IsValidate(job.spec())) {  // verdicts, not timings
+    return RenderValidationHtml(job, HtmlHead(absl::StrCat("hetbench validation ", job.id()), web));
+  }
   bool simulated = false, layers = false;
   for (const v1::Task& t : job.tasks()) {
     simulated |= t.result().environment().simulated();

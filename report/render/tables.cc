@@ -9,6 +9,8 @@
 #include "report/render.h"
 #include "report/render/common.h"
 #include "report/render/serving.h"
+#include "report/render/validation.h"
+#include "common/validate_spec.h"
 #include "report/render/parallel.h"
 #include "common/energy.h"
 #include "common/names.h"
@@ -242,6 +244,7 @@ void AppendTaskFooter(const v1::Task& t, std::string& out) {
 std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_mismatched,
                          v1::DeviceKind baseline_kind) {
   if (format == OutputFormat::kJson) return ToJson(job);
+  if (IsValidate(job.spec())) return RenderValidation(job, format);  // verdicts, not timings
   Speedups speedup(job, baseline_kind, compare_mismatched);
   if (format == OutputFormat::kCsv) return ReportCsv(job, speedup);
   const std::vector<std::string> header = {"TASK",          "MODEL",     "DEVICE",   "BATCH",    "PHASE",
@@ -510,6 +513,9 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
       }
       std::string state = busy ? "busy" : "idle";
       if (a.resume_deadline_unix_seconds() > 0) state += ", disconnected";
+      for (const v1::DeviceHealth& h : a.health()) {
+        if (h.device_id() == d.id() && h.quarantined()) state += ", QUARANTINED";
+      }
       row.insert(row.end(), {state, a.version()});
       rows.push_back(std::move(row));
     }
@@ -528,6 +534,18 @@ std::string RenderAgents(const std::vector<v1::AgentInfo>& agents, OutputFormat 
     for (const v1::AbsentDevice& d : a.absent()) absent.push_back({a.agent_id(), DeviceKindName(d.kind()), d.reason()});
   }
   if (!absent.empty()) absl::StrAppend(&out, "\nnot offered:\n", FormatTable({"AGENT", "KIND", "WHY"}, absent));
+  // Devices whose last validation did not pass (hetbench validate).
+  std::vector<std::vector<std::string>> health;
+  for (const v1::AgentInfo& a : agents) {
+    for (const v1::DeviceHealth& h : a.health()) {
+      health.push_back({a.agent_id(), h.device_id(), VerdictName(h.verdict()), h.quarantined() ? "yes" : "no",
+                        h.job_id(), h.reason().size() > 120 ? h.reason().substr(0, 117) + "..." : h.reason()});
+    }
+  }
+  if (!health.empty()) {
+    absl::StrAppend(&out, "\nlast validation did not pass:\n",
+                    FormatTable({"AGENT", "DEVICE", "VERDICT", "QUARANTINED", "JOB", "WHY"}, health));
+  }
   // Agents whose stream ended while they ran tasks: the tasks wait for them.
   std::vector<std::vector<std::string>> away;
   for (const v1::AgentInfo& a : agents) {

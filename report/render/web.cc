@@ -89,11 +89,18 @@ std::string RenderAgentsPage(const std::vector<v1::AgentInfo>& agents) {
     for (const v1::Device& d : a.devices()) {
       const bool busy = std::find(a.busy_device_ids().begin(), a.busy_device_ids().end(), d.id()) !=
                         a.busy_device_ids().end();
+      std::string health;
+      for (const v1::DeviceHealth& h : a.health()) {
+        if (h.device_id() == d.id()) {
+          health = absl::StrCat(", ", h.quarantined() ? "QUARANTINED " : "", VerdictName(h.verdict()), " in ",
+                                h.job_id(), ": ", h.reason().substr(0, 160));
+        }
+      }
       absl::StrAppend(&body, "<tr>", Td(a.agent_id()), Td(a.hostname()), Td(a.version()), Td(d.id()),
                       Td(absl::StrCat(DeviceKindName(d.kind()), d.simulated() ? " (SIMULATED)" : "")), Td(d.model()),
                       Td(absl::StrCat(d.cores())), Td(absl::StrJoin(d.executors(), ", ")),
                       Td(d.power_sensors().empty() ? "-" : absl::StrJoin(d.power_sensors(), ", ")),
-                      Td(absl::StrCat(busy ? "busy" : "idle", away ? ", disconnected" : "")), "</tr>\n");
+                      Td(absl::StrCat(busy ? "busy" : "idle", away ? ", disconnected" : "", health)), "</tr>\n");
     }
     if (a.devices().empty()) {
       absl::StrAppend(&body, "<tr>", Td(a.agent_id()), Td(a.hostname()), Td(a.version()),

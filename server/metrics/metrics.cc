@@ -104,6 +104,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Help("1 when the latest finished serving task's run was VALID (its bound met at 99% "
                              "confidence and its minimums reached), else 0.")
                        .Register(*registry_);
+  device_health_ = &prometheus::BuildGauge()
+                        .Name("hetbench_device_health")
+                        .Help("Devices whose last validation did not pass: 1 FAIL, 0.5 DEGRADED; quarantined=\"true\" "
+                              "when no ordinary task is placed on it. A passing device has no series.")
+                        .Register(*registry_);
+  devices_quarantined_ = &prometheus::BuildGauge()
+                              .Name("hetbench_devices_quarantined")
+                              .Help("Devices quarantined by a validation (FAIL, or DEGRADED when the job said so).")
+                              .Register(*registry_);
+  devices_quarantined_->Add({}).Set(0);
   agent_up_ = &prometheus::BuildGauge()
                    .Name("hetbench_agent_up")
                    .Help("1 while an agent holds its stream to the coordinator, 0 after it went away.")
@@ -189,6 +199,22 @@ void Metrics::SetJobsByState(const std::map<v1::JobState, int64_t>& counts) {
     jobs_->Add({{"state", JobStateName(static_cast<v1::JobState>(s))}})
         .Set(it == counts.end() ? 0.0 : static_cast<double>(it->second));
   }
+}
+
+void Metrics::SetDeviceHealth(const std::map<std::pair<std::string, std::string>, v1::DeviceHealth>& health) {
+  for (prometheus::Gauge* g : device_health_series_) device_health_->Remove(g);
+  device_health_series_.clear();
+  int64_t quarantined = 0;
+  for (const auto& [key, h] : health) {
+    prometheus::Gauge& g = device_health_->Add({{"agent", key.first},
+                                                {"device", key.second},
+                                                {"verdict", VerdictName(h.verdict())},
+                                                {"quarantined", h.quarantined() ? "true" : "false"}});
+    g.Set(h.verdict() == v1::VERDICT_FAIL ? 1.0 : 0.5);
+    device_health_series_.push_back(&g);
+    quarantined += h.quarantined() ? 1 : 0;
+  }
+  devices_quarantined_->Add({}).Set(static_cast<double>(quarantined));
 }
 
 void Metrics::SetAgentsByKind(const std::map<std::string, int64_t>& counts) {

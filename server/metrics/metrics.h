@@ -78,6 +78,11 @@ class Metrics {
   /// One event-loop batch: the wait of each closure from Post to its start.
   void ObserveLoopBatch(const std::vector<double>& latencies_seconds, size_t closures);
   void SetLiveJobs(int64_t live_jobs, int64_t queue_depth);
+  /// Devices whose last validation did not pass, replaced as a whole:
+  /// hetbench_device_health{agent,device,verdict,quarantined} = 1 (FAIL) or
+  /// 0.5 (DEGRADED), and hetbench_devices_quarantined. Bounded by the
+  /// devices that failed (a passing device has no series).
+  void SetDeviceHealth(const std::map<std::pair<std::string, std::string>, v1::DeviceHealth>& health);
   void AddRequestShed(const std::string& method);
   void AddSpecRefused();
   void AddTaskAssigned();
@@ -89,6 +94,9 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Family<prometheus::Gauge>* device_health_;
+  prometheus::Family<prometheus::Gauge>* devices_quarantined_;
+  std::vector<prometheus::Gauge*> device_health_series_;
   prometheus::Family<prometheus::Gauge>* agents_;
   prometheus::Family<prometheus::Counter>* samples_;
   prometheus::Family<prometheus::Counter>* duplicate_batches_;

@@ -46,7 +46,21 @@ bool Placer::TakeDue(int64_t monotonic_ns) {
 
 SchedulingPass Placer::BeginPass(const std::vector<const v1::Hello*>& agents) {
   gangs_waiting_ = false;
-  return SchedulingPass(agents, leases_);
+  return SchedulingPass(agents, leases_, &quarantine_);
+}
+
+void Placer::SetHealth(const std::string& agent_id, const v1::DeviceHealth& health) {
+  const std::pair<std::string, std::string> key{agent_id, health.device_id()};
+  if (health.verdict() == v1::VERDICT_PASS) {
+    health_.erase(key);
+  } else {
+    health_[key] = health;
+  }
+  if (health.quarantined()) {
+    quarantine_[key] = health;
+  } else if (quarantine_.erase(key) > 0) {
+    requested_ = true;  // released: its queued tasks may start
+  }
 }
 
 JobPlacement Placer::PlaceJob(const v1::Job& job, SchedulingPass& pass, double now_seconds) {

@@ -69,6 +69,14 @@ class Placer {
   /// held them, except those in `keep` (which stay leased).
   std::vector<std::string> ReleaseAgent(const std::string& agent_id, const std::vector<std::string>& keep);
 
+  /// A device's last validation verdict that did not pass (FAIL, DEGRADED):
+  /// kept for `get agents`; quarantined ones get no ordinary task (see
+  /// SchedulingPass). A PASS (verdict VERDICT_PASS) clears the device.
+  void SetHealth(const std::string& agent_id, const v1::DeviceHealth& health);
+  /// Every device with a non-passing verdict, quarantined or not.
+  const Quarantine& health() const { return health_; }
+  const Quarantine& quarantine() const { return quarantine_; }
+
   /// Asks for a pass at the next end of batch (something queued or freed).
   void Request() { requested_ = true; }
   /// Whether a pass is due at `monotonic_ns`: one was requested, or a gang
@@ -90,6 +98,8 @@ class Placer {
 
   const PlacerOptions options_;
   DeviceLeases leases_;
+  Quarantine health_;      // devices whose last validation did not pass
+  Quarantine quarantine_;  // those of them no ordinary task is placed on
   bool requested_ = true;
   bool gangs_waiting_ = false;
   int64_t last_gang_pass_ns_ = 0;

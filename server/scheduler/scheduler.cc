@@ -22,6 +22,7 @@ bool CanRun(const v1::Device& device, const std::string& executor) {
 bool Matches(const v1::TargetSelector& target, const v1::Hello& hello, const v1::Device& device) {
   if (target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED && target.device_kind() != device.kind()) return false;
   if (!target.agent_id().empty() && target.agent_id() != hello.agent_id()) return false;
+  if (!target.device_id().empty() && target.device_id() != device.id()) return false;
   for (const auto& [key, value] : target.labels()) {
     auto it = hello.labels().find(key);
     if (it == hello.labels().end() || it->second != value) return false;
@@ -42,6 +43,7 @@ std::string DescribeTarget(const v1::TargetSelector& target) {
                         ? "device"
                         : absl::StrCat(DeviceKindName(target.device_kind()), " device");
   if (!target.executor().empty()) absl::StrAppend(&out, " with the ", target.executor(), " executor");
+  if (!target.device_id().empty()) absl::StrAppend(&out, " ", target.device_id());
   if (!target.agent_id().empty()) absl::StrAppend(&out, " on agent ", target.agent_id());
   if (!target.labels().empty()) {
     std::vector<std::string> kv;
@@ -82,24 +84,43 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
-                          const DeviceLeases& leases) {
+                          const DeviceLeases& leases, const Quarantine* quarantine) {
   // Bounded whatever the fleet's size: a count, one example, at most
   // kMaxReasons reasons and how many more there were.
   constexpr size_t kMaxReasons = 3;
   if (agents.empty()) return absl::StrCat("waiting for a ", DescribeTarget(target), ": no agent is connected");
-  int64_t busy = 0;
-  std::string example;
+  int64_t busy = 0, quarantined = 0;
+  std::string example, quarantined_example;
   for (const v1::Hello* hello : agents) {
     for (const v1::Device& device : hello->devices()) {
       if (Matches(target, *hello, device)) {
+        if (quarantine != nullptr && target.device_id().empty()) {
+          const auto q = quarantine->find({hello->agent_id(), device.id()});
+          if (q != quarantine->end()) {
+            if (quarantined++ == 0) {
+              quarantined_example =
+                  absl::StrCat(hello->agent_id(), "/", device.id(), " (", VerdictName(q->second.verdict()), " in ",
+                               q->second.job_id(), ": ", q->second.reason().substr(0, 160), ")");
+            }
+            continue;
+          }
+        }
         if (busy++ == 0) {
           example = absl::StrCat(hello->agent_id(), "/", device.id(), " (", TaskOnResource(*hello, device, leases), ")");
         }
       }
     }
   }
-  if (busy == 1) return absl::StrCat("waiting: the one matching device is busy: ", example);
-  if (busy > 1) return absl::StrCat("waiting: ", busy, " matching devices busy, e.g. ", example);
+  const std::string q_note =
+      quarantined == 0 ? ""
+                       : absl::StrCat(quarantined == 1 ? "; 1 matching device is" : absl::StrCat("; ", quarantined, " matching devices are"),
+                                      " quarantined until a validation passes, e.g. ", quarantined_example);
+  if (busy == 1) return absl::StrCat("waiting: the one matching device is busy: ", example, q_note);
+  if (busy > 1) return absl::StrCat("waiting: ", busy, " matching devices busy, e.g. ", example, q_note);
+  if (quarantined > 0) {
+    return absl::StrCat("waiting: ", quarantined == 1 ? "the one matching device is" : absl::StrCat("all ", quarantined, " matching devices are"),
+                        " quarantined until a validation passes, e.g. ", quarantined_example);
+  }
   std::string out = absl::StrCat("no connected agent offers a ", DescribeTarget(target));
   // Say why, from what the agents reported about the kind.
   std::vector<std::string> why;
@@ -168,14 +189,17 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
   return std::nullopt;
 }
 
-SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases)
-    : agents_(agents), leases_(leases) {
+SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases,
+                               const Quarantine* quarantine)
+    : agents_(agents), leases_(leases), quarantine_(quarantine) {
   for (const v1::Hello* hello : agents) {
     const std::vector<std::string> busy = BusyResources(*hello, leases);
     const size_t begin = free_.size();
     for (const v1::Device& device : hello->devices()) {
       std::string resource = ResourceOf(device);
-      if (!Contains(busy, resource)) free_.push_back(Free{hello, &device, std::move(resource)});
+      if (Contains(busy, resource)) continue;
+      free_.push_back(Free{hello, &device, std::move(resource)});
+      free_.back().quarantined = IsQuarantined(hello->agent_id(), device.id());
     }
     for (size_t i = begin; i < free_.size(); ++i) free_[i].agent_begin = begin, free_[i].agent_end = free_.size();
   }
@@ -200,7 +224,7 @@ std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) 
   if (free_left_ == 0) return std::nullopt;
   for (size_t i = 0; i < free_.size(); ++i) {
     const Free& f = free_[i];
-    if (!f.taken && Matches(target, *f.hello, *f.device)) {
+    if (Usable(target, f)) {
       TakeResource(i);
       return Placement{f.hello->agent_id(), *f.device, f.hello};
     }
@@ -227,6 +251,7 @@ bool SchedulingPass::Fits(const std::vector<v1::TargetSelector>& targets) const 
     for (const v1::Hello* hello : agents_) {
       for (const v1::Device& device : hello->devices()) {
         if (found || !Matches(target, *hello, device)) continue;
+        if (target.device_id().empty() && IsQuarantined(hello->agent_id(), device.id())) continue;
         found = used.emplace(hello->agent_id(), ResourceOf(device)).second;
       }
     }
@@ -245,7 +270,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
     for (const v1::TargetSelector& target : targets) {
       bool found = false;
       for (size_t i = 0; i < free_.size() && !found; ++i) {
-        if (!free_[i].taken && Matches(target, *free_[i].hello, *free_[i].device)) {
+        if (Usable(target, free_[i])) {
           for (size_t m : TakeResource(i)) marked.push_back(m);
           out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device, free_[i].hello});
           found = true;
@@ -267,7 +292,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
     std::vector<size_t> chosen;
     for (const v1::TargetSelector& target : targets) {
       size_t i = begin;
-      while (i < end && (free_[i].taken || !Matches(target, *free_[i].hello, *free_[i].device))) ++i;
+      while (i < end && !Usable(target, free_[i])) ++i;
       if (i == end) break;
       chosen.push_back(i);
     }
@@ -288,7 +313,7 @@ std::string SchedulingPass::Reason(const v1::TargetSelector& target) {
   // speaks of the state at the start of the pass; the next pass refreshes it.
   const std::string key = target.SerializeAsString();
   auto it = reasons_.find(key);
-  if (it == reasons_.end()) it = reasons_.emplace(key, PendingReason(target, agents_, leases_)).first;
+  if (it == reasons_.end()) it = reasons_.emplace(key, PendingReason(target, agents_, leases_, quarantine_)).first;
   if (holders_.empty()) return it->second;
   return absl::StrCat(it->second, "; ", held_, " free device", held_ == 1 ? " is" : "s are", " held for ",
                       absl::StrJoin(holders_, ", "), " (waiting longest)");

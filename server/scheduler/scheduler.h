@@ -28,6 +28,10 @@ std::string DescribeTarget(const v1::TargetSelector& target);
 v1::TargetSelector SplitStageTarget(const v1::SplitStage& stage, const v1::TargetSelector& job_target,
                                     bool same_agent = false);
 
+/// Devices a validation quarantined: (agent, device) -> its last verdict and
+/// why (server/validation/health). Owned by the Placer.
+using Quarantine = std::map<std::pair<std::string, std::string>, v1::DeviceHealth>;
+
 /// Exclusive leases: (agent, device) -> task. Not thread-safe (event loop only).
 class DeviceLeases {
  public:
@@ -67,7 +71,7 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
 /// such a device (with the reasons agents gave for the kind being absent),
 /// or every matching device busy (and with what).
 std::string PendingReason(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
-                          const DeviceLeases& leases);
+                          const DeviceLeases& leases, const Quarantine* quarantine = nullptr);
 
 /// One scheduling pass: the cheap, serial decision of which queued task goes
 /// to which free device (the binding, sending Assign, happens after the
@@ -77,7 +81,10 @@ std::string PendingReason(const v1::TargetSelector& target, const std::vector<co
 /// per distinct target. Not thread-safe; borrows `agents` and `leases`.
 class SchedulingPass {
  public:
-  SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases);
+  /// `quarantine` (may be null): devices no task is placed on unless it
+  /// names the device (targets[].device_id, as a validation's tasks do).
+  SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases,
+                 const Quarantine* quarantine = nullptr);
 
   /// A free device matching `target`, taken for the rest of the pass; or nothing.
   std::optional<Placement> Take(const v1::TargetSelector& target);
@@ -109,9 +116,18 @@ class SchedulingPass {
     std::string resource;  // ResourceOf(device)
     size_t agent_begin = 0, agent_end = 0;  // this agent's free devices: free_[agent_begin, agent_end)
     bool taken = false;
+    bool quarantined = false;
   };
+  /// Free, matching, and not quarantined for this target.
+  bool Usable(const v1::TargetSelector& target, const Free& f) const {
+    return !f.taken && (!f.quarantined || !target.device_id().empty()) && Matches(target, *f.hello, *f.device);
+  }
+  bool IsQuarantined(const std::string& agent_id, const std::string& device_id) const {
+    return quarantine_ != nullptr && quarantine_->count({agent_id, device_id}) > 0;
+  }
   const std::vector<const v1::Hello*>& agents_;
   const DeviceLeases& leases_;
+  const Quarantine* quarantine_;
   /// Marks free_[i] and every free device on its resource taken; returns the indices marked.
   std::vector<size_t> TakeResource(size_t i);
   std::vector<Free> free_;

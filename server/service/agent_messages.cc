@@ -8,6 +8,7 @@
 #include "common/names.h"
 #include "common/serving_spec.h"
 #include "server/ingest/energy_cost.h"
+#include "server/validation/judge.h"
 
 namespace hetbench::server {
 
@@ -60,6 +61,8 @@ AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_s
     if (!IsTerminalTaskState(m.done().state())) {
       c.problem = absl::StrCat("done.state = ", TaskStateName(m.done().state()),
                                ": a TaskDone must say SUCCEEDED, FAILED or CANCELLED");
+    } else if (m.done().result().has_validation()) {
+      c.problem = CheckValidationRun(m.done().result().validation());
     }
   }
   return c;
@@ -267,6 +270,7 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
   for (const v1::Device& device : session.hello.devices()) {
     if (device.id() == task->device_id() && device.simulated()) {
       task->mutable_result()->mutable_environment()->set_simulated(true);
+      if (task->result().has_validation()) task->mutable_result()->mutable_validation()->set_simulated(true);
     }
   }
 

@@ -47,6 +47,10 @@ v1::AgentInfo AgentSessions::Describe(const std::string& agent_id, const v1::Hel
   *info.mutable_absent() = hello.absent();
   *info.mutable_sensors() = hello.sensors();
   for (const std::string& d : p_.placer->leases().LeasedDevices(agent_id)) info.add_busy_device_ids(d);
+  const Quarantine& health = p_.placer->health();
+  for (auto it = health.lower_bound({agent_id, ""}); it != health.end() && it->first.first == agent_id; ++it) {
+    *info.add_health() = it->second;
+  }
   return info;
 }
 

@@ -10,6 +10,7 @@
 #include "common/job_spec.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "server/validation/health.h"
 
 namespace hetbench::server {
 
@@ -55,6 +56,9 @@ absl::Status Coordinator::LoadFromStore() {
   auto max_number = store_->MaxJobNumber();
   if (!max_number.ok()) return max_number.status();
   jobs_.Reset(*std::move(jobs), *counts, *max_number);
+  auto health = store_->LoadDeviceHealth();
+  if (!health.ok()) return health.status();
+  for (const auto& [agent_id, h] : *health) placer_.SetHealth(agent_id, h);
   if (auto s = store_->Begin(); !s.ok()) return s;
   int held = 0, ended = 0;
   const int64_t deadline = clock_->MonotonicNowNs() + static_cast<int64_t>(options_.lease_seconds * 1e9);
@@ -153,8 +157,54 @@ void Coordinator::OnAgentGone(uint64_t session_id, std::string reason) {
 
 // ---------------------------------------------------------------- the loop's hooks
 
+void Coordinator::MaybeRevalidate() {
+  const int64_t now = clock_->MonotonicNowNs();
+  if (!last_revalidate_ns_) last_revalidate_ns_ = now;  // the first period starts with the coordinator
+  if (now - *last_revalidate_ns_ < static_cast<int64_t>(options_.revalidate_every_seconds * 1e9)) return;
+  if (!revalidation_job_.empty() && jobs_.Find(revalidation_job_) != nullptr) return;  // the last one still runs
+  last_revalidate_ns_ = now;
+  v1::JobSpec spec;
+  spec.mutable_validate()->set_level("quick");
+  spec.set_name("revalidate");
+  sessions_.ForEachConnected([&](const std::string& agent_id, const Session& s) {
+    for (const v1::Device& d : s.hello.devices()) {
+      if (!TaskOnResource(s.hello, d, placer_.leases()).empty()) continue;  // busy: its task goes on
+      v1::TargetSelector* t = spec.add_targets();
+      t->set_agent_id(agent_id);
+      t->set_device_id(d.id());
+      t->set_device_kind(d.kind());
+    }
+  });
+  if (spec.targets().empty()) return;
+  const int devices = spec.targets_size();
+  api_.CreateOwnJob(WithDefaults(std::move(spec)), [this, devices](absl::StatusOr<JobApi::Submitted> made) {
+    if (!made.ok()) {
+      LogWarning(kLog, "scheduled revalidation not created: ", made.status().ToString());
+      return;
+    }
+    revalidation_job_ = made->job.id();
+    LogInfo(kLog, "scheduled revalidation ", revalidation_job_, " of ", devices, " idle devices");
+  });
+}
+
 void Coordinator::EndOfBatch() {
   agents_.Tick();
+  if (options_.revalidate_every_seconds > 0) MaybeRevalidate();
+  // Validations judged in this batch: their devices' health, stored in the
+  // same transaction as their end (quarantine, release).
+  for (const std::string& job_id : jobs_.TakeJudged()) {
+    const LiveJob* live = jobs_.Find(job_id);
+    if (live == nullptr) continue;
+    for (const auto& [agent_id, h] : HealthChanges(live->job, clock_->SystemNowSeconds())) {
+      placer_.SetHealth(agent_id, h);
+      if (auto s = store_->PutDeviceHealth(agent_id, h); !s.ok()) LogError(kLog, "storing device health: ", s.ToString());
+      if (h.quarantined()) {
+        LogWarning(kLog, "quarantined ", agent_id, "/", h.device_id(), " (", VerdictName(h.verdict()), " in ", job_id,
+                   "): ", h.reason().substr(0, 200));
+      }
+    }
+    metrics_->SetDeviceHealth(placer_.health());
+  }
   if (placer_.TakeDue(clock_->MonotonicNowNs())) Schedule();
   jobs_.WriteChanged(*store_);  // what this batch changed, row by row
   // Raw batches past their retention, a few jobs at a time, on the ended

@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -76,6 +76,10 @@ struct CoordinatorOptions {
   /// cannot keep taking them one by one; nothing is leased, and the oldest
   /// gang holds first, so two gangs cannot deadlock. < 0: never hold.
   double gang_hold_after_seconds = 60;
+  /// > 0: every this many seconds, a quick validation of the devices idle
+  /// then (docs/validation.md); a device busy with a task is left alone, and
+  /// none starts while the previous scheduled one runs. 0: never.
+  double revalidate_every_seconds = 0;
 };
 
 class Coordinator {
@@ -116,6 +120,8 @@ class Coordinator {
   // The loop's hooks: at the end of each batch (timers, the scheduling pass,
   // the rows to write); after its commit (watches, eviction, gauges).
   void EndOfBatch();
+  /// A scheduled validation of the idle devices, when one is due (revalidate_every_seconds).
+  void MaybeRevalidate();
   void AfterCommit();
   void UpdateGauges();
   /// Places queued tasks (Placer) and starts them (Attempts).
@@ -150,6 +156,8 @@ class Coordinator {
   int64_t last_gauges_ns_ = 0;
   bool gauges_dirty_ = true;
   int64_t last_prune_ns_ = 0;
+  std::optional<int64_t> last_revalidate_ns_;  // unset until the first batch
+  std::string revalidation_job_;  // the scheduled validation still live, if any
   std::shared_ptr<std::atomic<bool>> pruning_ = std::make_shared<std::atomic<bool>>(false);  // one prune at a time
   bool closing_streams_ = false;
 };

@@ -10,6 +10,8 @@
 #include "common/job_spec.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/validate_spec.h"
+#include "server/validation/expand.h"
 #include "server/service/attempts.h"
 
 namespace hetbench::server {
@@ -135,7 +137,21 @@ void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
       return;
     }
   }
-  const v1::Job& job = p_.jobs->Create(std::move(effective), request_id, p_.clock->SystemNowSeconds()).job;
+  std::vector<v1::DeviceVerdict> skipped;
+  if (IsValidate(effective)) {  // a task per matching device of the agents connected now
+    std::vector<const v1::Hello*> agents;
+    p_.sessions->ForEachConnected([&agents](const std::string&, const Session& s) {
+      if (s.has_hello) agents.push_back(&s.hello);
+    });
+    ExpandedValidation expanded = ExpandValidation(effective, agents);
+    effective.clear_targets();
+    for (v1::TargetSelector& t : expanded.targets) *effective.add_targets() = std::move(t);
+    skipped = std::move(expanded.skipped);
+  }
+  LiveJob& created = p_.jobs->Create(std::move(effective), request_id, p_.clock->SystemNowSeconds());
+  for (v1::DeviceVerdict& d : skipped) *created.job.mutable_validation()->add_devices() = std::move(d);
+  if (created.job.tasks_size() == 0) p_.jobs->Recompute(created, p_.clock->SystemNowSeconds());  // nothing to run
+  const v1::Job& job = created.job;
   const std::string id = job.id();
   if (absl::Status s = p_.store->InsertJob(job, request_id); !s.ok()) {
     LogError(kLog, "storing ", id, ": ", s.ToString());  // the commit fails too and reloads

@@ -79,6 +79,11 @@ class JobApi {
   /// while it changes; closes with OK once the job ends. `summary`: events
   /// carry tasks without results (JOB_VIEW_SUMMARY).
   void WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink);
+  /// On the loop: a job the coordinator makes itself (a scheduled
+  /// revalidation), its spec already effective and trusted.
+  void CreateOwnJob(v1::JobSpec effective, std::function<void(absl::StatusOr<Submitted>)> done) {
+    CreateJob(std::move(effective), "", std::move(done));
+  }
 
  private:
   /// On the loop: the job a request id already made, else a new one stored

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/validate_spec.h"
+#include "server/validation/judge.h"
 #include "common/names.h"
 #include "common/serving_spec.h"
 #include "server/scheduler/scheduler.h"
@@ -142,6 +144,10 @@ void JobTable::Recompute(LiveJob& live, double now_unix) {
     }
   }
   const v1::JobState before = job.state();
+  if (all_done && IsValidate(job.spec())) {
+    *job.mutable_validation() = JudgeValidation(job);
+    judged_.push_back(job.id());
+  }
   if (job.state() == v1::JOB_STATE_CANCELLED) {
     if (all_done) EndAfterCommit(live);
     return;

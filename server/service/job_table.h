@@ -62,6 +62,9 @@ class JobTable {
   void Recompute(LiveJob& job, double now_unix);
   /// Evicts `job` after this batch's commit (a cancelled job with nothing running).
   void EndAfterCommit(const LiveJob& job) { ended_.push_back(JobNumber(job.job.id())); }
+  /// Validation jobs judged since the last call (their report is set), for
+  /// the coordinator to apply their verdicts to device health.
+  std::vector<std::string> TakeJudged() { return std::exchange(judged_, {}); }
   /// Whether `job_id` ended in this batch.
   bool EndedNow(const std::string& job_id) const;
 
@@ -93,6 +96,7 @@ class JobTable {
   std::map<v1::JobState, int64_t> ended_jobs_;
   std::map<v1::TaskState, int64_t> ended_tasks_;
   bool counts_changed_ = true;
+  std::vector<std::string> judged_;  // validation jobs judged in this batch
 };
 
 }  // namespace hetbench::server

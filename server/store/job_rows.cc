@@ -30,6 +30,7 @@ std::string HeaderBlob(const v1::Job& job) {
   header.set_created_unix_seconds(job.created_unix_seconds());
   header.set_finished_unix_seconds(job.finished_unix_seconds());
   header.set_error(job.error());
+  *header.mutable_validation() = job.validation();
   return header.SerializeAsString();
 }
 

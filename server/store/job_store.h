@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,12 +40,23 @@ struct StateCounts {
   std::map<v1::TaskState, int64_t> tasks;
 };
 
+/// The devices' validation health (server/validation/health), one row per
+/// (agent, device): what a JobStore keeps beside jobs and batches.
+class DeviceHealthStore {
+ public:
+  virtual ~DeviceHealthStore() = default;
+  /// A device's last validation verdict, replacing its row; a PASS deletes it.
+  virtual absl::Status PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) = 0;
+  /// Every stored row: (agent id, health).
+  virtual absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> LoadDeviceHealth() = 0;
+};
+
 /// Not thread-safe: the coordinator calls it from its one event-loop thread.
 /// Writes between Begin() and Commit() become durable together at Commit();
 /// nothing is acknowledged to a caller before that.
-class JobStore {
+class JobStore : public DeviceHealthStore {
  public:
-  virtual ~JobStore() = default;
+  ~JobStore() override = default;
 
   /// Another connection to the same store, for another thread (the batch
   /// writer). Its transactions and this one's exclude each other.

@@ -123,6 +123,13 @@ constexpr Statement kStatements[] = {
     {"count_jobs", "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
     {"count_tasks", "SELECT state, COUNT(*) FROM tasks GROUP BY state"},
     {"max_number", "SELECT COALESCE(MAX(number), 0)::bigint FROM jobs"},
+    {"put_health",
+     "INSERT INTO device_health (agent_id, device_id, epoch, health) VALUES ($1, $2, $3, $4) ON CONFLICT (agent_id, "
+     "device_id) DO UPDATE SET epoch = EXCLUDED.epoch, health = EXCLUDED.health"},
+    {"clear_health",
+     "DELETE FROM device_health WHERE agent_id = $1 AND device_id = $2 AND EXISTS (SELECT 1 FROM "
+     "hetbench_fence($3::bigint))"},
+    {"load_health", "SELECT agent_id, health FROM device_health ORDER BY agent_id, device_id"},
     {"put_batch",
      "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, epoch, batch) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7) ON CONFLICT DO NOTHING"},
@@ -459,6 +466,27 @@ absl::StatusOr<int64_t> PgJobStore::MaxJobNumber() {
   auto res = Run("max_number", Params(), PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   return GetInt(res->get(), 0, 0);
+}
+
+absl::Status PgJobStore::PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Text(agent_id).Text(health.device_id()).Int(options_.epoch);
+  if (health.verdict() == v1::VERDICT_PASS) return Run("clear_health", p, PGRES_COMMAND_OK).status();
+  p.Bytes(health.SerializeAsString());
+  return Run("put_health", p, PGRES_COMMAND_OK).status();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> PgJobStore::LoadDeviceHealth() {
+  auto res = Run("load_health", Params(), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<std::pair<std::string, v1::DeviceHealth>> out;
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    v1::DeviceHealth h;
+    if (!ParseColumn(res->get(), r, 1, &h)) return absl::DataLossError("job store: a device_health row does not parse");
+    out.emplace_back(std::string(GetBytes(res->get(), r, 0)), std::move(h));
+  }
+  return out;
 }
 
 PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows) {

@@ -94,6 +94,15 @@ CREATE TABLE IF NOT EXISTS power_batches (
   batch bytea NOT NULL,            -- hetbench.v1.PowerBatch
   PRIMARY KEY (task_id, attempt, seq)
 );
+CREATE TABLE IF NOT EXISTS device_health (
+  agent_id text NOT NULL,
+  device_id text NOT NULL,
+  epoch bigint NOT NULL,
+  health bytea NOT NULL,           -- hetbench.v1.DeviceHealth: its last validation that did not pass
+  PRIMARY KEY (agent_id, device_id)
+);
+CREATE OR REPLACE TRIGGER device_health_fenced BEFORE INSERT OR UPDATE ON device_health
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER jobs_fenced BEFORE INSERT OR UPDATE ON jobs
   FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER tasks_fenced BEFORE INSERT OR UPDATE ON tasks

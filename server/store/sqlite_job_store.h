@@ -42,6 +42,8 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<JobPage> ListJobs(const JobFilter& filter) override;
   absl::StatusOr<StateCounts> CountByState() override;
   absl::StatusOr<int64_t> MaxJobNumber() override;
+  absl::Status PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) override;
+  absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> LoadDeviceHealth() override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
   using JobStore::LoadPowerBatches;
   using JobStore::LoadSampleBatches;

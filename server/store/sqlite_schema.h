@@ -52,6 +52,12 @@ CREATE TABLE IF NOT EXISTS power_batches (
   batch BLOB NOT NULL,           -- hetbench.v1.PowerBatch
   PRIMARY KEY (task_id, attempt, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS device_health (
+  agent_id TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  health BLOB NOT NULL,          -- hetbench.v1.DeviceHealth: its last validation that did not pass
+  PRIMARY KEY (agent_id, device_id)
+) WITHOUT ROWID;
 )sql";
 
 /// A statement prepared for one use, finalized on scope exit.

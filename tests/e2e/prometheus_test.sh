@@ -11,6 +11,8 @@ e2e_begin "prometheus-test"
 
 promtool check config "$DEPLOY/prometheus/prometheus.yml" >/dev/null || fail "promtool check config"
 promtool check rules "$DEPLOY/prometheus/rules/hetbench.rules.yml" >/dev/null || fail "promtool check rules"
+(cd "$DEPLOY/prometheus/rules" && promtool test rules hetbench.rules.test.yml) >"$WORK/promtool-test.log" 2>&1 ||
+  fail "promtool test rules: $(cat "$WORK/promtool-test.log")"
 
 "$SERVER" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --db "$WORK/jobs.db" --port-file "$WORK/ports" \
   >"$WORK/server.log" 2>&1 &

@@ -1,0 +1,42 @@
+#pragma once
+/// The validation suite an agent runs on one device (`hetbench validate`;
+/// docs/validation.md): the tests of the device's kind (common/validate_spec),
+/// each on a thread of its own and time-boxed. A test that cannot run on the
+/// device is SKIPPED with its reason; one that errs or computes a wrong
+/// result FAILED; one still running at its box TIMED_OUT (its thread is
+/// abandoned, flagged to stop, and the device's other tests still run).
+/// The agent measures; the coordinator judges (server/validation/judge).
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/executors/executor.h"
+#include "hetbench/v1/common.pb.h"
+
+namespace hetbench::agent {
+
+class PowerSampler;
+
+struct ValidationConfig {
+  int threads = 0;  // 0 = all cores of the device; a job's `threads` overrides
+  std::string agent_version;
+  PowerSampler* sampler = nullptr;  // the agent's power sampler; null: no sensors
+  int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
+  /// Tests only: runs at the start of each test on its thread (a hang, a slowdown).
+  std::function<void(const std::string& test)> before_test;
+};
+
+class ValidationExecutor final : public Executor {
+ public:
+  explicit ValidationExecutor(ValidationConfig config) : config_(std::move(config)) {}
+  /// Runs the suite; the result holds `validation` (no phases, no samples).
+  /// CANCELLED when control->cancel is set between tests.
+  absl::StatusOr<v1::TaskResult> Run(const v1::Assign& task, const v1::Device& device, TaskControl* control) override;
+
+ private:
+  ValidationConfig config_;
+};
+
+}  // namespace hetbench::agent
