@@ -241,12 +241,21 @@ class Run {
     }
     auto degrade = ParseDegrade(opt_.degrade);
     std::map<Fault, int64_t> devices, flagged, failed;
+    std::map<std::string, int64_t> missed;  // "fault/kind" of faulty devices that passed
     int64_t hangs_boxed = 0;
     for (const v1::DeviceVerdict& d : job->validation().devices()) {
       if (d.task_id().empty()) continue;
       const Fault f = FaultOf(*degrade, d.agent_id(), d.device_id());
       ++devices[f];
-      if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) ++flagged[f];
+      if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) {
+        ++flagged[f];
+        if (f == Fault::kNone) {
+          std::cerr << "false positive: " << d.agent_id() << "/" << d.device_id() << " " << VerdictName(d.verdict())
+                    << ": " << d.reason() << "\n";
+        }
+      } else if (f != Fault::kNone) {
+        ++missed[absl::StrCat(FaultName(f), "/", DeviceKindName(d.kind()))];
+      }
       if (d.verdict() == v1::VERDICT_FAIL) ++failed[f];
       if (f == Fault::kHang && d.verdict() == v1::VERDICT_FAIL &&
           d.reason().find("still running at its time box") != std::string::npos) {
@@ -259,20 +268,22 @@ class Run {
     std::shuffle(again.mutable_tasks()->begin(), again.mutable_tasks()->end(), shuffle);
     const bool identical =
         server::JudgeValidation(again).SerializeAsString() == job->validation().SerializeAsString();
-    std::string per_fault;
+    std::string per_fault, missed_list;
+    for (const auto& [what, n] : missed) absl::StrAppend(&missed_list, missed_list.empty() ? "" : ",", what, ":", n);
     for (Fault f : AllFaults()) {
       if (devices[f] == 0) continue;
       absl::StrAppendFormat(&per_fault, " %s=%lld/%lld", f == Fault::kNone ? "false_positives" : "detected_" + FaultName(f),
                             static_cast<long long>(flagged[f]), static_cast<long long>(devices[f]));
     }
     return absl::StrFormat(
-        "RESULT mode=validate agents=%d devices=%d level=%s degrade=\"%s\" job=%s state=%s seconds=%.1f%s "
+        "RESULT mode=validate agents=%d devices=%d level=%s degrade=\"%s\" seed=%d job=%s state=%s seconds=%.1f%s "
         "false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s "
-        "simulated=true",
-        opt_.agents, opt_.agents * opt_.devices, opt_.level, opt_.degrade, job->id(), JobStateName(job->state()), seconds,
+        "missed=%s simulated=true",
+        opt_.agents, opt_.agents * opt_.devices, opt_.level, opt_.degrade, opt_.seed, job->id(), JobStateName(job->state()), seconds,
         per_fault, devices[Fault::kNone] > 0 ? static_cast<double>(flagged[Fault::kNone]) / devices[Fault::kNone] : 0.0,
         static_cast<long long>(failed[Fault::kWrong]), static_cast<long long>(devices[Fault::kWrong]),
-        static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false");
+        static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false",
+        missed_list.empty() ? "none" : missed_list);
   }
 
   std::string BigJob() {
@@ -513,6 +524,8 @@ int main(int argc, char** argv) {
                  "validate: shares of devices with a known fault, e.g. slow5=0.02,slow10=0.02,wrong=0.01,hang=0.01 "
                  "(slow5, slow10, slow30, powercap, noisy, wrong, hang)");
   app.add_option("--level", opt.level, "validate: quick or standard")->capture_default_str();
+  app.add_option("--seed", opt.seed, "the simulated agents' noise; the faulty devices stay the same")
+      ->capture_default_str();
   app.add_option("--agents", opt.agents, "simulated agents")->capture_default_str();
   app.add_option("--devices", opt.devices, "devices per agent (kinds cycle cpu, gpu, tpu, dpu, qpu-sim)")
       ->capture_default_str();

@@ -373,7 +373,7 @@ v1::AgentGateway::Stub* Fleet::StubFor(int i) {
 void Fleet::Connect(int first, int count, const std::string& prefix) {
   std::lock_guard<std::mutex> l(mu_);
   for (int i = first; i < first + count; ++i) {
-    auto agent = std::make_unique<SimAgent>(absl::StrCat(prefix, i), opt_, profiles_, stats_, 1234 + i);
+    auto agent = std::make_unique<SimAgent>(absl::StrCat(prefix, i), opt_, profiles_, stats_, opt_.seed * 1000003 + 1234 + i);
     agent->Start(StubFor(i));
     agents_[i] = std::move(agent);
   }

@@ -57,6 +57,7 @@ struct Options {
   std::string profiles;
   std::string degrade;  // validate: faults injected into a share of the devices (bench/fleet/faults.h)
   std::string level = "quick";  // validate
+  uint64_t seed = 0;            // the simulated agents' noise (runs with another seed draw other noise)
   std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 

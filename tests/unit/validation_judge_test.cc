@@ -150,6 +150,31 @@ TEST(JudgeTest, OneTestBelowItsThresholdIsReportedButTheDeviceIsNotDegraded) {
   EXPECT_EQ(Device(JudgeValidation(strict), "a4").verdict(), v1::VERDICT_DEGRADED);
 }
 
+TEST(JudgeTest, ADeviceWhoseRepetitionsWobbleFarMoreThanItsSiblingsIsUnstable) {
+  v1::Job job = Fleet(6);
+  for (int k = 0; k < 2; ++k) {  // a4's repetitions spread ~8% around the same median
+    v1::ValidationTest* t = job.mutable_tasks(4)->mutable_result()->mutable_validation()->mutable_tests(k);
+    t->clear_values();
+    for (double v : {92.0, 108.0, 95.0, 105.0, 100.0, 90.0, 110.0, 100.0}) t->add_values(v);
+  }
+  const v1::ValidationReport r = JudgeValidation(job);
+  EXPECT_EQ(Device(r, "a4").verdict(), v1::VERDICT_DEGRADED) << Device(r, "a4").reason();
+  EXPECT_THAT(Device(r, "a4").tests(0).reason(), HasSubstr("unstable: its repetitions spread"));
+  EXPECT_EQ(Device(r, "a3").verdict(), v1::VERDICT_PASS);
+}
+
+TEST(JudgeTest, ThePowerSensorsReadingRateIsReportedNotJudged) {
+  v1::Job job = Fleet(6);
+  for (int i = 0; i < 6; ++i) {
+    v1::ValidationTest t = Measured("power_sensor", Reps(i == 2 ? 7 : 10));
+    t.set_unit("readings/s");
+    AddTest(job.mutable_tasks(i), t);
+  }
+  const v1::ValidationReport r = JudgeValidation(job);
+  EXPECT_EQ(Device(r, "a2").verdict(), v1::VERDICT_PASS) << Device(r, "a2").reason();
+  EXPECT_THAT(Device(r, "a2").tests(2).reason(), HasSubstr("reported, not judged"));
+}
+
 TEST(JudgeTest, TheSameResultsGiveTheSameVerdictsInAnyOrder) {
   v1::Job job = Fleet(9, 2, 0.95);
   const std::string first = JudgeValidation(job).SerializeAsString();
