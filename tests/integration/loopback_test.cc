@@ -207,7 +207,9 @@ TEST_F(LoopbackTest, QpuSimRunsTheQuantumVariantAndTheSimulatorBenchmark) {
   ASSERT_EQ(tensor.code, 0) << tensor.err << tensor.out;
   EXPECT_THAT(tensor.err, HasSubstr("notice: targets[0].executor: \"qsim\" is now spelled \"statevector\" (accepted)"));
   EXPECT_EQ(GetJob("job-000003").spec().targets(0).executor(), "statevector");
-  EXPECT_THAT(tensor.out, HasSubstr("(fused, tensor backend)"));
+  // Fusion asked for; whether it pays is the cost model's measured call (close on some CPUs): the
+  // label says which it made.
+  EXPECT_THAT(tensor.out, ::testing::ContainsRegex("70 gates in [0-9]+ passes \\((un)?fused, tensor backend\\)"));
   EXPECT_THAT(tensor.out, ::testing::ContainsRegex("\\[tensor backend, blocks of <= [2-6] qubits\\]"));
 
   CliResult wrong = Cli({"--server", address_, "submit", "--wait", "-m", "mlp", "-t", "qpu-sim"});
