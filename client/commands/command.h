@@ -72,7 +72,8 @@ std::unique_ptr<Command> AdviseCommand();
 std::unique_ptr<Command> HistoryCommand();
 std::unique_ptr<Command> WatchCommand();
 std::unique_ptr<Command> HealthCommand();
-std::vector<std::unique_ptr<Command>> ValidateCommands();  // validate, baseline save|show|diff
+std::unique_ptr<Command> ValidateCommand();
+std::vector<std::unique_ptr<Command>> BaselineCommands();  // baseline save, show, diff, list
 
 // Shared by the commands.
 
@@ -90,6 +91,9 @@ grpc::Status FetchTaskData(Context& ctx, const std::string& task_id, v1::GetTask
                            v1::TaskData* all);
 /// Follows a job until it ends; draws progress on `err` when `draw`.
 absl::StatusOr<v1::Job> WatchUntilEnd(Context& ctx, const std::string& job_id, double timeout_seconds, bool draw);
+/// A baseline named NAME[@VERSION] in the coordinator (the latest without
+/// @), or a JSON file `baseline save --out` wrote (checked field by field).
+absl::StatusOr<v1::Baseline> ResolveBaseline(Context& ctx, const std::string& ref);
 /// The group subcommand `name` of `app`, made on first use.
 CLI::App* Group(CLI::App& app, const std::string& name, const std::string& description);
 

@@ -138,7 +138,8 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   all.push_back(HistoryCommand());
   all.push_back(WatchCommand());
   all.push_back(HealthCommand());
-  for (auto& c : ValidateCommands()) all.push_back(std::move(c));
+  all.push_back(ValidateCommand());
+  for (auto& c : BaselineCommands()) all.push_back(std::move(c));
   return all;
 }
 

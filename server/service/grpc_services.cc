@@ -314,6 +314,46 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTaskData(grpc::CallbackServerCo
   return call.reactor;
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::SaveBaseline(grpc::CallbackServerContext* ctx,
+                                                           const v1::SaveBaselineRequest* request,
+                                                           v1::Baseline* response) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "SaveBaseline");
+  if (call.refused) return call.reactor;
+  coordinator_->api().SaveBaseline(request->baseline(), [call, response](absl::StatusOr<v1::Baseline> saved) {
+    if (saved.ok()) *response = std::move(*saved);
+    call.Finish(ToGrpcStatus(saved.status()));
+  });
+  return call.reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetBaseline(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetBaselineRequest* request,
+                                                          v1::Baseline* response) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "GetBaseline");
+  if (call.refused) return call.reactor;
+  coordinator_->api().GetBaseline(request->name(), request->version(),
+                                  [call, response](absl::StatusOr<v1::Baseline> found) {
+                                    if (found.ok()) *response = std::move(*found);
+                                    call.Finish(ToGrpcStatus(found.status()));
+                                  });
+  return call.reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListBaselines(grpc::CallbackServerContext* ctx,
+                                                            const v1::ListBaselinesRequest* request,
+                                                            v1::ListBaselinesResponse* response) {
+  const UnaryCall call = BeginUnary(ctx, metrics_, *auth_, "ListBaselines");
+  if (call.refused) return call.reactor;
+  coordinator_->api().ListBaselines(request->name(),
+                                    [call, response](absl::StatusOr<std::vector<v1::Baseline>> list) {
+                                      if (list.ok()) {
+                                        for (v1::Baseline& b : *list) *response->add_baselines() = std::move(b);
+                                      }
+                                      call.Finish(ToGrpcStatus(list.status()));
+                                    });
+  return call.reactor;
+}
+
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentGatewayService::Connect(
     grpc::CallbackServerContext* ctx) {
   if (grpc::Status denied = auth_->Check(*ctx, Role::kAgent); !denied.ok()) {

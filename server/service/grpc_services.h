@@ -30,6 +30,12 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                        v1::ListAgentsResponse* response) override;
   grpc::ServerUnaryReactor* GetTaskData(grpc::CallbackServerContext* ctx, const v1::GetTaskDataRequest* request,
                                         v1::TaskData* response) override;
+  grpc::ServerUnaryReactor* SaveBaseline(grpc::CallbackServerContext* ctx, const v1::SaveBaselineRequest* request,
+                                         v1::Baseline* response) override;
+  grpc::ServerUnaryReactor* GetBaseline(grpc::CallbackServerContext* ctx, const v1::GetBaselineRequest* request,
+                                        v1::Baseline* response) override;
+  grpc::ServerUnaryReactor* ListBaselines(grpc::CallbackServerContext* ctx, const v1::ListBaselinesRequest* request,
+                                          v1::ListBaselinesResponse* response) override;
 
  private:
   Coordinator* const coordinator_;

@@ -79,6 +79,12 @@ class JobApi {
   /// while it changes; closes with OK once the job ends. `summary`: events
   /// carry tasks without results (JOB_VIEW_SUMMARY).
   void WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink);
+  /// Fleet-validation baselines (job_api_baselines.cc). Save checks at the
+  /// edge, then on the loop gives the next version of the name and stores it
+  /// in the batch's transaction; Get and List read off the loop.
+  void SaveBaseline(v1::Baseline baseline, std::function<void(absl::StatusOr<v1::Baseline>)> done);
+  void GetBaseline(std::string name, int version, std::function<void(absl::StatusOr<v1::Baseline>)> done);
+  void ListBaselines(std::string name, std::function<void(absl::StatusOr<std::vector<v1::Baseline>>)> done);
   /// On the loop: a job the coordinator makes itself (a scheduled
   /// revalidation), its spec already effective and trusted.
   void CreateOwnJob(v1::JobSpec effective, std::function<void(absl::StatusOr<Submitted>)> done) {

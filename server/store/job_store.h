@@ -51,10 +51,24 @@ class DeviceHealthStore {
   virtual absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> LoadDeviceHealth() = 0;
 };
 
+/// Fleet-validation baselines, one row per (name, version), never rewritten.
+class BaselineStore {
+ public:
+  virtual ~BaselineStore() = default;
+  /// Stores `baseline` (its name and version set); ALREADY_EXISTS when that version is taken.
+  virtual absl::Status PutBaseline(const v1::Baseline& baseline) = 0;
+  /// The highest version stored for `name`; 0 when none.
+  virtual absl::StatusOr<int> LatestBaselineVersion(const std::string& name) = 0;
+  /// One version (0: the latest), or nullopt.
+  virtual absl::StatusOr<std::optional<v1::Baseline>> GetBaseline(const std::string& name, int version) = 0;
+  /// Headers (no SKUs) of every version of `name` (empty: every name), newest first, at most `limit`.
+  virtual absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name, int limit) = 0;
+};
+
 /// Not thread-safe: the coordinator calls it from its one event-loop thread.
 /// Writes between Begin() and Commit() become durable together at Commit();
 /// nothing is acknowledged to a caller before that.
-class JobStore : public DeviceHealthStore {
+class JobStore : public DeviceHealthStore, public BaselineStore {
  public:
   ~JobStore() override = default;
 

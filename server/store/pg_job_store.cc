@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 #include "server/store/job_rows.h"
+#include "server/store/pg_columns.h"
 #include "server/store/pg_schema.h"
 #include "server/store/sample_codec.h"
 
@@ -36,65 +37,12 @@ bool IsPostgresUrl(const std::string& db) {
   return absl::StartsWith(db, "postgresql://") || absl::StartsWith(db, "postgres://");
 }
 
-/// Parameters of one statement: text, except bytea sent as binary.
-struct PgJobStore::Params {
-  std::vector<std::string> values;
-  std::vector<bool> is_null, binary;
-  Params& Text(std::string v) {
-    values.push_back(std::move(v));
-    is_null.push_back(false);
-    binary.push_back(false);
-    return *this;
-  }
-  Params& Int(int64_t v) { return Text(absl::StrCat(v)); }
-  Params& Real(double v) { return Text(absl::StrCat(v)); }
-  Params& Bytes(std::string v) {
-    Text(std::move(v));
-    binary.back() = true;
-    return *this;
-  }
-  Params& Null() {
-    Text("");
-    is_null.back() = true;
-    return *this;
-  }
-};
 
 namespace {
 
-// Binary result columns: integers and float8 in network byte order.
-int64_t GetInt(const PGresult* res, int row, int col) {
-  const char* p = PQgetvalue(res, row, col);
-  switch (PQgetlength(res, row, col)) {
-    case 2: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return static_cast<int16_t>(be16toh(v));
-    }
-    case 4: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return static_cast<int32_t>(be32toh(v));
-    }
-    case 8: {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<int64_t>(be64toh(v));
-    }
-    default:
-      return 0;
-  }
-}
-
-std::string_view GetBytes(const PGresult* res, int row, int col) {
-  return std::string_view(PQgetvalue(res, row, col), static_cast<size_t>(PQgetlength(res, row, col)));
-}
-
-template <typename Message>
-bool ParseColumn(const PGresult* res, int row, int col, Message* m) {
-  const std::string_view b = GetBytes(res, row, col);
-  return m->ParseFromArray(b.data(), static_cast<int>(b.size()));
-}
+using pg::GetBytes;
+using pg::GetInt;
+using pg::ParseColumn;
 
 struct Statement {
   const char* name;
@@ -130,6 +78,15 @@ constexpr Statement kStatements[] = {
      "DELETE FROM device_health WHERE agent_id = $1 AND device_id = $2 AND EXISTS (SELECT 1 FROM "
      "hetbench_fence($3::bigint))"},
     {"load_health", "SELECT agent_id, health FROM device_health ORDER BY agent_id, device_id"},
+    {"put_baseline",
+     "INSERT INTO baselines (name, version, created_unix_seconds, epoch, baseline) VALUES ($1, $2, $3, $4, $5)"},
+    {"latest_baseline", "SELECT COALESCE(MAX(version), 0)::integer FROM baselines WHERE name = $1"},
+    {"get_baseline",
+     "SELECT baseline FROM baselines WHERE name = $1 AND ($2::integer = 0 OR version = $2::integer) ORDER BY version "
+     "DESC LIMIT 1"},
+    {"list_baselines",
+     "SELECT baseline FROM baselines WHERE ($1::text = '' OR name = $1::text) ORDER BY created_unix_seconds DESC, "
+     "name, version DESC LIMIT $2"},
     {"put_batch",
      "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, epoch, batch) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7) ON CONFLICT DO NOTHING"},
@@ -466,27 +423,6 @@ absl::StatusOr<int64_t> PgJobStore::MaxJobNumber() {
   auto res = Run("max_number", Params(), PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   return GetInt(res->get(), 0, 0);
-}
-
-absl::Status PgJobStore::PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) {
-  if (auto s = EnsureWriting(); !s.ok()) return s;
-  Params p;
-  p.Text(agent_id).Text(health.device_id()).Int(options_.epoch);
-  if (health.verdict() == v1::VERDICT_PASS) return Run("clear_health", p, PGRES_COMMAND_OK).status();
-  p.Bytes(health.SerializeAsString());
-  return Run("put_health", p, PGRES_COMMAND_OK).status();
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> PgJobStore::LoadDeviceHealth() {
-  auto res = Run("load_health", Params(), PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status();
-  std::vector<std::pair<std::string, v1::DeviceHealth>> out;
-  for (int r = 0; r < PQntuples(res->get()); ++r) {
-    v1::DeviceHealth h;
-    if (!ParseColumn(res->get(), r, 1, &h)) return absl::DataLossError("job store: a device_health row does not parse");
-    out.emplace_back(std::string(GetBytes(res->get(), r, 0)), std::move(h));
-  }
-  return out;
 }
 
 PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows) {

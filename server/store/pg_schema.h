@@ -103,6 +103,16 @@ CREATE TABLE IF NOT EXISTS device_health (
 );
 CREATE OR REPLACE TRIGGER device_health_fenced BEFORE INSERT OR UPDATE ON device_health
   FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
+CREATE TABLE IF NOT EXISTS baselines (
+  name text NOT NULL,
+  version integer NOT NULL,
+  created_unix_seconds double precision NOT NULL,
+  epoch bigint NOT NULL,
+  baseline bytea NOT NULL,         -- hetbench.v1.Baseline
+  PRIMARY KEY (name, version)
+);
+CREATE OR REPLACE TRIGGER baselines_fenced BEFORE INSERT OR UPDATE ON baselines
+  FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER jobs_fenced BEFORE INSERT OR UPDATE ON jobs
   FOR EACH ROW EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER tasks_fenced BEFORE INSERT OR UPDATE ON tasks

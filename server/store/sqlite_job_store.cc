@@ -423,35 +423,6 @@ absl::StatusOr<int64_t> SqliteJobStore::MaxJobNumber() {
   return sqlite3_column_int64(stmt.get(), 0);
 }
 
-absl::Status SqliteJobStore::PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) {
-  if (auto s = EnsureWriting(); !s.ok()) return s;
-  const bool clear = health.verdict() == v1::VERDICT_PASS;
-  Stmt stmt(db_, clear ? "DELETE FROM device_health WHERE agent_id = ? AND device_id = ?"
-                       : "INSERT OR REPLACE INTO device_health (agent_id, device_id, health) VALUES (?, ?, ?)");
-  if (!stmt.ok()) return Error("device health");
-  BindText(stmt.get(), 1, agent_id);
-  BindText(stmt.get(), 2, health.device_id());
-  if (!clear) BindBlob(stmt.get(), 3, health.SerializeAsString());
-  if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Failed(Error("store device health"));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> SqliteJobStore::LoadDeviceHealth() {
-  Stmt stmt(db_, "SELECT agent_id, health FROM device_health ORDER BY agent_id, device_id");
-  if (!stmt.ok()) return Error("device health");
-  std::vector<std::pair<std::string, v1::DeviceHealth>> out;
-  int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    v1::DeviceHealth h;
-    if (!h.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
-      return absl::DataLossError("job store: a device_health row does not parse");
-    }
-    out.emplace_back(ColumnText(stmt.get(), 0), std::move(h));
-  }
-  if (rc != SQLITE_DONE) return Error("device health");
-  return out;
-}
-
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
   if (auto s = EnsureWriting(); !s.ok()) return s;
   const std::string blob = EncodeSampleColumns(batch);

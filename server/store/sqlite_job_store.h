@@ -44,6 +44,10 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<int64_t> MaxJobNumber() override;
   absl::Status PutDeviceHealth(const std::string& agent_id, const v1::DeviceHealth& health) override;
   absl::StatusOr<std::vector<std::pair<std::string, v1::DeviceHealth>>> LoadDeviceHealth() override;
+  absl::Status PutBaseline(const v1::Baseline& baseline) override;
+  absl::StatusOr<int> LatestBaselineVersion(const std::string& name) override;
+  absl::StatusOr<std::optional<v1::Baseline>> GetBaseline(const std::string& name, int version) override;
+  absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name, int limit) override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
   using JobStore::LoadPowerBatches;
   using JobStore::LoadSampleBatches;

@@ -58,6 +58,13 @@ CREATE TABLE IF NOT EXISTS device_health (
   health BLOB NOT NULL,          -- hetbench.v1.DeviceHealth: its last validation that did not pass
   PRIMARY KEY (agent_id, device_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS baselines (
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  created_unix_seconds REAL NOT NULL,
+  baseline BLOB NOT NULL,        -- hetbench.v1.Baseline
+  PRIMARY KEY (name, version)
+) WITHOUT ROWID;
 )sql";
 
 /// A statement prepared for one use, finalized on scope exit.

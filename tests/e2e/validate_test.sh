@@ -58,6 +58,14 @@ second=$("$CLI" validate --device-kind cpu --no-wait)
 [[ $(jq -r '.skus[] | select(.sku | startswith("cpu|")) | .metrics[] | select(.test == "matmul") | .runs' "$WORK/base.json") == 2 ]] ||
   fail "the baseline does not say it came from 2 runs"
 "$CLI" baseline diff "$WORK/base.json" "$WORK/base.json" | grep -q "1.000" || fail "baseline diff of a file with itself is not 1.000"
+# Versioned in the coordinator: two saves of one name are v1 and v2.
+"$CLI" baseline save "$first" --name e2e | grep -q "saved baseline e2e v1" || fail "the first stored baseline is not v1"
+"$CLI" baseline save "$first,$second" --name e2e | grep -q "saved baseline e2e v2" || fail "the second stored baseline is not v2"
+[[ $("$CLI" baseline list e2e -o json | jq '.baselines | length') == 2 ]] || fail "baseline list does not show both versions"
+"$CLI" baseline show e2e | grep -q "baseline e2e v2" || fail "baseline show NAME is not the latest version"
+"$CLI" baseline diff e2e@1 e2e@2 | grep -q "matmul" || fail "baseline diff of two stored versions shows no matmul"
+if "$CLI" baseline show e2e@9 >"$WORK/missing.out" 2>&1; then fail "baseline show of a missing version succeeded"; fi
+grep -q "baseline e2e v9: not stored" "$WORK/missing.out" || fail "a missing version is not named: $(cat "$WORK/missing.out")"
 
 # ---- a device that computes wrong numbers: FAIL, quarantined, released by a passing revalidation
 "$AGENT" --agent-id bad --threads 1 --python-runner off --calibration off --qpu-sim off \

@@ -149,6 +149,75 @@ TEST_P(StoreContractTest, PowerBatchesAreStoredOnceAndPaged) {
   EXPECT_EQ((*page)[1].seq(), 3u);
 }
 
+TEST_P(StoreContractTest, DeviceHealthIsARowPerDeviceAndAPassDeletesIt) {
+  v1::DeviceHealth fail;
+  fail.set_device_id("cpu1");
+  fail.set_verdict(v1::VERDICT_FAIL);
+  fail.set_quarantined(true);
+  fail.set_job_id("job-000001");
+  v1::DeviceHealth degraded = fail;
+  degraded.set_device_id("gpu0");
+  degraded.set_verdict(v1::VERDICT_DEGRADED);
+  degraded.set_quarantined(false);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->PutDeviceHealth("a1", fail).ok());
+  ASSERT_TRUE(store_->PutDeviceHealth("a1", degraded).ok());
+  fail.set_job_id("job-000002");  // replaced, not added
+  ASSERT_TRUE(store_->PutDeviceHealth("a1", fail).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  Reopen();
+  auto rows = store_->LoadDeviceHealth();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].second.device_id(), "cpu1");
+  EXPECT_EQ((*rows)[0].second.job_id(), "job-000002");
+  v1::DeviceHealth pass = fail;
+  pass.set_verdict(v1::VERDICT_PASS);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->PutDeviceHealth("a1", pass).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  rows = store_->LoadDeviceHealth();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].second.device_id(), "gpu0");
+}
+
+TEST_P(StoreContractTest, BaselinesAreVersionedPerNameAndNeverRewritten) {
+  EXPECT_EQ(*store_->LatestBaselineVersion("nightly"), 0);
+  ASSERT_TRUE(store_->Begin().ok());
+  for (int v = 1; v <= 3; ++v) {
+    v1::Baseline b;
+    b.set_schema("hetbench.baseline.v1");
+    b.set_name("nightly");
+    b.set_version(v);
+    b.set_created_unix_seconds(1000 + v);
+    b.set_source_job_id(absl::StrCat("job-00000", v));
+    b.add_skus()->set_sku("cpu|x");
+    ASSERT_TRUE(store_->PutBaseline(b).ok());
+  }
+  v1::Baseline other;
+  other.set_name("weekly");
+  other.set_version(1);
+  other.set_created_unix_seconds(999);
+  ASSERT_TRUE(store_->PutBaseline(other).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  Reopen();
+  EXPECT_EQ(*store_->LatestBaselineVersion("nightly"), 3);
+  auto latest = store_->GetBaseline("nightly", 0);
+  ASSERT_TRUE(latest.ok() && latest->has_value()) << latest.status();
+  EXPECT_EQ((*latest)->version(), 3);
+  EXPECT_EQ((*latest)->skus_size(), 1);
+  auto second = store_->GetBaseline("nightly", 2);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->source_job_id(), "job-000002");
+  EXPECT_FALSE(store_->GetBaseline("nightly", 9)->has_value());
+  auto list = store_->ListBaselines("nightly", 100);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].version(), 3);
+  EXPECT_EQ((*list)[0].skus_size(), 0);  // headers only
+  EXPECT_EQ(store_->ListBaselines("", 100)->size(), 4u);
+}
+
 TEST_P(StoreContractTest, CommittedJobsSurviveReopenAndRolledBackOnesDoNot) {
   ASSERT_TRUE(store_->Begin().ok());
   ASSERT_TRUE(store_->InsertJob(MakeJob(1, v1::JOB_STATE_QUEUED, 1), "").ok());

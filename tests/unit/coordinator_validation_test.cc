@@ -215,6 +215,50 @@ TEST_F(ValidationCoordinatorTest, NoMatchingDeviceEndsAtOnceWithTheReason) {
   EXPECT_THAT(ended.validation().devices(0).reason(), HasSubstr("no NVIDIA driver"));
 }
 
+TEST_F(ValidationCoordinatorTest, BaselinesGetTheNextVersionOfTheirName) {
+  auto save = [&](v1::Baseline b) {
+    absl::Notification done;
+    absl::StatusOr<v1::Baseline> out;
+    coordinator_->api().SaveBaseline(std::move(b), [&](absl::StatusOr<v1::Baseline> r) {
+      out = std::move(r);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return out;
+  };
+  v1::Baseline b;
+  b.set_schema(kBaselineSchema);
+  b.set_name("nightly");
+  v1::MetricBaseline* m = b.add_skus()->add_metrics();
+  b.mutable_skus(0)->set_sku("cpu|x");
+  m->set_test("matmul");
+  m->set_median(100);
+  for (int v = 1; v <= 2; ++v) {
+    auto saved = save(b);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(saved->version(), v);
+  }
+  absl::Notification got;
+  coordinator_->api().GetBaseline("nightly", 0, [&](absl::StatusOr<v1::Baseline> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) EXPECT_EQ(r->version(), 2);
+    got.Notify();
+  });
+  got.WaitForNotification();
+  absl::Notification missing;
+  coordinator_->api().GetBaseline("nightly", 7, [&](absl::StatusOr<v1::Baseline> r) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("baseline nightly v7: not stored"));
+    missing.Notify();
+  });
+  missing.WaitForNotification();
+  b.set_name("../etc");
+  EXPECT_THAT(std::string(save(b).status().message()), HasSubstr("baseline.name = '../etc': give 1 to 64 characters"));
+  b.set_name("nightly");
+  b.mutable_skus(0)->mutable_metrics(0)->set_median(-1);
+  EXPECT_THAT(std::string(save(b).status().message()), HasSubstr("median must be > 0"));
+}
+
 TEST_F(ValidationCoordinatorTest, BadInputIsRefusedNamingTheField) {
   v1::JobSpec spec;
   spec.mutable_validate()->set_level("thorough");

@@ -1,0 +1,81 @@
+#pragma once
+/// What the PostgreSQL job store's files share (internal to server/store):
+/// statement parameters, and reading binary result columns (integers in
+/// network byte order, bytes, protobuf messages).
+
+#include <endian.h>
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/store/pg_job_store.h"
+
+namespace hetbench::server {
+
+/// Parameters of one statement: text, except bytea sent as binary.
+struct PgJobStore::Params {
+  std::vector<std::string> values;
+  std::vector<bool> is_null, binary;
+  Params& Text(std::string v) {
+    values.push_back(std::move(v));
+    is_null.push_back(false);
+    binary.push_back(false);
+    return *this;
+  }
+  Params& Int(int64_t v) { return Text(absl::StrCat(v)); }
+  Params& Real(double v) { return Text(absl::StrCat(v)); }
+  Params& Bytes(std::string v) {
+    Text(std::move(v));
+    binary.back() = true;
+    return *this;
+  }
+  Params& Null() {
+    Text("");
+    is_null.back() = true;
+    return *this;
+  }
+};
+
+namespace pg {
+
+// Binary result columns: integers and float8 in network byte order.
+inline int64_t GetInt(const PGresult* res, int row, int col) {
+  const char* p = PQgetvalue(res, row, col);
+  switch (PQgetlength(res, row, col)) {
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<int16_t>(be16toh(v));
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<int32_t>(be32toh(v));
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<int64_t>(be64toh(v));
+    }
+    default:
+      return 0;
+  }
+}
+
+inline std::string_view GetBytes(const PGresult* res, int row, int col) {
+  return std::string_view(PQgetvalue(res, row, col), static_cast<size_t>(PQgetlength(res, row, col)));
+}
+
+template <typename Message>
+bool ParseColumn(const PGresult* res, int row, int col, Message* m) {
+  const std::string_view b = GetBytes(res, row, col);
+  return m->ParseFromArray(b.data(), static_cast<int>(b.size()));
+}
+
+}  // namespace pg
+}  // namespace hetbench::server
