@@ -48,7 +48,7 @@ void FillValidateDefaults(v1::JobSpec* spec) {
   if (!IsValidate(*spec)) return;
   v1::ValidateSpec* v = spec->mutable_validate();
   const bool quick = v->level() == "quick";
-  if (!v->has_time_box_seconds()) v->set_time_box_seconds(quick ? 8 : 45);
+  if (!v->has_time_box_seconds()) v->set_time_box_seconds(quick ? 8 : 40);  // x 7 tests: within 60 s and 5 min a device
   if (!v->has_repetitions()) v->set_repetitions(quick ? 8 : 15);  // the fewest whose median has a 99% interval: 8
   if (!v->has_min_effect()) v->set_min_effect(0.025);
   if (!v->has_spread_multiple()) v->set_spread_multiple(3);

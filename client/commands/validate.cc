@@ -36,7 +36,7 @@ class Validate final : public Command {
         "validate",
         "run the validation suite on every selected device and judge each against its SKU's baseline "
         "(exit 3 when a device is DEGRADED or FAIL)");
-    sub_->add_option("--level", level_, "quick (each test boxed at 8 s) or standard (45 s)")->capture_default_str();
+    sub_->add_option("--level", level_, "quick (each test boxed at 8 s) or standard (40 s)")->capture_default_str();
     sub_->add_option("--device-kind", kinds_,
                      "device kinds to validate (cpu, gpu, tpu, dpu, qpu-sim); default: every device")
         ->delimiter(',');

@@ -144,6 +144,11 @@ void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
       if (s.has_hello) agents.push_back(&s.hello);
     });
     ExpandedValidation expanded = ExpandValidation(effective, agents);
+    if (absl::Status fits = CheckBaselineFits(effective, expanded, agents); !fits.ok()) {
+      p_.metrics->AddSpecRefused();
+      done(fits);  // nothing created
+      return;
+    }
     effective.clear_targets();
     for (v1::TargetSelector& t : expanded.targets) *effective.add_targets() = std::move(t);
     skipped = std::move(expanded.skipped);

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/names.h"
+#include "common/validate_spec.h"
 #include "server/scheduler/scheduler.h"
 
 namespace hetbench::server {
@@ -54,6 +56,51 @@ ExpandedValidation ExpandValidation(const v1::JobSpec& spec, const std::vector<c
     }
   }
   return out;
+}
+
+namespace {
+
+// kind|model|driver|cores: the part of a SKU the coordinator knows before the agent runs.
+std::string SkuPrefix(const std::string& sku) {
+  size_t pos = 0;
+  for (int field = 0; field < 4 && pos != std::string::npos; ++field) pos = sku.find('|', pos + (field > 0 ? 1 : 0));
+  return pos == std::string::npos ? sku : sku.substr(0, pos);
+}
+
+}  // namespace
+
+absl::Status CheckBaselineFits(const v1::JobSpec& spec, const ExpandedValidation& expanded,
+                               const std::vector<const v1::Hello*>& agents) {
+  const v1::Baseline& b = spec.validate().baseline();
+  if (b.skus().empty() || expanded.targets.empty()) return absl::OkStatus();
+  std::set<std::string> devices;
+  for (const v1::TargetSelector& t : expanded.targets) {
+    for (const v1::Hello* hello : agents) {
+      if (hello->agent_id() != t.agent_id()) continue;
+      for (const v1::Device& d : hello->devices()) {
+        if (d.id() == t.device_id()) devices.insert(SkuPrefix(SkuOf(d, 0, hello->version())));
+      }
+    }
+  }
+  std::set<std::string> held;
+  for (const v1::SkuBaseline& s : b.skus()) held.insert(SkuPrefix(s.sku()));
+  for (const std::string& d : devices) {
+    if (held.count(d) > 0) return absl::OkStatus();
+  }
+  auto list = [](const std::set<std::string>& v) {
+    std::vector<std::string> out;
+    for (const std::string& s : v) {
+      if (out.size() == 3) {
+        out.push_back(absl::StrCat("and ", v.size() - 3, " more"));
+        break;
+      }
+      out.push_back(QuotedInput(s));
+    }
+    return absl::StrJoin(out, ", ");
+  };
+  return absl::InvalidArgumentError(absl::StrCat(
+      "validate.baseline: its SKUs (", list(held), ") match none of the devices to validate (", list(devices),
+      "); save a baseline of these devices (hetbench baseline save) or leave --baseline out"));
 }
 
 }  // namespace hetbench::server

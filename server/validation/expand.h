@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/common.pb.h"
 
@@ -19,5 +21,12 @@ struct ExpandedValidation {
 
 /// `agents`: the connected agents' Hellos, in agent-id order.
 ExpandedValidation ExpandValidation(const v1::JobSpec& spec, const std::vector<const v1::Hello*>& agents);
+
+/// A baseline given with the spec must hold the SKU of at least one device
+/// it will judge: compared on kind, model, driver and cores (the agent adds
+/// threads and its version when it runs). INVALID_ARGUMENT otherwise, naming
+/// the baseline's SKUs and the devices'; OK without a baseline or devices.
+absl::Status CheckBaselineFits(const v1::JobSpec& spec, const ExpandedValidation& expanded,
+                               const std::vector<const v1::Hello*>& agents);
 
 }  // namespace hetbench::server

@@ -259,6 +259,29 @@ TEST_F(ValidationCoordinatorTest, BaselinesGetTheNextVersionOfTheirName) {
   EXPECT_THAT(std::string(save(b).status().message()), HasSubstr("median must be > 0"));
 }
 
+TEST_F(ValidationCoordinatorTest, ABaselineOfOtherDevicesIsRefusedAndNothingIsCreated) {
+  auto sink = std::make_shared<FakeAgentSink>();
+  ConnectWithGpuAbsent("a1", sink);
+  v1::TargetSelector cpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  v1::JobSpec spec = ValidateSpec({cpu});
+  v1::Baseline* b = spec.mutable_validate()->mutable_baseline();
+  b->set_schema(kBaselineSchema);
+  v1::MetricBaseline* m = b->add_skus()->add_metrics();
+  b->mutable_skus(0)->set_sku("cpu|Other CPU|-|64|all|0.1.0");
+  m->set_test("matmul");
+  m->set_median(100);
+  auto refused = Submit(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("validate.baseline: its SKUs ('cpu|Other CPU|-|64') match none of the devices to validate "
+                        "('cpu|Test CPU|-|0')"));
+  EXPECT_TRUE(List().empty());
+  b->mutable_skus(0)->set_sku("cpu|Test CPU|-|0|1|0.1.0");  // the same devices, other threads and version: fits
+  auto accepted = Submit(spec);
+  EXPECT_TRUE(accepted.ok()) << accepted.status();
+}
+
 TEST_F(ValidationCoordinatorTest, BadInputIsRefusedNamingTheField) {
   v1::JobSpec spec;
   spec.mutable_validate()->set_level("thorough");

@@ -43,7 +43,7 @@ TEST(ValidateSpecTest, DefaultsAreFilledAndShown) {
   EXPECT_EQ(spec.name(), "validate-quick");
   v1::JobSpec standard;
   standard.mutable_validate()->set_level("standard");
-  EXPECT_EQ(WithDefaults(standard).validate().time_box_seconds(), 45);
+  EXPECT_EQ(WithDefaults(standard).validate().time_box_seconds(), 40);
   EXPECT_EQ(WithDefaults(standard).validate().repetitions(), 15);
 }
 
