@@ -114,6 +114,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                               .Help("Devices quarantined by a validation (FAIL, or DEGRADED when the job said so).")
                               .Register(*registry_);
   devices_quarantined_->Add({}).Set(0);
+  validation_ratio_ = &prometheus::BuildGauge()
+                           .Name("hetbench_validation_ratio")
+                           .Help("A validation test's figure / its SKU's baseline, for devices whose latest "
+                                 "validation did not pass (a passing device has no series).")
+                           .Register(*registry_);
   agent_up_ = &prometheus::BuildGauge()
                    .Name("hetbench_agent_up")
                    .Help("1 while an agent holds its stream to the coordinator, 0 after it went away.")
@@ -215,6 +220,24 @@ void Metrics::SetDeviceHealth(const std::map<std::pair<std::string, std::string>
     quarantined += h.quarantined() ? 1 : 0;
   }
   devices_quarantined_->Add({}).Set(static_cast<double>(quarantined));
+}
+
+void Metrics::SetValidationRatios(const v1::DeviceVerdict& verdict) {
+  const std::pair<std::string, std::string> key{verdict.agent_id(), verdict.device_id()};
+  auto it = validation_ratio_series_.find(key);
+  if (it != validation_ratio_series_.end()) {
+    for (prometheus::Gauge* g : it->second) validation_ratio_->Remove(g);
+    validation_ratio_series_.erase(it);
+  }
+  if (verdict.verdict() == v1::VERDICT_PASS || verdict.verdict() == v1::VERDICT_SKIPPED) return;
+  std::vector<prometheus::Gauge*>& series = validation_ratio_series_[key];
+  for (const v1::TestVerdict& t : verdict.tests()) {
+    if (t.baseline_median() <= 0) continue;
+    prometheus::Gauge& g =
+        validation_ratio_->Add({{"agent", verdict.agent_id()}, {"device", verdict.device_id()}, {"test", t.test()}});
+    g.Set(t.ratio());
+    series.push_back(&g);
+  }
 }
 
 void Metrics::SetAgentsByKind(const std::map<std::string, int64_t>& counts) {

@@ -83,6 +83,11 @@ class Metrics {
   /// 0.5 (DEGRADED), and hetbench_devices_quarantined. Bounded by the
   /// devices that failed (a passing device has no series).
   void SetDeviceHealth(const std::map<std::pair<std::string, std::string>, v1::DeviceHealth>& health);
+  /// hetbench_validation_ratio{agent,device,test}: each compared test's
+  /// figure / its SKU's baseline, for a device whose latest validation did
+  /// not pass; `verdict` PASS removes the device's series (bounded like
+  /// hetbench_device_health; not restored after a coordinator restart).
+  void SetValidationRatios(const v1::DeviceVerdict& verdict);
   void AddRequestShed(const std::string& method);
   void AddSpecRefused();
   void AddTaskAssigned();
@@ -97,6 +102,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* device_health_;
   prometheus::Family<prometheus::Gauge>* devices_quarantined_;
   std::vector<prometheus::Gauge*> device_health_series_;
+  prometheus::Family<prometheus::Gauge>* validation_ratio_;
+  std::map<std::pair<std::string, std::string>, std::vector<prometheus::Gauge*>> validation_ratio_series_;
   prometheus::Family<prometheus::Gauge>* agents_;
   prometheus::Family<prometheus::Counter>* samples_;
   prometheus::Family<prometheus::Counter>* duplicate_batches_;

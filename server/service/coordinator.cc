@@ -204,6 +204,9 @@ void Coordinator::EndOfBatch() {
       }
     }
     metrics_->SetDeviceHealth(placer_.health());
+    for (const v1::DeviceVerdict& d : live->job.validation().devices()) {
+      if (!d.task_id().empty() && !d.device_id().empty()) metrics_->SetValidationRatios(d);
+    }
   }
   if (placer_.TakeDue(clock_->MonotonicNowNs())) Schedule();
   jobs_.WriteChanged(*store_);  // what this batch changed, row by row

@@ -69,6 +69,34 @@ int SeriesFor(Metrics& m, const std::string& family, const std::string& agent) {
   return n;
 }
 
+TEST(MetricsTest, ValidationSeriesExistOnlyForDevicesThatDidNotPass) {
+  Metrics m;
+  v1::DeviceVerdict d;
+  d.set_agent_id("a1");
+  d.set_device_id("cpu0");
+  d.set_verdict(v1::VERDICT_DEGRADED);
+  for (const char* test : {"matmul", "memory_bandwidth"}) {
+    v1::TestVerdict* t = d.add_tests();
+    t->set_test(test);
+    t->set_baseline_median(100);
+    t->set_ratio(0.9);
+  }
+  d.add_tests()->set_test("power_sensor");  // not compared: no series
+  m.SetValidationRatios(d);
+  m.SetValidationRatios(d);  // judged again: replaced, not added
+  EXPECT_EQ(SeriesFor(m, "hetbench_validation_ratio", "a1"), 2);
+  v1::DeviceHealth h;
+  h.set_device_id("cpu0");
+  h.set_verdict(v1::VERDICT_DEGRADED);
+  m.SetDeviceHealth({{{"a1", "cpu0"}, h}});
+  EXPECT_EQ(SeriesFor(m, "hetbench_device_health", "a1"), 1);
+  d.set_verdict(v1::VERDICT_PASS);
+  m.SetValidationRatios(d);
+  m.SetDeviceHealth({});
+  EXPECT_EQ(SeriesFor(m, "hetbench_validation_ratio", "a1"), 0);
+  EXPECT_EQ(SeriesFor(m, "hetbench_device_health", "a1"), 0);
+}
+
 TEST(MetricsTest, AnAgentsPowerGaugesGoAwayWithItAndReconnectsDoNotDuplicate) {
   Metrics m;
   v1::SensorInfo modeled;
