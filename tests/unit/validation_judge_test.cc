@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "common/job_spec.h"
@@ -262,6 +263,49 @@ TEST(JudgeTest, AFingerprintTieGivesNoVerdictAndSaysSo) {
   for (const v1::DeviceVerdict& d : r.devices()) EXPECT_NE(d.verdict(), v1::VERDICT_FAIL) << d.reason();
   ASSERT_EQ(r.notes_size(), 1);
   EXPECT_THAT(r.notes(0), HasSubstr("no plurality (2 vs 2): no verdict"));
+}
+
+// Three SKUs (say a CPU, a GPU and a DPU): their pluralities agree within
+// cross_kind_tolerance unless one is off; with only two SKUs that disagree,
+// nobody can tell which is wrong, and a note says so.
+v1::Job ThreeSkus(float off_by, int skus = 3) {
+  v1::Job job;
+  job.set_id("job-000005");
+  *job.mutable_spec() = Spec();
+  for (int k = 0; k < skus; ++k) {
+    for (int i = 0; i < 2; ++i) {
+      v1::Task* t = AddDevice(&job, absl::StrCat("k", k, "-", i), "dev0", absl::StrCat("kind", k, "|x"));
+      std::vector<uint32_t> bits;
+      for (int s = 0; s < 4; ++s) {
+        float loss = 2.0f - 0.1f * s + (k == 0 ? 0.0f : 1e-5f * k);  // within 1% of each other ...
+        if (k == skus - 1) loss *= 1 + off_by;                        // ... unless the last one is off
+        uint32_t b;
+        std::memcpy(&b, &loss, sizeof b);
+        bits.push_back(b);
+      }
+      AddTest(t, Fingerprinted(bits));
+    }
+  }
+  return job;
+}
+
+TEST(JudgeTest, AcrossSkusTheOneThatDisagreesWithTheOthersFails) {
+  const v1::ValidationReport agree = JudgeValidation(ThreeSkus(0));
+  for (const v1::DeviceVerdict& d : agree.devices()) EXPECT_EQ(d.verdict(), v1::VERDICT_PASS) << d.reason();
+  EXPECT_TRUE(agree.notes().empty());
+  const v1::ValidationReport off = JudgeValidation(ThreeSkus(0.05f));
+  for (const v1::DeviceVerdict& d : off.devices()) {
+    if (d.sku() == "kind2|x") {
+      EXPECT_EQ(d.verdict(), v1::VERDICT_FAIL);
+      EXPECT_THAT(d.reason(), HasSubstr("differs from every other SKU's by more than cross_kind_tolerance"));
+    } else {
+      EXPECT_EQ(d.verdict(), v1::VERDICT_PASS) << d.sku() << ": " << d.reason();
+    }
+  }
+  const v1::ValidationReport two = JudgeValidation(ThreeSkus(0.05f, /*skus=*/2));
+  for (const v1::DeviceVerdict& d : two.devices()) EXPECT_EQ(d.verdict(), v1::VERDICT_PASS) << d.reason();
+  ASSERT_FALSE(two.notes().empty());
+  EXPECT_THAT(two.notes(0), HasSubstr("no verdict on which is wrong"));
 }
 
 TEST(JudgeTest, OutcomesTheAgentReportedBecomeVerdicts) {
