@@ -50,7 +50,7 @@ class Validate final : public Command {
                      "judge against a saved baseline: NAME[@VERSION] in the coordinator, or a JSON file");
     sub_->add_flag("--quarantine-degraded", quarantine_degraded_, "quarantine DEGRADED devices too (FAIL always is)");
     min_degraded_opt_ = sub_->add_option("--min-degraded-tests", min_degraded_tests_,
-                     "tests below their thresholds that make a device DEGRADED (default 2)");
+                     "DEGRADED tests that make a device DEGRADED (default 2)");
     sub_->add_option("--threads", threads_, "LibTorch threads (0 = the agent's setting)");
     sub_->add_flag("--no-wait", no_wait_, "print the job id and return");
     sub_->add_option("--wait-timeout", wait_timeout_, "seconds to wait for the verdicts")->capture_default_str();

@@ -34,6 +34,8 @@ std::string VerdictCell(v1::Verdict v) {
   return absl::StrCat("<td style=\"color:", colour, ";font-weight:bold\">", VerdictName(v), "</td>");
 }
 
+constexpr int kNamedPerRow = 4;  // outliers named in a strip's row; the rest counted
+
 // One test: every compared device's ratio to its SKU's baseline on one axis,
 // a row per SKU, the band from the DEGRADED threshold to 1 shaded, outliers
 // in colour with their device named.
@@ -73,20 +75,26 @@ std::string StripPlot(const std::string& test, const v1::ValidationReport& r) {
     absl::StrAppendFormat(&out,
                           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#dbeee0\"/>"
                           "<text x=\"4\" y=\"%.1f\">%s</text>",
-                          x(threshold), y - row / 2 + 4, x(std::min(hi, 2 - threshold)) - x(threshold), row - 8, y + 4,
+                          x(threshold), y - row / 2 + 4, x(hi) - x(threshold), row - 8, y + 4,
                           Html(sku.size() > 34 ? sku.substr(0, 33) + "…" : sku));
-    int k = 0;
+    int k = 0, named = 0, unnamed = 0;
     for (const Dot& d : dots) {
       const bool out_of_band = d.verdict == v1::VERDICT_DEGRADED || d.verdict == v1::VERDICT_FAIL;
+      if (out_of_band && named >= kNamedPerRow) ++unnamed;
       const double jitter = ((k++ % 5) - 2) * 4.0;
       absl::StrAppendFormat(
           &out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>%s: %.3f (%s)</title></circle>",
           x(d.ratio), y + jitter, out_of_band ? 5 : 3, out_of_band ? "#d55e00" : "#0072b2", Html(d.label), d.ratio,
           VerdictName(d.verdict));
-      if (out_of_band) {
+      if (out_of_band && named < kNamedPerRow) {
         absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d55e00\">%s</text>", x(d.ratio) + 7,
                               y + jitter - 6, Html(d.label));
+        ++named;
       }
+    }
+    if (unnamed > 0) {  // the rest are in the device table
+      absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d55e00\">+%d more outliers</text>",
+                            width - right - 110, y + row / 2 - 4, unnamed);
     }
     ++i;
   }
@@ -103,7 +111,7 @@ std::string StripPlot(const std::string& test, const v1::ValidationReport& r) {
   }
   absl::StrAppendFormat(&out,
                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">ratio to the SKU's baseline (dashed: "
-                        "1.0; shaded: the band a device stays PASS in)</text></svg>",
+                        "1.0; shaded: at or above the DEGRADED threshold)</text></svg>",
                         (left + width - right) / 2, axis_y + 32);
   return out;
 }

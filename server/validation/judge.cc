@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -400,7 +401,11 @@ void Summarize(v1::DeviceVerdict* d, int min_degraded_tests) {
   int compared = 0, passed = 0;
   for (const v1::TestVerdict& t : d->tests()) {
     const bool sensor = t.test() == "power_sensor";
-    if (t.verdict() == v1::VERDICT_DEGRADED) below.push_back(absl::StrFormat("%s %.3f", t.test(), t.ratio()));
+    if (t.verdict() == v1::VERDICT_DEGRADED) {
+      below.push_back(absl::StartsWith(t.reason(), "unstable")
+                          ? absl::StrCat(t.test(), " unstable")
+                          : absl::StrFormat("%s %.3f", t.test(), t.ratio()));
+    }
     if (!sensor && t.baseline_median() > 0) ++compared;
     if (t.verdict() == v1::VERDICT_PASS) ++passed;
     if (Rank(t.verdict()) > Rank(worst)) {
@@ -412,12 +417,11 @@ void Summarize(v1::DeviceVerdict* d, int min_degraded_tests) {
   if (worst == v1::VERDICT_DEGRADED && static_cast<int>(below.size()) < need) {
     worst = v1::VERDICT_PASS;
     reason = absl::StrCat(passed, " tests passed; ", below.size(), below.size() == 1 ? " test" : " tests",
-                          " below its threshold (", absl::StrJoin(below, ", "), "): DEGRADED needs ", need,
+                          " DEGRADED (", absl::StrJoin(below, ", "), "): a device needs ", need,
                           " (validate.min_degraded_tests)");
   } else if (worst == v1::VERDICT_DEGRADED && static_cast<int>(below.size()) >= need) {
-    reason = absl::StrCat(below.size(), below.size() == 1 ? " test" : " tests", " below ",
-                          below.size() == 1 ? "its threshold (" : "their thresholds (", absl::StrJoin(below, ", "),
-                          "); ", reason);
+    reason = absl::StrCat(below.size(), below.size() == 1 ? " test" : " tests", " DEGRADED (",
+                          absl::StrJoin(below, ", "), "); ", reason);
   }
   if (worst == v1::VERDICT_UNSPECIFIED) {
     worst = v1::VERDICT_SKIPPED;

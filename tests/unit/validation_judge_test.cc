@@ -116,7 +116,7 @@ TEST(JudgeTest, ADeviceTenPercentSlowIsDegradedWithItsRatioAndInterval) {
   const v1::ValidationReport r = JudgeValidation(Fleet(6, /*slow_index=*/4, /*slow_ratio=*/0.90));
   const v1::DeviceVerdict& slow = Device(r, "a4");
   EXPECT_EQ(slow.verdict(), v1::VERDICT_DEGRADED) << slow.reason();
-  EXPECT_THAT(slow.reason(), HasSubstr("2 tests below their thresholds (matmul 0.90"));
+  EXPECT_THAT(slow.reason(), HasSubstr("2 tests DEGRADED (matmul 0.90"));
   ASSERT_EQ(slow.tests_size(), 2);
   const v1::TestVerdict& t = slow.tests(0);
   EXPECT_NEAR(t.ratio(), 0.90, 0.01);
@@ -144,8 +144,8 @@ TEST(JudgeTest, OneTestBelowItsThresholdIsReportedButTheDeviceIsNotDegraded) {
   const v1::DeviceVerdict& d = Device(r, "a4");
   EXPECT_EQ(d.verdict(), v1::VERDICT_PASS);
   EXPECT_EQ(d.tests(0).verdict(), v1::VERDICT_DEGRADED);  // the test itself says so
-  EXPECT_THAT(d.reason(), HasSubstr("1 test below its threshold (matmul 0.90"));
-  EXPECT_THAT(d.reason(), HasSubstr("DEGRADED needs 2 (validate.min_degraded_tests)"));
+  EXPECT_THAT(d.reason(), HasSubstr("1 test DEGRADED (matmul 0.90"));
+  EXPECT_THAT(d.reason(), HasSubstr("a device needs 2 (validate.min_degraded_tests)"));
   v1::Job strict = Fleet(6, 4, 0.90, 1);
   strict.mutable_spec()->mutable_validate()->set_min_degraded_tests(1);
   EXPECT_EQ(Device(JudgeValidation(strict), "a4").verdict(), v1::VERDICT_DEGRADED);

@@ -30,7 +30,7 @@ v1::Job Judged() {
     d->set_sku("cpu|Test <CPU>|-|2|all|1");
     d->set_task_id(absl::StrCat("job-000009-t", i));
     d->set_verdict(i == 2 ? v1::VERDICT_DEGRADED : v1::VERDICT_PASS);
-    d->set_reason(i == 2 ? "2 tests below their thresholds" : "2 tests passed");
+    d->set_reason(i == 2 ? "2 tests DEGRADED" : "2 tests passed");
     v1::TestVerdict* t = d->add_tests();
     t->set_test("matmul");
     t->set_unit("GFLOP/s");
