@@ -90,9 +90,8 @@ class Run {
     connect_seconds_ = Now() - t;
     heart_ = std::thread([this] {
       while (!stop_.load()) {
-        fleet_.HeartbeatAll();
-        const double until = Now() + opt_.heartbeat_seconds;
-        while (!stop_.load() && Now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        fleet_.HeartbeatDue(Now());
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     });
     before_ = ReadProc(server_.pid);
@@ -524,6 +523,12 @@ int main(int argc, char** argv) {
                  "validate: shares of devices with a known fault, e.g. slow5=0.02,slow10=0.02,wrong=0.01,hang=0.01 "
                  "(slow5, slow10, slow30, powercap, noisy, wrong, hang)");
   app.add_option("--level", opt.level, "validate: quick or standard")->capture_default_str();
+  app.add_option("--agents-per-connection", opt.agents_per_connection,
+                 "a shortcut: simulated agents sharing one connection (real agents: 1 each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app.add_flag("--synchronized-heartbeats", opt.synchronized_heartbeats,
+               "a shortcut: every agent's heartbeat at the same instant (real agents beat on their own phase)");
   app.add_option("--seed", opt.seed, "the simulated agents' noise; the faulty devices stay the same")
       ->capture_default_str();
   app.add_option("--agents", opt.agents, "simulated agents")->capture_default_str();
@@ -600,6 +605,9 @@ int main(int argc, char** argv) {
       result = run.Dispatch();
     }
   }
-  std::cout << result << std::endl;
+  // How the simulated agents met the coordinator: as real agents (one connection each, beats on their own
+  // phase), or through a labelled shortcut.
+  std::cout << result << " agents_per_connection=" << opt.agents_per_connection
+            << " heartbeats=" << (opt.synchronized_heartbeats ? "synchronized" : "independent") << std::endl;
   return 0;
 }

@@ -357,8 +357,8 @@ v1::DeviceKind SimAgent::KindOf(const std::string& device_id) {
 // ---------------------------------------------------------------- Fleet
 
 v1::AgentGateway::Stub* Fleet::StubFor(int i) {
-  // Real agents each hold their own connection; 50 simulated agents share one here.
-  const auto channel = static_cast<size_t>(i / 50);
+  // Real agents each hold their own connection; --agents-per-connection N shares one among N (a shortcut).
+  const auto channel = static_cast<size_t>(i / std::max(1, opt_.agents_per_connection));
   while (stubs_.size() <= channel) {
     grpc::ChannelArguments args;
     args.SetInt("hetbench.fleet.channel", static_cast<int>(stubs_.size()));
@@ -422,9 +422,23 @@ void Fleet::AssignEach(const std::string& job) {
   }
 }
 
-void Fleet::HeartbeatAll() {
+void Fleet::HeartbeatDue(double now) {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& [i, a] : agents_) a->Heartbeat();
+  const double period = opt_.heartbeat_seconds;
+  for (auto& [i, a] : agents_) {
+    auto it = next_beat_.find(i);
+    if (it == next_beat_.end()) {
+      // Its own phase, fixed by its index (independent agents started at independent times).
+      const double phase = opt_.synchronized_heartbeats
+                               ? 0
+                               : period * static_cast<double>(std::hash<int>{}(i * 2654435761u % 1000003) % 1000) / 1000;
+      it = next_beat_.emplace(i, now + phase).first;
+    }
+    if (now < it->second) continue;
+    a->Heartbeat();
+    it->second += period;
+    if (it->second < now) it->second = now + period;  // fell behind: no burst to catch up
+  }
 }
 
 void Fleet::Stop() {

@@ -58,6 +58,11 @@ struct Options {
   std::string degrade;  // validate: faults injected into a share of the devices (bench/fleet/faults.h)
   std::string level = "quick";  // validate
   uint64_t seed = 0;            // the simulated agents' noise (runs with another seed draw other noise)
+  // As real agents: one connection each, each beating on its own phase. The
+  // shortcuts (several agents per connection, all beats at once) are
+  // options, labelled in the RESULT line.
+  int agents_per_connection = 1;
+  bool synchronized_heartbeats = false;
   std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 
@@ -141,7 +146,9 @@ class Fleet {
   void CutAndResume(int i, const std::string& prefix);
   /// Hands agent i the task "<job>-t<i>" (the bare sink assigns nothing).
   void AssignEach(const std::string& job);
-  void HeartbeatAll();
+  /// Heartbeats of the agents whose turn has come (each on its own phase of
+  /// the period, or all at once with synchronized_heartbeats); call often.
+  void HeartbeatDue(double now);
   void Stop();
 
  private:
@@ -155,6 +162,7 @@ class Fleet {
   std::mutex mu_;
   std::vector<std::unique_ptr<v1::AgentGateway::Stub>> stubs_;
   std::map<int, std::unique_ptr<SimAgent>> agents_;
+  std::map<int, double> next_beat_;  // by agent index: when its next heartbeat is due
   std::vector<std::unique_ptr<SimAgent>> graveyard_;
 };
 
