@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
+#include <map>
 #include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/hash.h"
 #include "common/job_spec.h"
 #include "common/names.h"
 #include "common/validate_spec.h"
+#include "server/validation/judge.h"
 
 namespace hetbench::fleet {
 
@@ -173,6 +177,50 @@ v1::ValidationRun SimulatedValidation(const v1::Assign& assign, v1::DeviceKind k
     for (int r = 0; r < v.repetitions(); ++r) t->add_values(std::max(center * (1 + noise(rng)), 1e-9));
   }
   return run;
+}
+
+std::string TallyAgainstFaults(const v1::Job& job, const Degrade& degrade) {
+  std::map<Fault, int64_t> devices, flagged, failed;
+  std::map<std::string, int64_t> missed;  // "fault/kind" of faulty devices that passed
+  int64_t hangs_boxed = 0;
+  for (const v1::DeviceVerdict& d : job.validation().devices()) {
+    if (d.task_id().empty()) continue;
+    const Fault f = FaultOf(degrade, d.agent_id(), d.device_id());
+    ++devices[f];
+    if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) {
+      ++flagged[f];
+      if (f == Fault::kNone) {
+        std::cerr << "false positive: " << d.agent_id() << "/" << d.device_id() << " " << VerdictName(d.verdict())
+                  << ": " << d.reason() << "\n";
+      }
+    } else if (f != Fault::kNone) {
+      ++missed[absl::StrCat(FaultName(f), "/", DeviceKindName(d.kind()))];
+    }
+    if (d.verdict() == v1::VERDICT_FAIL) ++failed[f];
+    if (f == Fault::kHang && d.verdict() == v1::VERDICT_FAIL &&
+        d.reason().find("still running at its time box") != std::string::npos) {
+      ++hangs_boxed;
+    }
+  }
+  // The same stored results judged again, in another order: the same verdicts.
+  v1::Job again = job;
+  std::mt19937 shuffle(11);
+  std::shuffle(again.mutable_tasks()->begin(), again.mutable_tasks()->end(), shuffle);
+  const bool identical = server::JudgeValidation(again).SerializeAsString() == job.validation().SerializeAsString();
+  std::string per_fault, missed_list;
+  for (const auto& [what, n] : missed) absl::StrAppend(&missed_list, missed_list.empty() ? "" : ",", what, ":", n);
+  for (Fault f : AllFaults()) {
+    if (devices[f] == 0) continue;
+    absl::StrAppendFormat(&per_fault, " %s=%lld/%lld",
+                          f == Fault::kNone ? "false_positives" : "detected_" + FaultName(f),
+                          static_cast<long long>(flagged[f]), static_cast<long long>(devices[f]));
+  }
+  return absl::StrFormat(
+      "%s false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s missed=%s",
+      per_fault, devices[Fault::kNone] > 0 ? static_cast<double>(flagged[Fault::kNone]) / devices[Fault::kNone] : 0.0,
+      static_cast<long long>(failed[Fault::kWrong]), static_cast<long long>(devices[Fault::kWrong]),
+      static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false",
+      missed_list.empty() ? "none" : missed_list);
 }
 
 }  // namespace hetbench::fleet

@@ -47,4 +47,11 @@ v1::ValidationRun SimulatedValidation(const v1::Assign& assign, v1::DeviceKind k
                                       const std::string& agent_id, const std::string& sku, Fault fault,
                                       uint64_t rng_seed);
 
+/// A judged validation job against the faults injected: per fault the
+/// devices flagged (DEGRADED or FAIL) of those that had it, false positives
+/// (each printed to stderr with its reason), wrong results FAILed, hangs
+/// ended by their box, the same results judged again in another order, and
+/// the faults missed by kind, as RESULT-line fields.
+std::string TallyAgainstFaults(const v1::Job& job, const Degrade& degrade);
+
 }  // namespace hetbench::fleet

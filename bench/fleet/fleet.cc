@@ -44,7 +44,6 @@
 #include "bench/fleet/sim_fleet.h"
 #include "common/names.h"
 #include "server/store/sqlite_job_store.h"
-#include "server/validation/judge.h"
 
 namespace hetbench::fleet {
 namespace {
@@ -238,51 +237,11 @@ class Run {
       return absl::StrCat("RESULT mode=validate ended=false error=\"", job.ok() ? "not ended in 300 s" : job.status().message(),
                           "\"");
     }
-    auto degrade = ParseDegrade(opt_.degrade);
-    std::map<Fault, int64_t> devices, flagged, failed;
-    std::map<std::string, int64_t> missed;  // "fault/kind" of faulty devices that passed
-    int64_t hangs_boxed = 0;
-    for (const v1::DeviceVerdict& d : job->validation().devices()) {
-      if (d.task_id().empty()) continue;
-      const Fault f = FaultOf(*degrade, d.agent_id(), d.device_id());
-      ++devices[f];
-      if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) {
-        ++flagged[f];
-        if (f == Fault::kNone) {
-          std::cerr << "false positive: " << d.agent_id() << "/" << d.device_id() << " " << VerdictName(d.verdict())
-                    << ": " << d.reason() << "\n";
-        }
-      } else if (f != Fault::kNone) {
-        ++missed[absl::StrCat(FaultName(f), "/", DeviceKindName(d.kind()))];
-      }
-      if (d.verdict() == v1::VERDICT_FAIL) ++failed[f];
-      if (f == Fault::kHang && d.verdict() == v1::VERDICT_FAIL &&
-          d.reason().find("still running at its time box") != std::string::npos) {
-        ++hangs_boxed;
-      }
-    }
-    // The same stored results judged again, in another order: the same verdicts.
-    v1::Job again = *job;
-    std::mt19937 shuffle(11);
-    std::shuffle(again.mutable_tasks()->begin(), again.mutable_tasks()->end(), shuffle);
-    const bool identical =
-        server::JudgeValidation(again).SerializeAsString() == job->validation().SerializeAsString();
-    std::string per_fault, missed_list;
-    for (const auto& [what, n] : missed) absl::StrAppend(&missed_list, missed_list.empty() ? "" : ",", what, ":", n);
-    for (Fault f : AllFaults()) {
-      if (devices[f] == 0) continue;
-      absl::StrAppendFormat(&per_fault, " %s=%lld/%lld", f == Fault::kNone ? "false_positives" : "detected_" + FaultName(f),
-                            static_cast<long long>(flagged[f]), static_cast<long long>(devices[f]));
-    }
     return absl::StrFormat(
         "RESULT mode=validate agents=%d devices=%d level=%s degrade=\"%s\" seed=%d job=%s state=%s seconds=%.1f%s "
-        "false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s "
-        "missed=%s simulated=true",
-        opt_.agents, opt_.agents * opt_.devices, opt_.level, opt_.degrade, opt_.seed, job->id(), JobStateName(job->state()), seconds,
-        per_fault, devices[Fault::kNone] > 0 ? static_cast<double>(flagged[Fault::kNone]) / devices[Fault::kNone] : 0.0,
-        static_cast<long long>(failed[Fault::kWrong]), static_cast<long long>(devices[Fault::kWrong]),
-        static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false",
-        missed_list.empty() ? "none" : missed_list);
+        "simulated=true",
+        opt_.agents, opt_.agents * opt_.devices, opt_.level, opt_.degrade, opt_.seed, job->id(), JobStateName(job->state()),
+        seconds, TallyAgainstFaults(*job, *ParseDegrade(opt_.degrade)));
   }
 
   std::string BigJob() {

@@ -1,5 +1,6 @@
 #include "server/validation/expand.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -12,12 +13,34 @@
 
 namespace hetbench::server {
 
+namespace {
+
+// The agents a target can name: its agent alone when it names one (a pinned
+// target, as a scheduled revalidation's thousands are: a lookup, not a scan
+// of the fleet per target), else all of them.
+std::vector<const v1::Hello*> Candidates(const v1::TargetSelector& target, const std::vector<const v1::Hello*>& agents,
+                                         const std::map<std::string, const v1::Hello*>& by_id) {
+  if (target.agent_id().empty()) return agents;
+  auto it = by_id.find(target.agent_id());
+  return it == by_id.end() ? std::vector<const v1::Hello*>{} : std::vector<const v1::Hello*>{it->second};
+}
+
+std::map<std::string, const v1::Hello*> ById(const std::vector<const v1::Hello*>& agents) {
+  std::map<std::string, const v1::Hello*> out;
+  for (const v1::Hello* h : agents) out[h->agent_id()] = h;
+  return out;
+}
+
+}  // namespace
+
 ExpandedValidation ExpandValidation(const v1::JobSpec& spec, const std::vector<const v1::Hello*>& agents) {
   ExpandedValidation out;
   std::set<std::pair<std::string, std::string>> seen;
+  const std::map<std::string, const v1::Hello*> by_id = ById(agents);
   for (const v1::TargetSelector& target : spec.targets()) {
     bool matched = false;
-    for (const v1::Hello* hello : agents) {
+    const std::vector<const v1::Hello*> candidates = Candidates(target, agents, by_id);
+    for (const v1::Hello* hello : candidates) {
       for (const v1::Device& device : hello->devices()) {
         if (!Matches(target, *hello, device)) continue;
         matched = true;
@@ -32,8 +55,7 @@ ExpandedValidation ExpandValidation(const v1::JobSpec& spec, const std::vector<c
     if (matched) continue;
     // Nothing matched: say so, per agent that looked for the kind, or once.
     bool said = false;
-    for (const v1::Hello* hello : agents) {
-      if (!target.agent_id().empty() && target.agent_id() != hello->agent_id()) continue;
+    for (const v1::Hello* hello : candidates) {
       for (const v1::AbsentDevice& a : hello->absent()) {
         if (target.device_kind() != v1::DEVICE_KIND_UNSPECIFIED && a.kind() != target.device_kind()) continue;
         v1::DeviceVerdict d;
@@ -74,12 +96,12 @@ absl::Status CheckBaselineFits(const v1::JobSpec& spec, const ExpandedValidation
   const v1::Baseline& b = spec.validate().baseline();
   if (b.skus().empty() || expanded.targets.empty()) return absl::OkStatus();
   std::set<std::string> devices;
+  const std::map<std::string, const v1::Hello*> by_id = ById(agents);
   for (const v1::TargetSelector& t : expanded.targets) {
-    for (const v1::Hello* hello : agents) {
-      if (hello->agent_id() != t.agent_id()) continue;
-      for (const v1::Device& d : hello->devices()) {
-        if (d.id() == t.device_id()) devices.insert(SkuPrefix(SkuOf(d, 0, hello->version())));
-      }
+    auto it = by_id.find(t.agent_id());
+    if (it == by_id.end()) continue;
+    for (const v1::Device& d : it->second->devices()) {
+      if (d.id() == t.device_id()) devices.insert(SkuPrefix(SkuOf(d, 0, it->second->version())));
     }
   }
   std::set<std::string> held;

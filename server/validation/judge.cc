@@ -490,8 +490,6 @@ std::string CheckValidationRun(const v1::ValidationRun& run) {
   return "";
 }
 
-v1::Verdict Worse(v1::Verdict a, v1::Verdict b) { return Rank(a) >= Rank(b) ? a : b; }
-
 v1::ValidationReport JudgeValidation(const v1::Job& job) {
   const v1::ValidateSpec& v = job.spec().validate();
   v1::ValidationReport report;

@@ -37,8 +37,6 @@ MedianInterval MedianCi(const std::vector<double>& sorted, double confidence);
 /// Empty when it is fine, else the problem naming the field.
 std::string CheckValidationRun(const v1::ValidationRun& run);
 
-/// The worse of two verdicts: FAIL > DEGRADED > PASS > SKIPPED > unspecified.
-v1::Verdict Worse(v1::Verdict a, v1::Verdict b);
 
 /// Judges every task of a validation job that ended. Devices already in
 /// job.validation() (those the coordinator found absent at submit, SKIPPED
