@@ -34,9 +34,17 @@ bool IsValidate(const v1::JobSpec& spec) { return !spec.validate().level().empty
 const std::vector<std::string>& KnownValidationTests() {
   static const std::vector<std::string> tests = {"matmul",         "memory_bandwidth",  "train_mlp",
                                                  "infer_mlp",      "train_cnn",         "infer_cnn",
-                                                 "gate_bandwidth", "statevector_check", "power_sensor"};
+                                                 "gate_bandwidth", "statevector_check", "power_sensor",
+                                                 kAllReduceTest};
   return tests;
 }
+
+bool RunsAllReduce(const v1::ValidateSpec& validate, v1::DeviceKind kind) {
+  if (kind != v1::DEVICE_KIND_CPU && kind != v1::DEVICE_KIND_GPU && kind != v1::DEVICE_KIND_DPU) return false;
+  return validate.tests().empty() || Contains({validate.tests().begin(), validate.tests().end()}, kAllReduceTest);
+}
+
+int64_t AllReduceBytes(const std::string& level) { return int64_t{level == "standard" ? 64 : 16} << 20; }
 
 std::vector<std::string> SuiteFor(v1::DeviceKind kind, const std::string& level) {
   (void)level;  // both levels run the same tests; standard runs them longer (more repetitions, larger boxes)

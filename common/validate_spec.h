@@ -5,6 +5,7 @@
 /// the agent runs the suite (agent/validation/); the CLI checks with it to
 /// fail fast. docs/validation.md describes the method.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,21 @@ void CheckBaseline(const v1::Baseline& baseline, const std::string& field, std::
 /// validate.tests narrows them.
 std::vector<std::string> SuiteFor(v1::DeviceKind kind, const std::string& level);
 
-/// Every test name any suite has.
+/// Every test name any suite has (the per-device suites and kAllReduceTest).
 const std::vector<std::string>& KnownValidationTests();
+
+/// The test run by pairs of agents rather than by one device: Gloo's
+/// all-reduce between one device of a kind on each of two agents, its bus
+/// bandwidth in GB/s (docs/validation.md "All-reduce between agents").
+inline constexpr char kAllReduceTest[] = "allreduce";
+
+/// Whether devices of `kind` take part in the all-reduce pairs: CPUs, GPUs
+/// and DPUs (not the quantum simulator, and not TPUs, whose collectives the
+/// agent's LibTorch cannot run), unless validate.tests leaves it out.
+bool RunsAllReduce(const v1::ValidateSpec& validate, v1::DeviceKind kind);
+
+/// The all-reduce's buffer at `level`: 16 MiB quick, 64 MiB standard.
+int64_t AllReduceBytes(const std::string& level);
 
 /// The key of devices that should measure alike: kind | model | driver |
 /// cores | threads | agent version ("-" for an empty part). The device's

@@ -122,6 +122,7 @@ absl::Status Node::Assemble(v1::Device cpu) {
   validation.agent_version = HetbenchVersion();
   validation.sampler = sampler_.get();
   validation.qpu_memory_limit_bytes = o.executor.qpu_memory_limit_bytes;
+  validation.rendezvous_host = o.agent.rendezvous_host;
   if (!o.validation_fault.empty()) {  // a drill: the operator asked for a broken test
     const std::vector<std::string> fault = absl::StrSplit(o.validation_fault, absl::MaxSplits('=', 1));
     LogWarning("agent", "--validation-fault ", o.validation_fault, ": validation test ", fault[0], " will ",

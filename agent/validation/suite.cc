@@ -23,6 +23,7 @@
 #include "agent/qpu/device.h"
 #include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
+#include "agent/validation/allreduce.h"
 #include "common/clock.h"
 #include "common/names.h"
 #include "common/validate_spec.h"
@@ -52,6 +53,8 @@ struct Context {
   Box box;
   PowerSampler* sampler = nullptr;
   int64_t qpu_memory_limit_bytes = 0;
+  v1::GangAssign gang;  // an all-reduce pair's rank (kAllReduceTest)
+  std::string own_host;
 };
 
 v1::ValidationTest Outcome(v1::TestOutcome outcome, std::string reason) {
@@ -359,7 +362,7 @@ struct TestInfo {
 
 TestInfo InfoOf(const std::string& name) {
   if (name == "matmul") return {"GFLOP/s", true};
-  if (name == "memory_bandwidth" || name == "gate_bandwidth") return {"GB/s", true};
+  if (name == "memory_bandwidth" || name == "gate_bandwidth" || name == kAllReduceTest) return {"GB/s", true};
   if (name == "power_sensor") return {"readings/s", true};
   if (name == "statevector_check") return {"", true};
   return {"samples/s", true};
@@ -375,6 +378,17 @@ v1::ValidationTest RunOne(const std::string& name, const Context& c) {
   if (name == "power_sensor") return PowerSensorTest(c);
   if (name == "gate_bandwidth") return GateBandwidth(c);
   if (name == "statevector_check") return StatevectorCheck(c);
+  if (name == kAllReduceTest) {
+    AllReduceRun run;
+    run.gang = c.gang;
+    run.own_host = c.own_host;
+    run.device = c.torch_device;
+    run.bytes = AllReduceBytes(c.spec.level());
+    run.repetitions = c.spec.repetitions();
+    run.time_box_seconds = c.spec.time_box_seconds();
+    run.expired = [box = c.box] { return box.Expired(); };
+    return AllReduceBandwidth(run);
+  }
   return Outcome(v1::TEST_OUTCOME_SKIPPED, absl::StrCat("this agent has no test ", QuotedInput(name)));
 }
 
@@ -467,8 +481,10 @@ absl::StatusOr<v1::TaskResult> ValidationExecutor::Run(const v1::Assign& task, c
   run->set_level(v.level());
   run->set_simulated(device.simulated());
 
-  std::vector<std::string> tests = SuiteFor(device.kind(), v.level());
-  if (v.tests_size() > 0) {
+  // A rank of an all-reduce pair runs that test alone; the device's suite is its own task.
+  const bool pair = task.gang().world_size() > 1;
+  std::vector<std::string> tests = pair ? std::vector<std::string>{kAllReduceTest} : SuiteFor(device.kind(), v.level());
+  if (v.tests_size() > 0 && !pair) {
     std::vector<std::string> wanted;
     for (const std::string& t : tests) {
       if (std::find(v.tests().begin(), v.tests().end(), t) != v.tests().end()) wanted.push_back(t);
@@ -483,6 +499,8 @@ absl::StatusOr<v1::TaskResult> ValidationExecutor::Run(const v1::Assign& task, c
   c.standard = v.level() == "standard";
   c.sampler = config_.sampler;
   c.qpu_memory_limit_bytes = config_.qpu_memory_limit_bytes;
+  c.gang = task.gang();
+  c.own_host = config_.rendezvous_host;
   const std::string unreachable = TorchUnreachable(device);
   if (unreachable.empty() && device.kind() == v1::DEVICE_KIND_GPU) {
     c.torch_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::max(CudaIndex(device), 0)));

@@ -4,7 +4,9 @@
 /// each on a thread of its own and time-boxed. A test that cannot run on the
 /// device is SKIPPED with its reason; one that errs or computes a wrong
 /// result FAILED; one still running at its box TIMED_OUT (its thread is
-/// abandoned, flagged to stop, and the device's other tests still run).
+/// abandoned, flagged to stop, and the device's other tests still run). A
+/// task that is a rank of an all-reduce pair (task.gang) runs that one test
+/// (agent/validation/allreduce.h).
 /// The agent measures; the coordinator judges (server/validation/judge).
 
 #include <functional>
@@ -24,6 +26,7 @@ struct ValidationConfig {
   std::string agent_version;
   PowerSampler* sampler = nullptr;  // the agent's power sampler; null: no sensors
   int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
+  std::string rendezvous_host = "127.0.0.1";  // this agent's end of an all-reduce pair's connections
   /// Tests only: runs at the start of each test on its thread (a hang, a slowdown).
   std::function<void(const std::string& test)> before_test;
 };

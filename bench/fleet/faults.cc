@@ -49,6 +49,7 @@ double Nominal(const std::string& test, const Profile& p) {
 // The factor a fault puts on a test's figure.
 double FaultFactor(Fault f, const std::string& test) {
   if (test == "power_sensor") return 1;
+  if (test == kAllReduceTest || f == Fault::kSlowLink) return test == kAllReduceTest && f == Fault::kSlowLink ? 0.8 : 1;
   switch (f) {
     case Fault::kSlow5:
       return 0.95;
@@ -63,11 +64,27 @@ double FaultFactor(Fault f, const std::string& test) {
   }
 }
 
+// The task's validate section with its defaults.
+v1::ValidateSpec EffectiveValidate(const v1::Assign& assign) {
+  v1::JobSpec spec = assign.spec();
+  FillValidateDefaults(&spec);
+  return spec.validate();
+}
+
+v1::ValidationRun SimulatedRun(const v1::ValidateSpec& v, const std::string& sku) {
+  v1::ValidationRun run;
+  run.set_sku(sku);
+  run.set_level(v.level());
+  run.set_simulated(true);
+  return run;
+}
+
 }  // namespace
 
 const std::vector<Fault>& AllFaults() {
   static const std::vector<Fault> all = {Fault::kNone,     Fault::kSlow5, Fault::kSlow10, Fault::kSlow30,
-                                         Fault::kPowerCap, Fault::kNoisy, Fault::kWrong,  Fault::kHang};
+                                         Fault::kPowerCap, Fault::kNoisy, Fault::kWrong,  Fault::kHang,
+                                         Fault::kSlowLink};
   return all;
 }
 
@@ -87,6 +104,8 @@ std::string FaultName(Fault f) {
       return "wrong";
     case Fault::kHang:
       return "hang";
+    case Fault::kSlowLink:
+      return "slowlink";
     default:
       return "none";
   }
@@ -106,7 +125,7 @@ absl::StatusOr<Degrade> ParseDegrade(const std::string& text) {
     if (fault == Fault::kNone || kv.size() != 2 || !absl::SimpleAtod(kv[1], &share) || !(share > 0 && share <= 1)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--degrade ", QuotedInput(std::string(entry)),
-                       ": give FAULT=SHARE with FAULT one of slow5, slow10, slow30, powercap, noisy, wrong, hang "
+                       ": give FAULT=SHARE with FAULT one of slow5, slow10, slow30, powercap, noisy, wrong, hang, slowlink "
                        "and SHARE in (0, 1]"));
     }
     total += share;
@@ -130,13 +149,8 @@ Fault FaultOf(const Degrade& d, const std::string& agent_id, const std::string& 
 v1::ValidationRun SimulatedValidation(const v1::Assign& assign, v1::DeviceKind kind, const Profile& profile,
                                       const std::string& agent_id, const std::string& sku, Fault fault,
                                       uint64_t rng_seed) {
-  v1::JobSpec spec = assign.spec();
-  FillValidateDefaults(&spec);
-  const v1::ValidateSpec& v = spec.validate();
-  v1::ValidationRun run;
-  run.set_sku(sku);
-  run.set_level(v.level());
-  run.set_simulated(true);
+  const v1::ValidateSpec v = EffectiveValidate(assign);
+  v1::ValidationRun run = SimulatedRun(v, sku);
   std::mt19937_64 rng(rng_seed);
   const double rep_sd = profile.jitter / 3 * (fault == Fault::kNoisy ? 4 : 1);
   std::normal_distribution<double> noise(0, rep_sd);
@@ -179,13 +193,46 @@ v1::ValidationRun SimulatedValidation(const v1::Assign& assign, v1::DeviceKind k
   return run;
 }
 
+v1::ValidationRun SimulatedAllReduce(const v1::Assign& assign, const std::string& sku, Fault fault, Fault peer_fault,
+                                     uint64_t rng_seed) {
+  const v1::ValidateSpec v = EffectiveValidate(assign);
+  v1::ValidationRun run = SimulatedRun(v, sku);
+  v1::ValidationTest* t = run.add_tests();
+  t->set_name(kAllReduceTest);
+  t->set_unit("GB/s");
+  t->set_higher_is_better(true);
+  t->set_time_box_seconds(v.time_box_seconds());
+  if (fault == Fault::kHang || peer_fault == Fault::kHang) {
+    const bool self = fault == Fault::kHang;
+    t->set_outcome(self ? v1::TEST_OUTCOME_TIMED_OUT : v1::TEST_OUTCOME_FAILED);
+    t->set_reason(self ? "simulated hang: did not return before its time box"
+                       : "simulated: the peer did not answer within the gang's timeout");
+    t->set_seconds(v.time_box_seconds() + (self ? 1 : 0));
+    return run;
+  }
+  t->set_outcome(v1::TEST_OUTCOME_MEASURED);
+  t->set_seconds(0.5);
+  const double link = std::min(FaultFactor(fault, kAllReduceTest), FaultFactor(peer_fault, kAllReduceTest));
+  const double pair = 1 + kDeviceSpread * NormalOf(absl::StrCat("pair|", assign.gang().gang_id()));
+  std::mt19937_64 rng(rng_seed);
+  std::normal_distribution<double> noise(0, 0.01 / 3 * (fault == Fault::kNoisy ? 4 : 1));
+  for (int r = 0; r < v.repetitions(); ++r) t->add_values(std::max(12.5 * link * pair * (1 + noise(rng)), 1e-9));
+  return run;
+}
+
 std::string TallyAgainstFaults(const v1::Job& job, const Degrade& degrade) {
   std::map<Fault, int64_t> devices, flagged, failed;
   std::map<std::string, int64_t> missed;  // "fault/kind" of faulty devices that passed
   int64_t hangs_boxed = 0;
+  int64_t unpaired_links = 0;  // a slow link on a device in no all-reduce pair: nothing can see it
   for (const v1::DeviceVerdict& d : job.validation().devices()) {
     if (d.task_id().empty()) continue;
     const Fault f = FaultOf(degrade, d.agent_id(), d.device_id());
+    if (f == Fault::kSlowLink &&
+        std::none_of(d.tests().begin(), d.tests().end(), [](const v1::TestVerdict& t) { return t.test() == kAllReduceTest; })) {
+      ++unpaired_links;
+      continue;
+    }
     ++devices[f];
     if (d.verdict() == v1::VERDICT_DEGRADED || d.verdict() == v1::VERDICT_FAIL) {
       ++flagged[f];
@@ -216,11 +263,12 @@ std::string TallyAgainstFaults(const v1::Job& job, const Degrade& degrade) {
                           static_cast<long long>(flagged[f]), static_cast<long long>(devices[f]));
   }
   return absl::StrFormat(
-      "%s false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s missed=%s",
+      "%s false_positive_rate=%.4f wrong_failed=%lld/%lld hangs_ended_by_box=%lld/%lld rejudged_identical=%s missed=%s "
+      "slowlink_unpaired=%lld",
       per_fault, devices[Fault::kNone] > 0 ? static_cast<double>(flagged[Fault::kNone]) / devices[Fault::kNone] : 0.0,
       static_cast<long long>(failed[Fault::kWrong]), static_cast<long long>(devices[Fault::kWrong]),
       static_cast<long long>(hangs_boxed), static_cast<long long>(devices[Fault::kHang]), identical ? "true" : "false",
-      missed_list.empty() ? "none" : missed_list);
+      missed_list.empty() ? "none" : missed_list, static_cast<long long>(unpaired_links));
 }
 
 }  // namespace hetbench::fleet

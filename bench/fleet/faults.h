@@ -18,11 +18,13 @@
 
 namespace hetbench::fleet {
 
-enum class Fault { kNone, kSlow5, kSlow10, kSlow30, kPowerCap, kNoisy, kWrong, kHang };
+enum class Fault { kNone, kSlow5, kSlow10, kSlow30, kPowerCap, kNoisy, kWrong, kHang, kSlowLink };
 
 /// Every fault, for reports.
 const std::vector<Fault>& AllFaults();
-std::string FaultName(Fault f);  // "none", "slow5", "slow10", "slow30", "powercap", "noisy", "wrong", "hang"
+/// "none", "slow5", "slow10", "slow30", "powercap", "noisy", "wrong", "hang", "slowlink" (the node's link at
+/// 0.8 of its siblings': only its all-reduce pairs see it).
+std::string FaultName(Fault f);
 
 /// Shares of devices per fault, e.g. "slow5=0.02,wrong=0.01"; the rest are healthy.
 struct Degrade {
@@ -46,6 +48,12 @@ inline constexpr double kDeviceSpread = 0.005;
 v1::ValidationRun SimulatedValidation(const v1::Assign& assign, v1::DeviceKind kind, const Profile& profile,
                                       const std::string& agent_id, const std::string& sku, Fault fault,
                                       uint64_t rng_seed);
+
+/// What one rank of a simulated all-reduce pair measures: the pair's figure
+/// (a 12.5 GB/s link, a persistent per-pair offset, repetition noise) at the
+/// slower end's link; a hung end TIMED_OUT, its partner FAILED.
+v1::ValidationRun SimulatedAllReduce(const v1::Assign& assign, const std::string& sku, Fault fault, Fault peer_fault,
+                                     uint64_t rng_seed);
 
 /// A judged validation job against the faults injected: per fault the
 /// devices flagged (DEGRADED or FAIL) of those that had it, false positives

@@ -234,8 +234,17 @@ void SimAgent::RunValidation(const v1::Assign& a) {
   d->set_task_id(a.task_id());
   d->set_attempt(a.attempt());
   d->set_state(v1::TASK_STATE_SUCCEEDED);
-  *d->mutable_result()->mutable_validation() =
-      SimulatedValidation(a, kind, p, id_, sku, FaultOf(degrade, id_, a.device_id()), rng_());
+  const Fault fault = FaultOf(degrade, id_, a.device_id());
+  if (a.gang().world_size() == 2) {  // a rank of an all-reduce pair: the partner's fault matters too
+    const std::string peer = a.gang().peers_size() == 2 ? a.gang().peers(1 - a.gang().rank()) : "";
+    const size_t slash = peer.rfind('/');
+    const Fault peer_fault = slash == std::string::npos
+                                 ? Fault::kNone
+                                 : FaultOf(degrade, peer.substr(0, slash), peer.substr(slash + 1));
+    *d->mutable_result()->mutable_validation() = SimulatedAllReduce(a, sku, fault, peer_fault, rng_());
+  } else {
+    *d->mutable_result()->mutable_validation() = SimulatedValidation(a, kind, p, id_, sku, fault, rng_());
+  }
   v1::RunEnvironment* env = d->mutable_result()->mutable_environment();
   env->set_simulated(true);
   env->set_simulation_profile(absl::StrFormat("%s: %s (validation figures simulated)", DeviceKindName(kind), p.name));

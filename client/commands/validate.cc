@@ -42,7 +42,7 @@ class Validate final : public Command {
         ->delimiter(',');
     sub_->add_option("--agents", agents_, "agent ids to validate; default: every connected agent")->delimiter(',');
     sub_->add_option("--label", labels_, "only agents with this label (key=value; repeatable)");
-    sub_->add_option("--tests", tests_, "a subset of the suite, e.g. matmul,train_mlp")->delimiter(',');
+    sub_->add_option("--tests", tests_, "a subset of the suite, e.g. matmul,train_mlp (allreduce: the pairs between agents)")->delimiter(',');
     time_box_opt_ = sub_->add_option("--time-box", time_box_, "seconds each test may take (default by level)");
     repetitions_opt_ =
         sub_->add_option("--repetitions", repetitions_, "timed repetitions of each throughput test (default by level)");

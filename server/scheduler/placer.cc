@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/validate_spec.h"
 
 namespace hetbench::server {
 
@@ -103,8 +104,12 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   }
   // A data-parallel gang's ranks share one target; a split's ranks each have their stage's.
   const bool split = job.spec().split().across_agents();
-  const double gang_timeout =
-      split ? job.spec().split().gang_timeout_seconds() : job.spec().parallel().gang_timeout_seconds();
+  // A validation's all-reduce pair waits for its two pinned devices as its
+  // other tasks do (no queue timeout); each collective has the test's box.
+  const bool validate = IsValidate(job.spec());
+  const double gang_timeout = validate ? 0
+                              : split  ? job.spec().split().gang_timeout_seconds()
+                                       : job.spec().parallel().gang_timeout_seconds();
   std::vector<v1::TargetSelector> targets;
   for (int r = 0; r < world; ++r) targets.push_back(job.tasks(first + r).target());
   size_t got = 0;
@@ -114,7 +119,10 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
     const bool expired = gang_timeout > 0 && waited > gang_timeout;
     std::string why;
     // The pass's reason speaks of a target with no free device; with some free, the count says it.
-    if (split) {
+    if (validate) {
+      why = absl::StrCat("all-reduce pair ", head.gang().id(), " waits for both of its devices (",
+                         DescribeTarget(targets[0]), " + ", DescribeTarget(targets[1]), "): ", got, " free now");
+    } else if (split) {
       std::vector<std::string> kinds;
       for (const v1::TargetSelector& t : targets) kinds.push_back(DescribeTarget(t));
       const v1::TargetSelector& missing = targets[std::min(got, targets.size() - 1)];
@@ -156,8 +164,9 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   gang.set_world_size(world);
   gang.set_master_host(master.rendezvous_host().empty() ? "127.0.0.1" : master.rendezvous_host());
   gang.set_master_port(master.rendezvous_port_base() > 0 ? master.rendezvous_port_base() + device_index : 0);
-  gang.set_timeout_seconds(split ? job.spec().split().collective_timeout_seconds()
-                                 : job.spec().parallel().collective_timeout_seconds());
+  gang.set_timeout_seconds(validate ? job.spec().validate().time_box_seconds()
+                           : split  ? job.spec().split().collective_timeout_seconds()
+                                    : job.spec().parallel().collective_timeout_seconds());
   for (const Placement& p : *placements) gang.add_peers(absl::StrCat(p.agent_id, "/", p.device.id()));
   for (int r = 0; r < world; ++r) {
     TaskStart start{first + r, (*placements)[r], {}, gang};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -138,6 +139,7 @@ void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
     }
   }
   std::vector<v1::DeviceVerdict> skipped;
+  std::vector<std::pair<size_t, size_t>> pairs;  // the all-reduce pairs (indices into the targets)
   if (IsValidate(effective)) {  // a task per matching device of the agents connected now
     std::vector<const v1::Hello*> agents;
     p_.sessions->ForEachConnected([&agents](const std::string&, const Session& s) {
@@ -152,8 +154,10 @@ void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
     effective.clear_targets();
     for (v1::TargetSelector& t : expanded.targets) *effective.add_targets() = std::move(t);
     skipped = std::move(expanded.skipped);
+    pairs = std::move(expanded.pairs);
   }
   LiveJob& created = p_.jobs->Create(std::move(effective), request_id, p_.clock->SystemNowSeconds());
+  if (!pairs.empty()) p_.jobs->AddPairGangs(created, pairs, p_.clock->SystemNowSeconds());
   for (v1::DeviceVerdict& d : skipped) *created.job.mutable_validation()->add_devices() = std::move(d);
   if (created.job.tasks_size() == 0) p_.jobs->Recompute(created, p_.clock->SystemNowSeconds());  // nothing to run
   const v1::Job& job = created.job;

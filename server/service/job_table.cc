@@ -98,6 +98,35 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
   return live;
 }
 
+void JobTable::AddPairGangs(LiveJob& live, const std::vector<std::pair<size_t, size_t>>& pairs, double now_unix) {
+  v1::Job& job = live.job;
+  const v1::JobSpec& spec = job.spec();
+  const std::string model = spec.models().empty() ? std::string() : spec.models(0);
+  const int batch_size = spec.batch_sizes().empty() ? 0 : spec.batch_sizes(0);
+  int gang_count = 0;
+  for (const auto& [a, b] : pairs) {
+    if (a >= static_cast<size_t>(spec.targets_size()) || b >= static_cast<size_t>(spec.targets_size())) continue;
+    const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count++);
+    for (int rank = 0; rank < 2; ++rank) {
+      v1::Task* task = job.add_tasks();
+      const int index = job.tasks_size() - 1;
+      task->set_id(absl::StrCat(job.id(), "-t", index));
+      task->set_job_id(job.id());
+      task->set_index(index);
+      task->set_model(model);
+      task->set_batch_size(batch_size);
+      *task->mutable_target() = spec.targets(static_cast<int>(rank == 0 ? a : b));
+      task->set_state(v1::TASK_STATE_QUEUED);
+      task->set_queued_unix_seconds(now_unix);
+      task->mutable_gang()->set_id(gang_id);
+      task->mutable_gang()->set_rank(rank);
+      task->mutable_gang()->set_world_size(2);
+      task_index_[task->id()] = job.id();
+    }
+  }
+  counts_changed_ = true;
+}
+
 LiveJob* JobTable::Find(const std::string& job_id) {
   auto it = jobs_.find(JobNumber(job_id));
   return it == jobs_.end() || it->second.job.id() != job_id ? nullptr : &it->second;

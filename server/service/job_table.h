@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hetbench/v1/coordinator.pb.h"
@@ -46,6 +47,12 @@ class JobTable {
   /// consecutive tasks, rank 0 first), or with a split across agents one gang
   /// whose rank s runs stage s. Queued at `now_unix`. The caller stores it.
   LiveJob& Create(v1::JobSpec effective, const std::string& request_id, double now_unix);
+
+  /// Appends to a validation job (after Create) a gang of two ranks per
+  /// pair of its targets (the all-reduce pairs, ExpandedValidation::pairs):
+  /// ranks consecutive, rank 0 on the pair's first target, gang ids
+  /// "<job>-g0", "-g1", ... The caller stores the job.
+  void AddPairGangs(LiveJob& live, const std::vector<std::pair<size_t, size_t>>& pairs, double now_unix);
 
   /// The live job `job_id`, or null.
   LiveJob* Find(const std::string& job_id);

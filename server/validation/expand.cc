@@ -77,7 +77,27 @@ ExpandedValidation ExpandValidation(const v1::JobSpec& spec, const std::vector<c
       out.skipped.push_back(std::move(d));
     }
   }
+  out.pairs = AllReducePairs(spec.validate(), out.targets);
   return out;
+}
+
+std::vector<std::pair<size_t, size_t>> AllReducePairs(const v1::ValidateSpec& validate,
+                                                      const std::vector<v1::TargetSelector>& targets) {
+  // kind -> agent -> its first device of the kind (targets are in (agent, device) order per selector).
+  std::map<int, std::map<std::string, size_t>> first;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const v1::TargetSelector& t = targets[i];
+    if (RunsAllReduce(validate, t.device_kind())) first[t.device_kind()].emplace(t.agent_id(), i);
+  }
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (const auto& [kind, by_agent] : first) {
+    std::vector<size_t> ring;
+    for (const auto& [agent, index] : by_agent) ring.push_back(index);
+    if (ring.size() == 2) pairs.emplace_back(ring[0], ring[1]);
+    if (ring.size() < 3) continue;
+    for (size_t i = 0; i < ring.size(); ++i) pairs.emplace_back(ring[i], ring[(i + 1) % ring.size()]);
+  }
+  return pairs;
 }
 
 namespace {

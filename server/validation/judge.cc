@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -13,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "common/stats.h"
+#include "common/validate_spec.h"
+#include "server/validation/pairs.h"
 
 namespace hetbench::server {
 
@@ -393,18 +396,21 @@ void JudgeFingerprints(std::vector<Device>& devices, const v1::ValidateSpec& v, 
 // min_degraded_tests of its performance tests below their thresholds (a
 // device with fewer compared ones needs them all; fewer: PASS, said so).
 // The power sensor's reading rate is not a performance figure (JudgeTest
-// reports it without judging it).
+// reports it without judging it). The all-reduce DEGRADED alone makes the
+// device DEGRADED: it is the one test of the node's link.
 void Summarize(v1::DeviceVerdict* d, int min_degraded_tests) {
   v1::Verdict worst = v1::VERDICT_UNSPECIFIED;
   std::string reason;
   std::vector<std::string> below;
   int compared = 0, passed = 0;
+  bool link_below = false;  // the all-reduce measures the node's link, not its device: alone it is enough
   for (const v1::TestVerdict& t : d->tests()) {
     const bool sensor = t.test() == "power_sensor";
     if (t.verdict() == v1::VERDICT_DEGRADED) {
       below.push_back(absl::StartsWith(t.reason(), "unstable")
                           ? absl::StrCat(t.test(), " unstable")
                           : absl::StrFormat("%s %.3f", t.test(), t.ratio()));
+      link_below = link_below || t.test() == kAllReduceTest;
     }
     if (!sensor && t.baseline_median() > 0) ++compared;
     if (t.verdict() == v1::VERDICT_PASS) ++passed;
@@ -414,12 +420,12 @@ void Summarize(v1::DeviceVerdict* d, int min_degraded_tests) {
     }
   }
   const int need = std::max(1, std::min(min_degraded_tests, compared));
-  if (worst == v1::VERDICT_DEGRADED && static_cast<int>(below.size()) < need) {
+  if (worst == v1::VERDICT_DEGRADED && static_cast<int>(below.size()) < need && !link_below) {
     worst = v1::VERDICT_PASS;
     reason = absl::StrCat(passed, " tests passed; ", below.size(), below.size() == 1 ? " test" : " tests",
                           " DEGRADED (", absl::StrJoin(below, ", "), "): a device needs ", need,
                           " (validate.min_degraded_tests)");
-  } else if (worst == v1::VERDICT_DEGRADED && static_cast<int>(below.size()) >= need) {
+  } else if (worst == v1::VERDICT_DEGRADED) {
     reason = absl::StrCat(below.size(), below.size() == 1 ? " test" : " tests", " DEGRADED (",
                           absl::StrJoin(below, ", "), "); ", reason);
   }
@@ -434,44 +440,6 @@ void Summarize(v1::DeviceVerdict* d, int min_degraded_tests) {
 }
 
 }  // namespace
-
-double Median(std::vector<double> values) { return MedianInPlace(values); }
-
-double RobustSpread(const std::vector<double>& values, double median, double floor_share) {
-  std::vector<double> dev;
-  dev.reserve(values.size());
-  for (double x : values) dev.push_back(std::fabs(x - median));
-  return std::max(1.4826 * Median(std::move(dev)), floor_share * std::fabs(median));
-}
-
-MedianInterval MedianCi(const std::vector<double>& sorted, double confidence) {
-  MedianInterval out;
-  const int n = static_cast<int>(sorted.size());
-  if (n == 0) return out;
-  // P(x_(j) <= median < x_(n+1-j)) = 1 - 2 P(Binomial(n, 1/2) <= j - 1).
-  std::vector<double> pmf(n + 1);
-  double log_c = 0;  // log C(n, k)
-  for (int k = 0; k <= n; ++k) {
-    if (k > 0) log_c += std::log(static_cast<double>(n - k + 1)) - std::log(static_cast<double>(k));
-    pmf[k] = std::exp(log_c - n * std::log(2.0));
-  }
-  int j = 1;
-  double tail = 0;  // P(B <= j - 1)
-  double coverage = 1 - 2 * pmf[0];
-  for (int cand = 2; cand <= (n + 1) / 2; ++cand) {
-    const double t = tail + pmf[cand - 1];
-    const double c = 1 - 2 * (pmf[0] + t);
-    if (c < confidence) break;
-    tail = t;
-    j = cand;
-    coverage = c;
-  }
-  if (n == 1) coverage = 0;
-  out.low = sorted[j - 1];
-  out.high = sorted[n - j];
-  out.coverage = std::max(coverage, 0.0);
-  return out;
-}
 
 std::string CheckValidationRun(const v1::ValidationRun& run) {
   if (run.tests_size() > 64) return absl::StrCat("validation.tests: ", run.tests_size(), " tests: at most 64");
@@ -497,7 +465,11 @@ v1::ValidationReport JudgeValidation(const v1::Job& job) {
     if (d.task_id().empty()) *report.add_devices() = d;  // found absent at submit
   }
   std::vector<Device> devices;
+  // A device's all-reduce figure is its best pair's (pairs.h): added to a copy of its suite's run.
+  const auto pair_tests = BestPairTests(job);
+  std::deque<v1::ValidationRun> merged;
   for (const v1::Task& t : job.tasks()) {
+    if (t.gang().world_size() > 1) continue;  // an all-reduce pair's rank: in pair_tests
     Device d;
     d.task = &t;
     if (t.result().has_validation()) d.run = &t.result().validation();
@@ -509,6 +481,11 @@ v1::ValidationReport JudgeValidation(const v1::Job& job) {
     if (d.run != nullptr) {
       out.set_sku(d.run->sku());
       out.set_simulated(d.run->simulated());
+      if (auto it = pair_tests.find({out.agent_id(), out.device_id()}); it != pair_tests.end()) {
+        merged.push_back(*d.run);
+        *merged.back().add_tests() = it->second.test;
+        d.run = &merged.back();
+      }
     }
     devices.push_back(std::move(d));
   }
@@ -526,8 +503,19 @@ v1::ValidationReport JudgeValidation(const v1::Job& job) {
                  : absl::StrCat("the task ended ", TaskStateName(d.task->state()), " before the suite ran"));
       continue;
     }
-    for (const v1::ValidationTest& t : d.run->tests()) *d.verdict.add_tests() = JudgeTest(t, v, learned, d.run->sku());
+    for (const v1::ValidationTest& t : d.run->tests()) {
+      v1::TestVerdict* verdict = d.verdict.add_tests();
+      *verdict = JudgeTest(t, v, learned, d.run->sku());
+      if (t.name() != kAllReduceTest || t.outcome() != v1::TEST_OUTCOME_MEASURED) continue;
+      auto it = pair_tests.find({d.verdict.agent_id(), d.verdict.device_id()});  // which pair the figure is
+      if (it != pair_tests.end()) verdict->set_reason(absl::StrCat(verdict->reason(), "; ", it->second.pairs));
+    }
   }
+  std::vector<v1::DeviceVerdict*> judged;
+  for (Device& d : devices) {
+    if (d.run != nullptr) judged.push_back(&d.verdict);
+  }
+  ExplainAwayPairs(pair_tests, judged);
   JudgeFingerprints(devices, v, &report);
   std::map<std::string, v1::NodeVerdict> nodes;
   for (Device& d : devices) {

@@ -5,7 +5,8 @@
 # device whose matmul fails (the agent's --validation-fault drill) FAILs and
 # is quarantined: an ordinary job that can only run there waits with a
 # pending reason naming it, and runs once a revalidation of the repaired
-# device passes. Figures are printed, not judged (this VM's speed drifts).
+# device passes; the two agents' all-reduce pair (Gloo on loopback) measures
+# on both. Figures are printed, not judged (this VM's speed drifts).
 # Usage: validate_test.sh SERVER AGENT CLI
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -13,7 +14,9 @@ SERVER=$1 AGENT=$2 CLI=$3
 source "$(dirname "$0")/lib.sh"
 e2e_begin "validate"
 start_coordinator "$SERVER" "$CLI"
-"$AGENT" --agent-id good --threads 1 --python-runner off --calibration off >>"$WORK/good.log" 2>&1 &
+BASE=$((41000 + RANDOM % 20000))  # the agents' rendezvous ports (an all-reduce pair's store)
+"$AGENT" --agent-id good --threads 1 --python-runner off --calibration off --rendezvous-port-base "$BASE" \
+  >>"$WORK/good.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" good || fail "agent good did not connect"
 
@@ -69,7 +72,7 @@ grep -q "baseline e2e v9: not stored" "$WORK/missing.out" || fail "a missing ver
 
 # ---- a device that computes wrong numbers: FAIL, quarantined, released by a passing revalidation
 "$AGENT" --agent-id bad --threads 1 --python-runner off --calibration off --qpu-sim off \
-  --validation-fault matmul=fail >>"$WORK/bad.log" 2>&1 &
+  --rendezvous-port-base $((BASE + 100)) --validation-fault matmul=fail >>"$WORK/bad.log" 2>&1 &
 bad_pid=$!
 PIDS+=("$bad_pid")
 wait_for 60 agent_connected "$CLI" bad || fail "agent bad did not connect"
@@ -96,7 +99,8 @@ echo "validate: pending reason: $(reason)"
 # Repaired: the agent again without the fault; a revalidation passes and releases the device.
 kill "$bad_pid"
 wait "$bad_pid" 2>/dev/null || true
-"$AGENT" --agent-id bad --threads 1 --python-runner off --calibration off --qpu-sim off >>"$WORK/bad.log" 2>&1 &
+"$AGENT" --agent-id bad --threads 1 --python-runner off --calibration off --qpu-sim off \
+  --rendezvous-port-base $((BASE + 100)) >>"$WORK/bad.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" bad || fail "agent bad did not reconnect"
 "$CLI" validate --agents bad --tests matmul,memory_bandwidth,infer_mlp >"$WORK/revalidate.out" 2>&1 || fail "the revalidation did not pass: $(cat "$WORK/revalidate.out")"
@@ -105,5 +109,18 @@ wait_for 60 agent_connected "$CLI" bad || fail "agent bad did not reconnect"
   fail "the job did not run after the device was released: $("$CLI" get job "$waiting" -o json | jq -c '[.state, .tasks[0].error]')"
 [[ $("$CLI" get agents -o json | jq '[.agents[] | select(.agent_id == "bad") | .health[]?] | length') == 0 ]] ||
   fail "the released device still has a health entry"
+
+# ---- the all-reduce between the two agents: one pair, a rank on each, measured on both
+"$CLI" validate --device-kind cpu --tests allreduce -o json >"$WORK/pair.json" ||
+  fail "the all-reduce pair did not pass: $(jq -c '.validation.devices' "$WORK/pair.json")"
+pair=$(jq -r '.id' "$WORK/pair.json")
+[[ $("$CLI" get job "$pair" -o json | jq '[.tasks[] | select(.gang.world_size == 2)] | length') == 2 ]] ||
+  fail "the pair is not a gang of two tasks: $("$CLI" get job "$pair" -o json | jq -c '[.tasks[] | .gang]')"
+for agent in good bad; do
+  jq -e --arg a "$agent" '.validation.devices[] | select(.agent_id == $a) | .tests[] | select(.test == "allreduce") |
+    .verdict == "VERDICT_PASS" and .value > 0' "$WORK/pair.json" >/dev/null ||
+    fail "no all-reduce figure for $agent: $(jq -c '.validation.devices' "$WORK/pair.json")"
+done
+echo "validate: all-reduce good <-> bad (16 MiB, GB/s): $(jq -c '[.validation.devices[] | {(.agent_id): (.tests[] | select(.test == "allreduce") | .value)}] | add' "$WORK/pair.json")"
 echo "validate: OK"
 ok=1
