@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "server/server.h"
@@ -45,10 +47,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1e6));
   double retention_hours = 0;
-  app.add_option("--revalidate-every-seconds", config.coordinator.revalidate_every_seconds,
-                 "a quick validation of the idle devices every this many seconds (0 = never; docs/validation.md)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e7));
+  app.add_option_function<std::string>(
+         "--revalidate-every",
+         [&config](const std::string& text) {
+           absl::Duration every;
+           if (!absl::ParseDuration(text, &every) || every < absl::ZeroDuration() || every > absl::Hours(24 * 90)) {
+             throw CLI::ValidationError("--revalidate-every",
+                                        "give a duration from 0 to 2160h, e.g. 30m, 6h or 1h30m (0 = never)");
+           }
+           config.coordinator.revalidate_every_seconds = absl::ToDoubleSeconds(every);
+         },
+         "a quick validation of the idle devices this often, e.g. 30m, 6h (default never; docs/validation.md)")
+      ->type_name("DURATION");
   app.add_option("--raw-retention-hours", retention_hours,
                  "delete the raw sample and power batches of jobs finished this long ago (results stay); 0 = keep")
       ->capture_default_str()

@@ -5,12 +5,17 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/runners/child_process.h"
 #include "common/clock.h"
 #include "common/names.h"
 #include "common/serving_spec.h"
+#include "common/validate_spec.h"
 
 namespace hetbench::agent {
 
@@ -57,6 +62,25 @@ absl::StatusOr<std::string> PythonExecutor::TaskLine(const v1::Assign& task, con
   return json;
 }
 
+namespace {
+
+// How long the runner may take, and what its kill says: a validation test
+// its time box plus the start-up allowance; any other task the agent's
+// --runner-deadline-seconds.
+std::pair<double, std::string> Deadline(const v1::JobSpec& spec, const RunnerConfig& config) {
+  if (IsValidate(spec)) {
+    const double box = spec.validate().time_box_seconds();
+    return {std::min(config.deadline_seconds, box + config.validation_startup_seconds),
+            absl::StrFormat("still running at its time box of %g s plus the runner's start-up allowance of %g s: "
+                            "killed",
+                            box, config.validation_startup_seconds)};
+  }
+  return {config.deadline_seconds, absl::StrCat("runner exceeded its deadline of ", config.deadline_seconds,
+                                                " s (agent flag --runner-deadline-seconds)")};
+}
+
+}  // namespace
+
 absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const v1::Device& device,
                                                    TaskControl* control) {
   if (IsServing(task.spec())) {
@@ -73,7 +97,8 @@ absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = true;  // a newer runner may say more
   const int64_t start_ns = SteadyNowNs();
-  const auto deadline_ns = static_cast<int64_t>(config_.deadline_seconds * 1e9);
+  const auto [deadline_seconds, deadline_reason] = Deadline(task.spec(), config_);
+  const auto deadline_ns = static_cast<int64_t>(deadline_seconds * 1e9);
   const auto grace_ns = static_cast<int64_t>(config_.kill_grace_seconds * 1e9);
   int64_t term_sent_ns = 0;
   bool killed = false;
@@ -138,8 +163,7 @@ absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const
     const int64_t now = SteadyNowNs();
     if (stop_reason.empty() && deadline_ns > 0 && now - start_ns > deadline_ns) {
       timed_out = true;
-      stop_reason = absl::StrCat("runner exceeded its deadline of ", config_.deadline_seconds,
-                                 " s (agent flag --runner-deadline-seconds)");
+      stop_reason = deadline_reason;
     }
     if (term_sent_ns == 0 && (control->cancel.load() || !stop_reason.empty())) {
       child.Signal(SIGTERM);

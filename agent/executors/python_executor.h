@@ -24,6 +24,9 @@ struct RunnerConfig {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int threads = 0;                  // 0 = the device's cores; a job's `threads` overrides
   double deadline_seconds = 7200;   // a task running longer is killed and fails
+  /// A validation test (one per runner start) is killed after its time box
+  /// plus this: Python's imports and an XLA device's start.
+  double validation_startup_seconds = 60;
   double kill_grace_seconds = 1.0;  // between SIGTERM and SIGKILL
   std::string hostname;
 };

@@ -26,6 +26,31 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeOptions options, v1::Devi
   return node;
 }
 
+namespace {
+
+// The validation suite's settings, and the --validation-fault drill.
+ValidationConfig ValidationSetup(const NodeOptions& o, PowerSampler* sampler) {
+  ValidationConfig validation;
+  validation.threads = o.executor.threads;
+  validation.agent_version = HetbenchVersion();
+  validation.sampler = sampler;
+  validation.qpu_memory_limit_bytes = o.executor.qpu_memory_limit_bytes;
+  validation.rendezvous_host = o.agent.rendezvous_host;
+  if (!o.validation_fault.empty()) {  // a drill: the operator asked for a broken test
+    const std::vector<std::string> fault = absl::StrSplit(o.validation_fault, absl::MaxSplits('=', 1));
+    LogWarning("agent", "--validation-fault ", o.validation_fault, ": validation test ", fault[0], " will ",
+               fault.size() > 1 ? fault[1] : "fail", " on purpose");
+    validation.before_test = [fault](const std::string& test) {
+      if (test != fault[0]) return;
+      if (fault.size() > 1 && fault[1] == "hang") std::this_thread::sleep_for(std::chrono::seconds(400));
+      throw std::runtime_error("wrong result (injected by the agent's --validation-fault)");
+    };
+  }
+  return validation;
+}
+
+}  // namespace
+
 absl::Status Node::Assemble(v1::Device cpu) {
   NodeOptions& o = options_;
   if (o.agent.agent_id.empty()) o.agent.agent_id = o.agent.hostname;
@@ -117,29 +142,18 @@ absl::Status Node::Assemble(v1::Device cpu) {
   // loop. "qsim" is the name older coordinators send for it.
   executor->Add("statevector", torch_executor);
   executor->Add("qsim", torch_executor);
-  ValidationConfig validation;
-  validation.threads = o.executor.threads;
-  validation.agent_version = HetbenchVersion();
-  validation.sampler = sampler_.get();
-  validation.qpu_memory_limit_bytes = o.executor.qpu_memory_limit_bytes;
-  validation.rendezvous_host = o.agent.rendezvous_host;
-  if (!o.validation_fault.empty()) {  // a drill: the operator asked for a broken test
-    const std::vector<std::string> fault = absl::StrSplit(o.validation_fault, absl::MaxSplits('=', 1));
-    LogWarning("agent", "--validation-fault ", o.validation_fault, ": validation test ", fault[0], " will ",
-               fault.size() > 1 ? fault[1] : "fail", " on purpose");
-    validation.before_test = [fault](const std::string& test) {
-      if (test != fault[0]) return;
-      if (fault.size() > 1 && fault[1] == "hang") std::this_thread::sleep_for(std::chrono::seconds(400));
-      throw std::runtime_error("wrong result (injected by the agent's --validation-fault)");
-    };
-  }
-  executor->Add("validate", std::make_shared<ValidationExecutor>(std::move(validation)));
+  ValidationConfig validation = ValidationSetup(o, sampler_.get());
   if (probe.error().empty()) {
     o.runner.data_dir = o.executor.data_dir;
     o.runner.threads = o.executor.threads;
     o.runner.hostname = o.agent.hostname;
-    executor->Add("python", std::make_shared<PythonExecutor>(o.runner));
+    auto runner = std::make_shared<PythonExecutor>(o.runner);
+    executor->Add("python", runner);
+    validation.runner = runner;  // a TPU's suite runs there (PyTorch/XLA)
+  } else {
+    validation.runner_absent = probe.error();
   }
+  executor->Add("validate", std::make_shared<ValidationExecutor>(std::move(validation)));
   agent_ = std::make_unique<Agent>(o.agent, devices_, std::move(executor), sampler_.get());
   return absl::OkStatus();
 }

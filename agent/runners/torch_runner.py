@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import signal
+import struct
 import sys
 import time
 
@@ -164,6 +165,25 @@ def probe():
 # ---------------------------------------------------------------- task
 
 
+def pick_device(torch, task):
+    """The task's device, a function that waits for its queued work, and its hardware ("TPU", "CPU")."""
+    if task.get("torch_device") == "xla":
+        import torch_xla.core.xla_model as xm
+
+        device = xm.xla_device()
+
+        def sync():
+            xm.mark_step()
+            xm.wait_device_ops()
+
+        return device, sync, str(xm.xla_device_hw(device))
+
+    def no_sync():
+        pass
+
+    return torch.device("cpu"), no_sync, "CPU"
+
+
 def run(task):
     import torch
 
@@ -180,19 +200,7 @@ def run(task):
         return t - start_ns
 
     xla = task.get("torch_device") == "xla"
-    if xla:
-        import torch_xla.core.xla_model as xm
-
-        device = xm.xla_device()
-
-        def sync():
-            xm.mark_step()
-            xm.wait_device_ops()
-    else:
-        device = torch.device("cpu")
-
-        def sync():
-            pass
+    device, sync, _ = pick_device(torch, task)
 
     t0 = time.monotonic_ns()
     (x_train, y_train), (x_test, y_test), data_digest = load_fashion_mnist(torch, task.get("data_dir", ""))
@@ -385,6 +393,160 @@ def run(task):
     emit({"result": result})
 
 
+# ---------------------------------------------------------------- validation
+
+
+def float_bits(x):
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def validate(task):
+    """The validation suite of `hetbench validate` on this runner's device (TPUs: agent/validation/suite.cc
+    runs one test per runner start, validate.tests naming it, and kills a runner past its box).
+
+    Mirrors the agent's LibTorch suite: matmul (a float32 64x64 product against float64, then n x n
+    products), memory bandwidth (a copy), and training (the loss of the first 8 steps is the
+    fingerprint, float32 bits) and inference of the zoo's mlp and cnn on fixed-seed synthetic batches.
+    The fingerprint is comparable between devices of one SKU (same runner, same seed), not with
+    LibTorch's (another generator draws the data).
+    """
+    import torch
+
+    assign = task.get("assign", {})
+    spec = assign.get("spec", {})
+    v = spec.get("validate", {})
+    standard = v.get("level") == "standard"
+    box = float(v.get("time_box_seconds", 8))
+    reps = max(int(v.get("repetitions", 8)), 1)
+    seed = int(spec.get("seed", 0))
+    bs = int(assign.get("batch_size", 0)) or 128
+    torch.set_num_threads(max(int(task.get("threads", 1)), 1))
+    device, sync, hw = pick_device(torch, task)
+    deadline = [0.0]
+
+    def expired():
+        return _stop or time.monotonic() >= deadline[0]
+
+    def timed_reps(op, items, t):
+        """Once untimed, units for 10 ms to size a repetition, then `reps` of them (as TimedReps in C++)."""
+        op()
+        sync()
+        t0, units = time.monotonic(), 0
+        while True:
+            op()
+            units += 1
+            sync()
+            if time.monotonic() - t0 >= 0.01:
+                break
+            if expired():
+                return False
+        per_unit = (time.monotonic() - t0) / units
+        rep_s = min(max(box / (4.0 * reps), 0.02), 0.25)
+        per_rep = max(1, int(round(rep_s / max(per_unit, 1e-9))))
+        values = t.setdefault("values", [])
+        for _ in range(reps):
+            if expired():
+                return False
+            t0 = time.monotonic()
+            for _ in range(per_rep):
+                op()
+            sync()
+            values.append(items * per_rep / max(time.monotonic() - t0, 1e-9))
+        return True
+
+    def timed_out(t):
+        return {"outcome": "TEST_OUTCOME_TIMED_OUT",
+                "reason": "%d of %d repetitions done" % (len(t.get("values", [])), reps)}
+
+    def matmul():
+        gen = torch.Generator().manual_seed(seed)
+        a, b = torch.randn(64, 64, generator=gen, dtype=torch.float64), torch.randn(64, 64, generator=gen,
+                                                                                 dtype=torch.float64)
+        ref = a @ b
+        got = (a.float().to(device) @ b.float().to(device)).cpu().double()
+        err = float((got - ref).abs().max() / ref.abs().max())
+        if not err <= 1e-4:
+            return {"outcome": "TEST_OUTCOME_FAILED",
+                    "reason": "wrong result: a float32 64x64 product is off by %.3g relative to float64 "
+                              "(at most 1e-4)" % err}
+        n = (8192 if standard else 4096) if hw == "TPU" else (1024 if standard else 512)
+        x, y = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+        t = {"detail": "%dx%d float32 products on %s (%s)" % (n, n, device, hw)}
+        return t if timed_reps(lambda: x @ y, 2.0 * n ** 3 * 1e-9, t) else timed_out(t)
+
+    def memory_bandwidth():
+        nbytes = (256 if standard else 64) << 20
+        src = torch.ones(nbytes // 4, device=device)
+        dst = torch.empty(nbytes // 4, device=device)
+        t = {"detail": "copy of %d MiB (read + write counted)" % (nbytes >> 20)}
+        return t if timed_reps(lambda: dst.copy_(src), 2.0 * nbytes * 1e-9, t) else timed_out(t)
+
+    def model_test(name, train):
+        torch.manual_seed(seed)
+        net, reconstruction = build_model(torch, name)
+        gen = torch.Generator().manual_seed(seed + 1)
+        xs = torch.rand(8, bs, 784, generator=gen).to(device)
+        ys = torch.randint(0, 10, (8, bs), generator=gen).to(device)
+        net.to(device)
+        step = [0]
+        if not train:
+            net.eval()
+            t = {"detail": "%s eval, batch %d, no autograd" % (name, bs)}
+
+            def forward():
+                with torch.no_grad():
+                    net(xs[step[0] % 8])
+                step[0] += 1
+
+            return t if timed_reps(forward, bs, t) else timed_out(t)
+        net.train()
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+
+        def one_step():
+            i = step[0] % 8
+            step[0] += 1
+            out = net(xs[i])
+            loss = (torch.nn.functional.mse_loss(out, xs[i]) if reconstruction
+                    else torch.nn.functional.cross_entropy(out, ys[i]))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        t = {"loss_bits": []}
+        for s in range(8):
+            loss = float(one_step().item())
+            if loss != loss or loss in (float("inf"), float("-inf")):
+                return {"outcome": "TEST_OUTCOME_FAILED", "reason": "wrong result: the loss is %g at step %d" % (loss, s)}
+            t["loss_bits"].append(float_bits(loss))
+            if expired():
+                return timed_out(t)
+        t["detail"] = ("%s, Adam 1e-3, batch %d; fingerprint: the loss of its first 8 steps from seed %d "
+                       "(the Python runner's data)" % (name, bs, seed))
+        return t if timed_reps(one_step, bs, t) else timed_out(t)
+
+    suite = {"matmul": matmul, "memory_bandwidth": memory_bandwidth,
+             "train_mlp": lambda: model_test("mlp", True), "infer_mlp": lambda: model_test("mlp", False),
+             "train_cnn": lambda: model_test("cnn", True), "infer_cnn": lambda: model_test("cnn", False)}
+    tests = []
+    for name in v.get("tests", []):
+        deadline[0] = time.monotonic() + box
+        start = time.monotonic()
+        if name not in suite:
+            t = {"outcome": "TEST_OUTCOME_SKIPPED", "reason": "the Python runner has no test \"%s\"" % name[:64]}
+        else:
+            try:
+                t = suite[name]()
+            except Exception as e:  # noqa: BLE001 (the test's own failure, reported as its outcome)
+                t = {"outcome": "TEST_OUTCOME_FAILED", "reason": ("error: %s: %s" % (type(e).__name__, e))[:1000]}
+        t.setdefault("outcome", "TEST_OUTCOME_MEASURED")
+        t.update(name=name, seconds=time.monotonic() - start, time_box_seconds=box)
+        tests.append(t)
+    emit({"result": {"validation": {"tests": tests}, "environment": {
+        "torch_version": torch.__version__, "threads": torch.get_num_threads(), "executor": "python",
+        "torch_device": "%s (%s)" % (device, hw)}}})
+
+
 def main():
     if "--probe" in sys.argv[1:]:
         probe()
@@ -402,7 +564,10 @@ def main():
     except ValueError as e:
         fail("stdin is not a RunnerTask in JSON: %s" % e)
     try:
-        run(task)
+        if task.get("assign", {}).get("spec", {}).get("validate", {}).get("level"):
+            validate(task)
+        else:
+            run(task)
     except SystemExit:
         raise
     except Exception as e:  # noqa: BLE001 (reported to the agent, which fails the task with it)

@@ -393,10 +393,10 @@ v1::ValidationTest RunOne(const std::string& name, const Context& c) {
 }
 
 // Why no LibTorch test can run on `device`, or "".
-std::string TorchUnreachable(const v1::Device& device) {
+std::string TorchUnreachable(const v1::Device& device, const ValidationConfig& config) {
   if (device.kind() == v1::DEVICE_KIND_TPU) {
-    return "TPUs run through the Python runner (PyTorch/XLA); the suite runs in the agent's LibTorch, which "
-           "cannot reach a TPU";
+    return absl::StrCat("a TPU's tests run in the Python runner (PyTorch/XLA), and this agent has none: ",
+                        config.runner_absent);
   }
   if (device.kind() == v1::DEVICE_KIND_GPU && CudaDeviceCount() == 0) {
     return absl::StrCat("the agent's LibTorch cannot reach ", device.id(), ": ", CudaUnavailableReason());
@@ -466,6 +466,37 @@ v1::ValidationTest Boxed(const std::string& name, Context c, const ValidationCon
   return out;
 }
 
+// One test of a TPU in the Python runner: a runner start of its own with
+// validate.tests naming it, killed past its box plus the runner's start-up
+// allowance (PythonExecutor). Its seconds include the start-up.
+v1::ValidationTest RunnerTest(const std::string& name, const v1::Assign& task, const v1::JobSpec& spec,
+                              const v1::Device& device, Executor& runner, TaskControl* control) {
+  v1::Assign one = task;
+  *one.mutable_spec() = spec;
+  one.mutable_spec()->mutable_validate()->clear_tests();
+  one.mutable_spec()->mutable_validate()->add_tests(name);
+  const int64_t t0 = SteadyNowNs();
+  absl::StatusOr<v1::TaskResult> r = runner.Run(one, device, control);
+  v1::ValidationTest out;
+  if (!r.ok()) {
+    out = Outcome(absl::IsDeadlineExceeded(r.status()) ? v1::TEST_OUTCOME_TIMED_OUT : v1::TEST_OUTCOME_FAILED,
+                  absl::StrCat("the Python runner: ", r.status().message()).substr(0, 1000));
+  } else {
+    out = Outcome(v1::TEST_OUTCOME_FAILED, "the Python runner reported no result for it");
+    for (const v1::ValidationTest& t : r->validation().tests()) {
+      if (t.name() == name) out = t;
+    }
+  }
+  const TestInfo info = InfoOf(name);
+  out.set_name(name);
+  out.set_unit(info.unit);
+  out.set_higher_is_better(info.higher_is_better);
+  out.set_seconds(static_cast<double>(SteadyNowNs() - t0) * 1e-9);
+  out.set_time_box_seconds(spec.validate().time_box_seconds());
+  if (out.outcome() == v1::TEST_OUTCOME_UNSPECIFIED) out.set_outcome(v1::TEST_OUTCOME_MEASURED);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::TaskResult> ValidationExecutor::Run(const v1::Assign& task, const v1::Device& device,
@@ -501,7 +532,9 @@ absl::StatusOr<v1::TaskResult> ValidationExecutor::Run(const v1::Assign& task, c
   c.qpu_memory_limit_bytes = config_.qpu_memory_limit_bytes;
   c.gang = task.gang();
   c.own_host = config_.rendezvous_host;
-  const std::string unreachable = TorchUnreachable(device);
+  // A TPU with a runner: its tests run there (the power sensors here).
+  const bool in_runner = device.kind() == v1::DEVICE_KIND_TPU && config_.runner != nullptr && !pair;
+  const std::string unreachable = in_runner ? "" : TorchUnreachable(device, config_);
   if (unreachable.empty() && device.kind() == v1::DEVICE_KIND_GPU) {
     c.torch_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::max(CudaIndex(device), 0)));
   }
@@ -519,6 +552,8 @@ absl::StatusOr<v1::TaskResult> ValidationExecutor::Run(const v1::Assign& task, c
       t.set_unit(info.unit);
       t.set_higher_is_better(info.higher_is_better);
       t.set_time_box_seconds(v.time_box_seconds());
+    } else if (in_runner && name != "power_sensor") {
+      t = RunnerTest(name, task, spec, device, *config_.runner, control);
     } else {
       t = Boxed(name, c, config_, control->cancel);
     }

@@ -6,7 +6,10 @@
 /// result FAILED; one still running at its box TIMED_OUT (its thread is
 /// abandoned, flagged to stop, and the device's other tests still run). A
 /// task that is a rank of an all-reduce pair (task.gang) runs that one test
-/// (agent/validation/allreduce.h).
+/// (agent/validation/allreduce.h). A TPU's tests, which the agent's
+/// LibTorch cannot reach, run in the Python runner (PyTorch/XLA), each in a
+/// runner of its own killed past its box (RunnerConfig's start-up allowance
+/// added); its power sensors are read here as for any device.
 /// The agent measures; the coordinator judges (server/validation/judge).
 
 #include <functional>
@@ -27,6 +30,11 @@ struct ValidationConfig {
   PowerSampler* sampler = nullptr;  // the agent's power sampler; null: no sensors
   int64_t qpu_memory_limit_bytes = int64_t{8} << 30;
   std::string rendezvous_host = "127.0.0.1";  // this agent's end of an all-reduce pair's connections
+  /// The Python runner (agent/executors/python_executor.h): a TPU's tests
+  /// run there, one runner start per test; null: they are SKIPPED, with
+  /// `runner_absent` (the probe's error) as the reason.
+  std::shared_ptr<Executor> runner;
+  std::string runner_absent = "no Python runner is configured (--python-runner)";
   /// Tests only: runs at the start of each test on its thread (a hang, a slowdown).
   std::function<void(const std::string& test)> before_test;
 };

@@ -329,8 +329,12 @@ void JudgeFingerprints(std::vector<Device>& devices, const v1::ValidateSpec& v, 
           }
         }
       }
-      plurality[sku] = *winner;
-      plurality_size[sku] = best;
+      // A TPU's fingerprint comes from the Python runner's data generator, not LibTorch's: compared
+      // within its SKU only, never across SKUs.
+      if (!absl::StartsWith(sku, "tpu|")) {
+        plurality[sku] = *winner;
+        plurality_size[sku] = best;
+      }
       for (const auto& [print, members] : by_print) {
         if (&print == winner) continue;
         const Difference diff = Compare(print, *winner);

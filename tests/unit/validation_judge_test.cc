@@ -308,6 +308,18 @@ TEST(JudgeTest, AcrossSkusTheOneThatDisagreesWithTheOthersFails) {
   EXPECT_THAT(two.notes(0), HasSubstr("no verdict on which is wrong"));
 }
 
+TEST(JudgeTest, ATpuSkusFingerprintIsComparedWithinItsSkuOnly) {
+  // The Python runner draws its own data: a TPU SKU's loss is not LibTorch's, and is not held against the others.
+  v1::Job job = ThreeSkus(0.05f, /*skus=*/4);
+  for (v1::Task& t : *job.mutable_tasks()) {
+    v1::ValidationRun* run = t.mutable_result()->mutable_validation();
+    if (run->sku() == "kind3|x") run->set_sku("tpu|v5e|-|1|all|0.0.0");
+  }
+  const v1::ValidationReport r = JudgeValidation(job);
+  for (const v1::DeviceVerdict& d : r.devices()) EXPECT_EQ(d.verdict(), v1::VERDICT_PASS) << d.sku() << ": " << d.reason();
+  EXPECT_TRUE(r.notes().empty()) << r.notes(0);
+}
+
 TEST(JudgeTest, OutcomesTheAgentReportedBecomeVerdicts) {
   v1::Job job;
   job.set_id("job-000004");

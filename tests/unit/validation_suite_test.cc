@@ -159,7 +159,7 @@ TEST(ValidationSuiteTest, NoSamplerOrOnlyAModeledSensorIsSkippedWithTheReason) {
   EXPECT_THAT(TestOf(r, "power_sensor").reason(), HasSubstr("no power sensors"));
 }
 
-TEST(ValidationSuiteTest, ATpuIsSkippedAndTheSimulatorIsChecked) {
+TEST(ValidationSuiteTest, ATpuWithoutAPythonRunnerIsSkippedAndTheSimulatorIsChecked) {
   ValidationExecutor e(ValidationConfig{});
   v1::Device tpu;
   tpu.set_id("tpu0");
