@@ -11,6 +11,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/devices/calibration.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/node/blas_settle.h"
@@ -192,6 +193,9 @@ int main(int argc, char** argv) {
   CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};
   AddFlags(app, f);
   CLI11_PARSE(app, argc, argv);
+  // Debian's Abseil keeps its debug default, a lock-order graph updated on
+  // every mutex acquisition; the test binaries keep it on (server/main.cc).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::Status s = Complete(f, argv[0]); !s.ok()) {
     std::cerr << "hetbench-agent: " << s.message() << "\n";
     return 2;

@@ -8,11 +8,25 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "server/server.h"
+
+namespace {
+
+// --revalidate-every DURATION: "30m", "6h", "1h30m"; 0 = never.
+void SetRevalidateEvery(const std::string& text, hetbench::server::ServerConfig* config) {
+  absl::Duration every;
+  if (!absl::ParseDuration(text, &every) || every < absl::ZeroDuration() || every > absl::Hours(24 * 90)) {
+    throw CLI::ValidationError("--revalidate-every", "give a duration from 0 to 2160h, e.g. 30m, 6h or 1h30m (0 = never)");
+  }
+  config->coordinator.revalidate_every_seconds = absl::ToDoubleSeconds(every);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   hetbench::server::ServerConfig config;
@@ -21,6 +35,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hetbench::HetbenchVersion());
   app.add_option("--listen", config.listen_address, "gRPC address (host:port; port 0 picks one)")
       ->capture_default_str();
+  bool deadlock_detection = false;
+  app.add_flag("--mutex-deadlock-detection", deadlock_detection,
+               "Abseil's lock-order cycle detection on every mutex (a debugging aid; off: docs/benchmarks.md)");
   app.add_option("--metrics-listen", config.metrics_address, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
   app.add_option("--db", config.db_path,
@@ -48,15 +65,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1.0, 1e6));
   double retention_hours = 0;
   app.add_option_function<std::string>(
-         "--revalidate-every",
-         [&config](const std::string& text) {
-           absl::Duration every;
-           if (!absl::ParseDuration(text, &every) || every < absl::ZeroDuration() || every > absl::Hours(24 * 90)) {
-             throw CLI::ValidationError("--revalidate-every",
-                                        "give a duration from 0 to 2160h, e.g. 30m, 6h or 1h30m (0 = never)");
-           }
-           config.coordinator.revalidate_every_seconds = absl::ToDoubleSeconds(every);
-         },
+         "--revalidate-every", [&config](const std::string& text) { SetRevalidateEvery(text, &config); },
          "a quick validation of the idle devices this often, e.g. 30m, 6h (default never; docs/validation.md)")
       ->type_name("DURATION");
   app.add_option("--raw-retention-hours", retention_hours,
@@ -90,6 +99,11 @@ int main(int argc, char** argv) {
                  "API); without it any caller may use both")
       ->envname("HETBENCH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
+  // Debian's Abseil keeps its debug default, a lock-order graph updated on
+  // every mutex acquisition (gRPC's included): 15% of the coordinator's CPU
+  // with 5,000 idle agents. The test binaries keep it on.
+  absl::SetMutexDeadlockDetectionMode(deadlock_detection ? absl::OnDeadlockCycle::kReport
+                                                         : absl::OnDeadlockCycle::kIgnore);
   config.coordinator.raw_retention_seconds = retention_hours * 3600.0;
   if (debug) hetbench::SetMinLogLevel(hetbench::LogLevel::kDebug);
 

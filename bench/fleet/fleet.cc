@@ -480,7 +480,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--degrade", opt.degrade,
                  "validate: shares of devices with a known fault, e.g. slow5=0.02,slow10=0.02,wrong=0.01,hang=0.01 "
-                 "(slow5, slow10, slow30, powercap, noisy, wrong, hang)");
+                 "(slow5, slow10, slow30, powercap, noisy, wrong, hang, slowlink)");
   app.add_option("--level", opt.level, "validate: quick or standard")->capture_default_str();
   app.add_option("--agents-per-connection", opt.agents_per_connection,
                  "a shortcut: simulated agents sharing one connection (real agents: 1 each)")

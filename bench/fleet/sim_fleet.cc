@@ -85,8 +85,10 @@ void SimAgent::Start(v1::AgentGateway::Stub* stub) {
 }
 
 void SimAgent::Heartbeat() {
+  // As the real agent's (agent/agent.cc): its steady clock too, which the coordinator echoes for the clock offset.
   v1::AgentMessage hb;
   hb.mutable_heartbeat()->set_unix_seconds(static_cast<double>(std::time(nullptr)));
+  hb.mutable_heartbeat()->set_agent_ns(SteadyNowNs());
   Send(std::move(hb));
 }
 

@@ -312,21 +312,26 @@ void Metrics::SetSensorsUp(const std::string& agent,
   }
 }
 
+Metrics::AgentGauges& Metrics::GaugesOf(const std::string& agent) {
+  auto it = agent_gauges_.find(agent);
+  if (it != agent_gauges_.end()) return it->second;
+  // The first message of an agent: its series, made once (each heartbeat then sets two gauges).
+  AgentGauges g{&agent_up_->Add({{"agent", agent}}), &agent_last_seen_->Add({{"agent", agent}})};
+  Track(agent, agent_up_, g.up);
+  Track(agent, agent_last_seen_, g.last_seen);
+  return agent_gauges_.emplace(agent, g).first->second;
+}
+
 void Metrics::AgentSeen(const std::string& agent, double unix_seconds) {
-  auto& up = agent_up_->Add({{"agent", agent}});
-  up.Set(1);
-  auto& seen = agent_last_seen_->Add({{"agent", agent}});
-  seen.Set(unix_seconds);
   absl::MutexLock l(&mu_);
-  Track(agent, agent_up_, &up);
-  Track(agent, agent_last_seen_, &seen);
+  AgentGauges& g = GaugesOf(agent);
+  g.up->Set(1);
+  g.last_seen->Set(unix_seconds);
 }
 
 void Metrics::AgentDown(const std::string& agent) {
-  auto& up = agent_up_->Add({{"agent", agent}});
-  up.Set(0);
   absl::MutexLock l(&mu_);
-  Track(agent, agent_up_, &up);
+  GaugesOf(agent).up->Set(0);
 }
 
 void Metrics::SetTasksByState(const std::map<v1::TaskState, int64_t>& counts) {
@@ -425,6 +430,7 @@ void Metrics::ForgetAgent(const std::string& agent) {
   if (it == agent_series_.end()) return;
   for (auto& [metric, remove] : it->second) remove();
   agent_series_.erase(it);
+  agent_gauges_.erase(agent);
 }
 
 size_t Metrics::agent_series() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "hetbench/v1/common.pb.h"
 
@@ -146,6 +147,13 @@ class Metrics {
   absl::Mutex mu_;
   // For ForgetAgent: each agent's series, keyed by the metric's address.
   std::map<std::string, std::map<const void*, std::function<void()>>> agent_series_ ABSL_GUARDED_BY(mu_);
+  // Each connected agent's up and last-seen gauges, so a heartbeat finds them without building label sets.
+  struct AgentGauges {
+    prometheus::Gauge* up;
+    prometheus::Gauge* last_seen;
+  };
+  AgentGauges& GaugesOf(const std::string& agent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::flat_hash_map<std::string, AgentGauges> agent_gauges_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hetbench::server

@@ -99,6 +99,7 @@ void AgentMessages::Handle(uint64_t session_id, const std::shared_ptr<AgentSink>
         echo.mutable_heartbeat()->set_agent_ns(m.heartbeat().agent_ns());
         echo.mutable_heartbeat()->set_coordinator_ns(p_.clock->MonotonicNowNs());
         sink->Send(std::move(echo));
+        session.last_echo_ns = session.last_seen_ns;
       }
       break;
     case v1::AgentMessage::kProgress:

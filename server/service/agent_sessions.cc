@@ -172,8 +172,9 @@ void AgentSessions::Resume(Session& session, const v1::Hello& hello) {
 }
 
 void AgentSessions::Tick() {
-  // Timers run at most once per 50 ms however many batches the loop runs:
-  // each pass is O(sessions).
+  // Timers run at most once per 250 ms however many batches the loop runs:
+  // each pass is O(sessions) (at 5,000 agents, a 50 ms period cost 1.4% of
+  // the coordinator's CPU); leases are seconds.
   const int64_t now = p_.clock->MonotonicNowNs();
   const int64_t real_now = SteadyNowNs();
   const auto heartbeat_ns = static_cast<int64_t>(options_.heartbeat_seconds * 1e9);
@@ -181,9 +182,9 @@ void AgentSessions::Tick() {
     last_heartbeat_ns_ = now;
     v1::CoordinatorMessage hb;
     hb.mutable_heartbeat()->set_unix_seconds(p_.clock->SystemNowSeconds());
-    p_.sessions->SendAll(hb);
+    p_.sessions->SendToQuiet(hb, now, heartbeat_ns);
   }
-  if (real_now - last_tick_real_ns_ < 50'000'000 && now - last_tick_ns_ < 50'000'000) return;
+  if (real_now - last_tick_real_ns_ < 250'000'000 && now - last_tick_ns_ < 250'000'000) return;
   last_tick_ns_ = now;
   last_tick_real_ns_ = real_now;
   const auto lease_ns = static_cast<int64_t>(options_.lease_seconds * 1e9);

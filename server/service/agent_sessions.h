@@ -66,7 +66,7 @@ class AgentSessions {
   /// until the lease runs out (detached), so a reconnecting agent resumes them.
   void Drop(uint64_t session_id, const std::string& reason);
   /// Heartbeats, silent streams dropped, detached agents past their deadline
-  /// losing their attempts. At most every 50 ms however often it is called.
+  /// losing their attempts. At most every 250 ms however often it is called.
   void Tick();
   /// Connected agents, then detached ones with their resume deadline.
   std::vector<v1::AgentInfo> List() const;

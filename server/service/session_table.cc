@@ -73,8 +73,10 @@ std::vector<uint64_t> SessionTable::Silent(int64_t now_ns, int64_t lease_ns) con
   return silent;
 }
 
-void SessionTable::SendAll(const v1::CoordinatorMessage& msg) {
-  for (auto& [id, session] : sessions_) session.sink->Send(msg);
+void SessionTable::SendToQuiet(const v1::CoordinatorMessage& msg, int64_t now_ns, int64_t quiet_ns) {
+  for (auto& [id, session] : sessions_) {
+    if (session.last_echo_ns < 0 || now_ns - session.last_echo_ns >= quiet_ns) session.sink->Send(msg);
+  }
 }
 
 void SessionTable::CloseAll(const grpc::Status& status) {

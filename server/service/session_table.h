@@ -31,6 +31,7 @@ struct Session {
   double connected_unix = 0;
   double last_seen_unix = 0;
   int64_t last_seen_metric_ns = 0;  // when the last-seen gauge last moved
+  int64_t last_echo_ns = -1;        // monotonic, when its last heartbeat was echoed; -1: never
 };
 
 /// An agent whose stream ended while it held tasks: they stay its own until
@@ -76,8 +77,11 @@ class SessionTable {
   bool Known(const std::string& agent_id) const { return by_agent_.count(agent_id) || detached_.count(agent_id); }
   bool Connected(const std::string& agent_id) const { return by_agent_.count(agent_id) > 0; }
 
-  /// Sends `msg` on every open session (heartbeats).
-  void SendAll(const v1::CoordinatorMessage& msg);
+  /// Sends `msg` (the coordinator's periodic heartbeat) on every open
+  /// session whose agent had no heartbeat echoed within `quiet_ns` before
+  /// `now_ns`: an echo already proves the coordinator alive, so an agent
+  /// that beats gets one message a period, not two.
+  void SendToQuiet(const v1::CoordinatorMessage& msg, int64_t now_ns, int64_t quiet_ns);
   /// Closes every open session's stream with `status` (shutdown).
   void CloseAll(const grpc::Status& status);
 

@@ -75,18 +75,22 @@ TEST(SessionTableTest, DetachedAgentsAreKnownUntilTheyComeBackOrTheirDeadlinePas
   EXPECT_TRUE(table.detached().empty());
 }
 
-TEST(SessionTableTest, SilentStreamsAndMessagesToAll) {
+TEST(SessionTableTest, SilentStreamsAndHeartbeatsToAgentsWithoutARecentEcho) {
   SessionTable table;
-  auto quiet = std::make_shared<FakeAgentSink>(), talking = std::make_shared<FakeAgentSink>();
+  auto quiet = std::make_shared<FakeAgentSink>(), talking = std::make_shared<FakeAgentSink>(),
+       echoed_long_ago = std::make_shared<FakeAgentSink>();
   bool opened = false;
   table.Open(1, quiet, 0, &opened).last_seen_ns = 1'000;
-  table.Open(2, talking, 0, &opened).last_seen_ns = 9'000;
-  EXPECT_THAT(table.Silent(/*now_ns=*/10'000, /*lease_ns=*/5'000), ::testing::ElementsAre(1u));
+  Session& t = table.Open(2, talking, 0, &opened);
+  t.last_seen_ns = t.last_echo_ns = 9'000;
+  table.Open(3, echoed_long_ago, 0, &opened).last_echo_ns = 8'000;
+  EXPECT_THAT(table.Silent(/*now_ns=*/10'000, /*lease_ns=*/5'000), ::testing::ElementsAre(1u, 3u));
   v1::CoordinatorMessage hb;
   hb.mutable_heartbeat()->set_unix_seconds(1);
-  table.SendAll(hb);
-  EXPECT_EQ(quiet->messages().size(), 1u);
-  EXPECT_EQ(talking->messages().size(), 1u);
+  table.SendToQuiet(hb, /*now_ns=*/10'000, /*quiet_ns=*/2'000);
+  EXPECT_EQ(quiet->messages().size(), 1u) << "never echoed: it gets the heartbeat";
+  EXPECT_EQ(talking->messages().size(), 0u) << "echoed 1 us ago: the echo proved the coordinator alive";
+  EXPECT_EQ(echoed_long_ago->messages().size(), 1u) << "echoed 2 us ago, the whole period: it gets one";
   table.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bye"));
   EXPECT_TRUE(quiet->closed() && talking->closed());
 }
