@@ -37,6 +37,28 @@ void JobTable::Reset(std::vector<v1::Job> jobs, const StateCounts& counts, int64
   counts_changed_ = true;
 }
 
+v1::Task* JobTable::AddTask(v1::Job& job, const std::string& model, int batch_size, const v1::TargetSelector& target,
+                            double now_unix) {
+  v1::Task* task = job.add_tasks();
+  const int index = job.tasks_size() - 1;
+  task->set_id(absl::StrCat(job.id(), "-t", index));
+  task->set_job_id(job.id());
+  task->set_index(index);
+  task->set_model(model);
+  task->set_batch_size(batch_size);
+  *task->mutable_target() = target;
+  task->set_state(v1::TASK_STATE_QUEUED);
+  task->set_queued_unix_seconds(now_unix);
+  task_index_[task->id()] = job.id();
+  return task;
+}
+
+void JobTable::SetGang(v1::Task* task, const std::string& gang_id, int rank, int world) {
+  task->mutable_gang()->set_id(gang_id);
+  task->mutable_gang()->set_rank(rank);
+  task->mutable_gang()->set_world_size(world);
+}
+
 LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, double now_unix) {
   const int64_t number = next_number_++;
   LiveJob& live = jobs_[number];
@@ -50,7 +72,7 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
   if (split.across_agents()) world_sizes = {split.stages_size()};
   const bool gangs = !world_sizes.empty();
   if (!gangs) world_sizes.push_back(1);
-  int index = 0, gang_count = 0;
+  int gang_count = 0;
   // One task per model x target x batch size x rate (serving.qps_sweep; one rate otherwise) x rank.
   struct Combination {
     const std::string* model;
@@ -72,23 +94,11 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
       const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count);
       if (gangs) ++gang_count;
       for (int rank = 0; rank < world; ++rank) {
-        v1::Task* task = job.add_tasks();
-        task->set_id(absl::StrCat(job.id(), "-t", index));
-        task->set_job_id(job.id());
-        task->set_index(index);
-        task->set_model(*c.model);
-        task->set_batch_size(c.batch_size);
+        v1::Task* task = AddTask(job, *c.model, c.batch_size,
+                                 split.across_agents() ? SplitStageTarget(split.stages(rank), *c.target) : *c.target,
+                                 now_unix);
         if (c.rate > 0) task->set_target_qps(c.rate);
-        *task->mutable_target() = split.across_agents() ? SplitStageTarget(split.stages(rank), *c.target) : *c.target;
-        task->set_state(v1::TASK_STATE_QUEUED);
-        task->set_queued_unix_seconds(now_unix);
-        if (gangs) {
-          task->mutable_gang()->set_id(gang_id);
-          task->mutable_gang()->set_rank(rank);
-          task->mutable_gang()->set_world_size(world);
-        }
-        task_index_[task->id()] = job.id();
-        ++index;
+        if (gangs) SetGang(task, gang_id, rank, world);
       }
     }
   }
@@ -108,20 +118,8 @@ void JobTable::AddPairGangs(LiveJob& live, const std::vector<std::pair<size_t, s
     if (a >= static_cast<size_t>(spec.targets_size()) || b >= static_cast<size_t>(spec.targets_size())) continue;
     const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count++);
     for (int rank = 0; rank < 2; ++rank) {
-      v1::Task* task = job.add_tasks();
-      const int index = job.tasks_size() - 1;
-      task->set_id(absl::StrCat(job.id(), "-t", index));
-      task->set_job_id(job.id());
-      task->set_index(index);
-      task->set_model(model);
-      task->set_batch_size(batch_size);
-      *task->mutable_target() = spec.targets(static_cast<int>(rank == 0 ? a : b));
-      task->set_state(v1::TASK_STATE_QUEUED);
-      task->set_queued_unix_seconds(now_unix);
-      task->mutable_gang()->set_id(gang_id);
-      task->mutable_gang()->set_rank(rank);
-      task->mutable_gang()->set_world_size(2);
-      task_index_[task->id()] = job.id();
+      v1::Task* task = AddTask(job, model, batch_size, spec.targets(static_cast<int>(rank == 0 ? a : b)), now_unix);
+      SetGang(task, gang_id, rank, 2);
     }
   }
   counts_changed_ = true;

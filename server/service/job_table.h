@@ -94,6 +94,11 @@ class JobTable {
   size_t size() const { return jobs_.size(); }
 
  private:
+  /// A queued task appended to `job` (its id "<job>-t<index>"), indexed.
+  v1::Task* AddTask(v1::Job& job, const std::string& model, int batch_size, const v1::TargetSelector& target,
+                    double now_unix);
+  static void SetGang(v1::Task* task, const std::string& gang_id, int rank, int world);
+
   std::map<int64_t, LiveJob> jobs_;                // by number
   std::map<std::string, std::string> task_index_;  // task id -> job id
   std::map<std::string, std::string> requests_;    // request id -> job id
