@@ -32,6 +32,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -467,17 +468,41 @@ std::string History(const Options& opt, const std::string& server_binary, const 
       Percentile(cli_ms, 0.5), Percentile(cli_ms, 1.0), cli_exit, Percentile(rpc_ms, 0.5), Percentile(rpc_ms, 1.0));
 }
 
+// idle --bare-floor: the same agents and window against the bare gateway
+// (bench_fleet --serve-bare, spawned as the server is), and the ratio.
+std::string BareFloor(const Options& opt, const Profiles& profiles, const std::string& server_result) {
+  Options bare_opt = opt;
+  bare_opt.server_args = {"--serve-bare"};
+  Run bare(bare_opt, profiles, Spawn("/proc/self/exe", bare_opt), /*keep=*/false);
+  bare.Connect();
+  const std::string r = bare.Idle();
+  auto field = [](const std::string& line, const std::string& key) {
+    const size_t at = line.find(key + "=");
+    return at == std::string::npos ? 0.0 : std::atof(line.c_str() + at + key.size() + 1);
+  };
+  const double floor = field(r, "server_cpu_fraction"), server = field(server_result, "server_cpu_fraction");
+  return absl::StrFormat("bare_cpu_fraction=%.3f bare_rss_mb=%.0f ratio_to_bare=%.2f", floor,
+                         field(r, "server_rss_mb"), floor > 0 ? server / floor : 0.0);
+}
+
 }  // namespace
 }  // namespace hetbench::fleet
 
 int main(int argc, char** argv) {
   using namespace hetbench::fleet;  // NOLINT: a bench's main
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--serve-bare") return ServeBare(argc, argv);  // spawned by idle --bare-floor
+  }
   Options opt;
   std::string server_binary = HETBENCH_SERVER_BINARY, cli_binary = HETBENCH_CLI_BINARY;
   bool keep = false;
   CLI::App app{"bench_fleet: simulated agents against the real hetbench-server"};
   app.add_option("--mode", opt.mode, "idle, dispatch, bigjob, ingest, chaos, history or validate")
       ->capture_default_str();
+  bool bare_floor = false;
+  app.add_flag("--bare-floor", bare_floor,
+               "idle: then the same agents against a bare gRPC gateway in a process of its own (welcomes, echoes "
+               "heartbeats, nothing else): the floor gRPC puts under the coordinator");
   app.add_option("--degrade", opt.degrade,
                  "validate: shares of devices with a known fault, e.g. slow5=0.02,slow10=0.02,wrong=0.01,hang=0.01 "
                  "(slow5, slow10, slow30, powercap, noisy, wrong, hang, slowlink)");
@@ -554,6 +579,7 @@ int main(int argc, char** argv) {
     run.Connect();
     if (opt.mode == "idle") {
       result = run.Idle();
+      if (bare_floor) result = absl::StrCat(result, " ", BareFloor(opt, profiles, result));
     } else if (opt.mode == "bigjob") {
       result = run.BigJob();
     } else if (opt.mode == "ingest") {

@@ -8,6 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -18,6 +22,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/names.h"
 
 namespace hetbench::fleet {
@@ -215,8 +221,10 @@ double QuantileBetween(const Buckets& before, const Buckets& after, double q) {
 
 namespace {
 
-/// What ingest costs with nothing behind it: a callback AgentGateway that
-/// welcomes, acks every batch at once and stores nothing.
+/// What ingest and idle cost with nothing behind them: a callback
+/// AgentGateway that welcomes, acks every batch at once, echoes each
+/// heartbeat that carries the agent's clock (as the coordinator must, for
+/// the agent's clock offset), and stores nothing.
 class BareSink final : public v1::AgentGateway::CallbackService {
   class Stream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
    public:
@@ -236,6 +244,10 @@ class BareSink final : public v1::AgentGateway::CallbackService {
       } else if (in_.has_done()) {
         out.mutable_ack()->set_task_id(in_.done().task_id());
         out.mutable_ack()->set_done(true);
+      } else if (in_.has_heartbeat() && in_.heartbeat().agent_ns() != 0) {
+        out.mutable_heartbeat()->set_unix_seconds(in_.heartbeat().unix_seconds());
+        out.mutable_heartbeat()->set_agent_ns(in_.heartbeat().agent_ns());
+        out.mutable_heartbeat()->set_coordinator_ns(SteadyNowNs());
       } else {
         StartRead(&in_);
         return;
@@ -291,6 +303,40 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles) {
   }
   server->Shutdown();
   return rate;
+}
+
+namespace {
+std::atomic<bool> bare_stop{false};
+void StopBare(int) { bare_stop = true; }
+}  // namespace
+
+int ServeBare(int argc, char** argv) {
+  std::string listen = "127.0.0.1:0", port_file;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--listen") listen = argv[i + 1];
+    if (std::string(argv[i]) == "--port-file") port_file = argv[i + 1];
+  }
+  signal(SIGTERM, StopBare);
+  // As hetbench-server runs: without Abseil's per-lock deadlock graph (server/main.cc).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  BareSink sink;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&sink);
+  b.SetMaxReceiveMessageSize(64 << 20);
+  auto server = b.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "bench_fleet --serve-bare: cannot listen on " << listen << "\n";
+    return 1;
+  }
+  if (!port_file.empty()) {  // as hetbench-server writes it, for Spawn
+    std::ofstream(port_file + ".tmp") << "grpc=" << port << " metrics=0\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  while (!bare_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
 }
 
 }  // namespace hetbench::fleet

@@ -60,4 +60,10 @@ double QuantileBetween(const Buckets& before, const Buckets& after, double q);
 /// process that acks every batch at once and stores nothing.
 double MeasureBareSink(const Options& opt, const Profiles& profiles);
 
+/// `bench_fleet --serve-bare --listen ADDR --port-file F`: the same bare
+/// gateway as a process of its own, spawned in place of hetbench-server
+/// (idle --bare-floor), so its CPU is measured apart from the simulated
+/// agents'. Runs until SIGTERM.
+int ServeBare(int argc, char** argv);
+
 }  // namespace hetbench::fleet
