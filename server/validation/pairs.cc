@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
-#include "common/stats.h"
 #include "common/validate_spec.h"
+#include "server/validation/robust.h"
 
 namespace hetbench::server {
 
@@ -54,10 +54,7 @@ int Severity(v1::TestOutcome o) {
   }
 }
 
-double MedianOf(const v1::ValidationTest& t) {
-  std::vector<double> values(t.values().begin(), t.values().end());
-  return MedianInPlace(values);
-}
+double MedianOf(const v1::ValidationTest& t) { return Median({t.values().begin(), t.values().end()}); }
 
 bool Measured(const v1::ValidationTest& t) { return t.outcome() == v1::TEST_OUTCOME_MEASURED && t.values_size() > 0; }
 
