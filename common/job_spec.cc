@@ -271,7 +271,7 @@ void CheckModels(const v1::JobSpec& spec, Problems& bad) {
   if (spec.models_size() == 0) bad("models: empty: give at least one, e.g. [mlp]");
   for (int i = 0; i < spec.models_size(); ++i) {
     const std::string& m = spec.models(i);
-    if (!Contains(KnownModels(), m) && !IsServingCalibrationModel(m) && m != kValidateModel) {
+    if (!Contains(KnownModels(), m) && !IsServingOnlyModel(m) && m != kValidateModel) {
       bad(from_model ? "model" : absl::StrCat("models[", i, "]"), " = \"", m,
           "\": unknown model; use one of: ", absl::StrJoin(KnownModels(), ", "));
     }

@@ -41,6 +41,10 @@ std::string PhaseName(v1::Phase phase) {
       return "idle";
     case v1::PHASE_VALIDATE:
       return "validate";
+    case v1::PHASE_TTFT:
+      return "ttft";
+    case v1::PHASE_TPOT:
+      return "tpot";
     default:
       return "unspecified";
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,9 +13,11 @@ namespace hetbench {
 
 namespace {
 
-constexpr const char* kScenarios = "server, single_stream, offline or peak";
+constexpr const char* kScenarios = "server, single_stream, multi_stream, offline or peak";
 
-bool IsScenario(const std::string& s) { return s == "server" || s == "single_stream" || s == "offline" || s == "peak"; }
+bool IsScenario(const std::string& s) {
+  return s == "server" || s == "single_stream" || s == "multi_stream" || s == "offline" || s == "peak";
+}
 
 // The scenarios whose issuer follows a schedule without waiting for answers.
 bool IsOpenLoop(const std::string& s) { return s == "server" || s == "peak"; }
@@ -38,13 +41,38 @@ bool IsServingCalibrationModel(const std::string& model) {
   return std::find(m.begin(), m.end(), model) != m.end();
 }
 
+bool IsGenerative(const v1::JobSpec& spec) {
+  return IsServing(spec) && std::find(spec.models().begin(), spec.models().end(), kDecoderModel) != spec.models().end();
+}
+
+bool IsServingOnlyModel(const std::string& model) { return IsServingCalibrationModel(model) || model == kDecoderModel; }
+
 void FillServingDefaults(v1::JobSpec* spec) {
   if (!IsServing(*spec)) return;
   v1::ServingSpec* s = spec->mutable_serving();
-  if (!s->has_percentile()) s->set_percentile(IsOpenLoop(s->scenario()) ? 99.0 : 90.0);
+  const bool generative = IsGenerative(*spec);
+  // multi_stream reports p99, as LoadGen's MultiStream; a generative run p90
+  // (64 requests reach an early-stopping estimate: seconds, not minutes, here).
+  if (!s->has_percentile()) {
+    s->set_percentile(!generative && (IsOpenLoop(s->scenario()) || s->scenario() == "multi_stream") ? 99.0 : 90.0);
+  }
   if (!s->has_min_duration_seconds()) s->set_min_duration_seconds(2.0);
-  if (!s->has_min_queries()) s->set_min_queries(1024);
-  if (!s->has_max_queue_delay_ms()) s->set_max_queue_delay_ms(1.0);
+  if (!s->has_min_queries()) s->set_min_queries(generative ? 64 : 1024);
+  if (s->scenario() == "multi_stream" && !s->has_samples_per_query()) s->set_samples_per_query(8);
+  if (generative) {
+    v1::DecoderSpec* d = s->mutable_decoder();  // GPT-2 small
+    if (!d->has_layers()) d->set_layers(12);
+    if (!d->has_width()) d->set_width(768);
+    if (!d->has_heads()) d->set_heads(12);
+    if (!d->has_vocabulary()) d->set_vocabulary(50257);
+    if (!d->has_context()) d->set_context(1024);
+    if (!d->has_prompt_tokens_min()) d->set_prompt_tokens_min(std::min(32, d->prompt_tokens_max() > 0 ? d->prompt_tokens_max() : 32));
+    if (!d->has_prompt_tokens_max()) d->set_prompt_tokens_max(std::max(128, d->prompt_tokens_min()));
+    if (!d->has_output_tokens_min()) d->set_output_tokens_min(std::min(16, d->output_tokens_max() > 0 ? d->output_tokens_max() : 16));
+    if (!d->has_output_tokens_max()) d->set_output_tokens_max(std::max(64, d->output_tokens_min()));
+    if (!s->has_warmup_batches()) s->set_warmup_batches(2);
+  }
+  if (!s->has_max_queue_delay_ms() && !generative) s->set_max_queue_delay_ms(1.0);
   if (!s->has_instances()) s->set_instances(1);
   if (!s->has_max_issue_delay_share()) s->set_max_issue_delay_share(0.1);
   if (!s->has_warmup_batches()) s->set_warmup_batches(8);
@@ -56,7 +84,7 @@ void FillServingDefaults(v1::JobSpec* spec) {
 
 // The rates and the bound: target_qps or qps_sweep, a peak search's settings,
 // and what a closed-loop or offline scenario must leave out.
-void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* problems) {
+void CheckRatesAndBound(const v1::ServingSpec& s, bool generative, std::vector<std::string>* problems) {
   auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
   const std::string& scenario = s.scenario();
   if (s.qps_sweep_size() > 0 && scenario != "server") {
@@ -97,10 +125,13 @@ void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* prob
           static_cast<int64_t>(ServingLimits::kMaxQps), "] for scenario ", scenario,
           scenario == "peak" ? " (the search's first rate), e.g. 100" : ", e.g. 100 (or give serving.qps_sweep)");
     }
-    if (!(s.latency_bound_ms() > 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
+    // A generative run may be bounded by its SLOs alone (TTFT, TPOT).
+    const bool slo_bound = generative && s.latency_bound_ms() == 0 && (s.ttft_ms() > 0 || s.tpot_ms() > 0);
+    if (!slo_bound && !(s.latency_bound_ms() > 0 && s.latency_bound_ms() <= ServingLimits::kMaxBoundMs)) {
       bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in (0, ",
           static_cast<int64_t>(ServingLimits::kMaxBoundMs), "] for scenario ", scenario,
-          ": the bound the reported percentile must meet, e.g. 50");
+          generative ? ": the bound on each request's end-to-end latency (or give serving.ttft_ms or tpot_ms), e.g. 5000"
+                     : ": the bound the reported percentile must meet, e.g. 50");
     }
   } else {
     if (s.target_qps() != 0) {
@@ -119,16 +150,94 @@ void CheckRatesAndBound(const v1::ServingSpec& s, std::vector<std::string>* prob
   }
 }
 
+void CheckMultiStream(const v1::ServingSpec& s, std::vector<std::string>* problems) {
+  if (s.scenario() == "multi_stream") {
+    if (s.samples_per_query() < 1 || s.samples_per_query() > ServingLimits::kMaxSamplesPerQuery) {
+      problems->push_back(absl::StrCat("serving.samples_per_query = ", s.samples_per_query(), ": must be in [1, ",
+                                       ServingLimits::kMaxSamplesPerQuery, "], e.g. 8 (LoadGen's MultiStream)"));
+    }
+  } else if (s.has_samples_per_query()) {
+    problems->push_back("serving.samples_per_query: only for scenario multi_stream; remove it");
+  }
+}
+
+// The generative model "decoder": alone in the job, a scenario it runs, its
+// shapes and its requests' lengths; the SLOs only with it.
+void CheckGenerative(const v1::JobSpec& spec, std::vector<std::string>* problems) {
+  auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
+  const v1::ServingSpec& s = spec.serving();
+  const bool generative = IsGenerative(spec);
+  for (const char* slo : {"ttft_ms", "tpot_ms"}) {
+    const double v = std::string(slo) == "ttft_ms" ? s.ttft_ms() : s.tpot_ms();
+    if (!(v >= 0 && v <= ServingLimits::kMaxBoundMs)) {
+      bad("serving.", slo, " = ", Shown(v), ": must be in [0, ", static_cast<int64_t>(ServingLimits::kMaxBoundMs),
+          "] (0 = no SLO)");
+    } else if (v > 0 && !generative) {
+      bad("serving.", slo, " = ", Shown(v), ": an SLO of a generative model; serve models: [", kDecoderModel,
+          "] or remove it");
+    }
+  }
+  if (!generative) {
+    if (s.has_decoder()) bad("serving.decoder: set, but models does not list \"", kDecoderModel, "\"; add it or remove the section");
+    return;
+  }
+  if (spec.models_size() != 1) {
+    bad("models: \"", kDecoderModel, "\" with other models: serve the decoder in a job of its own (its queries are ",
+        "requests of many tokens, not one-sample queries)");
+  }
+  if (s.scenario() != "server" && s.scenario() != "offline" && s.scenario() != "single_stream") {
+    bad("serving.scenario = \"", s.scenario(), "\": the decoder runs server, offline or single_stream; for its peak, ",
+        "sweep the rate with serving.qps_sweep");
+  }
+  const v1::DecoderSpec& d = s.decoder();
+  auto range = [&bad](const char* field, int v, int lo, int hi) {
+    if (v < lo || v > hi) bad("serving.decoder.", field, " = ", v, ": must be in [", lo, ", ", hi, "]");
+    return v >= lo && v <= hi;
+  };
+  range("layers", d.layers(), 1, 96);
+  const bool width_ok = range("width", d.width(), 8, 16384);
+  const bool heads_ok = range("heads", d.heads(), 1, 256);
+  if (width_ok && heads_ok && d.width() % d.heads() != 0) {
+    bad("serving.decoder.width = ", d.width(), ": must divide by serving.decoder.heads = ", d.heads(),
+        " (each head gets width / heads); e.g. width ", d.heads() * std::max(1, d.width() / d.heads()));
+  }
+  range("vocabulary", d.vocabulary(), 2, 1'000'000);
+  const bool context_ok = range("context", d.context(), 4, 32768);
+  const bool prompt_ok = range("prompt_tokens_min", d.prompt_tokens_min(), 1, 32768) &&
+                         range("prompt_tokens_max", d.prompt_tokens_max(), 1, 32768);
+  const bool output_ok = range("output_tokens_min", d.output_tokens_min(), 2, 32768) &&
+                         range("output_tokens_max", d.output_tokens_max(), 2, 32768);
+  if (prompt_ok && d.prompt_tokens_min() > d.prompt_tokens_max()) {
+    bad("serving.decoder.prompt_tokens_min = ", d.prompt_tokens_min(), ": above prompt_tokens_max = ",
+        d.prompt_tokens_max(), "; lengths are drawn from [min, max]");
+  }
+  if (output_ok && d.output_tokens_min() > d.output_tokens_max()) {
+    bad("serving.decoder.output_tokens_min = ", d.output_tokens_min(), ": above output_tokens_max = ",
+        d.output_tokens_max(), "; lengths are drawn from [min, max]");
+  }
+  if (context_ok && prompt_ok && output_ok &&
+      static_cast<int64_t>(d.prompt_tokens_max()) + d.output_tokens_max() > d.context()) {
+    bad("serving.decoder: prompt_tokens_max + output_tokens_max = ", d.prompt_tokens_max() + d.output_tokens_max(),
+        " tokens: beyond serving.decoder.context = ", d.context(), "; raise the context or shorten the requests");
+  }
+  if (s.has_max_queue_delay_ms()) {  // never filled in for the decoder: the user set it
+    bad("serving.max_queue_delay_ms = ", Shown(s.max_queue_delay_ms()),
+        ": not used by the decoder (continuous batching admits waiting requests at every step); remove it");
+  }
+}
+
 void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
   const v1::ServingSpec& s = spec.serving();
   bool calibration_model = false;
   for (int i = 0; i < spec.models_size(); ++i) {
     const std::string& m = spec.models(i);
-    if (IsServingCalibrationModel(m)) {
+    if (IsServingOnlyModel(m)) {
       calibration_model = true;
       if (!IsServing(spec)) {
-        bad("models[", i, "] = \"", m, "\": a serving calibration model; it needs serving.scenario (", kScenarios, ")");
+        bad("models[", i, "] = \"", m, "\": ",
+            m == kDecoderModel ? "the generative model" : "a serving calibration model",
+            "; it needs serving.scenario (", kScenarios, ")");
       }
     }
     if (m == "fixed-service" && !(s.fixed_service_us() > 0 && s.fixed_service_us() <= 1e6)) {
@@ -155,7 +264,9 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
     return;
   }
   const std::string& scenario = s.scenario();
-  CheckRatesAndBound(s, problems);
+  CheckRatesAndBound(s, IsGenerative(spec), problems);
+  CheckMultiStream(s, problems);
+  CheckGenerative(spec, problems);
   if (!(s.percentile() > 0 && s.percentile() < 100)) {
     bad("serving.percentile = ", Shown(s.percentile()), ": must be in (0, 100), e.g. 99");
   }
@@ -221,8 +332,64 @@ std::vector<double> ServingRates(const v1::JobSpec& spec) {
   return {0.0};
 }
 
+namespace {
+
+// A generative run's TTFT and TPOT: the percentiles into `run.generative`,
+// and each SLO judged as the latency bound is (the reported percentile
+// within it at 99% confidence, early stopping).
+void JudgeGenerative(const v1::ServingSpec& s, const GenerativeTimes& g, int64_t requests, v1::ServingRun* run,
+                     const std::function<void(const std::string&)>& reason) {
+  v1::GenerativeRun* out = run->mutable_generative();
+  const double p = s.percentile();
+  out->set_ttft_p50_ns(NearestRank(g.ttft, 50));
+  out->set_ttft_p90_ns(NearestRank(g.ttft, 90));
+  out->set_ttft_p99_ns(NearestRank(g.ttft, 99));
+  out->set_ttft_at_percentile_ns(NearestRank(g.ttft, p));
+  out->set_tpot_p50_ns(NearestRank(g.tpot, 50));
+  out->set_tpot_p90_ns(NearestRank(g.tpot, 90));
+  out->set_tpot_p99_ns(NearestRank(g.tpot, 99));
+  out->set_tpot_at_percentile_ns(NearestRank(g.tpot, p));
+  out->set_ttft_ms(s.ttft_ms());
+  out->set_tpot_ms(s.tpot_ms());
+  const std::string pname = absl::StrFormat("p%g", p);
+  struct Slo {
+    const char* name;
+    const char* field;
+    double ms;
+    const std::vector<int64_t>* sorted;
+    int64_t stored;
+    int64_t at;
+  };
+  const Slo slos[] = {{"TTFT", "ttft_ms", s.ttft_ms(), &g.ttft, g.ttft_stored, out->ttft_at_percentile_ns()},
+                      {"TPOT", "tpot_ms", s.tpot_ms(), &g.tpot, g.tpot_stored, out->tpot_at_percentile_ns()}};
+  for (const Slo& slo : slos) {
+    const auto n = static_cast<int64_t>(slo.sorted->size());
+    if (n != slo.stored || slo.stored != requests) {
+      reason(absl::StrCat(slo.name, ": ", slo.stored, " samples stored for ", requests, " requests (", n,
+                          " kept exactly): every request needs one"));
+      continue;
+    }
+    if (slo.ms <= 0 || n == 0) continue;
+    const auto bound_ns = static_cast<int64_t>(slo.ms * 1e6);
+    const int64_t over =
+        n - (std::upper_bound(slo.sorted->begin(), slo.sorted->end(), bound_ns) - slo.sorted->begin());
+    const EarlyStopping es = EarlyStop(n, over, p);
+    if (es.met) continue;
+    if (slo.at > bound_ns) {
+      reason(absl::StrCat(slo.name, " ", pname, " ", Ms(slo.at), " is over serving.", slo.field, " = ", Shown(slo.ms),
+                          " (", over, " of ", n, " requests over it)"));
+    } else {
+      reason(absl::StrCat("needs at least ", es.min_queries - n, " more requests for ", slo.name, " ", pname,
+                          " within serving.", slo.field, " at 99% confidence (", over, " of ", n,
+                          " over it; early stopping)"));
+    }
+  }
+}
+
+}  // namespace
+
 void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_latencies, v1::ServingRun* run,
-                  v1::PhaseResult* phase, const v1::Calibration* calibration) {
+                  v1::PhaseResult* phase, const v1::Calibration* calibration, const GenerativeTimes* generative) {
   const v1::ServingSpec& s = spec.serving();
   const v1::TimingStats& stats = phase->stats();
   const auto n = static_cast<int64_t>(sorted_latencies.size());
@@ -289,12 +456,18 @@ void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_la
     reason("needs at least ", EarlyStop(0, 0, p).min_queries - n, " more queries for an early-stopping estimate of ",
            pname);
   }
-  if (IsOpenLoop(s.scenario()) && bound_ns > 0 &&
-      static_cast<double>(run->issue_delay_p99_ns()) > s.max_issue_delay_share() * static_cast<double>(bound_ns)) {
+  if (generative != nullptr) {
+    JudgeGenerative(s, *generative, stats.count(), run, [&reason](const std::string& r) { reason(r); });
+  }
+  // The issue delay counts against the latency bound, else (generative) the TTFT SLO.
+  const auto delay_bound_ns = bound_ns > 0 ? bound_ns : static_cast<int64_t>(s.ttft_ms() * 1e6);
+  if (IsOpenLoop(s.scenario()) && delay_bound_ns > 0 &&
+      static_cast<double>(run->issue_delay_p99_ns()) > s.max_issue_delay_share() * static_cast<double>(delay_bound_ns)) {
     reason(absl::StrFormat(
         "the load generator could not keep up: issue delay p99 %.1f us > serving.max_issue_delay_share = %g of the "
-        "bound",
-        static_cast<double>(run->issue_delay_p99_ns()) * 1e-3, s.max_issue_delay_share()));
+        "%s",
+        static_cast<double>(run->issue_delay_p99_ns()) * 1e-3, s.max_issue_delay_share(),
+        bound_ns > 0 ? "bound" : "TTFT SLO"));
   }
   if (calibration != nullptr && calibration->blas_below()) {
     reason("math library below the CPU: ", calibration->blas_check());

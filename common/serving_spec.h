@@ -26,7 +26,12 @@ struct ServingLimits {
   static constexpr double kMaxQps = 1'000'000;
   static constexpr double kMaxBoundMs = 3'600'000;
   static constexpr int kMaxInstances = 64;
+  static constexpr int kMaxSamplesPerQuery = 1024;
 };
+
+/// The generative model: a decoder-only transformer with a KV cache
+/// (serving.decoder), served by continuous batching; its own job.
+inline constexpr char kDecoderModel[] = "decoder";
 
 /// Whether the spec asks for a serving run (serving.scenario is set).
 bool IsServing(const v1::JobSpec& spec);
@@ -35,6 +40,12 @@ bool IsServing(const v1::JobSpec& spec);
 /// "fixed-service" busy-waits serving.fixed_service_us per batch.
 const std::vector<std::string>& ServingCalibrationModels();
 bool IsServingCalibrationModel(const std::string& model);
+
+/// A model that exists only in a serving run: a calibration model or the decoder.
+bool IsServingOnlyModel(const std::string& model);
+
+/// Whether the spec serves the generative model (models: [decoder]).
+bool IsGenerative(const v1::JobSpec& spec);
 
 /// Fills the serving section's unset fields (a no-op without a scenario).
 void FillServingDefaults(v1::JobSpec* spec);
@@ -60,12 +71,26 @@ double ServingMaxQps(const v1::JobSpec& spec);
 /// else serving.target_qps (0 for the scenarios without a rate).
 std::vector<double> ServingRates(const v1::JobSpec& spec);
 
+/// A generative run's stored per-request times, each ascending: TTFT and
+/// TPOT samples (empty when they were not kept exactly), and how many of
+/// each were stored.
+struct GenerativeTimes {
+  std::vector<int64_t> ttft;
+  std::vector<int64_t> tpot;
+  int64_t ttft_stored = 0;
+  int64_t tpot_stored = 0;
+};
+
 /// Fills the coordinator's figures of `run` (percentiles, the early-stopping
 /// estimate, queries over the bound) from `sorted_latencies` (every stored
 /// SERVE sample, ascending; empty when they were not kept exactly) and the
 /// phase's stats, then sets the phase's validity and reasons, e.g. "needs at
-/// least 412 more queries for p99 at 99% confidence".
+/// least 412 more queries for p99 at 99% confidence". A generative run
+/// (`generative` given) also gets its TTFT and TPOT percentiles, and each
+/// SLO set is judged as the bound is: the reported percentile within it at
+/// 99% confidence.
 void JudgeServing(const v1::JobSpec& spec, const std::vector<int64_t>& sorted_latencies, v1::ServingRun* run,
-                  v1::PhaseResult* phase, const v1::Calibration* calibration = nullptr);
+                  v1::PhaseResult* phase, const v1::Calibration* calibration = nullptr,
+                  const GenerativeTimes* generative = nullptr);
 
 }  // namespace hetbench

@@ -250,12 +250,42 @@ absl::Status ParseInference(const YAML::Node& inf, v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// The fields of serving.decoder, in the order DecoderSpec declares them.
+struct DecoderField {
+  const char* key;
+  void (v1::DecoderSpec::*set)(int32_t);
+  int32_t (v1::DecoderSpec::*get)() const;
+  bool (v1::DecoderSpec::*has)() const;
+};
+#define HB_DECODER_FIELD(f) {#f, &v1::DecoderSpec::set_##f, &v1::DecoderSpec::f, &v1::DecoderSpec::has_##f}
+constexpr DecoderField kDecoderFields[] = {
+    HB_DECODER_FIELD(layers),            HB_DECODER_FIELD(width),
+    HB_DECODER_FIELD(heads),             HB_DECODER_FIELD(vocabulary),
+    HB_DECODER_FIELD(context),           HB_DECODER_FIELD(prompt_tokens_min),
+    HB_DECODER_FIELD(prompt_tokens_max), HB_DECODER_FIELD(output_tokens_min),
+    HB_DECODER_FIELD(output_tokens_max)};
+#undef HB_DECODER_FIELD
+
+absl::Status ParseDecoder(const YAML::Node& d, v1::DecoderSpec* o) {
+  std::set<std::string> keys;
+  for (const DecoderField& f : kDecoderFields) keys.insert(f.key);
+  if (auto s = CheckKeys(d, "serving.decoder", keys); !s.ok()) return s;
+  for (const DecoderField& f : kDecoderFields) {
+    if (!d[f.key]) continue;
+    auto v = As<int32_t>(d[f.key], absl::StrCat("serving.decoder.", f.key), "an integer");
+    if (!v.ok()) return v.status();
+    (o->*f.set)(*v);
+  }
+  return absl::OkStatus();
+}
+
 // The spec's "serving" section.
 absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
   if (auto s = CheckKeys(sv, "serving",
                          {"scenario", "target_qps", "latency_bound_ms", "percentile", "min_duration_seconds",
                           "min_queries", "max_queue_delay_ms", "instances", "max_issue_delay_share", "warmup_batches",
-                          "fixed_service_us", "qps_sweep", "peak_precision", "peak_max_runs"});
+                          "fixed_service_us", "qps_sweep", "peak_precision", "peak_max_runs", "samples_per_query",
+                          "ttft_ms", "tpot_ms", "decoder"});
       !s.ok()) {
     return s;
   }
@@ -269,7 +299,9 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
       {"max_queue_delay_ms", &v1::ServingSpec::set_max_queue_delay_ms},
       {"max_issue_delay_share", &v1::ServingSpec::set_max_issue_delay_share},
       {"fixed_service_us", &v1::ServingSpec::set_fixed_service_us},
-      {"peak_precision", &v1::ServingSpec::set_peak_precision}};
+      {"peak_precision", &v1::ServingSpec::set_peak_precision},
+      {"ttft_ms", &v1::ServingSpec::set_ttft_ms},
+      {"tpot_ms", &v1::ServingSpec::set_tpot_ms}};
   for (const auto& [key, set] : numbers) {
     if (!sv[key]) continue;
     auto v = As<double>(sv[key], absl::StrCat("serving.", key), "a number");
@@ -293,6 +325,11 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
   if (sv["warmup_batches"]) {
     HB_ASSIGN(o->set_warmup_batches, As<int32_t>(sv["warmup_batches"], "serving.warmup_batches", "an integer"));
   }
+  if (sv["samples_per_query"]) {
+    HB_ASSIGN(o->set_samples_per_query,
+              As<int32_t>(sv["samples_per_query"], "serving.samples_per_query", "an integer"));
+  }
+  if (const YAML::Node d = sv["decoder"]) return ParseDecoder(d, o->mutable_decoder());
   return absl::OkStatus();
 }
 
@@ -413,6 +450,17 @@ void EmitServing(const v1::JobSpec& spec, YAML::Emitter& out) {
   }
   if (sv.has_peak_precision()) out << YAML::Key << "peak_precision" << YAML::Value << sv.peak_precision();
   if (sv.has_peak_max_runs()) out << YAML::Key << "peak_max_runs" << YAML::Value << sv.peak_max_runs();
+  if (sv.has_samples_per_query()) out << YAML::Key << "samples_per_query" << YAML::Value << sv.samples_per_query();
+  if (sv.ttft_ms() != 0) out << YAML::Key << "ttft_ms" << YAML::Value << sv.ttft_ms();
+  if (sv.tpot_ms() != 0) out << YAML::Key << "tpot_ms" << YAML::Value << sv.tpot_ms();
+  if (sv.has_decoder()) {
+    const v1::DecoderSpec& d = sv.decoder();
+    out << YAML::Key << "decoder" << YAML::Value << YAML::BeginMap;
+    for (const DecoderField& f : kDecoderFields) {
+      if ((d.*f.has)()) out << YAML::Key << f.key << YAML::Value << (d.*f.get)();
+    }
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
 }
 

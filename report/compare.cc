@@ -191,8 +191,14 @@ std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, 
   std::vector<double> out;
   for (const v1::SampleBatch& b : batches) {
     if (b.phase() != phase) continue;
+    // A serving sample is one query's (request's) latency, TTFT or TPOT whatever its items.
+    const bool serving = phase == v1::PHASE_SERVE || phase == v1::PHASE_TTFT || phase == v1::PHASE_TPOT;
     for (int i = 0; i < b.duration_ns_size() && i < b.items_size(); ++i) {
-      if (b.items(i) > 0) out.push_back(static_cast<double>(b.duration_ns(i)) / b.items(i));
+      if (serving) {
+        out.push_back(static_cast<double>(b.duration_ns(i)));
+      } else if (b.items(i) > 0) {
+        out.push_back(static_cast<double>(b.duration_ns(i)) / b.items(i));
+      }
     }
   }
   return out;

@@ -75,11 +75,14 @@ bool IsChange(const StepComparison& c);
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
 /// Per-step time per sample (duration / items) of one phase's batches; a
-/// serve phase's are its queries' latencies (one sample each).
+/// serving phase's are its samples' durations whatever their items: each
+/// query's latency (a multi_stream query's, a request's end to end), each
+/// request's TTFT or TPOT.
 std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase);
 
 /// The phases compare pairs, in order (serve: latency per query).
-inline constexpr v1::Phase kComparedPhases[] = {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE};
+inline constexpr v1::Phase kComparedPhases[] = {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE, v1::PHASE_TTFT,
+                                                v1::PHASE_TPOT};
 
 struct TaskPair {
   const v1::Task* a = nullptr;

@@ -33,7 +33,8 @@ size_t SampleCapacity(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
   if (IsServing(spec)) {
     const double qps = task.target_qps() > 0 ? task.target_qps() : spec.serving().target_qps();
-    return static_cast<size_t>(ServingQueryCapacity(spec, qps) + 16);
+    const int64_t per_query = IsGenerative(spec) ? 3 : 1;  // the decoder: SERVE, TTFT, TPOT per request
+    return static_cast<size_t>(ServingQueryCapacity(spec, qps) * per_query + 16);
   }
   const int64_t bs = std::max(task.batch_size(), 1);
   const int64_t test_rows = std::max<int64_t>(kFashionMnistTestSize, spec.qpu().circuits());
@@ -67,8 +68,17 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (auto s = run.SelectDevice(); !s.ok()) return s;
   const TorchThreads thread_setting(run.threads());  // process-wide: see torch_threads.h
   const bool serving = IsServing(task.spec());
-  if (serving && IsServingCalibrationModel(run.model())) {  // no model, no data: the harness alone
-    if (auto s = run.Serve(); !s.ok()) return s;
+  if (serving && IsServingOnlyModel(run.model())) {  // no dataset: the harness alone, or the decoder
+    try {
+      if (run.model() == kDecoderModel && config_.calibrate && run.on_cpu()) {
+        *run.result().mutable_calibration() = DeviceCalibration();
+      }
+      if (auto s = run.Serve(); !s.ok()) return s;
+    } catch (const c10::Error& e) {
+      return TorchFailure(task, run.model(), FirstLine(e.what_without_backtrace()), false);
+    } catch (const std::exception& e) {
+      return TorchFailure(task, run.model(), FirstLine(e.what()), false);
+    }
     return std::move(run.result());
   }
 

@@ -13,8 +13,6 @@
 #include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
 #include "agent/models/models.h"
-#include "agent/serving/serving_model.h"
-#include "agent/serving/serving_run.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/names.h"
@@ -511,35 +509,6 @@ absl::Status TorchRun::InferAcrossAgents() {
                                       ", rendezvous ", absl::StrFormat("%.2f", link.rendezvous_seconds()),
                                       " s): inference a batch at a time through every stage, scored by the last; "
                                       "no per-layer or FLOP profile"));
-  return absl::OkStatus();
-}
-
-absl::Status TorchRun::Serve() {
-  BatchingServer::Compute compute;
-  std::string what;
-  if (model_ == "null") {
-    compute = NullCompute();
-    what = "null (answers at once: what remains is the harness's own cost)";
-  } else if (model_ == "fixed-service") {
-    const double us = spec_.serving().fixed_service_us();
-    compute = FixedServiceCompute(absl::Nanoseconds(static_cast<int64_t>(us * 1e3)));
-    what = absl::StrFormat("fixed-service (busy-waits %g us per batch)", us);
-  } else {
-    if (auto s = PrepareForServing(workload_.get(), torch_device_, static_cast<int>(bs_), 0); !s.ok()) return s;
-    compute = WorkloadCompute(workload_.get(), torch_device_);
-    what = absl::StrCat(model_, " on ", device_.id(), " (LibTorch, eval mode, no autograd)");
-  }
-  control_->phase = v1::PHASE_SERVE;
-  const ServingControl shared{&control_->cancel, &control_->step, &control_->total_steps, control_->task_start_ns};
-  std::vector<ServedQuery> answered;
-  const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
-  RunServing(spec_, qps, static_cast<int>(bs_), compute, what, shared, &result_, &answered);
-  for (const ServedQuery& q : answered) {  // one SERVE sample per answered query
-    if (!control_->samples.Push({q.scheduled_ns, q.latency_ns, 1, v1::PHASE_SERVE})) {
-      return absl::InternalError(absl::StrCat("serving: the sample buffer holds ", control_->samples.capacity(),
-                                              " records, the run answered ", answered.size(), " queries"));
-    }
-  }
   return absl::OkStatus();
 }
 

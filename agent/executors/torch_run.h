@@ -54,7 +54,8 @@ class TorchRun {
   absl::Status Infer();
   /// A serving run (spec.serving) in place of training and inference: the
   /// workload in eval mode behind a dynamic batcher of the task's batch
-  /// size, or a calibration model ("null", "fixed-service") without one.
+  /// size, or a calibration model ("null", "fixed-service") without one,
+  /// or the generative decoder (ServeDecoder).
   absl::Status Serve();
   /// Whether the run ends after inference (a split across agents has no
   /// per-layer or FLOP profile).
@@ -69,6 +70,10 @@ class TorchRun {
 
  private:
   absl::Status InferAcrossAgents();
+  /// The decoder of serving.decoder, built from the seed, served by
+  /// continuous batching (agent/serving/generative.h): three samples per
+  /// answered request (SERVE, TTFT, TPOT).
+  absl::Status ServeDecoder();
   /// Whether training stops before the next step (cancelled, or measured
   /// enough); a later stage of a split across agents waits for its order.
   enum class Next { kStep, kStop };

@@ -26,6 +26,12 @@ void BatchingServer::Issue(int64_t index, const std::function<void(int64_t)>& an
   queue_.push_back({index, answered, SteadyNowNs()});
 }
 
+void BatchingServer::IssueMany(int64_t first, int count, const std::function<void(int64_t)>& answered) {
+  const int64_t now = SteadyNowNs();
+  absl::MutexLock l(&mu_);
+  for (int j = 0; j < count; ++j) queue_.push_back({first + j, answered, now});
+}
+
 std::vector<ServedBatch> BatchingServer::Batches() const {
   absl::MutexLock l(&mu_);
   return batches_;

@@ -49,6 +49,8 @@ class BatchingServer final : public ServingTarget {
   ~BatchingServer() override;
 
   void Issue(int64_t index, const std::function<void(int64_t)>& answered) override;
+  /// Queues the queries under one lock: a worker sees them together.
+  void IssueMany(int64_t first, int count, const std::function<void(int64_t)>& answered) override;
 
   /// The batches run so far, in the order they finished; a batch is in it
   /// before any of its queries is answered.

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -10,6 +11,40 @@
 #include "common/clock.h"
 
 namespace hetbench::agent {
+
+namespace {
+
+// Waits on `mu` (held) for `cond` at most `timeout`, checking `cancel` every
+// 50 ms: a cancelled run does not wait out its drain time.
+void WaitUnlessCancelled(absl::Mutex& mu, const absl::Condition& cond, absl::Duration timeout,
+                         const std::atomic<bool>* cancel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return;
+    if (mu.AwaitWithTimeout(cond, std::min(left, absl::Milliseconds(50)))) return;
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return;
+  }
+}
+
+}  // namespace
+
+struct FanOutTarget::Outstanding {
+  std::atomic<int> left;
+  std::function<void(int64_t)> answered;
+};
+
+FanOutTarget::FanOutTarget(ServingTarget& inner, int samples) : inner_(inner), samples_(samples < 1 ? 1 : samples) {}
+
+void FanOutTarget::Issue(int64_t index, const std::function<void(int64_t)>& answered) {
+  auto query = std::make_shared<Outstanding>();
+  query->left.store(samples_);
+  query->answered = answered;
+  auto sample_answered = [query, index](int64_t) {
+    if (query->left.fetch_sub(1) == 1) query->answered(index);
+  };
+  inner_.IssueMany(index * samples_, samples_, sample_answered);
+}
 
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
                         absl::Duration spin, const std::atomic<bool>* cancel, std::atomic<int64_t>* issued) {
@@ -61,7 +96,7 @@ OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& tar
     // Queries never issued (a cancel) are not waited for.
     shared->outstanding -= static_cast<int64_t>(schedule.size() - count);
     auto all_answered = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->outstanding <= 0; };
-    shared->mu.AwaitWithTimeout(absl::Condition(&all_answered), drain);
+    WaitUnlessCancelled(shared->mu, absl::Condition(&all_answered), drain, cancel);
     run.queries.resize(count);
     for (size_t i = 0; i < count; ++i) run.queries[i].answered_ns = shared->answered_ns[i];
     run.unanswered = 0;
@@ -103,7 +138,7 @@ OpenLoopRun RunClosedLoop(ServingTarget& target, const ClosedLoopLimits& limits,
     {
       absl::MutexLock l(&shared->mu);
       auto done = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->answered_ns >= 0; };
-      shared->mu.AwaitWithTimeout(absl::Condition(&done), limits.timeout);
+      WaitUnlessCancelled(shared->mu, absl::Condition(&done), limits.timeout, cancel);
       q.answered_ns = shared->answered_ns;
       shared->waiting_for = -1;  // a late answer to it lands nowhere
     }

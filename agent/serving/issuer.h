@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -27,6 +28,25 @@ class ServingTarget {
   /// any thread, possibly before Issue returns. Should not block the issuer
   /// (a target that does delays the queries after it, which their latency shows).
   virtual void Issue(int64_t index, const std::function<void(int64_t index)>& answered) = 0;
+  /// Takes queries first .. first + count - 1 at once (a multi_stream
+  /// query's samples): a batcher sees them together. By default one by one.
+  virtual void IssueMany(int64_t first, int count, const std::function<void(int64_t index)>& answered) {
+    for (int j = 0; j < count; ++j) Issue(first + j, answered);
+  }
+};
+
+/// LoadGen's MultiStream query: `samples` samples issued together to
+/// `inner` (IssueMany; query q's are q * samples + j), the query answered
+/// when its last sample is. Threads: as the inner target's.
+class FanOutTarget final : public ServingTarget {
+ public:
+  FanOutTarget(ServingTarget& inner, int samples);
+  void Issue(int64_t index, const std::function<void(int64_t index)>& answered) override;
+
+ private:
+  struct Outstanding;
+  ServingTarget& inner_;
+  const int samples_;
 };
 
 struct QueryTimes {

@@ -14,9 +14,28 @@ namespace hetbench::agent {
 
 namespace {
 
-// The server scenario's arrivals at `qps`: a seeded Poisson schedule long
-// enough for both min_queries and min_duration_seconds (measured from the
-// first arrival), at most ServingQueryCapacity queries.
+int64_t Percentile(std::vector<int64_t> v, double p) {
+  std::sort(v.begin(), v.end());
+  return NearestRank(v, p);
+}
+
+// One run of the scenario at `qps` against a fresh batcher.
+struct OneRun {
+  ScenarioRun scenario;
+  std::vector<ServedBatch> batches;
+};
+
+OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
+               const BatchingServer::Compute& compute, const ServingControl& control) {
+  OneRun one;
+  BatchingServer server(options, compute);
+  one.scenario = RunScenario(spec, qps, server, control);
+  one.batches = server.Batches();  // every batch: each is recorded before its answers
+  return one;
+}
+
+}  // namespace
+
 std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
   const v1::ServingSpec& s = spec.serving();
   const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
@@ -33,34 +52,26 @@ std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
   return schedule;
 }
 
-int64_t Percentile(std::vector<int64_t> v, double p) {
-  std::sort(v.begin(), v.end());
-  return NearestRank(v, p);
-}
-
-// One run of the scenario at `qps` against a fresh batcher.
-struct OneRun {
-  OpenLoopRun run;
-  std::vector<ServedBatch> batches;
-  double schedule_seconds = 0;
-};
-
-OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
-               const BatchingServer::Compute& compute, const ServingControl& control) {
+ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& target, const ServingControl& control,
+                        absl::Duration answer_allowance) {
   const v1::ServingSpec& s = spec.serving();
-  const absl::Duration wait =
-      absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms());  // answers after the last issue
-  OneRun one;
+  // Answers after the last issue (single_stream: after each).
+  const absl::Duration wait = absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms()) + answer_allowance;
+  ScenarioRun one;
   control.issued->store(0);
-  BatchingServer server(options, compute);
-  if (s.scenario() == "single_stream") {
+  if (s.scenario() == "single_stream" || s.scenario() == "multi_stream") {
     ClosedLoopLimits limits;
     limits.min_queries = s.min_queries();
     limits.min_duration = absl::Seconds(s.min_duration_seconds());
     limits.max_queries = ServingLimits::kMaxQueries;
     limits.timeout = wait;
     control.total->store(s.min_queries());
-    one.run = RunClosedLoop(server, limits, control.cancel, control.issued);
+    if (s.scenario() == "multi_stream") {
+      FanOutTarget queries(target, s.samples_per_query());
+      one.run = RunClosedLoop(queries, limits, control.cancel, control.issued);
+    } else {
+      one.run = RunClosedLoop(target, limits, control.cancel, control.issued);
+    }
     if (!one.run.queries.empty())
       one.schedule_seconds = static_cast<double>(one.run.queries.back().scheduled_ns) * 1e-9;
   } else {
@@ -69,16 +80,13 @@ OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& optio
                                   : ServerSchedule(spec, qps);
     if (!schedule.empty()) one.schedule_seconds = static_cast<double>(schedule.back()) * 1e-9;
     control.total->store(static_cast<int64_t>(schedule.size()));
-    one.run = RunOpenLoop(schedule, server, wait, absl::Microseconds(50), control.cancel, control.issued);
+    one.run = RunOpenLoop(schedule, target, wait, absl::Microseconds(50), control.cancel, control.issued);
   }
-  one.batches = server.Batches();  // every batch: each is recorded before its answers
   return one;
 }
 
-// The issuer's and batcher's figures of `one` into `out`, and its answered
-// queries (on the task's axis) into `answered`; the run's window on that axis.
-v1::PhaseWindow Summarize(const OneRun& one, int64_t task_start_ns, v1::ServingRun* out,
-                          std::vector<ServedQuery>* answered) {
+v1::PhaseWindow SummarizeRun(const ScenarioRun& one, const std::vector<ServedBatch>& batches, int64_t task_start_ns,
+                             v1::ServingRun* out, std::vector<ServedQuery>* answered) {
   const OpenLoopRun& run = one.run;
   const int64_t origin = run.run_start_ns - task_start_ns;
   std::vector<int64_t> delays;
@@ -104,9 +112,9 @@ v1::PhaseWindow Summarize(const OneRun& one, int64_t task_start_ns, v1::ServingR
     out->set_issue_delay_max_ns(*std::max_element(delays.begin(), delays.end()));
   }
   int64_t batched = 0;
-  for (const ServedBatch& b : one.batches) batched += b.size;
-  out->set_batches(static_cast<int64_t>(one.batches.size()));
-  if (!one.batches.empty()) out->set_mean_batch(static_cast<double>(batched) / static_cast<double>(one.batches.size()));
+  for (const ServedBatch& b : batches) batched += b.size;
+  out->set_batches(static_cast<int64_t>(batches.size()));
+  if (!batches.empty()) out->set_mean_batch(static_cast<double>(batched) / static_cast<double>(batches.size()));
   v1::PhaseWindow w;
   w.set_phase(v1::PHASE_SERVE);
   if (!run.queries.empty()) {
@@ -116,6 +124,8 @@ v1::PhaseWindow Summarize(const OneRun& one, int64_t task_start_ns, v1::ServingR
   return w;
 }
 
+namespace {
+
 // A peak search's run at `qps`, judged here by the coordinator's rules from
 // its own latencies (the final run is judged by the coordinator itself).
 v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
@@ -123,7 +133,7 @@ v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, const BatchingOpti
   const OneRun one = RunOnce(spec, qps, options, compute, control);
   v1::ServingRun figures;
   std::vector<ServedQuery> answered;
-  const v1::PhaseWindow w = Summarize(one, control.task_start_ns, &figures, &answered);
+  const v1::PhaseWindow w = SummarizeRun(one.scenario, one.batches, control.task_start_ns, &figures, &answered);
   std::vector<int64_t> latencies;
   latencies.reserve(answered.size());
   for (const ServedQuery& q : answered) latencies.push_back(q.latency_ns);
@@ -195,8 +205,11 @@ void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const Batchi
   out->set_scenario(s.scenario());
   out->set_max_batch(max_batch);
   out->set_instances(s.instances());
-  // One query outstanding (single_stream) never fills a batch: no waiting for one.
-  const double queue_delay_ms = s.scenario() == "single_stream" ? 0.0 : s.max_queue_delay_ms();
+  // One query outstanding (single_stream, multi_stream: its samples arrive
+  // together) never fills a batch later: no waiting for one.
+  const bool closed_loop = s.scenario() == "single_stream" || s.scenario() == "multi_stream";
+  const double queue_delay_ms = closed_loop ? 0.0 : s.max_queue_delay_ms();
+  out->set_samples_per_query(s.scenario() == "multi_stream" ? s.samples_per_query() : 1);
   out->set_max_queue_delay_ms(queue_delay_ms);
   out->set_compute(what);
 
@@ -216,8 +229,8 @@ void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const Batchi
   if (s.scenario() == "peak") qps = SearchPeak(spec, options, compute, control, out);
   out->set_target_qps(s.scenario() == "server" || s.scenario() == "peak" ? qps : 0.0);
   const OneRun one = RunOnce(spec, qps, options, compute, control);
-  const v1::PhaseWindow w = Summarize(one, control.task_start_ns, out, answered);
-  if (!one.run.queries.empty()) {
+  const v1::PhaseWindow w = SummarizeRun(one.scenario, one.batches, control.task_start_ns, out, answered);
+  if (!one.scenario.run.queries.empty()) {
     *result->add_windows() = w;
     result->set_evaluate_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
   }

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "agent/serving/batching_server.h"
+#include "agent/serving/issuer.h"
 #include "hetbench/v1/common.pb.h"
 
 namespace hetbench::agent {
@@ -32,6 +34,32 @@ struct ServedQuery {
   int64_t scheduled_ns = 0;
   int64_t latency_ns = 0;
 };
+
+/// The server scenario's arrivals at `qps`: a seeded Poisson schedule long
+/// enough for both min_queries and min_duration_seconds (measured from the
+/// first arrival), at most ServingQueryCapacity queries.
+std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps);
+
+/// One run of a scenario: what the issuer recorded, and the last query's
+/// scheduled time (s).
+struct ScenarioRun {
+  OpenLoopRun run;
+  double schedule_seconds = 0;
+};
+
+/// Issues spec.serving's scenario at `qps` to `target`: server, the seeded
+/// schedule, open loop; offline, min_queries at once; single_stream and
+/// multi_stream (samples_per_query samples per query, FanOutTarget), one
+/// query outstanding. Answers are waited for 10 s + 10 x the bound +
+/// `answer_allowance` (a decoder's requests take long).
+ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& target, const ServingControl& control,
+                        absl::Duration answer_allowance = absl::ZeroDuration());
+
+/// The issuer's figures of `one` and the batches' (`batches`: what the
+/// target ran) into `out`, its answered queries (on the task's axis) into
+/// `answered`; returns the run's window on that axis.
+v1::PhaseWindow SummarizeRun(const ScenarioRun& one, const std::vector<ServedBatch>& batches, int64_t task_start_ns,
+                             v1::ServingRun* out, std::vector<ServedQuery>* answered);
 
 /// Runs spec.serving's scenario at `qps` (the task's rate; server) with a
 /// batcher of `max_batch` (the task's batch size). `peak` first searches for

@@ -14,7 +14,8 @@ constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-second
                                         "--seed",         "--threads",       "--idle-baseline",
                                         "--electricity-usd-per-kwh", "--gang-timeout", "--peak-precision",
                                         "--latency-bound-ms", "--serve-duration", "--serve-min-queries",
-                                        "--serve-instances", "--max-queue-delay-ms"};
+                                        "--serve-instances", "--max-queue-delay-ms", "--samples-per-query",
+                                        "--ttft-ms", "--tpot-ms"};
 }  // namespace
 
 void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
@@ -58,8 +59,8 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
                    "c10d (Gloo)");
   submit->add_option("--electricity-usd-per-kwh", f->electricity, "electricity price, shown apart from device cost");
   submit->add_option("--serve", f->scenario,
-                     "a serving run in place of training: server, single_stream, offline or peak (the batch size is "
-                     "the batcher's largest batch)");
+                     "a serving run in place of training: server, single_stream, multi_stream, offline or peak (the "
+                     "batch size is the batcher's largest batch; the decoder's most requests decoding at once)");
   submit->add_option("--qps", f->qps,
                      "serving: queries per second (server: Poisson arrivals; several: a task per rate; peak: the "
                      "search's first rate)")
@@ -72,6 +73,10 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--serve-instances", f->serve_instances, "serving: concurrent model instances (default 1)");
   submit->add_option("--max-queue-delay-ms", f->max_queue_delay_ms,
                      "serving: the batcher waits at most this for a batch to fill (default 1)");
+  submit->add_option("--samples-per-query", f->samples_per_query,
+                     "serving multi_stream: samples in each query (default 8)");
+  submit->add_option("--ttft-ms", f->ttft_ms, "serving the decoder: the time-to-first-token SLO, ms");
+  submit->add_option("--tpot-ms", f->tpot_ms, "serving the decoder: the time-per-output-token SLO, ms");
 }
 
 void NoteGivenFlags(const CLI::App& submit, SpecFlags* f) {
@@ -171,6 +176,9 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (given("--serve-min-queries")) sv->set_min_queries(f.serve_min_queries);
   if (given("--serve-instances")) sv->set_instances(f.serve_instances);
   if (given("--max-queue-delay-ms")) sv->set_max_queue_delay_ms(f.max_queue_delay_ms);
+  if (given("--samples-per-query")) sv->set_samples_per_query(f.samples_per_query);
+  if (given("--ttft-ms")) sv->set_ttft_ms(f.ttft_ms);
+  if (given("--tpot-ms")) sv->set_tpot_ms(f.tpot_ms);
   if (sv->ByteSizeLong() == 0) spec.clear_serving();
   for (const std::string& c : f.costs) {
     const auto eq = c.rfind('=');

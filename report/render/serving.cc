@@ -19,6 +19,41 @@ namespace {
 
 std::string MsCell(int64_t ns) { return ns > 0 ? Ms(static_cast<double>(ns)) : "-"; }
 
+// "multi_stream x8"; the other scenarios as they are.
+std::string Scenario(const v1::ServingRun& s) {
+  return s.scenario() == "multi_stream" ? absl::StrCat(s.scenario(), " x", s.samples_per_query()) : s.scenario();
+}
+
+// The generative table: per decoder task, its requests' tokens, the
+// coordinator's TTFT and TPOT percentiles against the SLOs, the agent's ITL,
+// token rate and goodput.
+std::string RenderGenerative(const v1::Job& job) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::PhaseResult* p = FindPhase(t, v1::PHASE_SERVE);
+    if (p == nullptr || !t.result().serving().has_generative()) continue;
+    const v1::ServingRun& s = t.result().serving();
+    const v1::GenerativeRun& g = s.generative();
+    auto slo = [](double ms) { return ms > 0 ? absl::StrFormat("%g", ms) : std::string("-"); };
+    rows.push_back({t.id(), DeviceLabel(t), absl::StrCat(t.batch_size()), s.scenario(),
+                    absl::StrCat(s.queries_answered(), "/", s.queries_scheduled()),
+                    absl::StrCat(g.prompt_tokens(), "/", g.output_tokens()), MsCell(g.ttft_p50_ns()),
+                    MsCell(g.ttft_p99_ns()), slo(g.ttft_ms()), MsCell(g.tpot_p50_ns()), MsCell(g.tpot_p99_ns()),
+                    slo(g.tpot_ms()), MsCell(g.itl_p50_ns()), MsCell(g.itl_p99_ns()), MsCell(s.latency_p99_ns()),
+                    Num(g.output_tokens_per_second(), "%.1f"), Num(g.requests_per_second(), "%.2f"),
+                    Num(g.goodput(), "%.2f"), p->valid() ? "yes" : "NO"});
+  }
+  if (rows.empty()) return "";
+  return absl::StrCat(
+      "Generative (per request; TTFT from its scheduled time, TPOT = (last token - first) / (tokens - 1), "
+      "nearest-rank over every stored request; ITL every gap between two tokens; GOODPUT requests/s meeting every "
+      "SLO given):\n",
+      FormatTable({"TASK", "DEVICE", "MAX_RUNNING", "SCENARIO", "ANSWERED", "PROMPT/OUTPUT_TOKENS", "TTFT_P50_MS",
+                   "TTFT_P99_MS", "TTFT_SLO_MS", "TPOT_P50_MS", "TPOT_P99_MS", "TPOT_SLO_MS", "ITL_P50_MS",
+                   "ITL_P99_MS", "E2E_P99_MS", "OUTPUT_TOKENS_PER_S", "REQUESTS_PER_S", "GOODPUT", "VALID"},
+                  rows));
+}
+
 }  // namespace
 
 std::string RenderServing(const v1::Job& job, OutputFormat format) {
@@ -57,10 +92,25 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
                       CsvNumber(s.mean_batch()),
                       absl::StrCat(s.instances()),
                       p->valid() ? "true" : "false",
-                      absl::StrJoin(p->invalid_reasons(), "; ")});
+                      absl::StrJoin(p->invalid_reasons(), "; "),
+                      absl::StrCat(s.samples_per_query()),
+                      absl::StrCat(s.generative().ttft_p50_ns()),
+                      absl::StrCat(s.generative().ttft_p90_ns()),
+                      absl::StrCat(s.generative().ttft_p99_ns()),
+                      absl::StrCat(s.generative().tpot_p50_ns()),
+                      absl::StrCat(s.generative().tpot_p90_ns()),
+                      absl::StrCat(s.generative().tpot_p99_ns()),
+                      absl::StrCat(s.generative().itl_p50_ns()),
+                      absl::StrCat(s.generative().itl_p99_ns()),
+                      absl::StrCat(s.generative().prompt_tokens()),
+                      absl::StrCat(s.generative().output_tokens()),
+                      CsvNumber(s.generative().output_tokens_per_second()),
+                      CsvNumber(s.generative().goodput()),
+                      CsvNumber(s.generative().ttft_ms()),
+                      CsvNumber(s.generative().tpot_ms())});
       continue;
     }
-    rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), s.scenario(),
+    rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), Scenario(s),
                     s.target_qps() > 0 ? Num(s.target_qps(), "%.1f") : "-", Num(s.achieved_qps(), "%.1f"),
                     absl::StrCat(s.queries_answered(), "/", s.queries_scheduled()), MsCell(s.latency_p50_ns()),
                     MsCell(s.latency_p90_ns()), MsCell(s.latency_p99_ns()),
@@ -76,27 +126,42 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
         "job_id,task_id,model,device_id,device_kind,max_batch,scenario,target_qps,achieved_qps,samples_per_second,"
         "queries_scheduled,queries_answered,latency_p50_ns,latency_p90_ns,latency_p99_ns,percentile,"
         "latency_at_percentile_ns,early_stopping_ns,latency_bound_ms,over_bound,issue_delay_p50_ns,issue_delay_p99_ns,"
-        "issue_delay_max_ns,batches,mean_batch,instances,valid,invalid_reasons",
+        "issue_delay_max_ns,batches,mean_batch,instances,valid,invalid_reasons,samples_per_query,ttft_p50_ns,"
+        "ttft_p90_ns,ttft_p99_ns,tpot_p50_ns,tpot_p90_ns,tpot_p99_ns,itl_p50_ns,itl_p99_ns,prompt_tokens,output_tokens,"
+        "output_tokens_per_second,goodput_requests_per_second,ttft_slo_ms,tpot_slo_ms",
         rows);
   }
-  return absl::StrCat(
+  std::string out = absl::StrCat(
       "Serving (latency from each query's scheduled time; nearest-rank percentiles of every query; EARLY_STOP is the "
       "reported percentile's early-stopping estimate at 99% confidence):\n",
       FormatTable(
           {"TASK", "MODEL", "DEVICE", "MAX_BATCH", "SCENARIO", "TARGET_QPS", "ACHIEVED_QPS", "ANSWERED", "P50_MS",
            "P90_MS", "P99_MS", "EARLY_STOP_MS", "BOUND_MS", "OVER_BOUND", "ISSUE_DELAY_P99_US", "MEAN_BATCH", "VALID"},
           rows));
+  if (std::string g = RenderGenerative(job); !g.empty()) absl::StrAppend(&out, "\n", g);
+  return out;
 }
 
 std::string ServingFooter(const v1::TaskResult& r) {
   const v1::ServingRun& s = r.serving();
+  if (s.has_generative()) {
+    const v1::GenerativeRun& g = s.generative();
+    return absl::StrFormat(
+        "; served by %s; decoder %s: %d decoding steps (mean %.2f requests each, at most %d of %d slots, %d "
+        "instance%s), %d of %d requests meeting every SLO; issue delay p99 %.1f us; warm-up %.3f s, run %.3f s",
+        s.compute(), g.decoder(), s.batches(), g.mean_running(), g.max_running(), s.max_batch(), s.instances(),
+        s.instances() == 1 ? "" : "s", g.requests_meeting_slo(), s.queries_answered(),
+        static_cast<double>(s.issue_delay_p99_ns()) * 1e-3, r.warmup_seconds(), r.evaluate_seconds());
+  }
   std::string out = absl::StrFormat(
       "; served by %s: %d batches (mean %.2f of at most %d, %d instance%s, queue delay <= %g ms), issue delay p50 "
-      "%.1f us, p99 %.1f us, max %.1f us; warm-up %.3f s, run %.3f s",
+      "%.1f us, p99 %.1f us, max %.1f us; warm-up %.3f s, run %.3f s%s",
       s.compute(), s.batches(), s.mean_batch(), s.max_batch(), s.instances(), s.instances() == 1 ? "" : "s",
       s.max_queue_delay_ms(), static_cast<double>(s.issue_delay_p50_ns()) * 1e-3,
       static_cast<double>(s.issue_delay_p99_ns()) * 1e-3, static_cast<double>(s.issue_delay_max_ns()) * 1e-3,
-      r.warmup_seconds(), r.evaluate_seconds());
+      r.warmup_seconds(), r.evaluate_seconds(),
+      s.samples_per_query() > 1 ? absl::StrFormat("; %d samples per query (multi_stream)", s.samples_per_query())
+                                : std::string());
   if (s.steps_size() > 0) {
     std::vector<std::string> runs;
     for (const v1::ServingStep& step : s.steps()) {
@@ -149,6 +214,59 @@ svg::LineChart Curve(const std::string& title, std::vector<CurvePoint> points, d
   return c;
 }
 
+// A decoder's TTFT and TPOT against offered load, one chart per device and
+// largest batch of a rate sweep (a single task: its p50 and p99 as bars
+// would say less than the table does).
+void GenerativePlots(const v1::Job& job, std::vector<Plot>* out) {
+  struct Point {
+    double qps;
+    const v1::GenerativeRun* g;
+  };
+  std::map<std::string, std::vector<Point>> sweeps;
+  for (const v1::Task& t : job.tasks()) {
+    const v1::ServingRun& s = t.result().serving();
+    if (t.state() != v1::TASK_STATE_SUCCEEDED || !s.has_generative() || s.scenario() != "server") continue;
+    sweeps[absl::StrCat(DeviceLabel(t), ", at most ", t.batch_size(), " running")].push_back(
+        {s.target_qps(), &s.generative()});
+  }
+  for (auto& [key, points] : sweeps) {
+    if (points.size() < 2) continue;
+    std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) { return a.qps < b.qps; });
+    svg::LineChart c;
+    c.title = absl::StrCat("TTFT and TPOT against load, decoder on ", key);
+    c.x_label = "offered load (requests/s)";
+    c.y_label = "ms";
+    const std::pair<const char*, int64_t (v1::GenerativeRun::*)() const> series[] = {
+        {"TTFT p50", &v1::GenerativeRun::ttft_p50_ns},
+        {"TTFT p99", &v1::GenerativeRun::ttft_p99_ns},
+        {"TPOT p50", &v1::GenerativeRun::tpot_p50_ns},
+        {"TPOT p99", &v1::GenerativeRun::tpot_p99_ns}};
+    double lo = 0, hi = 0;
+    for (const auto& [name, field] : series) {
+      svg::Line line;
+      line.name = name;
+      for (const Point& p : points) {
+        const double ms = static_cast<double>((p.g->*field)()) * 1e-6;
+        line.points.push_back({p.qps, ms});
+        lo = lo == 0 ? ms : std::min(lo, ms);
+        hi = std::max(hi, ms);
+      }
+      c.lines.push_back(std::move(line));
+    }
+    const v1::GenerativeRun& g = *points.front().g;
+    for (const auto& [name, slo] : {std::pair{"TTFT SLO", g.ttft_ms()}, std::pair{"TPOT SLO", g.tpot_ms()}}) {
+      if (slo <= 0) continue;
+      c.lines.push_back({absl::StrFormat("%s %g ms", name, slo),
+                         {{points.front().qps, slo}, {points.back().qps, slo}}});
+      hi = std::max(hi, slo);
+    }
+    c.log_y = lo > 0 && hi / lo > 20;
+    c.footnote =
+        "Each point one task: nearest-rank percentiles of every stored request (TTFT from its scheduled time).";
+    out->push_back({absl::StrCat("generative-curve-", out->size()), c.title, svg::Render(c)});
+  }
+}
+
 }  // namespace
 
 void ServingPlots(const v1::Job& job, std::vector<Plot>* out) {
@@ -178,6 +296,7 @@ void ServingPlots(const v1::Job& job, std::vector<Plot>* out) {
       out->push_back({absl::StrCat("serving-peak-", t.id()), c.title, svg::Render(c)});
     }
   }
+  GenerativePlots(job, out);
   for (const auto& [key, points] : sweeps) {
     if (points.size() < 2) continue;
     const svg::LineChart c = Curve(absl::StrCat("Latency against load, ", key), points, bounds[key],

@@ -269,6 +269,16 @@ std::string RenderReport(const v1::Job& job, OutputFormat format, bool compare_m
                         absl::StrFormat("%.1f", sv.samples_per_second()), "-", "-", p.valid() ? "yes" : "NO"});
         continue;
       }
+      if (p.phase() == v1::PHASE_TTFT || p.phase() == v1::PHASE_TPOT) {  // per request: the exact percentiles
+        const v1::GenerativeRun& g = t.result().serving().generative();
+        const bool ttft = p.phase() == v1::PHASE_TTFT;
+        rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
+                        absl::StrCat(s.count()), Ms(static_cast<double>(ttft ? g.ttft_p50_ns() : g.tpot_p50_ns())),
+                        Ms(static_cast<double>(ttft ? g.ttft_p90_ns() : g.tpot_p90_ns())),
+                        Ms(static_cast<double>(ttft ? g.ttft_p99_ns() : g.tpot_p99_ns())), Ms(s.mean_ns()),
+                        Ms(s.stddev_ns()), Ms(s.iqr_ns()), "-", "-", "-", "-", p.valid() ? "yes" : "NO"});
+        continue;
+      }
       rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), PhaseName(p.phase()),
                       absl::StrCat(s.count()), Ms(s.p50_ns()), Ms(s.p90_ns()), Ms(s.p99_ns()), Ms(s.mean_ns()),
                       Ms(s.stddev_ns()), Ms(s.iqr_ns()), Num(PerSampleNs(s, s.p50_ns()) / 1e3, "%.2f"),

@@ -175,7 +175,9 @@ void TaskAggregate::Add(const v1::SampleBatch& batch) {
 
 void TaskAggregate::Add(const v1::SampleBatch& batch, const BatchSummary& summary) {
   auto [it, added] = phases.try_emplace(batch.phase());
-  if (added && batch.phase() == v1::PHASE_SERVE) it->second.set_exact_limit(PhaseAccumulator::kServeExactLimit);
+  const bool serving = batch.phase() == v1::PHASE_SERVE || batch.phase() == v1::PHASE_TTFT ||
+                       batch.phase() == v1::PHASE_TPOT;  // percentiles from every value, exactly
+  if (added && serving) it->second.set_exact_limit(PhaseAccumulator::kServeExactLimit);
   it->second.Add(summary, batch.duration_ns().data());
   ++batches_stored;
   samples_stored += batch.duration_ns_size();

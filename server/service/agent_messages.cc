@@ -33,8 +33,10 @@ AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_s
       c.problem = absl::StrCat("samples.start_ns: ", b.start_ns_size(), " values, duration_ns has ", n);
     } else if (b.items_size() != n) {
       c.problem = absl::StrCat("samples.items: ", b.items_size(), " values, duration_ns has ", n);
-    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER && b.phase() != v1::PHASE_SERVE) {
-      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN, INFER or SERVE");
+    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER && b.phase() != v1::PHASE_SERVE &&
+               b.phase() != v1::PHASE_TTFT && b.phase() != v1::PHASE_TPOT) {
+      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()),
+                               ": must be TRAIN, INFER, SERVE, TTFT or TPOT");
     } else {
       // One pass for the checks and the aggregate's figures; the loop merges them.
       c.summary = SummarizeBatch(b.start_ns().data(), b.duration_ns().data(), b.items().data(), n);
@@ -283,13 +285,22 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
   const TaskAggregate& agg = collected.samples;
   task->mutable_result()->set_samples_stored(agg.samples_stored);
   const v1::JobSpec& spec = job->job.spec();
+  // A serving run is judged once, after its TTFT and TPOT phases are read.
+  int serve_index = -1;
+  std::vector<int64_t> serve_latencies;
+  GenerativeTimes generative;
   for (const auto& [phase, acc] : agg.phases) {
     v1::PhaseResult* pr = task->mutable_result()->add_phases();
     pr->set_phase(phase);
     *pr->mutable_stats() = acc.Finish();
     if (phase == v1::PHASE_SERVE) {
-      // Percentiles and the verdict from every stored latency, exactly.
-      JudgeServing(spec, acc.SortedExact(), task->mutable_result()->mutable_serving(), pr, &d.result().calibration());
+      serve_index = task->result().phases_size() - 1;
+      serve_latencies = acc.SortedExact();
+      continue;
+    }
+    if (phase == v1::PHASE_TTFT || phase == v1::PHASE_TPOT) {
+      (phase == v1::PHASE_TTFT ? generative.ttft : generative.tpot) = acc.SortedExact();
+      (phase == v1::PHASE_TTFT ? generative.ttft_stored : generative.tpot_stored) = pr->stats().count();
       continue;
     }
     // Training: the steps the agent's executor aimed for, computed there once.
@@ -298,10 +309,21 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
                                  : ExpectedInferenceBatches(spec, task->batch_size(), d.result().dataset_test_size());
     JudgeValidity(spec, expected, pr, &d.result().calibration());
   }
-  if (IsServing(spec) && agg.phases.count(v1::PHASE_SERVE) == 0 && d.state() == v1::TASK_STATE_SUCCEEDED) {
-    v1::PhaseResult* pr = task->mutable_result()->add_phases();  // nothing answered: said so, not left out
-    pr->set_phase(v1::PHASE_SERVE);
-    JudgeServing(spec, {}, task->mutable_result()->mutable_serving(), pr, &d.result().calibration());
+  if (IsServing(spec) && serve_index < 0 && d.state() == v1::TASK_STATE_SUCCEEDED) {
+    task->mutable_result()->add_phases()->set_phase(v1::PHASE_SERVE);  // nothing answered: said so, not left out
+    serve_index = task->result().phases_size() - 1;
+  }
+  if (serve_index >= 0) {
+    // Percentiles and the verdict from every stored latency, exactly; a
+    // generative run's TTFT and TPOT phases carry the run's one verdict.
+    v1::PhaseResult* pr = task->mutable_result()->mutable_phases(serve_index);
+    JudgeServing(spec, serve_latencies, task->mutable_result()->mutable_serving(), pr, &d.result().calibration(),
+                 IsGenerative(spec) ? &generative : nullptr);
+    for (v1::PhaseResult& other : *task->mutable_result()->mutable_phases()) {
+      if (other.phase() != v1::PHASE_TTFT && other.phase() != v1::PHASE_TPOT) continue;
+      other.set_valid(pr->valid());
+      *other.mutable_invalid_reasons() = pr->invalid_reasons();
+    }
   }
   if (state == v1::TASK_STATE_SUCCEEDED &&
       (static_cast<uint64_t>(agg.batches_stored) != d.batches_sent() || agg.samples_stored != d.samples_sent())) {

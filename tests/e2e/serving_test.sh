@@ -2,7 +2,8 @@
 # Serving runs with the real binaries on loopback: the harness alone (the
 # null model) in the server scenario, mlp on cpu0 in the server scenario
 # with a sweep of the batcher's largest batch, a rate sweep with its
-# latency-throughput figure, a peak search, and single_stream; the
+# latency-throughput figure, a peak search, single_stream, multi_stream, and
+# the generative decoder (tiny shapes) with TTFT/TPOT; the
 # report's serving table, -o json against the report schema, and bad input
 # refused before anything runs. Latency figures are printed, not judged
 # (a threshold would make the test depend on the machine's load): what is
@@ -138,4 +139,63 @@ job=$("$CLI" submit -m mlp -b 4 --serve single_stream --serve-duration 0.5 --ser
 [[ $(jq -r '.tasks[0].result.serving.mean_batch' "$WORK/single.json") == 1 ]] || fail "single_stream batched queries"
 (( $(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/single.json") >= 100 )) || fail "single_stream ran under its minimum"
 echo "serving: single_stream p90 $(jq -r '.tasks[0].result.serving.latency_p90_ns' "$WORK/single.json") ns, estimate $(jq -r '.tasks[0].result.serving.early_stopping_ns' "$WORK/single.json") ns"
+
+# ---- multi_stream: 8 samples a query, issued together, one query outstanding
+job=$("$CLI" submit -m mlp -b 8 --serve multi_stream --samples-per-query 8 --serve-duration 0.3 \
+  --serve-min-queries 100) || fail "submit multi_stream failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/multi.json"
+[[ $(jq -r '.state' "$WORK/multi.json") == JOB_STATE_SUCCEEDED ]] || fail "multi_stream did not succeed"
+s='.tasks[0].result.serving'
+[[ $(jq -r "$s.samples_per_query" "$WORK/multi.json") == 8 ]] || fail "multi_stream: not 8 samples per query"
+[[ $(jq -r "$s.mean_batch" "$WORK/multi.json") == 8 ]] || fail "multi_stream: a query's samples were not batched together"
+q=$(jq -r "$s.queries_answered" "$WORK/multi.json")
+[[ $(jq -r '.tasks[0].result.phases[0].stats.items' "$WORK/multi.json") == $((q * 8)) ]] \
+  || fail "multi_stream: the serve phase does not count 8 samples per query"
+/usr/bin/python3 "$(dirname "$0")/validate_json.py" "$SCHEMA" "$WORK/multi.json" || fail "multi_stream -o json does not match $SCHEMA"
+"$CLI" report "$job" | grep -q "multi_stream x8" || fail "the serving table does not show multi_stream x8"
+echo "serving: multi_stream x8 of mlp: p99 $(jq -r "$s.latency_p99_ns" "$WORK/multi.json") ns over $q queries"
+
+# ---- the generative decoder (tiny shapes): a rate sweep with TTFT and TPOT SLOs
+expect_refused "an SLO of a generative model" -- -m mlp --serve offline --ttft-ms 10
+cat >"$WORK/decoder.yaml" <<'YAML'
+serving:
+  decoder: {layers: 2, width: 64, heads: 4, vocabulary: 1000, context: 40,
+            prompt_tokens_min: 8, prompt_tokens_max: 32, output_tokens_min: 4, output_tokens_max: 16}
+YAML
+expect_refused "prompt_tokens_max + output_tokens_max = 48 tokens: beyond serving.decoder.context = 40" -- \
+  -f "$WORK/decoder.yaml" -m decoder --serve offline
+sed -i 's/context: 40/context: 128/' "$WORK/decoder.yaml"
+job=$("$CLI" submit -f "$WORK/decoder.yaml" -m decoder -b 4 -t cpu --serve server --qps 20,40 --ttft-ms 2000 \
+  --tpot-ms 500 --serve-duration 1 --serve-min-queries 64) || fail "submit the decoder failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/decoder.json"
+[[ $(jq -r '.state' "$WORK/decoder.json") == JOB_STATE_SUCCEEDED ]] \
+  || fail "the decoder run did not succeed: $(jq -c '[.tasks[].error]' "$WORK/decoder.json")"
+for t in 0 1; do
+  s=".tasks[$t].result.serving"
+  n=$(jq -r "$s.queries_answered" "$WORK/decoder.json")
+  (( n >= 64 )) || fail "decoder task $t answered $n requests (64 at least)"
+  for phase in PHASE_SERVE PHASE_TTFT PHASE_TPOT; do
+    [[ $(jq -r ".tasks[$t].result.phases[] | select(.phase == \"$phase\") | .stats.count" "$WORK/decoder.json") == "$n" ]] \
+      || fail "decoder task $t: not one $phase sample per request"
+  done
+  g="$s.generative"
+  ttft=$(jq -r "$g.ttft_p50_ns" "$WORK/decoder.json"); e2e=$(jq -r "$s.latency_p50_ns" "$WORK/decoder.json")
+  (( ttft > 0 && ttft <= e2e )) || fail "decoder task $t: TTFT p50 $ttft ns, end-to-end p50 $e2e ns"
+  (( $(jq -r "$g.tpot_p50_ns" "$WORK/decoder.json") > 0 )) || fail "decoder task $t: no TPOT"
+  [[ $(jq -r "$g.output_tokens" "$WORK/decoder.json") == $(jq -r ".tasks[$t].result.phases[] | select(.phase == \"PHASE_SERVE\") | .stats.items" "$WORK/decoder.json") ]] \
+    || fail "decoder task $t: the serve samples do not count the output tokens"
+  (( $(jq -r "$g.max_running" "$WORK/decoder.json") <= 4 )) || fail "decoder task $t: more running than -b 4"
+done
+/usr/bin/python3 "$(dirname "$0")/validate_json.py" "$SCHEMA" "$WORK/decoder.json" || fail "decoder -o json does not match $SCHEMA"
+"$CLI" report "$job" >"$WORK/decoder.txt" || fail "report of the decoder failed"
+grep -q "^Generative (per request" "$WORK/decoder.txt" || fail "no generative table in the report"
+grep -q "decoding steps" "$WORK/decoder.txt" || fail "no decoder footer in the report"
+sed -n '/^Generative/,/^$/p' "$WORK/decoder.txt"
+"$CLI" report "$job" --html "$WORK/decoder.html" >/dev/null || fail "report --html of the decoder failed"
+grep -q "TTFT and TPOT against load, decoder on srv/cpu0" "$WORK/decoder.html" || fail "no TTFT/TPOT figure in the HTML report"
+"$CLI" compare "$job" "$job" -o json >"$WORK/decoder-compare.json" || true
+[[ $(jq -r '[.pairs[] | select(.phase == "ttft")] | length' "$WORK/decoder-compare.json") == 2 ]] \
+  || fail "compare did not compare the TTFT phases: $(head -c 400 "$WORK/decoder-compare.json")"
 ok=1

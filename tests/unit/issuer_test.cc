@@ -103,6 +103,31 @@ TEST(IssuerTest, AQueryNeverAnsweredIsCountedAndALateAnswerIsHarmless) {
   target.late_(2);  // after RunOpenLoop returned: lands in state the callback owns
 }
 
+// Holds every answer until Release.
+class HoldingTarget final : public ServingTarget {
+ public:
+  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override {
+    held_.push_back({index, answered});
+  }
+  void Release(size_t i) { held_[i].second(held_[i].first); }
+  std::vector<std::pair<int64_t, std::function<void(int64_t)>>> held_;
+};
+
+TEST(IssuerTest, AFanOutQueryIsAnsweredOnlyWithItsLastSample) {
+  HoldingTarget samples;
+  FanOutTarget queries(samples, 3);
+  std::vector<int64_t> answered;
+  queries.Issue(5, [&answered](int64_t q) { answered.push_back(q); });
+  ASSERT_EQ(samples.held_.size(), 3u);
+  EXPECT_EQ(samples.held_[0].first, 15);
+  EXPECT_EQ(samples.held_[2].first, 17);
+  samples.Release(2);
+  samples.Release(0);
+  EXPECT_TRUE(answered.empty());
+  samples.Release(1);
+  EXPECT_EQ(answered, std::vector<int64_t>{5});
+}
+
 // Counts what it was given at once; cancels the run at query `cancel_at`.
 class CancellingTarget final : public ServingTarget {
  public:

@@ -108,6 +108,30 @@ TEST(ServingRunTest, SingleStreamTimesEachQueryFromItsIssue) {
   }
 }
 
+TEST(ServingRunTest, MultiStreamIssuesEachQuerysSamplesTogetherAndAnswersItWithTheLast) {
+  v1::JobSpec spec = Spec("single_stream", 0, 0.02, 16);
+  spec.mutable_serving()->set_scenario("multi_stream");
+  spec.mutable_serving()->set_samples_per_query(8);
+  spec.mutable_serving()->set_percentile(99);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  // A batch of at most 4 samples: each query of 8 takes two batches of 500 us.
+  const Ran ran = Serve(spec, 4, FixedServiceCompute(absl::Microseconds(500)));
+  const v1::ServingRun& s = ran.result.serving();
+  EXPECT_EQ(s.samples_per_query(), 8);
+  ASSERT_GE(s.queries_answered(), 16);
+  EXPECT_EQ(s.queries_answered(), s.queries_scheduled());
+  EXPECT_EQ(s.batches(), 2 * s.queries_answered()) << "8 samples, batches of 4";
+  EXPECT_DOUBLE_EQ(s.mean_batch(), 4.0) << "the samples arrive together: full batches";
+  EXPECT_EQ(s.max_queue_delay_ms(), 0);
+  for (size_t i = 0; i < ran.samples.size(); ++i) {
+    EXPECT_GE(ran.samples[i].latency_ns, 1'000'000) << i << ": answered with its last sample, after both batches";
+    if (i > 0) {
+      EXPECT_GE(ran.samples[i].scheduled_ns, ran.samples[i - 1].scheduled_ns + ran.samples[i - 1].latency_ns)
+          << i << ": one query outstanding";
+    }
+  }
+}
+
 TEST(ServingRunTest, NoQueryBeatsTheIdealQueueOnItsOwnArrivals) {
   // Fixed service of 500 us, one instance, batches of one, Poisson at 50%
   // load: an M/D/1 queue. On the same arrivals an ideal server finishes

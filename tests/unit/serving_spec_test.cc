@@ -83,7 +83,7 @@ TEST(ServingSpecTest, BadInputIsRefusedNamingTheFieldAndTheFix) {
   spec = Server();
   spec.mutable_serving()->set_scenario("burst");
   EXPECT_THAT(Problems(spec),
-              HasSubstr("serving.scenario = 'burst': unknown; use server, single_stream, offline or peak"));
+              HasSubstr("serving.scenario = 'burst': unknown; use server, single_stream, multi_stream, offline or peak"));
   v1::JobSpec offline;
   offline.mutable_serving()->set_scenario("offline");
   offline.mutable_serving()->set_target_qps(10);
