@@ -226,6 +226,7 @@ void Agent::StartTask(const v1::Assign& assign, const v1::Device& device) {
   task->assign = assign;
   task->device = device;
   task->control = std::make_unique<TaskControl>(SampleCapacity(assign), SteadyNowNs());
+  task->control->clock = [this] { return clock_offset_.Estimate(); };
   for (const std::string& id : assign.stage_device_ids()) {
     for (const v1::Device& d : devices_) {
       if (d.id() == id) task->control->stage_devices.push_back(d);

@@ -59,6 +59,8 @@ void FillServingDefaults(v1::JobSpec* spec) {
   if (!s->has_min_duration_seconds()) s->set_min_duration_seconds(2.0);
   if (!s->has_min_queries()) s->set_min_queries(generative ? 64 : 1024);
   if (s->scenario() == "multi_stream" && !s->has_samples_per_query()) s->set_samples_per_query(8);
+  if (!s->has_replicas()) s->set_replicas(1);
+  if (s->replicas() > 1 && !s->has_replica_timeout_seconds()) s->set_replica_timeout_seconds(600);
   if (generative) {
     v1::DecoderSpec* d = s->mutable_decoder();  // GPT-2 small
     if (!d->has_layers()) d->set_layers(12);
@@ -147,6 +149,21 @@ void CheckRatesAndBound(const v1::ServingSpec& s, bool generative, std::vector<s
       bad("serving.latency_bound_ms = ", Shown(s.latency_bound_ms()), ": must be in [0, ",
           static_cast<int64_t>(ServingLimits::kMaxBoundMs), "] (0 = no bound)");
     }
+  }
+}
+
+void CheckReplicas(const v1::ServingSpec& s, std::vector<std::string>* problems) {
+  auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
+  if (s.replicas() < 1 || s.replicas() > ServingLimits::kMaxReplicas) {
+    bad("serving.replicas = ", s.replicas(), ": must be in [1, ", ServingLimits::kMaxReplicas,
+        "] (agents serving one schedule together)");
+  } else if (s.replicas() > 1 && s.scenario() != "server") {
+    bad("serving.replicas = ", s.replicas(), ": only for scenario server (one schedule split among agents); use 1");
+  }
+  if (s.has_replica_timeout_seconds() &&
+      (s.replicas() <= 1 || !(s.replica_timeout_seconds() > 0 && s.replica_timeout_seconds() <= 86400))) {
+    bad("serving.replica_timeout_seconds = ", Shown(s.replica_timeout_seconds()),
+        s.replicas() <= 1 ? ": only with serving.replicas > 1; remove it" : ": must be in (0, 86400]");
   }
 }
 
@@ -266,6 +283,7 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems) {
   const std::string& scenario = s.scenario();
   CheckRatesAndBound(s, IsGenerative(spec), problems);
   CheckMultiStream(s, problems);
+  CheckReplicas(s, problems);
   CheckGenerative(spec, problems);
   if (!(s.percentile() > 0 && s.percentile() < 100)) {
     bad("serving.percentile = ", Shown(s.percentile()), ": must be in (0, 100), e.g. 99");

@@ -27,7 +27,12 @@ struct ServingLimits {
   static constexpr double kMaxBoundMs = 3'600'000;
   static constexpr int kMaxInstances = 64;
   static constexpr int kMaxSamplesPerQuery = 1024;
+  static constexpr int kMaxReplicas = 64;
 };
+
+/// A replicated run's rendezvous (its replicas meet after warm-up to agree
+/// on the start) waits this long for every replica.
+inline constexpr double kReplicaRendezvousSeconds = 120;
 
 /// The generative model: a decoder-only transformer with a KV cache
 /// (serving.decoder), served by continuous batching; its own job.

@@ -285,7 +285,7 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
                          {"scenario", "target_qps", "latency_bound_ms", "percentile", "min_duration_seconds",
                           "min_queries", "max_queue_delay_ms", "instances", "max_issue_delay_share", "warmup_batches",
                           "fixed_service_us", "qps_sweep", "peak_precision", "peak_max_runs", "samples_per_query",
-                          "ttft_ms", "tpot_ms", "decoder"});
+                          "ttft_ms", "tpot_ms", "decoder", "replicas", "replica_timeout_seconds"});
       !s.ok()) {
     return s;
   }
@@ -301,7 +301,8 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
       {"fixed_service_us", &v1::ServingSpec::set_fixed_service_us},
       {"peak_precision", &v1::ServingSpec::set_peak_precision},
       {"ttft_ms", &v1::ServingSpec::set_ttft_ms},
-      {"tpot_ms", &v1::ServingSpec::set_tpot_ms}};
+      {"tpot_ms", &v1::ServingSpec::set_tpot_ms},
+      {"replica_timeout_seconds", &v1::ServingSpec::set_replica_timeout_seconds}};
   for (const auto& [key, set] : numbers) {
     if (!sv[key]) continue;
     auto v = As<double>(sv[key], absl::StrCat("serving.", key), "a number");
@@ -329,6 +330,7 @@ absl::Status ParseServing(const YAML::Node& sv, v1::JobSpec& spec) {
     HB_ASSIGN(o->set_samples_per_query,
               As<int32_t>(sv["samples_per_query"], "serving.samples_per_query", "an integer"));
   }
+  if (sv["replicas"]) HB_ASSIGN(o->set_replicas, As<int32_t>(sv["replicas"], "serving.replicas", "an integer"));
   if (const YAML::Node d = sv["decoder"]) return ParseDecoder(d, o->mutable_decoder());
   return absl::OkStatus();
 }
@@ -451,6 +453,10 @@ void EmitServing(const v1::JobSpec& spec, YAML::Emitter& out) {
   if (sv.has_peak_precision()) out << YAML::Key << "peak_precision" << YAML::Value << sv.peak_precision();
   if (sv.has_peak_max_runs()) out << YAML::Key << "peak_max_runs" << YAML::Value << sv.peak_max_runs();
   if (sv.has_samples_per_query()) out << YAML::Key << "samples_per_query" << YAML::Value << sv.samples_per_query();
+  if (sv.has_replicas()) out << YAML::Key << "replicas" << YAML::Value << sv.replicas();
+  if (sv.has_replica_timeout_seconds()) {
+    out << YAML::Key << "replica_timeout_seconds" << YAML::Value << sv.replica_timeout_seconds();
+  }
   if (sv.ttft_ms() != 0) out << YAML::Key << "ttft_ms" << YAML::Value << sv.ttft_ms();
   if (sv.tpot_ms() != 0) out << YAML::Key << "tpot_ms" << YAML::Value << sv.tpot_ms();
   if (sv.has_decoder()) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct TaskControl {
   std::atomic<bool> cancel{false};      // set by the agent; the executor stops soon after
   /// Split tasks: the agent's devices of stages 1.. (Assign.stage_device_ids).
   std::vector<v1::Device> stage_devices;
+  /// This agent's clock against the coordinator's (heartbeat echoes): a
+  /// serving replica's start is agreed on the coordinator's clock. Unset in
+  /// tests that need none.
+  std::function<v1::ClockSync()> clock;
 };
 
 /// Runs one task. Run() is called on a dedicated task thread, one task per

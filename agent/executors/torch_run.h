@@ -23,6 +23,8 @@
 #include "agent/executors/executor.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
+#include "agent/serving/replicas.h"
+#include "agent/serving/serving_run.h"
 
 namespace hetbench::agent {
 
@@ -74,6 +76,9 @@ class TorchRun {
   /// continuous batching (agent/serving/generative.h): three samples per
   /// answered request (SERVE, TTFT, TPOT).
   absl::Status ServeDecoder();
+  /// What a serving run shares with this task: cancel, progress, the time
+  /// axis, and for a replica of a replicated run how to meet the others.
+  ServingControl Shared();
   /// Whether training stops before the next step (cancelled, or measured
   /// enough); a later stage of a split across agents waits for its order.
   enum class Next { kStep, kStop };
@@ -103,6 +108,7 @@ class TorchRun {
   std::vector<StageTimes> split_times_;  // measured steps x stages, flat
   std::vector<int64_t> split_step_ns_;
   std::unique_ptr<StageLink> link_;
+  std::unique_ptr<ReplicaMeeting> replicas_;  // a serving replica's meeting (Shared)
   std::unique_ptr<GradientSync> sync_;
   double vote_ = 0, voted_ = 0;  // this rank's stop vote and the gang's sum
   std::vector<int64_t> step_ns_, comm_ns_;

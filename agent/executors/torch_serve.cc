@@ -13,6 +13,18 @@
 
 namespace hetbench::agent {
 
+ServingControl TorchRun::Shared() {
+  ServingControl shared{&control_->cancel, &control_->step, &control_->total_steps, control_->task_start_ns};
+  if (task_.has_gang() && task_.gang().world_size() > 1) {  // a replica: meets the others after its warm-up
+    replicas_ = std::make_unique<ReplicaMeeting>();
+    replicas_->gang = task_.gang();
+    replicas_->own_host = config_.rendezvous_host;
+    replicas_->clock = control_->clock;
+    shared.replicas = replicas_.get();
+  }
+  return shared;
+}
+
 absl::Status TorchRun::ServeDecoder() {
   if (device_.kind() == v1::DEVICE_KIND_QPU_SIM) {
     return absl::InvalidArgumentError(
@@ -24,12 +36,14 @@ absl::Status TorchRun::ServeDecoder() {
   const Decoder decoder(shape, spec_.seed(), torch_device_);
   result_.set_preprocess_seconds(static_cast<double>(SteadyNowNs() - built) * 1e-9);
   control_->phase = v1::PHASE_SERVE;
-  const ServingControl shared{&control_->cancel, &control_->step, &control_->total_steps, control_->task_start_ns};
+  const ServingControl shared = Shared();
   std::vector<ServedRequest> answered;
   const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
   const std::string what = absl::StrCat("decoder on ", device_.id(),
                                         " (LibTorch, KV cache, continuous batching, greedy; weights from the seed)");
-  RunGenerative(spec_, qps, static_cast<int>(bs_), decoder, what, shared, &result_, &answered);
+  if (auto s = RunGenerative(spec_, qps, static_cast<int>(bs_), decoder, what, shared, &result_, &answered); !s.ok()) {
+    return s;
+  }
   // Per request: SERVE (end to end; items = output tokens), TTFT (items =
   // prompt tokens), TPOT (items = tokens after the first).
   for (const ServedRequest& r : answered) {
@@ -63,10 +77,12 @@ absl::Status TorchRun::Serve() {
     what = absl::StrCat(model_, " on ", device_.id(), " (LibTorch, eval mode, no autograd)");
   }
   control_->phase = v1::PHASE_SERVE;
-  const ServingControl shared{&control_->cancel, &control_->step, &control_->total_steps, control_->task_start_ns};
+  const ServingControl shared = Shared();
   std::vector<ServedQuery> answered;
   const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
-  RunServing(spec_, qps, static_cast<int>(bs_), compute, what, shared, &result_, &answered);
+  if (auto s = RunServing(spec_, qps, static_cast<int>(bs_), compute, what, shared, &result_, &answered); !s.ok()) {
+    return s;
+  }
   for (const ServedQuery& q : answered) {  // one SERVE sample per answered query
     if (!control_->samples.Push(
             {q.scheduled_ns, q.latency_ns, result_.serving().samples_per_query(), v1::PHASE_SERVE})) {

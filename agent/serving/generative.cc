@@ -174,9 +174,9 @@ void SummarizeRequests(const v1::ServingSpec& s, const std::vector<ServedRequest
 
 }  // namespace
 
-void RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
-                   const std::string& what, const ServingControl& control, v1::TaskResult* result,
-                   std::vector<ServedRequest>* answered) {
+absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+                           const std::string& what, const ServingControl& control, v1::TaskResult* result,
+                           std::vector<ServedRequest>* answered) {
   const v1::ServingSpec& s = spec.serving();
   max_running = std::max(max_running, 1);
   v1::ServingRun* out = result->mutable_serving();
@@ -203,6 +203,8 @@ void RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const D
 
   const v1::DecoderSpec d = s.decoder();
   const uint64_t seed = spec.seed();
+  const absl::StatusOr<ReplicaStart> replica = StartReplica(control, out);
+  if (!replica.ok()) return replica.status();
   ScenarioRun one;
   std::vector<ServedBatch> steps;
   std::map<int64_t, GenerationTimes> times;
@@ -210,7 +212,7 @@ void RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const D
     GenerativeServer server(decoder, max_running, s.instances(),
                             [d, seed](int64_t index) { return MakeRequest(d, seed, index); });
     // A request takes many steps: its answer may come long after its issue.
-    one = RunScenario(spec, qps, server, control, absl::Seconds(600));
+    one = RunScenario(spec, qps, server, control, absl::Seconds(600), &*replica);
     steps = server.Steps();
     times = server.Times();
   }
@@ -244,6 +246,7 @@ void RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const D
     *result->add_windows() = w;
     result->set_evaluate_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace hetbench::agent

@@ -105,8 +105,8 @@ struct ServedRequest {
 /// result.serving (the SERVE figures are the requests'; the agent's
 /// generative figures: ITL, tokens/s, goodput). Appends every answered
 /// request to `answered`, in schedule order.
-void RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
-                   const std::string& what, const ServingControl& control, v1::TaskResult* result,
-                   std::vector<ServedRequest>* answered);
+absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+                           const std::string& what, const ServingControl& control, v1::TaskResult* result,
+                           std::vector<ServedRequest>* answered);
 
 }  // namespace hetbench::agent

@@ -47,7 +47,8 @@ void FanOutTarget::Issue(int64_t index, const std::function<void(int64_t)>& answ
 }
 
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
-                        absl::Duration spin, const std::atomic<bool>* cancel, std::atomic<int64_t>* issued) {
+                        absl::Duration spin, const std::atomic<bool>* cancel, std::atomic<int64_t>* issued,
+                        int64_t start_ns) {
   OpenLoopRun run;
   run.queries.resize(schedule.size());
   // Answers may come after this function returns (a target past the drain
@@ -64,7 +65,7 @@ OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& tar
   // to 50 us late; this thread asks for 1 ns while it issues.
   const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  const int64_t start = SteadyNowNs();
+  const int64_t start = start_ns > 0 ? start_ns : SteadyNowNs();
   run.run_start_ns = start;
   const int64_t spin_ns = absl::ToInt64Nanoseconds(spin);
   auto answered = [shared, start](int64_t index) {

@@ -68,9 +68,12 @@ struct OpenLoopRun {
 /// waits at most `drain` for the outstanding answers. A set `cancel` stops
 /// the issuing (the run then holds the queries issued so far); `issued`,
 /// when given, counts the queries issued (progress for another thread).
+/// The start is now, or `start_ns` on the steady clock when given (a
+/// replica's agreed start; queries due before the call are late, which
+/// their issue delay and latency show).
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
                         absl::Duration spin = absl::Microseconds(50), const std::atomic<bool>* cancel = nullptr,
-                        std::atomic<int64_t>* issued = nullptr);
+                        std::atomic<int64_t>* issued = nullptr, int64_t start_ns = 0);
 
 /// LoadGen's SingleStream: one query outstanding at a time, the next issued
 /// as soon as the last is answered (its scheduled time is its issue time),

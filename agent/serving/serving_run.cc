@@ -26,10 +26,11 @@ struct OneRun {
 };
 
 OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
-               const BatchingServer::Compute& compute, const ServingControl& control) {
+               const BatchingServer::Compute& compute, const ServingControl& control,
+               const ReplicaStart* replica = nullptr) {
   OneRun one;
   BatchingServer server(options, compute);
-  one.scenario = RunScenario(spec, qps, server, control);
+  one.scenario = RunScenario(spec, qps, server, control, absl::ZeroDuration(), replica);
   one.batches = server.Batches();  // every batch: each is recorded before its answers
   return one;
 }
@@ -52,8 +53,17 @@ std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
   return schedule;
 }
 
+absl::StatusOr<ReplicaStart> StartReplica(const ServingControl& control, v1::ServingRun* out) {
+  if (control.replicas == nullptr || control.replicas->gang.world_size() <= 1) return ReplicaStart();
+  // The lead covers the agreement's own round and the issuers' wake-up.
+  auto start = MeetReplicas(*control.replicas, absl::Milliseconds(500));
+  if (!start.ok()) return start.status();
+  *out->mutable_replica() = start->record;
+  return start;
+}
+
 ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& target, const ServingControl& control,
-                        absl::Duration answer_allowance) {
+                        absl::Duration answer_allowance, const ReplicaStart* replica) {
   const v1::ServingSpec& s = spec.serving();
   // Answers after the last issue (single_stream: after each).
   const absl::Duration wait = absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms()) + answer_allowance;
@@ -75,12 +85,21 @@ ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& targ
     if (!one.run.queries.empty())
       one.schedule_seconds = static_cast<double>(one.run.queries.back().scheduled_ns) * 1e-9;
   } else {
-    const std::vector<int64_t> schedule =
+    std::vector<int64_t> schedule =
         s.scenario() == "offline" ? std::vector<int64_t>(static_cast<size_t>(ServingQueryCapacity(spec, qps)), 0)
                                   : ServerSchedule(spec, qps);
     if (!schedule.empty()) one.schedule_seconds = static_cast<double>(schedule.back()) * 1e-9;
+    int64_t start_ns = 0;
+    if (replica != nullptr && replica->replicas > 1) {  // this replica's share of the global schedule
+      std::vector<int64_t> share;
+      for (size_t i = static_cast<size_t>(replica->rank); i < schedule.size(); i += static_cast<size_t>(replica->replicas)) {
+        share.push_back(schedule[i]);
+      }
+      schedule = std::move(share);
+      start_ns = replica->start_ns;
+    }
     control.total->store(static_cast<int64_t>(schedule.size()));
-    one.run = RunOpenLoop(schedule, target, wait, absl::Microseconds(50), control.cancel, control.issued);
+    one.run = RunOpenLoop(schedule, target, wait, absl::Microseconds(50), control.cancel, control.issued, start_ns);
   }
   return one;
 }
@@ -196,9 +215,9 @@ double SearchPeak(const v1::JobSpec& spec, const BatchingOptions& options, const
 
 }  // namespace
 
-void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
-                const std::string& what, const ServingControl& control, v1::TaskResult* result,
-                std::vector<ServedQuery>* answered) {
+absl::Status RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
+                        const std::string& what, const ServingControl& control, v1::TaskResult* result,
+                        std::vector<ServedQuery>* answered) {
   const v1::ServingSpec& s = spec.serving();
   max_batch = std::max(max_batch, 1);
   v1::ServingRun* out = result->mutable_serving();
@@ -228,12 +247,15 @@ void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const Batchi
   options.instances = s.instances();
   if (s.scenario() == "peak") qps = SearchPeak(spec, options, compute, control, out);
   out->set_target_qps(s.scenario() == "server" || s.scenario() == "peak" ? qps : 0.0);
-  const OneRun one = RunOnce(spec, qps, options, compute, control);
+  const absl::StatusOr<ReplicaStart> replica = StartReplica(control, out);
+  if (!replica.ok()) return replica.status();
+  const OneRun one = RunOnce(spec, qps, options, compute, control, &*replica);
   const v1::PhaseWindow w = SummarizeRun(one.scenario, one.batches, control.task_start_ns, out, answered);
   if (!one.scenario.run.queries.empty()) {
     *result->add_windows() = w;
     result->set_evaluate_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace hetbench::agent

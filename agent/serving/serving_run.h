@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/serving/batching_server.h"
 #include "agent/serving/issuer.h"
+#include "agent/serving/replicas.h"
 #include "hetbench/v1/common.pb.h"
 
 namespace hetbench::agent {
@@ -27,6 +29,7 @@ struct ServingControl {
   std::atomic<int64_t>* issued = nullptr;     // progress: queries issued
   std::atomic<int64_t>* total = nullptr;      // progress: queries the run will issue (single_stream: its minimum)
   int64_t task_start_ns = 0;                  // the task's time axis (steady clock)
+  const ReplicaMeeting* replicas = nullptr;   // a replica of a replicated server run: how to meet the others
 };
 
 /// One answered query on the task's time axis.
@@ -51,9 +54,17 @@ struct ScenarioRun {
 /// schedule, open loop; offline, min_queries at once; single_stream and
 /// multi_stream (samples_per_query samples per query, FanOutTarget), one
 /// query outstanding. Answers are waited for 10 s + 10 x the bound +
-/// `answer_allowance` (a decoder's requests take long).
+/// `answer_allowance` (a decoder's requests take long). A `replica` of a
+/// replicated server run issues its share of the global schedule (query i
+/// when i mod replicas is its rank) from the agreed start.
 ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& target, const ServingControl& control,
-                        absl::Duration answer_allowance = absl::ZeroDuration());
+                        absl::Duration answer_allowance = absl::ZeroDuration(),
+                        const ReplicaStart* replica = nullptr);
+
+/// A replica of a replicated run (control.replicas set) meets the others
+/// after its warm-up and records where it starts in out->replica; a run of
+/// one starts at once. UNAVAILABLE when the replicas cannot meet.
+absl::StatusOr<ReplicaStart> StartReplica(const ServingControl& control, v1::ServingRun* out);
 
 /// The issuer's figures of `one` and the batches' (`batches`: what the
 /// target ran) into `out`, its answered queries (on the task's axis) into
@@ -67,8 +78,8 @@ v1::PhaseWindow SummarizeRun(const ScenarioRun& one, const std::vector<ServedBat
 /// then runs at it. `what` names the compute for the result ("mlp on cpu0
 /// ..."). Appends every answered query of the final run to `answered`, in
 /// schedule order.
-void RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
-                const std::string& what, const ServingControl& control, v1::TaskResult* result,
-                std::vector<ServedQuery>* answered);
+absl::Status RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
+                        const std::string& what, const ServingControl& control, v1::TaskResult* result,
+                        std::vector<ServedQuery>* answered);
 
 }  // namespace hetbench::agent

@@ -15,7 +15,7 @@ constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-second
                                         "--electricity-usd-per-kwh", "--gang-timeout", "--peak-precision",
                                         "--latency-bound-ms", "--serve-duration", "--serve-min-queries",
                                         "--serve-instances", "--max-queue-delay-ms", "--samples-per-query",
-                                        "--ttft-ms", "--tpot-ms"};
+                                        "--ttft-ms", "--tpot-ms", "--replicas"};
 }  // namespace
 
 void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
@@ -75,6 +75,9 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
                      "serving: the batcher waits at most this for a batch to fill (default 1)");
   submit->add_option("--samples-per-query", f->samples_per_query,
                      "serving multi_stream: samples in each query (default 8)");
+  submit->add_option("--replicas", f->replicas,
+                     "serving server: agents serving one schedule together, each on an agent of its own; the "
+                     "result merges their latencies exactly (default 1)");
   submit->add_option("--ttft-ms", f->ttft_ms, "serving the decoder: the time-to-first-token SLO, ms");
   submit->add_option("--tpot-ms", f->tpot_ms, "serving the decoder: the time-per-output-token SLO, ms");
 }
@@ -178,6 +181,7 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (given("--max-queue-delay-ms")) sv->set_max_queue_delay_ms(f.max_queue_delay_ms);
   if (given("--samples-per-query")) sv->set_samples_per_query(f.samples_per_query);
   if (given("--ttft-ms")) sv->set_ttft_ms(f.ttft_ms);
+  if (given("--replicas")) sv->set_replicas(f.replicas);
   if (given("--tpot-ms")) sv->set_tpot_ms(f.tpot_ms);
   if (sv->ByteSizeLong() == 0) spec.clear_serving();
   for (const std::string& c : f.costs) {

@@ -37,7 +37,7 @@ struct SpecFlags {
   double latency_bound_ms = 0, serve_duration = 0, max_queue_delay_ms = 0, peak_precision = 0;
   double ttft_ms = 0, tpot_ms = 0;  // generative SLOs
   int64_t serve_min_queries = 0;
-  int serve_instances = 0, samples_per_query = 0;
+  int serve_instances = 0, samples_per_query = 0, replicas = 0;
   /// Scalar flags given on the command line ("--min-steps"): those override.
   std::set<std::string> given;
 };

@@ -56,6 +56,83 @@ std::string RenderGenerative(const v1::Job& job) {
 
 }  // namespace
 
+namespace {
+
+// A row of the serving table (CSV: every figure unrounded) for a task, or
+// for the union of a replicated run's replicas (`task_id` its gang's).
+struct ServingRow {
+  std::string task_id, model, device_id, device_label, device_kind;
+  int batch_size = 0;
+  const v1::ServingRun* s = nullptr;
+  const v1::PhaseResult* p = nullptr;
+  bool merged = false;  // the union of a replicated run's replicas
+};
+
+std::vector<std::string> CsvRow(const v1::Job& job, const ServingRow& r) {
+  const v1::ServingRun& s = *r.s;
+  const v1::GenerativeRun& g = s.generative();
+  return {job.id(),
+          r.task_id,
+          r.model,
+          r.device_id,
+          r.device_kind,
+          absl::StrCat(r.batch_size),
+          s.scenario(),
+          CsvNumber(s.target_qps()),
+          CsvNumber(s.achieved_qps()),
+          CsvNumber(s.samples_per_second()),
+          absl::StrCat(s.queries_scheduled()),
+          absl::StrCat(s.queries_answered()),
+          absl::StrCat(s.latency_p50_ns()),
+          absl::StrCat(s.latency_p90_ns()),
+          absl::StrCat(s.latency_p99_ns()),
+          CsvNumber(s.percentile()),
+          absl::StrCat(s.latency_at_percentile_ns()),
+          absl::StrCat(s.early_stopping_ns()),
+          CsvNumber(s.latency_bound_ms()),
+          absl::StrCat(s.over_bound()),
+          absl::StrCat(s.issue_delay_p50_ns()),
+          absl::StrCat(s.issue_delay_p99_ns()),
+          absl::StrCat(s.issue_delay_max_ns()),
+          absl::StrCat(s.batches()),
+          CsvNumber(s.mean_batch()),
+          absl::StrCat(s.instances()),
+          r.p->valid() ? "true" : "false",
+          absl::StrJoin(r.p->invalid_reasons(), "; "),
+          absl::StrCat(s.samples_per_query()),
+          absl::StrCat(g.ttft_p50_ns()),
+          absl::StrCat(g.ttft_p90_ns()),
+          absl::StrCat(g.ttft_p99_ns()),
+          absl::StrCat(g.tpot_p50_ns()),
+          absl::StrCat(g.tpot_p90_ns()),
+          absl::StrCat(g.tpot_p99_ns()),
+          absl::StrCat(g.itl_p50_ns()),
+          absl::StrCat(g.itl_p99_ns()),
+          absl::StrCat(g.prompt_tokens()),
+          absl::StrCat(g.output_tokens()),
+          CsvNumber(g.output_tokens_per_second()),
+          CsvNumber(g.goodput()),
+          CsvNumber(g.ttft_ms()),
+          CsvNumber(g.tpot_ms()),
+          absl::StrCat(std::max(1, s.replica().replicas())),
+          r.merged ? std::string() : absl::StrCat(s.replica().rank())};
+}
+
+std::vector<std::string> TableRow(const ServingRow& r) {
+  const v1::ServingRun& s = *r.s;
+  return {r.task_id, r.model, r.device_label, absl::StrCat(r.batch_size), Scenario(s),
+          s.target_qps() > 0 ? Num(s.target_qps(), "%.1f") : "-", Num(s.achieved_qps(), "%.1f"),
+          absl::StrCat(s.queries_answered(), "/", s.queries_scheduled()), MsCell(s.latency_p50_ns()),
+          MsCell(s.latency_p90_ns()), MsCell(s.latency_p99_ns()),
+          absl::StrCat("p", absl::StrFormat("%g", s.percentile()), " ", MsCell(s.early_stopping_ns())),
+          s.latency_bound_ms() > 0 ? Num(s.latency_bound_ms(), "%g") : "-",
+          s.latency_bound_ms() > 0 ? absl::StrCat(s.over_bound()) : "-",
+          Num(static_cast<double>(s.issue_delay_p99_ns()) * 1e-3, "%.1f"),
+          s.batches() > 0 ? Num(s.mean_batch(), "%.2f") : "-", r.p->valid() ? "yes" : "NO"};
+}
+
+}  // namespace
+
 std::string RenderServing(const v1::Job& job, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
   const bool csv = format == OutputFormat::kCsv;
@@ -63,62 +140,17 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
     const v1::PhaseResult* p = FindPhase(t, v1::PHASE_SERVE);
     if (p == nullptr) continue;
     const v1::ServingRun& s = t.result().serving();
-    const std::string pct = absl::StrFormat("%g", s.percentile());
-    if (csv) {
-      rows.push_back({job.id(),
-                      t.id(),
-                      TaskModel(job, t),
-                      t.device_id(),
-                      DeviceKindName(t.device_kind()),
-                      absl::StrCat(t.batch_size()),
-                      s.scenario(),
-                      CsvNumber(s.target_qps()),
-                      CsvNumber(s.achieved_qps()),
-                      CsvNumber(s.samples_per_second()),
-                      absl::StrCat(s.queries_scheduled()),
-                      absl::StrCat(s.queries_answered()),
-                      absl::StrCat(s.latency_p50_ns()),
-                      absl::StrCat(s.latency_p90_ns()),
-                      absl::StrCat(s.latency_p99_ns()),
-                      CsvNumber(s.percentile()),
-                      absl::StrCat(s.latency_at_percentile_ns()),
-                      absl::StrCat(s.early_stopping_ns()),
-                      CsvNumber(s.latency_bound_ms()),
-                      absl::StrCat(s.over_bound()),
-                      absl::StrCat(s.issue_delay_p50_ns()),
-                      absl::StrCat(s.issue_delay_p99_ns()),
-                      absl::StrCat(s.issue_delay_max_ns()),
-                      absl::StrCat(s.batches()),
-                      CsvNumber(s.mean_batch()),
-                      absl::StrCat(s.instances()),
-                      p->valid() ? "true" : "false",
-                      absl::StrJoin(p->invalid_reasons(), "; "),
-                      absl::StrCat(s.samples_per_query()),
-                      absl::StrCat(s.generative().ttft_p50_ns()),
-                      absl::StrCat(s.generative().ttft_p90_ns()),
-                      absl::StrCat(s.generative().ttft_p99_ns()),
-                      absl::StrCat(s.generative().tpot_p50_ns()),
-                      absl::StrCat(s.generative().tpot_p90_ns()),
-                      absl::StrCat(s.generative().tpot_p99_ns()),
-                      absl::StrCat(s.generative().itl_p50_ns()),
-                      absl::StrCat(s.generative().itl_p99_ns()),
-                      absl::StrCat(s.generative().prompt_tokens()),
-                      absl::StrCat(s.generative().output_tokens()),
-                      CsvNumber(s.generative().output_tokens_per_second()),
-                      CsvNumber(s.generative().goodput()),
-                      CsvNumber(s.generative().ttft_ms()),
-                      CsvNumber(s.generative().tpot_ms())});
-      continue;
+    const ServingRow row{t.id(), TaskModel(job, t), t.device_id(), DeviceLabel(t), DeviceKindName(t.device_kind()),
+                         t.batch_size(), &s, p};
+    rows.push_back(csv ? CsvRow(job, row) : TableRow(row));
+    // After a replicated run's last replica: the union of its replicas.
+    if (s.has_merged() && t.gang().rank() + 1 == t.gang().world_size()) {
+      const v1::ReplicaMerge& m = s.merged();
+      const ServingRow merged{absl::StrCat(t.gang().id(), csv ? "" : " merged"), row.model, "",
+                              absl::StrCat(m.replicas(), " replicas"), row.device_kind, t.batch_size(),
+                              &m.serving(), &m.phase(), true};
+      rows.push_back(csv ? CsvRow(job, merged) : TableRow(merged));
     }
-    rows.push_back({t.id(), TaskModel(job, t), DeviceLabel(t), absl::StrCat(t.batch_size()), Scenario(s),
-                    s.target_qps() > 0 ? Num(s.target_qps(), "%.1f") : "-", Num(s.achieved_qps(), "%.1f"),
-                    absl::StrCat(s.queries_answered(), "/", s.queries_scheduled()), MsCell(s.latency_p50_ns()),
-                    MsCell(s.latency_p90_ns()), MsCell(s.latency_p99_ns()),
-                    absl::StrCat("p", pct, " ", MsCell(s.early_stopping_ns())),
-                    s.latency_bound_ms() > 0 ? Num(s.latency_bound_ms(), "%g") : "-",
-                    s.latency_bound_ms() > 0 ? absl::StrCat(s.over_bound()) : "-",
-                    Num(static_cast<double>(s.issue_delay_p99_ns()) * 1e-3, "%.1f"), Num(s.mean_batch(), "%.2f"),
-                    p->valid() ? "yes" : "NO"});
   }
   if (rows.empty()) return "";
   if (csv) {
@@ -128,7 +160,7 @@ std::string RenderServing(const v1::Job& job, OutputFormat format) {
         "latency_at_percentile_ns,early_stopping_ns,latency_bound_ms,over_bound,issue_delay_p50_ns,issue_delay_p99_ns,"
         "issue_delay_max_ns,batches,mean_batch,instances,valid,invalid_reasons,samples_per_query,ttft_p50_ns,"
         "ttft_p90_ns,ttft_p99_ns,tpot_p50_ns,tpot_p90_ns,tpot_p99_ns,itl_p50_ns,itl_p99_ns,prompt_tokens,output_tokens,"
-        "output_tokens_per_second,goodput_requests_per_second,ttft_slo_ms,tpot_slo_ms",
+        "output_tokens_per_second,goodput_requests_per_second,ttft_slo_ms,tpot_slo_ms,replicas,replica_rank",
         rows);
   }
   std::string out = absl::StrCat(
@@ -162,6 +194,32 @@ std::string ServingFooter(const v1::TaskResult& r) {
       r.warmup_seconds(), r.evaluate_seconds(),
       s.samples_per_query() > 1 ? absl::StrFormat("; %d samples per query (multi_stream)", s.samples_per_query())
                                 : std::string());
+  if (s.replica().replicas() > 1) {
+    const v1::ReplicaRun& rep = s.replica();
+    absl::StrAppend(
+        &out, absl::StrFormat("\n    replica %d of %d (%s): its share of one global schedule from a start agreed on "
+                              "the coordinator's clock; this agent's clock offset %s (rendezvous %.2f s)",
+                              rep.rank(), rep.replicas(), rep.peers(),
+                              rep.clock_round_trips() > 0
+                                  ? absl::StrFormat("known within %.3f ms (%d round trip%s)",
+                                                    static_cast<double>(rep.clock_bound_ns()) * 1e-6,
+                                                    rep.clock_round_trips(), rep.clock_round_trips() == 1 ? "" : "s")
+                                  : std::string("unknown (no heartbeat echo yet; taken as 0)"),
+                              rep.rendezvous_seconds()));
+    if (s.has_merged()) {
+      const v1::ReplicaMerge& m = s.merged();
+      absl::StrAppend(&out, absl::StrFormat("; the union of its %d replicas (exact merge): p50 %s ms, p99 %s ms over %d "
+                                            "queries, %s",
+                                            m.replicas(), MsCell(m.serving().latency_p50_ns()),
+                                            MsCell(m.serving().latency_p99_ns()), m.serving().queries_answered(),
+                                            m.phase().valid() ? std::string("VALID")
+                                                              : absl::StrCat("INVALID (", absl::StrJoin(
+                                                                    m.phase().invalid_reasons(), "; "), ")")));
+    } else {
+      absl::StrAppend(&out, "; no merged figures (the other replicas have not ended, or the coordinator restarted "
+                            "before they did)");
+    }
+  }
   if (s.steps_size() > 0) {
     std::vector<std::string> runs;
     for (const v1::ServingStep& step : s.steps()) {

@@ -5,8 +5,10 @@
 /// Owns: the batch writer (sample and power batches are stored on its thread
 /// and connection, never on the loop's), each running attempt's timing
 /// aggregate (step_aggregator.h) and power readings, the last reading per
-/// sensor (for the power and energy metrics), and the count of batches still
-/// with the writer, with what waits for them (a TaskDone).
+/// sensor (for the power and energy metrics), the count of batches still
+/// with the writer, with what waits for them (a TaskDone), and the ended
+/// replicas of replicated serving runs waiting for the rest of their gang
+/// (replica_merge.h: up to 8 bytes per query until the gang's last replica).
 ///
 /// An attempt is current from Begin until End or the next Begin of its task;
 /// a batch counts (aggregate, readings) only when it was newly stored for the
@@ -30,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "hetbench/v1/agent.pb.h"
 #include "server/ingest/batch_writer.h"
+#include "server/ingest/replica_merge.h"
 #include "server/ingest/step_aggregator.h"
 #include "server/store/job_store.h"
 
@@ -88,6 +91,8 @@ class Ingest {
   bool settled() const { return pending_.empty() && waiting_.empty(); }
   /// Running attempts held.
   size_t attempts() const { return attempts_.size(); }
+  /// A replicated serving run's replicas waiting for the rest of their gang.
+  ReplicaMerges& replicas() { return replicas_; }
 
  private:
   struct LastReading {
@@ -109,6 +114,7 @@ class Ingest {
 
   std::unique_ptr<BatchWriter> writer_;
   std::map<std::string, Attempt> attempts_;              // by task id
+  ReplicaMerges replicas_;
   std::map<std::string, int> pending_;                   // batches with the writer, by "task/attempt"
   std::map<std::string, std::function<void()>> waiting_;  // AfterWrites, by "task/attempt"
 };

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/serving_spec.h"
 #include "common/validate_spec.h"
 
 namespace hetbench::server {
@@ -107,13 +108,16 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   // A validation's all-reduce pair waits for its two pinned devices as its
   // other tasks do (no queue timeout); each collective has the test's box.
   const bool validate = IsValidate(job.spec());
-  const double gang_timeout = validate ? 0
-                              : split  ? job.spec().split().gang_timeout_seconds()
-                                       : job.spec().parallel().gang_timeout_seconds();
+  // A serving run's replicas: each on an agent of its own (one connection, one issuer per agent).
+  const bool replicas = IsServing(job.spec());
+  const double gang_timeout = validate   ? 0
+                              : split    ? job.spec().split().gang_timeout_seconds()
+                              : replicas ? job.spec().serving().replica_timeout_seconds()
+                                         : job.spec().parallel().gang_timeout_seconds();
   std::vector<v1::TargetSelector> targets;
   for (int r = 0; r < world; ++r) targets.push_back(job.tasks(first + r).target());
   size_t got = 0;
-  auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got);
+  auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got, /*distinct_agents=*/replicas);
   if (!placements) {
     const double waited = now_seconds - head.queued_unix_seconds();
     const bool expired = gang_timeout > 0 && waited > gang_timeout;
@@ -129,6 +133,10 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
       why = absl::StrCat("split ", head.gang().id(), " needs ", absl::StrJoin(kinds, " + "),
                          " at once (a stage per device, any agents): stage ", got, " has none free; ",
                          pass.Reason(missing));
+    } else if (replicas) {
+      why = absl::StrCat("serving replicas ", head.gang().id(), " need ", world, " x ", DescribeTarget(head.target()),
+                         " at once, each on an agent of its own: ", got, " found on distinct agents now",
+                         got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
     } else {
       why = absl::StrCat("gang ", head.gang().id(), " needs ", world, " x ", DescribeTarget(head.target()),
                          " at once: ", got, " free now", got == 0 ? absl::StrCat("; ", pass.Reason(head.target())) : "");
@@ -143,8 +151,12 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
       }
     }
     if (expired) {
-      const std::string error = absl::StrFormat("waited %.0f s (%s.gang_timeout_seconds = %g): %s", waited,
-                                                split ? "split" : "parallel", gang_timeout, why);
+      const std::string error =
+          absl::StrFormat("waited %.0f s (%s = %g): %s", waited,
+                          split      ? "split.gang_timeout_seconds"
+                          : replicas ? "serving.replica_timeout_seconds"
+                                     : "parallel.gang_timeout_seconds",
+                          gang_timeout, why);
       for (int r = 0; r < world; ++r) out->failed.emplace_back(first + r, error);
       return;
     }
@@ -164,9 +176,10 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   gang.set_world_size(world);
   gang.set_master_host(master.rendezvous_host().empty() ? "127.0.0.1" : master.rendezvous_host());
   gang.set_master_port(master.rendezvous_port_base() > 0 ? master.rendezvous_port_base() + device_index : 0);
-  gang.set_timeout_seconds(validate ? job.spec().validate().time_box_seconds()
-                           : split  ? job.spec().split().collective_timeout_seconds()
-                                    : job.spec().parallel().collective_timeout_seconds());
+  gang.set_timeout_seconds(validate   ? job.spec().validate().time_box_seconds()
+                           : split    ? job.spec().split().collective_timeout_seconds()
+                           : replicas ? kReplicaRendezvousSeconds
+                                      : job.spec().parallel().collective_timeout_seconds());
   for (const Placement& p : *placements) gang.add_peers(absl::StrCat(p.agent_id, "/", p.device.id()));
   for (int r = 0; r < world; ++r) {
     TaskStart start{first + r, (*placements)[r], {}, gang};

@@ -261,7 +261,7 @@ bool SchedulingPass::Fits(const std::vector<v1::TargetSelector>& targets) const 
 }
 
 std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<v1::TargetSelector>& targets,
-                                                              bool same_agent, size_t* got) {
+                                                              bool same_agent, size_t* got, bool distinct_agents) {
   if (got != nullptr) *got = 0;
   if (!same_agent) {
     // Distinct resources on any agents: take one by one, give back on failure.
@@ -270,6 +270,8 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
     for (const v1::TargetSelector& target : targets) {
       bool found = false;
       for (size_t i = 0; i < free_.size() && !found; ++i) {
+        const auto on_agent = [&](const Placement& p) { return p.agent_id == free_[i].hello->agent_id(); };
+        if (distinct_agents && std::any_of(out.begin(), out.end(), on_agent)) continue;
         if (Usable(target, free_[i])) {
           for (size_t m : TakeResource(i)) marked.push_back(m);
           out.push_back(Placement{free_[i].hello->agent_id(), *free_[i].device, free_[i].hello});

@@ -91,10 +91,12 @@ class SchedulingPass {
   /// A device for every target at once, or none (nothing taken): a gang's
   /// ranks, or a split task's stages. Each target gets its own resource;
   /// with `same_agent` all on one agent, where stages may share a device or
-  /// resource (they are one task). `*got`: how many targets found a device
-  /// before one did not (for the pending reason).
+  /// resource (they are one task); with `distinct_agents` (and not
+  /// same_agent) each on an agent of its own (a serving run's replicas).
+  /// `*got`: how many targets found a device before one did not (for the
+  /// pending reason).
   std::optional<std::vector<Placement>> TakeAll(const std::vector<v1::TargetSelector>& targets, bool same_agent,
-                                                size_t* got = nullptr);
+                                                size_t* got = nullptr, bool distinct_agents = false);
   /// Takes, for the rest of the pass, a free device for each target that has
   /// one (the others stay missing): a waiting gang holds what it could use
   /// so later tasks of the pass do not. Returns how many were held; later

@@ -313,11 +313,20 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     task->mutable_result()->add_phases()->set_phase(v1::PHASE_SERVE);  // nothing answered: said so, not left out
     serve_index = task->result().phases_size() - 1;
   }
+  // A replica of a replicated run is judged on its share of min_queries;
+  // the union of its gang's replicas on the whole spec (MergeReplica).
+  const bool replica = IsServing(spec) && task->has_gang() && task->gang().world_size() > 1;
+  v1::JobSpec share;
+  if (replica) {
+    share = spec;
+    const int64_t n = task->gang().world_size();
+    share.mutable_serving()->set_min_queries((spec.serving().min_queries() + n - 1) / n);
+  }
   if (serve_index >= 0) {
     // Percentiles and the verdict from every stored latency, exactly; a
     // generative run's TTFT and TPOT phases carry the run's one verdict.
     v1::PhaseResult* pr = task->mutable_result()->mutable_phases(serve_index);
-    JudgeServing(spec, serve_latencies, task->mutable_result()->mutable_serving(), pr, &d.result().calibration(),
+    JudgeServing(replica ? share : spec, serve_latencies, task->mutable_result()->mutable_serving(), pr, &d.result().calibration(),
                  IsGenerative(spec) ? &generative : nullptr);
     for (v1::PhaseResult& other : *task->mutable_result()->mutable_phases()) {
       if (other.phase() != v1::PHASE_TTFT && other.phase() != v1::PHASE_TPOT) continue;
@@ -336,6 +345,9 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     error = absl::StrCat("incomplete power readings: stored ", collected.power.size(), " of ", d.power_batches_sent(),
                          " batches");
   }
+  if (replica && state == v1::TASK_STATE_SUCCEEDED && serve_index >= 0) {
+    MergeReplica(*job, *task, d, std::move(serve_latencies), task->result().phases(serve_index));
+  }
   ComputeEnergyAndCost(spec, session.hello, collected.power, task);
   auto sink = session.sink;
   defer_([sink, ack](const absl::Status& commit) {
@@ -349,6 +361,38 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     return;
   }
   p_.attempts->Finish(*job, *task, state, error);
+}
+
+void AgentMessages::MergeReplica(LiveJob& job, v1::Task& task, const v1::TaskDone& d, std::vector<int64_t> latencies,
+                                 const v1::PhaseResult& phase) {
+  const v1::TaskResult& r = task.result();
+  ReplicaPart part;
+  part.task_id = task.id();
+  part.rank = task.gang().rank();
+  part.attempt = task.attempt();
+  part.sorted_latencies = std::move(latencies);
+  part.stored = phase.stats().count();
+  part.items = phase.stats().items();
+  for (const v1::PhaseWindow& w : d.result().windows()) {  // on the task's axis; to the coordinator's clock
+    if (w.phase() != v1::PHASE_SERVE) continue;
+    part.window_start_coordinator_ns = r.clock().task_start_coordinator_ns() + w.start_ns();
+    part.window_end_coordinator_ns = r.clock().task_start_coordinator_ns() + w.end_ns();
+  }
+  part.queries_scheduled = r.serving().queries_scheduled();
+  part.queries_answered = r.serving().queries_answered();
+  part.issue_delay_p99_ns = r.serving().issue_delay_p99_ns();
+  part.clock_bound_ns = r.serving().replica().clock_bound_ns();
+  part.target_qps = r.serving().target_qps();
+  std::optional<std::vector<ReplicaPart>> parts =
+      p_.ingest->replicas().Add(task.gang().id(), task.gang().world_size(), std::move(part));
+  if (!parts) return;
+  const v1::ReplicaMerge merged = MergeReplicas(job.job.spec(), *parts);
+  // Every replica's task holds the union's figures; the others ended earlier.
+  for (v1::Task& t : *job.job.mutable_tasks()) {
+    if (t.gang().id() != task.gang().id()) continue;
+    *t.mutable_result()->mutable_serving()->mutable_merged() = merged;
+    if (&t != &task) p_.jobs->MarkTask(job, t);
+  }
 }
 
 }  // namespace hetbench::server

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
@@ -67,6 +68,11 @@ class AgentMessages {
                     const Checked& checked, const absl::StatusOr<bool>& stored, bool counted);
   /// Hands a power batch to the batch writer; the ack and the metrics follow its commit.
   void Power(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
+  /// A replica of a replicated serving run that ended well: its latencies
+  /// join its gang's (Ingest::replicas); with the last replica, the union is
+  /// judged and written into every replica's task.
+  void MergeReplica(LiveJob& job, v1::Task& task, const v1::TaskDone& d, std::vector<int64_t> latencies,
+                    const v1::PhaseResult& phase);
   /// A TaskDone waits while batches of its attempt are with the batch
   /// writer (Ingest::AfterWrites), so the counts it is checked against are complete.
   void Done(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,

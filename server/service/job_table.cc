@@ -70,6 +70,7 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
   std::vector<int> world_sizes(effective.parallel().devices().begin(), effective.parallel().devices().end());
   const v1::SplitSpec& split = effective.split();
   if (split.across_agents()) world_sizes = {split.stages_size()};
+  if (IsServing(effective) && effective.serving().replicas() > 1) world_sizes = {effective.serving().replicas()};
   const bool gangs = !world_sizes.empty();
   if (!gangs) world_sizes.push_back(1);
   int gang_count = 0;

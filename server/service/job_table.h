@@ -45,7 +45,8 @@ class JobTable {
   /// A new job from an effective spec: a task per model x target x batch
   /// size, or with `parallel.devices` a gang per device count (its ranks
   /// consecutive tasks, rank 0 first), or with a split across agents one gang
-  /// whose rank s runs stage s. Queued at `now_unix`. The caller stores it.
+  /// whose rank s runs stage s, or with serving.replicas N a gang of N
+  /// replicas per task. Queued at `now_unix`. The caller stores it.
   LiveJob& Create(v1::JobSpec effective, const std::string& request_id, double now_unix);
 
   /// Appends to a validation job (after Create) a gang of two ranks per

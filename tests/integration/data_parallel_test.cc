@@ -3,12 +3,8 @@
 // batch, and a peer that never arrives fails the rank instead of hanging.
 // Split across agents: each stage's rank ends with its layers' parameters
 // of one process trained on the same batches.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
@@ -17,25 +13,14 @@
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
 #include "common/job_spec.h"
+#include "tests/testing/free_port.h"
 
 namespace hetbench::agent {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A port free on loopback now (the kernel's pick; released before use).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using ::hetbench::testing::FreePort;
 
 // 96 training rows (so 8 steps of a global batch of 16 reshuffle once), 16 test rows.
 ImageDataset SmallDataset() {

@@ -141,8 +141,9 @@ Ran Generate(const v1::JobSpec& spec, int max_running) {
   std::atomic<int64_t> issued{0}, total{0};
   const ServingControl control{&cancel, &issued, &total, SteadyNowNs() - 1'000'000'000};
   Ran ran;
-  RunGenerative(spec, spec.serving().target_qps(), max_running, decoder, "tiny decoder", control, &ran.result,
-                &ran.requests);
+  EXPECT_TRUE(RunGenerative(spec, spec.serving().target_qps(), max_running, decoder, "tiny decoder", control,
+                            &ran.result, &ran.requests)
+                  .ok());
   return ran;
 }
 
@@ -210,7 +211,7 @@ TEST(GenerativeRunTest, ACancelEndsTheRunWithoutWaitingOutTheDrain) {
     absl::SleepFor(absl::Milliseconds(300));
     cancel.store(true);
   });
-  RunGenerative(spec, 0, 2, decoder, "tiny decoder", control, &result, &requests);
+  EXPECT_TRUE(RunGenerative(spec, 0, 2, decoder, "tiny decoder", control, &result, &requests).ok());
   canceller.join();
   // Returned (the drain allows 10 minutes): fewer answered than issued.
   EXPECT_LT(result.serving().queries_answered(), result.serving().queries_scheduled());

@@ -44,7 +44,9 @@ Ran Serve(const v1::JobSpec& spec, int max_batch, const BatchingServer::Compute&
   std::atomic<int64_t> issued{0}, total{0};
   const ServingControl control{&cancel, &issued, &total, SteadyNowNs() - 1'000'000'000};  // the task began 1 s ago
   Ran ran;
-  RunServing(spec, spec.serving().target_qps(), max_batch, compute, "test compute", control, &ran.result, &ran.samples);
+  EXPECT_TRUE(
+      RunServing(spec, spec.serving().target_qps(), max_batch, compute, "test compute", control, &ran.result, &ran.samples)
+          .ok());
   EXPECT_EQ(issued.load(), ran.result.serving().queries_scheduled());
   EXPECT_GE(total.load(), 1);
   return ran;

@@ -300,5 +300,26 @@ TEST(ServingSpecTest, SingleStreamWithoutABoundNeedsEnoughQueriesForAnEstimate) 
   EXPECT_TRUE(j.phase.valid()) << j.phase.DebugString();
 }
 
+TEST(ServingSpecTest, ReplicasAreAServerRunsAndTheirTimeoutIsStated) {
+  v1::JobSpec spec = Server();
+  EXPECT_EQ(spec.serving().replicas(), 1);
+  EXPECT_FALSE(spec.serving().has_replica_timeout_seconds());
+  spec.mutable_serving()->set_replicas(3);
+  spec = WithDefaults(spec);
+  EXPECT_EQ(spec.serving().replica_timeout_seconds(), 600);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << Problems(spec);
+  EXPECT_THAT(JobSpecToYaml(spec), AllOf(HasSubstr("replicas: 3"), HasSubstr("replica_timeout_seconds: 600")));
+  spec.mutable_serving()->set_replicas(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("serving.replicas = 0: must be in [1, 64]"));
+  v1::JobSpec offline;
+  offline.add_models("mlp");
+  offline.mutable_serving()->set_scenario("offline");
+  offline.mutable_serving()->set_replicas(2);
+  EXPECT_THAT(Problems(WithDefaults(offline)), HasSubstr("serving.replicas = 2: only for scenario server"));
+  v1::JobSpec one = Server();
+  one.mutable_serving()->set_replica_timeout_seconds(5);
+  EXPECT_THAT(Problems(one), HasSubstr("serving.replica_timeout_seconds = 5: only with serving.replicas > 1"));
+}
+
 }  // namespace
 }  // namespace hetbench
