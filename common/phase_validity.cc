@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/step_modes.h"
 
 namespace hetbench {
 
@@ -22,7 +23,7 @@ int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_
 }
 
 void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,
-                   const v1::Calibration* calibration) {
+                   const v1::Calibration* calibration, const std::vector<int64_t>* in_order) {
   phase->clear_invalid_reasons();
   const v1::TimingStats& s = phase->stats();
   if (phase->phase() == v1::PHASE_TRAIN && expected_steps <= 0) {
@@ -37,8 +38,15 @@ void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseRes
   }
   const double limit = spec.validity().max_iqr_over_median();
   if (s.p50_ns() > 0 && s.iqr_ns() / s.p50_ns() > limit) {
-    phase->add_invalid_reasons(absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
-                                               s.iqr_ns() / s.p50_ns(), limit));
+    std::string reason = absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
+                                         s.iqr_ns() / s.p50_ns(), limit);
+    if (in_order != nullptr) {
+      if (std::string modes = DescribeStepModes(FindStepModes(*in_order), s.count(), s.window_seconds());
+          !modes.empty()) {
+        absl::StrAppend(&reason, "; ", modes);
+      }
+    }
+    phase->add_invalid_reasons(reason);
   }
   if (calibration != nullptr && calibration->blas_below()) {
     phase->add_invalid_reasons(absl::StrCat("math library below the CPU: ", calibration->blas_check()));

@@ -5,6 +5,7 @@
 /// with the same function.
 
 #include <cstdint>
+#include <vector>
 
 #include "hetbench/v1/common.pb.h"
 
@@ -22,8 +23,10 @@ int64_t ExpectedInferenceBatches(const v1::JobSpec& spec, int batch_size, int64_
 /// spread limit. `expected_steps` is what the phase had to reach; a train
 /// phase without one (the agent did not send min_train_steps) is invalid. A
 /// `calibration` whose math library stayed below the CPU (blas_below) makes
-/// the phase invalid too: the CPU was not measured as it is.
+/// the phase invalid too: the CPU was not measured as it is. With the step
+/// durations `in_order` (as they ran; empty when not kept), a "too noisy"
+/// reason says when the cause is two speeds of the machine (step_modes.h).
 void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseResult* phase,
-                   const v1::Calibration* calibration = nullptr);
+                   const v1::Calibration* calibration = nullptr, const std::vector<int64_t>* in_order = nullptr);
 
 }  // namespace hetbench

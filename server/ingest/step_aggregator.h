@@ -55,6 +55,9 @@ class PhaseAccumulator {
   void set_exact_limit(size_t limit) { exact_limit_ = limit; }
   /// Every duration, ascending; empty once past the exact limit.
   std::vector<int64_t> SortedExact() const;
+  /// Every duration in the order the batches came (the steps' run order);
+  /// empty once past the exact limit.
+  const std::vector<int64_t>& InOrder() const { return exact_; }
 
  private:
   static int32_t Bucket(int64_t v);

@@ -307,7 +307,7 @@ void AgentMessages::Done(uint64_t session_id, Session& session, const std::share
     const int64_t expected = phase == v1::PHASE_TRAIN
                                  ? d.result().min_train_steps()
                                  : ExpectedInferenceBatches(spec, task->batch_size(), d.result().dataset_test_size());
-    JudgeValidity(spec, expected, pr, &d.result().calibration());
+    JudgeValidity(spec, expected, pr, &d.result().calibration(), &acc.InOrder());
   }
   if (IsServing(spec) && serve_index < 0 && d.state() == v1::TASK_STATE_SUCCEEDED) {
     task->mutable_result()->add_phases()->set_phase(v1::PHASE_SERVE);  // nothing answered: said so, not left out
