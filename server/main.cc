@@ -84,10 +84,16 @@ int main(int argc, char** argv) {
   app.add_flag("--debug", debug, "log every task assignment");
   app.add_option("--http-listen", config.http_address,
                  "read-only web UI address, e.g. 127.0.0.1:8080 (port 0 = any); empty (default) disables it");
+  app.add_option("--http-allowed-host", config.http_allowed_hosts,
+                 "a name (NAME or NAME:PORT) the web UI answers to besides loopback and its address; others get 421 "
+                 "(a guard against DNS rebinding). Repeatable");
+  app.add_option("--http-threads", config.http_threads, "requests the web UI serves at once")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1024));
   app.add_option("--port-file", port_file,
                  "write 'grpc=<port> metrics=<port>' (and ' http=<port>' with --http-listen) here once listening");
   auto& sec = config.security;
-  app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port")
+  app.add_option("--tls-cert", sec.tls_cert, "TLS certificate chain (PEM) of the gRPC port (and of the web UI: HTTPS)")
       ->envname("HETBENCH_TLS_CERT");
   app.add_option("--tls-key", sec.tls_key, "its private key (PEM)")->envname("HETBENCH_TLS_KEY");
   app.add_option("--tls-client-ca", sec.tls_client_ca, "CA (PEM) that signs client certificates (mutual TLS)")

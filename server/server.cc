@@ -71,8 +71,10 @@ absl::Status HetbenchServer::Start() {
     }
   }
   if (!config_.http_address.empty()) {
-    web_ = std::make_unique<WebUi>(coordinator_.get(), authorizer_.get());
-    if (absl::Status s = web_->Start(config_.http_address); !s.ok()) {
+    WebUiOptions web{config_.http_address, config_.security.tls_cert, config_.security.tls_key,
+                     config_.http_allowed_hosts, config_.http_threads};
+    web_ = std::make_unique<WebUi>(coordinator_.get(), authorizer_.get(), std::move(web));
+    if (absl::Status s = web_->Start(); !s.ok()) {
       web_.reset();
       Shutdown(0);
       return s;

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -29,6 +30,10 @@ struct ServerConfig {
   std::string metrics_address = "127.0.0.1:9464";
   /// The read-only web UI (server/http); empty (the default) disables it.
   std::string http_address;
+  /// The web UI's names besides loopback and its bound address (Host check).
+  std::vector<std::string> http_allowed_hosts;
+  /// Requests the web UI serves at once.
+  int http_threads = 32;
   /// The job store: a SQLite file path, or a postgresql:// URL (then this
   /// coordinator is leader or standby of the others pointed at it).
   std::string db_path = "hetbench.db";

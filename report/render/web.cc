@@ -208,6 +208,31 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
   return Page(absl::StrCat("History of ", model), body);
 }
 
+std::string RenderLoginPage(bool tokens_on, bool plain_http, const std::string& error) {
+  if (!tokens_on) {
+    return Page("Log in", absl::StrCat("<p>This coordinator has no bearer tokens: its pages are open. ",
+                                       Link("/jobs", "Jobs"), "</p>\n"));
+  }
+  std::string body;
+  if (!error.empty()) absl::StrAppend(&body, "<p class=\"banner\">", Escape(error), "</p>\n");
+  if (plain_http) {
+    absl::StrAppend(&body,
+                    "<p class=\"banner\">This page is plain HTTP: the token you type crosses the network in the "
+                    "clear unless you reached it over loopback (an SSH tunnel, say). Start the coordinator with "
+                    "--tls-cert and --tls-key to serve it over HTTPS.</p>\n");
+  }
+  absl::StrAppend(&body,
+                  "<form method=\"post\" action=\"/login\"><label>Client token <input type=\"password\" "
+                  "name=\"token\" autocomplete=\"current-password\" autofocus required></label> "
+                  "<button type=\"submit\">Log in</button></form>\n"
+                  "<p>A client token from the coordinator's --token-file. The browser keeps a session cookie "
+                  "(HttpOnly, SameSite=Strict), never the token. Scripts may send Authorization: Bearer TOKEN "
+                  "instead.</p>\n"
+                  "<form method=\"post\" action=\"/logout\"><button type=\"submit\">Log out</button> (ends this "
+                  "browser's session)</form>\n");
+  return Page("Log in", body);
+}
+
 std::string RenderErrorPage(int http_status, const std::string& message) {
   return Page(absl::StrCat("Error ", http_status), absl::StrCat("<p class=\"banner\">", Escape(message), "</p>\n"));
 }

@@ -32,6 +32,11 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
                               double threshold);
 
 std::string RenderErrorPage(int http_status, const std::string& message);
+/// The login form: a client token in, a session cookie out. `tokens_on`
+/// false: the UI is open and needs none; `plain_http`: a warning that the
+/// token would cross the network in the clear; `error`: why the last try
+/// failed (never the token).
+std::string RenderLoginPage(bool tokens_on, bool plain_http, const std::string& error);
 
 /// "a=b&c=d" with each value escaped for a URL.
 std::string QueryString(const std::vector<std::pair<std::string, std::string>>& params);

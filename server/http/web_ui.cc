@@ -7,7 +7,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "report/compare.h"
 #include "report/history.h"
 #include "report/render/html.h"
@@ -63,11 +65,13 @@ std::string Param(const httplib::Request& req, const char* name) {
 
 }  // namespace
 
-WebUi::WebUi(Coordinator* coordinator, const Authorizer* auth) : coordinator_(coordinator), auth_(auth) {}
+WebUi::WebUi(Coordinator* coordinator, const Authorizer* auth, WebUiOptions options)
+    : coordinator_(coordinator), auth_(auth), options_(std::move(options)) {}
 
 WebUi::~WebUi() { Stop(); }
 
-absl::Status WebUi::Start(const std::string& address) {
+absl::Status WebUi::Start() {
+  const std::string& address = options_.address;
   const auto colon = address.rfind(':');
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
@@ -76,8 +80,23 @@ absl::Status WebUi::Start(const std::string& address) {
   }
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  http_ = std::make_unique<httplib::Server>();
-  Routes();
+  if (tls()) {
+    auto https = std::make_unique<httplib::SSLServer>(options_.tls_cert.c_str(), options_.tls_key.c_str());
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("web UI: cannot use the certificate ", options_.tls_cert,
+                                                     " with the key ", options_.tls_key,
+                                                     " for HTTPS; check --tls-cert and --tls-key"));
+    }
+    http_ = std::move(https);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  // A pool larger than the default 8, and a read timeout, so a few clients
+  // trickling their headers cannot hold every thread.
+  const int threads = std::max(options_.threads, 2);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_read_timeout(5, 0);
+  http_->set_keep_alive_timeout(5);
   port_ = port == 0 ? http_->bind_to_any_port(host) : (http_->bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) {
     http_.reset();
@@ -85,9 +104,18 @@ absl::Status WebUi::Start(const std::string& address) {
         absl::StrCat("cannot serve the web UI on ", address, ": address in use or invalid; choose another with "
                                                              "--http-listen"));
   }
+  WebAccessOptions access{host, port_, options_.allowed_hosts, tls()};
+  access_ = std::make_unique<WebAccess>(std::move(access), auth_);
+  Routes();
+  LoginRoutes();
   thread_ = std::thread([this] { http_->listen_after_bind(); });
-  LogInfo(kLog, "web UI on http://", host, ":", port_, "/",
-          auth_->tokens_configured() ? " (client bearer token required)" : "");
+  LogInfo(kLog, "web UI on ", tls() ? "https" : "http", "://", host, ":", port_, "/",
+          auth_->tokens_configured() ? " (a client token or a login is required)" : "",
+          options_.allowed_hosts.empty() ? "" : absl::StrCat("; names: ", absl::StrJoin(options_.allowed_hosts, ", ")));
+  if (auth_->tokens_configured() && !tls()) {
+    LogWarning(kLog, "the web UI is plain HTTP while bearer tokens are on: a token or session cookie sent to it "
+                     "crosses the network in the clear unless it is reached over loopback; give --tls-cert/--tls-key");
+  }
   return absl::OkStatus();
 }
 
@@ -113,9 +141,20 @@ absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataR
 }
 
 void WebUi::Routes() {
-  // Every request: a client token when tokens are configured.
+  // Every request: one of this UI's names, then a client token or session
+  // when tokens are configured (the login form itself is open).
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const grpc::Status s = auth_->CheckBearer(req.get_header_value("Authorization"), Role::kClient);
+    if (!access_->HostAllowed(req.get_header_value("Host"))) {
+      Html(res, 421,
+           report::RenderErrorPage(421, absl::StrCat("Host ", QuotedInput(req.get_header_value("Host")),
+                                                     " is not a name of this web UI (a guard against DNS "
+                                                     "rebinding); start the coordinator with --http-allowed-host "
+                                                     "NAME to serve it under that name")));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path == "/login") return httplib::Server::HandlerResponse::Unhandled;
+    const grpc::Status s =
+        access_->Check(req.get_header_value("Authorization"), req.get_header_value("Cookie"), absl::Now());
     if (s.ok()) return httplib::Server::HandlerResponse::Unhandled;
     const int code = s.error_code() == grpc::StatusCode::PERMISSION_DENIED ? 403 : 401;
     if (code == 401) res.set_header("WWW-Authenticate", "Bearer");
@@ -239,6 +278,34 @@ void WebUi::Routes() {
     if (res.body.empty()) {
       Html(res, res.status, report::RenderErrorPage(res.status, res.status == 404 ? "no such page" : "error"));
     }
+  });
+}
+
+void WebUi::LoginRoutes() {
+  const bool plain = !tls();
+  http_->Get("/login", [this, plain](const httplib::Request&, httplib::Response& res) {
+    Html(res, 200, report::RenderLoginPage(access_->tokens_configured(), plain, ""));
+  });
+  http_->Post("/login", [this, plain](const httplib::Request& req, httplib::Response& res) {
+    if (!access_->OriginAllowed(req.get_header_value("Origin"))) {
+      return Html(res, 403, report::RenderErrorPage(403, "a login posted from another site"));
+    }
+    auto id = access_->Login(Param(req, "token"), absl::Now());
+    if (!id.ok()) {
+      absl::SleepFor(absl::Milliseconds(200));  // guessing tokens stays slow
+      const int code = id.status().code() == absl::StatusCode::kPermissionDenied ? 403 : 401;
+      return Html(res, code, report::RenderLoginPage(true, plain, std::string(id.status().message())));
+    }
+    res.set_header("Set-Cookie", access_->SessionCookie(*id));
+    res.set_redirect("/jobs", 303);
+  });
+  http_->Post("/logout", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!access_->OriginAllowed(req.get_header_value("Origin"))) {
+      return Html(res, 403, report::RenderErrorPage(403, "a logout posted from another site"));
+    }
+    access_->Logout(req.get_header_value("Cookie"));
+    res.set_header("Set-Cookie", access_->ClearedCookie());
+    res.set_redirect("/login", 303);
   });
 }
 
