@@ -28,9 +28,15 @@ table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.validity td:first-child { white-space: nowrap; }
 pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; overflow-x: auto; font-size: 12px; }
-figure { margin: 16px 0; }
+figure { margin: 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; margin: 12px 0; }
+.scroll { overflow-x: auto; }
+tr.invalid-row td { background: #fdecec; }
+details { margin: 8px 0; }
+summary { cursor: pointer; color: #0057a3; }
 .valid { color: #006d2c; font-weight: bold; }
 .invalid { color: #b30000; font-weight: bold; }
 code { background: #f2f2f2; padding: 1px 4px; }
@@ -62,24 +68,44 @@ std::string Environment(const v1::Job& job) {
   return out + "</table>\n";
 }
 
-std::string Validity(const v1::Job& job) {
+// The results: a row per task and phase with its figures and verdict (an
+// INVALID row is marked as a whole), and a row for a task without phases
+// saying where it is (waiting and why, running, failed and why).
+std::string Results(const v1::Job& job) {
   std::string out =
-      "<table class=\"validity\"><tr><th>task</th><th>model</th><th>device</th><th>batch</th><th>phase</th>"
-      "<th>steps</th><th>samples/s</th><th>p50 ms/step</th><th>IQR/median</th><th>verdict</th><th>reasons</th></tr>\n";
+      "<div class=\"scroll\"><table class=\"validity\"><tr><th>task</th><th>model</th><th>device</th><th>batch</th>"
+      "<th>phase</th><th>steps</th><th>samples/s</th><th>p50 ms/step</th><th>p99 ms/step</th><th>IQR/median</th>"
+      "<th>quality</th><th>verdict</th><th>reasons</th></tr>\n";
   for (const v1::Task& t : job.tasks()) {
+    if (t.result().phases().empty()) {
+      const std::string where = !t.pending_reason().empty() ? absl::StrCat("waiting: ", t.pending_reason())
+                                : !t.error().empty()        ? t.error()
+                                                            : "-";
+      absl::StrAppend(&out, "<tr>", Cell(t.id()), Cell(render::TaskModel(job, t)), Cell(render::DeviceLabel(t)),
+                      Num(t.batch_size(), "%.0f"), "<td colspan=\"7\">", Escape(TaskStateName(t.state())),
+                      "</td><td>-</td>", Cell(where), "</tr>\n");
+      continue;
+    }
     for (const v1::PhaseResult& p : t.result().phases()) {
       const v1::TimingStats& s = p.stats();
       std::string reasons;
       for (const std::string& r : p.invalid_reasons()) absl::StrAppend(&reasons, reasons.empty() ? "" : "; ", r);
-      absl::StrAppend(&out, "<tr>", Cell(t.id()), Cell(render::TaskModel(job, t)), Cell(render::DeviceLabel(t)),
-                      Num(t.batch_size(), "%.0f"), Cell(PhaseName(p.phase())), Num(static_cast<double>(s.count()), "%.0f"),
-                      Num(s.samples_per_second(), "%.1f"), Num(s.p50_ns() / 1e6, "%.3f"),
+      absl::StrAppend(&out, p.valid() ? "<tr>" : "<tr class=\"invalid-row\">", Cell(t.id()),
+                      Cell(render::TaskModel(job, t)), Cell(render::DeviceLabel(t)), Num(t.batch_size(), "%.0f"),
+                      Cell(PhaseName(p.phase())), Num(static_cast<double>(s.count()), "%.0f"),
+                      Num(s.samples_per_second(), "%.1f"), Num(s.p50_ns() / 1e6, "%.3f"), Num(s.p99_ns() / 1e6, "%.3f"),
                       Num(s.p50_ns() > 0 ? s.iqr_ns() / s.p50_ns() : 0, "%.3f"),
+                      Cell(p.phase() == v1::PHASE_INFER ? render::Quality(t.result()) : "-"),
                       p.valid() ? "<td class=\"valid\">VALID</td>" : "<td class=\"invalid\">INVALID</td>",
                       Cell(reasons.empty() ? "-" : reasons), "</tr>\n");
     }
   }
-  return out + "</table>\n";
+  return out + "</table></div>\n";
+}
+
+// Text as the CLI prints it, folded: wide tables scroll inside it.
+std::string Folded(const std::string& summary, const std::string& text) {
+  return absl::StrCat("<details><summary>", Escape(summary), "</summary>", Pre(text), "</details>\n");
 }
 
 }  // namespace
@@ -124,25 +150,28 @@ std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots,
                     "<p class=\"banner\">Some results come from SIMULATED devices (the fleet simulator's profiles), "
                     "not from measurements. They are labelled in every figure and table.</p>\n");
   }
+  absl::StrAppend(&out, "<h2>Results</h2>\n<p class=\"meta\">Every measured phase with its verdict; an INVALID "
+                        "row is shaded and its bars are marked INVALID in the figures below.</p>\n",
+                  Results(job));
   absl::StrAppend(&out, "<h2>Figures</h2>\n");
   if (plots.empty()) absl::StrAppend(&out, "<p>No succeeded task yet: nothing to draw.</p>\n");
-  for (const Plot& p : plots) {
-    absl::StrAppend(&out, "<figure id=\"plot-", Escape(p.name), "\">\n", p.svg, "<figcaption>", Escape(p.title),
-                    "</figcaption></figure>\n");
+  absl::StrAppend(&out, "<div class=\"figures\">\n");
+  for (const Plot& p : plots) {  // each figure's title is in its SVG
+    absl::StrAppend(&out, "<figure id=\"plot-", Escape(p.name), "\">\n", p.svg, "</figure>\n");
   }
-  absl::StrAppend(&out, "<h2>Comparison</h2>\n",
-                  Pre(RenderReport(job, OutputFormat::kTable, compare_mismatched, baseline_kind)));
-  absl::StrAppend(&out, "<h2>Validity</h2>\n", Validity(job));
-  absl::StrAppend(&out, "<h2>The reference study's table</h2>\n",
-                  Pre(RenderStudyTable(job, baseline_kind, compare_mismatched)));
+  absl::StrAppend(&out, "</div>\n<h2>Tables</h2>\n",
+                  Folded("Comparison, speedups, energy and serving, as the CLI prints them",
+                         RenderReport(job, OutputFormat::kTable, compare_mismatched, baseline_kind)),
+                  Folded("The reference study's table", RenderStudyTable(job, baseline_kind, compare_mismatched)));
   if (layers) {
-    absl::StrAppend(&out, "<h2>Per-layer times</h2>\n", Pre(RenderLayers(job, OutputFormat::kTable, baseline_kind)));
+    absl::StrAppend(&out, Folded("Per-layer times", RenderLayers(job, OutputFormat::kTable, baseline_kind)));
   }
-  absl::StrAppend(&out, "<h2>Roofline</h2>\n", Pre(RenderRoofline(job)));
+  absl::StrAppend(&out, Folded("Roofline (every batch size)", RenderRoofline(job)));
   absl::StrAppend(&out, "<h2>Environment and fingerprints</h2>\n<p>A rerun is comparable when its model fingerprint "
-                        "(architecture, initial weights, data) equals these.</p>\n",
-                  Environment(job));
-  absl::StrAppend(&out, "<h2>Effective spec</h2>\n", Pre(JobSpecToYaml(job.spec())));
+                        "(architecture, initial weights, data) equals these.</p>\n<div class=\"scroll\">",
+                  Environment(job), "</div>\n");
+  absl::StrAppend(&out, "<h2>Effective spec</h2>\n",
+                  Folded("The spec as the coordinator ran it (defaults filled in)", JobSpecToYaml(job.spec())));
   absl::StrAppend(&out, "<h2>Rerun</h2>\n<pre id=\"rerun\">hetbench get job ", Escape(job.id()),
                   " -o yaml &gt; spec.yaml &amp;&amp; hetbench submit -f spec.yaml --wait</pre>\n",
                   "<p class=\"meta\">Written by hetbench ", Escape(HetbenchVersion()), ".</p>\n</body></html>\n");

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "report/render/common.h"
 #include "report/render/parallel.h"
 #include "report/render/serving.h"
@@ -131,15 +132,21 @@ void DeviceComparison(const v1::Job& job, const std::vector<const v1::Task*>& ta
       c.y_label = m.unit;
       c.footnote = m.footnote;
       std::vector<std::pair<std::pair<size_t, size_t>, svg::Bar>> cells;
+      bool invalid = false;
       for (const v1::Task* t : tasks) {
         const v1::PhaseResult* p = FindPhase(*t, phase);
         svg::Bar bar;
         if (p == nullptr || !m.fill(*t, *p, &bar)) continue;
+        if (!p->valid()) {  // its verdict travels with the bar
+          bar.note = bar.note.empty() ? "INVALID" : absl::StrCat(bar.note, " INVALID");
+          invalid = true;
+        }
         std::string category = TaskModel(job, *t);
         if (batches.size() > 1) absl::StrAppend(&category, ", batch ", t->batch_size());
         cells.push_back({{IndexOf(&c.categories, category), IndexOf(&c.series, SeriesName(*t))}, bar});
       }
       if (cells.empty()) continue;
+      if (invalid) c.footnote += "; INVALID: that phase's verdict (see Results), not a comparable figure";
       c.bars.assign(c.series.size(), std::vector<svg::Bar>(c.categories.size()));
       double lo = 0, hi = 0;
       for (const auto& [at, bar] : cells) {
@@ -167,9 +174,11 @@ void BatchCurves(const v1::Job& job, const std::vector<const v1::Task*>& tasks, 
       c.footnote = "line: p50; band: p25-p75";
       std::vector<std::string> series;
       std::set<int> batches;
+      std::vector<std::string> invalid;  // "device at batch N"
       for (const v1::Task* t : tasks) {
         const v1::PhaseResult* p = FindPhase(*t, phase);
         if (TaskModel(job, *t) != model || p == nullptr || p->stats().items() <= 0) continue;
+        if (!p->valid()) invalid.push_back(absl::StrCat(SeriesName(*t), " at batch ", t->batch_size()));
         const size_t i = IndexOf(&series, SeriesName(*t));
         if (c.lines.size() <= i) c.lines.push_back({series[i], {}});
         const v1::TimingStats& s = p->stats();
@@ -178,6 +187,7 @@ void BatchCurves(const v1::Job& job, const std::vector<const v1::Task*>& tasks, 
         batches.insert(t->batch_size());
       }
       if (batches.size() < 2) continue;
+      if (!invalid.empty()) absl::StrAppend(&c.footnote, "; INVALID points: ", absl::StrJoin(invalid, ", "));
       for (svg::Line& l : c.lines) {
         std::sort(l.points.begin(), l.points.end(), [](const svg::Point& a, const svg::Point& b) { return a.x < b.x; });
       }
@@ -349,21 +359,29 @@ void Roofline(const v1::Job& job, const std::vector<const v1::Task*>& tasks, std
   c.log_y = true;
   c.ceiling_label = "device's calibrated SGEMM peak";
   c.footnote = "achieved = FLOPs per sample x samples/s (training counts 3x forward)";
-  std::vector<std::pair<std::pair<size_t, size_t>, double>> cells;
+  std::vector<std::pair<std::pair<size_t, size_t>, svg::Bar>> cells;
   std::map<size_t, double> peaks;
+  std::set<int> batches;
+  for (const v1::Task* t : tasks) batches.insert(t->batch_size());
   for (const v1::Task* t : tasks) {
     for (const v1::PhaseResult& p : t->result().phases()) {
       const double g = render::AchievedGflops(*t, p);
       if (g <= 0) continue;
       const size_t k = IndexOf(&c.categories, SeriesName(*t));
-      const size_t s = IndexOf(&c.series, absl::StrCat(TaskModel(job, *t), " ", PhaseName(p.phase())));
-      cells.push_back({{k, s}, g});
+      // A bar per batch size of a sweep, not the last one drawn over the others.
+      const size_t s = IndexOf(&c.series, absl::StrCat(TaskModel(job, *t), " ", PhaseName(p.phase()),
+                                                     batches.size() > 1 ? absl::StrCat(", batch ", t->batch_size())
+                                                                        : std::string()));
+      svg::Bar bar;
+      bar.value = g;
+      if (!p.valid()) bar.note = "INVALID";
+      cells.push_back({{k, s}, bar});
       if (t->result().calibration().gemm_gflops() > 0) peaks[k] = t->result().calibration().gemm_gflops();
     }
   }
   if (cells.empty()) return;
   c.bars.assign(c.series.size(), std::vector<svg::Bar>(c.categories.size()));
-  for (const auto& [at, g] : cells) c.bars[at.second][at.first].value = g;
+  for (const auto& [at, bar] : cells) c.bars[at.second][at.first] = bar;
   c.ceilings.assign(c.categories.size(), svg::kNone);
   for (const auto& [k, peak] : peaks) c.ceilings[k] = peak;
   out->push_back({"roofline", c.title, svg::Render(c)});

@@ -210,7 +210,12 @@ TEST(PlotsTest, ASweepOnTwoDevicesGetsEveryKindOfFigure) {
       EXPECT_THAT(p.svg, HasSubstr(">25<"));  // 2.5 J per 0.1 s: a 25 W tick
       EXPECT_THAT(p.svg, Not(HasSubstr("MODELED")));  // a RAPL counter is measured
     }
-    if (p.name == "roofline") EXPECT_THAT(p.svg, HasSubstr("stroke-dasharray"));  // the peaks
+    if (p.name == "roofline") {
+      EXPECT_THAT(p.svg, HasSubstr("stroke-dasharray"));  // the peaks
+      // A bar per batch size of the sweep, not the last one drawn over the others.
+      EXPECT_THAT(p.svg, HasSubstr("mlp train, batch 32"));
+      EXPECT_THAT(p.svg, HasSubstr("mlp train, batch 128"));
+    }
   }
 }
 
@@ -266,6 +271,17 @@ TEST(PlotsTest, AJobWithoutResultsHasNoFigures) {
   EXPECT_TRUE(JobPlots(job).empty());
 }
 
+TEST(HtmlReportTest, AWaitingTaskSaysWhyInTheResults) {
+  v1::Job job;
+  job.set_id("job-000043");
+  v1::Task* t = job.add_tasks();
+  t->set_id("job-000043-t0");
+  t->set_state(v1::TASK_STATE_QUEUED);
+  t->set_pending_reason("no free cpu device: cpu0@a busy");
+  const std::string html = RenderHtmlReport(job, {});
+  EXPECT_THAT(html, HasSubstr("waiting: no free cpu device: cpu0@a busy"));
+}
+
 TEST(HtmlReportTest, OnePageWithEveryFigureTheFiguresTablesAndNothingFromOutside) {
   v1::Job job = SweepJob();
   job.mutable_tasks(1)->mutable_result()->mutable_phases(0)->set_valid(false);
@@ -278,6 +294,13 @@ TEST(HtmlReportTest, OnePageWithEveryFigureTheFiguresTablesAndNothingFromOutside
   for (const Plot& p : plots) EXPECT_THAT(html, HasSubstr("id=\"plot-" + p.name + "\""));
   EXPECT_THAT(html, HasSubstr("IQR/median 0.40 &gt; 0.25"));
   EXPECT_THAT(html, HasSubstr(">INVALID<"));
+  // The INVALID phase: its row shaded, its bar marked in the figures.
+  EXPECT_THAT(html, HasSubstr("<tr class=\"invalid-row\"><td>" + job.tasks(1).id() + "</td>"));
+  EXPECT_THAT(html, HasSubstr("INVALID: that phase&#39;s verdict (see Results), not a comparable figure"));
+  // The wide CLI tables are folded, the figures laid out in a grid with their titles in the SVG only.
+  EXPECT_THAT(html, HasSubstr("<details><summary>Comparison, speedups, energy and serving"));
+  EXPECT_THAT(html, HasSubstr("<div class=\"figures\">"));
+  EXPECT_THAT(html, Not(HasSubstr("<figcaption>")));
   EXPECT_THAT(html, HasSubstr("mlp/init=abc"));
   EXPECT_THAT(html, HasSubstr("hetbench get job job-000042 -o yaml"));
   EXPECT_THAT(html, Not(HasSubstr("<script")));
