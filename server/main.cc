@@ -26,6 +26,21 @@ void SetRevalidateEvery(const std::string& text, hetbench::server::ServerConfig*
   config->coordinator.revalidate_every_seconds = absl::ToDoubleSeconds(every);
 }
 
+// The web UI's flags (server/http).
+void AddWebUiFlags(CLI::App& app, hetbench::server::ServerConfig* config) {
+  app.add_option("--http-listen", config->http_address,
+                 "read-only web UI address, e.g. 127.0.0.1:8080 (port 0 = any); empty (default) disables it");
+  app.add_option("--http-allowed-host", config->http_allowed_hosts,
+                 "a name (NAME or NAME:PORT) the web UI answers to besides loopback and its address; others get 421 "
+                 "(a guard against DNS rebinding). Repeatable");
+  app.add_flag("--http-plaintext-tokens", config->http_plaintext_tokens,
+               "serve the web UI as plain HTTP with bearer tokens on a non-loopback address (refused without it: "
+               "the token would cross the network in the clear; give --tls-cert/--tls-key instead)");
+  app.add_option("--http-threads", config->http_threads, "requests the web UI serves at once")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1024));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,14 +97,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   bool debug = false;
   app.add_flag("--debug", debug, "log every task assignment");
-  app.add_option("--http-listen", config.http_address,
-                 "read-only web UI address, e.g. 127.0.0.1:8080 (port 0 = any); empty (default) disables it");
-  app.add_option("--http-allowed-host", config.http_allowed_hosts,
-                 "a name (NAME or NAME:PORT) the web UI answers to besides loopback and its address; others get 421 "
-                 "(a guard against DNS rebinding). Repeatable");
-  app.add_option("--http-threads", config.http_threads, "requests the web UI serves at once")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 1024));
+  AddWebUiFlags(app, &config);
   app.add_option("--port-file", port_file,
                  "write 'grpc=<port> metrics=<port>' (and ' http=<port>' with --http-listen) here once listening");
   auto& sec = config.security;

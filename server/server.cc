@@ -72,7 +72,7 @@ absl::Status HetbenchServer::Start() {
   }
   if (!config_.http_address.empty()) {
     WebUiOptions web{config_.http_address, config_.security.tls_cert, config_.security.tls_key,
-                     config_.http_allowed_hosts, config_.http_threads};
+                     config_.http_allowed_hosts, config_.http_threads, config_.http_plaintext_tokens};
     web_ = std::make_unique<WebUi>(coordinator_.get(), authorizer_.get(), std::move(web));
     if (absl::Status s = web_->Start(); !s.ok()) {
       web_.reset();

@@ -33,7 +33,10 @@ struct ServerConfig {
   /// The web UI's names besides loopback and its bound address (Host check).
   std::vector<std::string> http_allowed_hosts;
   /// Requests the web UI serves at once.
-  int http_threads = 32;
+  int http_threads = 64;
+  /// Serve the web UI as plain HTTP with tokens on a non-loopback address
+  /// (refused otherwise: the token would cross the network in the clear).
+  bool http_plaintext_tokens = false;
   /// The job store: a SQLite file path, or a postgresql:// URL (then this
   /// coordinator is leader or standby of the others pointed at it).
   std::string db_path = "hetbench.db";

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -80,6 +81,14 @@ absl::Status WebUi::Start() {
   }
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const bool loopback = host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (auth_->tokens_configured() && !tls() && !loopback && !options_.plaintext_tokens) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--http-listen ", address, ": bearer tokens are on and the web UI would be plain HTTP on a "
+                     "non-loopback address, so a token would cross the network in the clear; give --tls-cert and "
+                     "--tls-key (HTTPS), listen on 127.0.0.1 behind an SSH tunnel or proxy, or accept it with "
+                     "--http-plaintext-tokens"));
+  }
   if (tls()) {
     auto https = std::make_unique<httplib::SSLServer>(options_.tls_cert.c_str(), options_.tls_key.c_str());
     if (!https->is_valid()) {

@@ -34,7 +34,8 @@ struct WebUiOptions {
   std::string address;                     // "127.0.0.1:8080"; port 0 = any
   std::string tls_cert, tls_key;           // PEM files: HTTPS (the gRPC port's, by default)
   std::vector<std::string> allowed_hosts;  // names besides loopback and the bound address
-  int threads = 32;                        // requests served at once (slow clients included)
+  int threads = 64;                        // requests served at once (slow clients included)
+  bool plaintext_tokens = false;           // allow plain HTTP with tokens on a non-loopback address
 };
 
 class WebUi {

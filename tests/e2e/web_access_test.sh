@@ -6,9 +6,11 @@
 #     sets a session cookie (HttpOnly, Secure, SameSite=Strict) that reads
 #     pages until logout; a wrong token 401, an agent's 403, a form posted
 #     from another origin 403;
-#  B. plain HTTP with tokens: the log and the login page warn that a token
-#     crosses the network in the clear; 16 clients trickling their headers
-#     (more than cpp-httplib's default 8 threads) do not lock out a reader.
+#  B. plain HTTP with tokens on loopback: the log and the login page warn that
+#     a token crosses the network in the clear; 50 clients trickling their
+#     headers do not lock out a reader (/jobs answered within 1 s); a method
+#     other than GET/HEAD (and the login forms' POST) is not served;
+#  C. tokens, no TLS, a non-loopback address: refused at start, saying how.
 # Usage: web_access_test.sh SERVER
 set -euo pipefail
 SERVER=$1
@@ -69,7 +71,7 @@ PORT=$(sed -E 's/.*http=([0-9]+).*/\1/' "$WORK/ports-b")
 WEB=http://127.0.0.1:$PORT
 grep -q "crosses the network in the clear" "$WORK/server-b.log" || fail "no warning about tokens over plain HTTP"
 [[ $(get "$WEB/login") == 200 ]] && grep -q "This page is plain HTTP" "$WORK/body" || fail "the login page does not warn"
-# 16 clients each sending a header byte a second, for 8 s at most
+# 50 clients each sending a header byte a second, for 8 s at most
 /usr/bin/python3 - "$PORT" <<'PY' &
 import socket, sys, threading, time
 port = int(sys.argv[1])
@@ -83,16 +85,28 @@ def trickle():
             break
         time.sleep(1)
     s.close()
-threads = [threading.Thread(target=trickle) for _ in range(16)]
+threads = [threading.Thread(target=trickle) for _ in range(50)]
 for t in threads: t.start()
 for t in threads: t.join()
 PY
 SLOW=$!
 sleep 1.5
 start=$(date +%s.%N)
-[[ $(curl -s -o /dev/null -m 5 -w '%{http_code}' -H "Authorization: Bearer $CLIENT_TOKEN" "$WEB/agents") == 200 ]] \
-  || fail "16 slow clients locked the web UI out"
+[[ $(curl -s -o /dev/null -m 1 -w '%{http_code}' -H "Authorization: Bearer $CLIENT_TOKEN" "$WEB/jobs") == 200 ]] \
+  || fail "50 slow clients kept /jobs from answering within 1 s"
 took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 wait "$SLOW" || true
-echo "web access: plain HTTP warned; /agents answered in ${took} s beside 16 trickling clients"
+for method in PUT DELETE; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" -H "Authorization: Bearer $CLIENT_TOKEN" "$WEB/jobs")
+  [[ $code == 4* ]] || fail "$method /jobs answered $code"
+done
+echo "web access: plain HTTP warned; /jobs answered in ${took} s beside 50 trickling clients"
+
+# ---- C. tokens without TLS on a non-loopback address: refused at start
+if "$SERVER" --listen 127.0.0.1:0 --metrics-listen '' --http-listen 0.0.0.0:0 --db "$WORK/c.db" \
+  --token-file tokens >"$WORK/server-c.log" 2>&1; then
+  fail "plain HTTP with tokens on 0.0.0.0 started"
+fi
+grep -q "give --tls-cert and --tls-key" "$WORK/server-c.log" || fail "the refusal does not say how: $(tail -3 "$WORK/server-c.log")"
+echo "web access: plain HTTP with tokens on 0.0.0.0 refused at start"
 ok=1

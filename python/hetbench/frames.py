@@ -177,3 +177,55 @@ def agents_frame(agents):
                          "simulated": d.simulated, "labels": dict(a.labels)})
     return pd.DataFrame(rows, columns=["agent_id", "hostname", "device_id", "device_kind", "device_model", "busy",
                                        "simulated", "labels"])
+
+
+def concat(pages):
+    """Pages of samples_frame as one frame (an empty one with its columns when none)."""
+    pages = [p for p in pages if len(p)]
+    if not pages:
+        return samples_frame("", [])
+    return pd.concat(pages, ignore_index=True)
+
+
+LONG_COLUMNS = ["job_id", "task_id", "model", "device_kind", "device_model", "executor", "batch_size", "phase",
+                "metric", "value", "unit", "lo", "hi", "source", "valid", "invalid_reasons"]
+
+
+def long_frame(job):
+    """One row per task, phase and metric. `lo`/`hi`: the figure at the p75/p25
+    step (throughput) or the p25/p75 step (time), else empty; `source`:
+    measured, modeled or simulated (energy: the sensor's source)."""
+    rows = []
+    for t in job.tasks:
+        env = t.result.environment
+        base = {"job_id": job.id, "task_id": t.id, "model": t.model or (job.spec.models[0] if job.spec.models else ""),
+                "device_kind": _kind(t.device_kind), "device_model": env.device_model,
+                "executor": env.executor or t.executor, "batch_size": t.batch_size}
+        timing_source = "simulated" if env.simulated else "measured"
+        for p in t.result.phases:
+            s = p.stats
+            common = {**base, "phase": _phase(p.phase), "valid": p.valid, "invalid_reasons": "; ".join(p.invalid_reasons)}
+
+            def add(metric, value, unit, source, lo=None, hi=None):
+                rows.append({**common, "metric": metric, "value": value, "unit": unit, "lo": lo, "hi": hi,
+                             "source": source})
+
+            per_sample = s.items / s.count if s.count else 0
+            if s.samples_per_second > 0:
+                slow, fast = s.p75_ns, s.p25_ns
+                add("samples_per_second", s.samples_per_second, "samples/s", timing_source,
+                    per_sample / (slow * 1e-9) if slow > 0 and per_sample else None,
+                    per_sample / (fast * 1e-9) if fast > 0 and per_sample else None)
+            add("step_time_p50", s.p50_ns / 1e6, "ms", timing_source, s.p25_ns / 1e6, s.p75_ns / 1e6)
+            add("step_time_p99", s.p99_ns / 1e6, "ms", timing_source)
+            for e in t.result.energy:
+                if e.phase == p.phase and e.joules_per_sample > 0:
+                    source = _state(common_pb2.PowerSource, e.source, "POWER_SOURCE_")
+                    add("energy_per_sample", e.joules_per_sample * 1e3, "mJ/sample",
+                        "modeled" if source == "modeled" else ("simulated" if env.simulated else "measured"))
+                    break
+            for c in t.result.cost:
+                if c.phase == p.phase and c.usd_per_1000_samples > 0:
+                    add("cost_per_1000_samples", c.usd_per_1000_samples, "USD/1000 samples",
+                        f"{timing_source} time x rate ({c.rate_source})")
+    return pd.DataFrame(rows, columns=LONG_COLUMNS)

@@ -8,7 +8,7 @@ import grpc
 from google.protobuf import json_format
 
 from hetbench.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
-from hetbench_client import frames
+from hetbench import frames
 
 _TERMINAL = {
     common_pb2.JOB_STATE_SUCCEEDED,
@@ -18,13 +18,42 @@ _TERMINAL = {
 
 
 class HetbenchError(RuntimeError):
-    """A call the coordinator refused or could not answer: its gRPC code and message."""
+    """A call the coordinator refused or could not answer: its gRPC code
+    (`code`, a grpc.StatusCode, None for a spec refused before sending) and the
+    coordinator's message, which names the field and the fix."""
 
-    def __init__(self, what, error):
+    def __init__(self, what, error, hint=""):
         self.code = error.code() if hasattr(error, "code") else None
         detail = error.details() if hasattr(error, "details") else str(error)
-        name = self.code.name if self.code is not None else "ERROR"
-        super().__init__(f"{what}: {name}: {detail}")
+        name = self.code.name if self.code is not None else "INVALID_ARGUMENT"
+        super().__init__(f"{what}: {name}: {detail}{hint}")
+
+
+class NotFound(HetbenchError):
+    """No such job or task."""
+
+
+class Unauthenticated(HetbenchError):
+    """No token, or not one of this coordinator's."""
+
+
+class PermissionDenied(HetbenchError):
+    """A token of another role (an agent's) for the client API."""
+
+
+class Unavailable(HetbenchError):
+    """The coordinator cannot be reached (or is a standby)."""
+
+
+_TYPED = {
+    grpc.StatusCode.NOT_FOUND: (NotFound, ""),
+    grpc.StatusCode.UNAUTHENTICATED: (
+        Unauthenticated, "; pass token=\"...\" (a client token from the coordinator's --token-file) to Client()"),
+    grpc.StatusCode.PERMISSION_DENIED: (
+        PermissionDenied, "; this is an agent's token: pass a client token to Client()"),
+    grpc.StatusCode.UNAVAILABLE: (
+        Unavailable, "; is hetbench-server running there? Client(server=...) or HETBENCH_SERVER names it"),
+}
 
 
 class Client:
@@ -57,7 +86,8 @@ class Client:
         try:
             return method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
-            raise HetbenchError(what, e) from None
+            kind, hint = _TYPED.get(e.code(), (HetbenchError, ""))
+            raise kind(what, e, hint) from None
 
     # ---- jobs
 
@@ -130,17 +160,27 @@ class Client:
         """One row per serving task (and per merged replicated run)."""
         return frames.serving_frame(self.job(job_id))
 
-    def samples(self, task_id):
-        """Every stored sample of a task: phase, start_ns, duration_ns, items."""
-        batches = []
+    def iter_samples(self, task_id, page_size=64):
+        """A task's stored samples a page at a time: each page a DataFrame
+        (phase, start_ns, duration_ns, items) of up to `page_size` batches."""
         request = coordinator_pb2.GetTaskDataRequest(
-            task_id=task_id, kind=coordinator_pb2.GetTaskDataRequest.KIND_SAMPLES, page_size=256)
+            task_id=task_id, kind=coordinator_pb2.GetTaskDataRequest.KIND_SAMPLES, page_size=page_size)
         while True:
             data = self._call(f"samples of {task_id[:80]}", self._stub.GetTaskData, request)
-            batches.extend(data.samples)
+            yield frames.samples_frame(task_id, data.samples)
             if not data.next_page_token:
-                return frames.samples_frame(task_id, batches)
+                return
             request.page_token = data.next_page_token
+
+    def samples(self, task_id):
+        """Every stored sample of a task, all pages in one DataFrame."""
+        return frames.concat(list(self.iter_samples(task_id, page_size=256)))
+
+    def to_pandas(self, job_id):
+        """The job's results in long form: one row per task, phase and metric
+        (value, unit, the p25/p75 bounds where the metric has them, and its
+        source: measured, modeled or simulated), validity on every row."""
+        return frames.long_frame(self.job(job_id))
 
     def agents(self):
         """Every agent's devices, one row per device."""

@@ -1,0 +1,1 @@
+"""The API's modules, generated from proto/ when the package is built."""
