@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report/render.h"
+#include "report/render/answer.h"
 #include "report/render/common.h"
 #include "report/render/svg.h"
 #include "common/names.h"
@@ -149,6 +150,15 @@ std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots,
     absl::StrAppend(&out,
                     "<p class=\"banner\">Some results come from SIMULATED devices (the fleet simulator's profiles), "
                     "not from measurements. They are labelled in every figure and table.</p>\n");
+  }
+  if (const std::vector<AnswerLine> answers = Answers(job); !answers.empty()) {
+    absl::StrAppend(&out, "<h2>The answer</h2>\n<ul class=\"answer\">\n");
+    for (const AnswerLine& a : answers) {
+      absl::StrAppend(&out, "<li><b>", Escape(a.model), ", ", Escape(a.phase), "</b>: ", Escape(a.text), "</li>\n");
+    }
+    absl::StrAppend(&out, "</ul>\n<p class=\"meta\">From VALID phases only. A ratio's range divides the two "
+                          "figures at their p25 and p75 step times, crosswise: it spans the step-to-step spread "
+                          "within these runs, not run-to-run variance (compare two runs for that).</p>\n");
   }
   absl::StrAppend(&out, "<h2>Results</h2>\n<p class=\"meta\">Every measured phase with its verdict; an INVALID "
                         "row is shaded and its bars are marked INVALID in the figures below.</p>\n",

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "report/render/html.h"
+#include "report/render/answer.h"
 #include "report/render/plots.h"
 #include "report/render/svg.h"
 
@@ -269,6 +270,25 @@ TEST(PlotsTest, AJobWithoutResultsHasNoFigures) {
   job.set_id("job-1");
   job.add_tasks()->set_state(v1::TASK_STATE_QUEUED);
   EXPECT_TRUE(JobPlots(job).empty());
+}
+
+TEST(HtmlReportTest, TheAnswerComesFirstFromValidPhasesWithTheRatiosRange) {
+  v1::Job job = SweepJob();
+  job.mutable_tasks(1)->mutable_result()->mutable_phases(0)->set_valid(false);  // cpu0 batch 128, train
+  const std::vector<AnswerLine> answers = Answers(job);
+  ASSERT_EQ(answers.size(), 2u);  // mlp train, mlp infer
+  EXPECT_EQ(answers[0].phase, "train");
+  // gpu0 batch 128: 160,000 samples/s; the next, gpu0 batch 32: 64,000; the
+  // range divides the figures at the p25/p75 steps crosswise.
+  EXPECT_THAT(answers[0].text, HasSubstr("fastest: n1/gpu0 (gpu), batch 128: 160000.0 samples/s, 2.50x the next "
+                                         "(n1/gpu0 (gpu), batch 32) [2.05-3.06 at the step quartiles]"));
+  EXPECT_THAT(answers[0].text, HasSubstr("most frugal: "));
+  EXPECT_THAT(answers[0].text, HasSubstr("1 INVALID phase left out"));
+  EXPECT_THAT(answers[1].text, Not(HasSubstr("INVALID")));
+  const std::string html = RenderHtmlReport(job, {});
+  EXPECT_LT(html.find("<h2>The answer</h2>"), html.find("<h2>Results</h2>"));
+  for (int i = 0; i < 4; ++i) job.mutable_tasks(i)->mutable_result()->mutable_phases(0)->set_valid(false);
+  EXPECT_THAT(Answers(job)[0].text, HasSubstr("no VALID phase: no answer"));
 }
 
 TEST(HtmlReportTest, AWaitingTaskSaysWhyInTheResults) {
