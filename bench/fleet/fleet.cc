@@ -303,6 +303,68 @@ class Run {
         exactly, static_cast<long long>(checked));
   }
 
+  std::string Serving() {
+    // A serving task per agent (jobs of up to 64 tasks: the batcher's largest
+    // batch 1..64), each a server run on the device's queueing model: the
+    // coordinator stores every query's latency and judges each run from all of them.
+    std::vector<std::string> jobs;
+    const double rss_before = ReadProc(server_.pid).rss_mb;
+    const double t0 = Now();
+    for (int first = 0; first < opt_.agents; first += 64) {
+      v1::SubmitJobRequest req;
+      req.set_request_id(absl::StrCat("fleet-serving-", first));
+      v1::JobSpec* spec = req.mutable_spec();
+      spec->set_name("fleet-serving");
+      spec->add_models("mlp");
+      for (int i = first; i < std::min(opt_.agents, first + 64); ++i) spec->add_batch_sizes(i - first + 1);
+      spec->add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
+      v1::ServingSpec* s = spec->mutable_serving();
+      s->set_scenario("server");
+      s->set_target_qps(opt_.serve_qps);
+      s->set_latency_bound_ms(50);
+      s->set_min_duration_seconds(1);
+      s->set_min_queries(1000);
+      grpc::ClientContext ctx;
+      v1::SubmitJobResponse resp;
+      if (grpc::Status st = client_->SubmitJob(&ctx, req, &resp); !st.ok()) {
+        return absl::StrCat("RESULT mode=serving submitted=false error=\"", st.error_message(), "\"");
+      }
+      jobs.push_back(resp.job_id());
+    }
+    double rss_peak = rss_before;
+    const bool all = WaitFor(
+        [&] {
+          rss_peak = std::max(rss_peak, ReadProc(server_.pid).rss_mb);
+          return stats_.tasks_done_acked.load() >= opt_.agents;
+        },
+        300);
+    const double elapsed = Now() - t0;
+    int64_t ended = 0, checked = 0, valid = 0, queries = 0;
+    const std::string exactly = CheckExactlyOnce(*client_, jobs, stats_, &ended, &checked);
+    std::vector<double> p99_ms;
+    for (const std::string& id : jobs) {
+      auto job = GetJob(*client_, id);
+      if (!job.ok()) continue;
+      for (const v1::Task& t : job->tasks()) {
+        for (const v1::PhaseResult& p : t.result().phases()) {
+          if (p.phase() != v1::PHASE_SERVE) continue;
+          valid += p.valid() ? 1 : 0;
+          queries += p.stats().count();
+          p99_ms.push_back(static_cast<double>(t.result().serving().latency_p99_ns()) * 1e-6);
+        }
+      }
+    }
+    std::sort(p99_ms.begin(), p99_ms.end());
+    return absl::StrFormat(
+        "RESULT mode=serving agents=%d tasks=%d all_done=%s qps_per_task=%.0f queries_stored=%lld seconds=%.2f "
+        "queries_per_second_judged=%.0f valid=%lld p99_ms_median=%.3f p99_ms_max=%.3f server_rss_mb_before=%.0f "
+        "server_rss_mb_peak=%.0f %s tasks_checked=%lld simulated=true",
+        opt_.agents, opt_.agents, all ? "true" : "false", opt_.serve_qps, static_cast<long long>(queries), elapsed,
+        static_cast<double>(queries) / elapsed, static_cast<long long>(valid),
+        p99_ms.empty() ? 0.0 : p99_ms[p99_ms.size() / 2], p99_ms.empty() ? 0.0 : p99_ms.back(), rss_before, rss_peak,
+        exactly, static_cast<long long>(checked));
+  }
+
   std::string Ingest(double bare_before, const Profiles& profiles) {
     // One job: a task per agent (cpu targets, distinct batch sizes), each streaming for --seconds.
     std::vector<std::string> jobs;
@@ -497,7 +559,7 @@ int main(int argc, char** argv) {
   std::string server_binary = HETBENCH_SERVER_BINARY, cli_binary = HETBENCH_CLI_BINARY;
   bool keep = false;
   CLI::App app{"bench_fleet: simulated agents against the real hetbench-server"};
-  app.add_option("--mode", opt.mode, "idle, dispatch, bigjob, ingest, chaos, history or validate")
+  app.add_option("--mode", opt.mode, "idle, dispatch, bigjob, ingest, chaos, history, validate or serving")
       ->capture_default_str();
   bool bare_floor = false;
   app.add_flag("--bare-floor", bare_floor,
@@ -525,6 +587,7 @@ int main(int argc, char** argv) {
   app.add_option("--tasks-per-job", opt.tasks_per_job, "tasks per submitted job (dispatch, chaos, bigjob, history)")
       ->capture_default_str();
   app.add_option("--batch-samples", opt.batch_samples, "samples per batch (ingest)")->capture_default_str();
+  app.add_option("--serve-qps", opt.serve_qps, "serving: each task's rate, queries/s")->capture_default_str();
   app.add_option("--window", opt.window, "batches in flight per task (ingest)")->capture_default_str();
   app.add_flag("--huge-specs", opt.huge_specs, "ingest: submit 1,000,000-entry specs while streaming");
   app.add_option("--chaos-per-second", opt.chaos_per_second, "agent kills or cuts per second (chaos)")
@@ -549,10 +612,11 @@ int main(int argc, char** argv) {
     std::cerr << "bench_fleet: --profiles " << opt.profiles << ": " << e.what() << "\n";
     return 2;
   }
-  const std::vector<std::string> modes = {"idle", "dispatch", "bigjob", "ingest", "chaos", "history", "validate"};
+  const std::vector<std::string> modes = {"idle",  "dispatch", "bigjob",  "ingest",
+                                          "chaos", "history",  "validate", "serving"};
   if (std::find(modes.begin(), modes.end(), opt.mode) == modes.end()) {
     std::cerr << "bench_fleet: --mode " << opt.mode
-              << ": use idle, dispatch, bigjob, ingest, chaos, history or validate\n";
+              << ": use idle, dispatch, bigjob, ingest, chaos, history, validate or serving\n";
     return 2;
   }
   if (auto d = ParseDegrade(opt.degrade); !d.ok()) {
@@ -586,6 +650,8 @@ int main(int argc, char** argv) {
       result = run.Ingest(bare_before, profiles);
     } else if (opt.mode == "validate") {
       result = run.Validate();
+    } else if (opt.mode == "serving") {
+      result = run.Serving();
     } else {
       result = run.Dispatch();
     }

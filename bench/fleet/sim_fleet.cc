@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/fleet/faults.h"
+#include "bench/fleet/sim_serving.h"
+#include "common/serving_spec.h"
 #include "common/clock.h"
 #include "common/names.h"
 #include "common/validate_spec.h"
@@ -28,6 +30,7 @@ Profiles LoadProfiles(const std::string& path) {
     p.watts_busy = kv.second["watts_busy"].as<double>();
     p.watts_idle = kv.second["watts_idle"].as<double>();
     p.jitter = kv.second["jitter"].as<double>();
+    if (kv.second["batch_overhead_us"]) p.batch_overhead_us = kv.second["batch_overhead_us"].as<double>();
     out[*kind] = p;
   }
   return out;
@@ -260,10 +263,56 @@ void SimAgent::RunValidation(const v1::Assign& a) {
   Send(std::move(done));
 }
 
+void SimAgent::RunServing(const v1::Assign& a) {
+  const v1::DeviceKind kind = KindOf(a.device_id());
+  const Profile& p = profiles_.at(kind);
+  SimulatedServing sim = SimulateServing(a, kind, p, rng_(), 1000);
+  {
+    std::lock_guard<std::mutex> l(stats_->mu);
+    stats_->samples_sent[absl::StrCat(a.task_id(), "/", a.attempt())] = sim.queries;
+  }
+  v1::AgentMessage done;
+  v1::TaskDone* d = done.mutable_done();
+  d->set_task_id(a.task_id());
+  d->set_attempt(a.attempt());
+  d->set_state(v1::TASK_STATE_SUCCEEDED);
+  d->set_batches_sent(sim.batches.size());
+  d->set_samples_sent(sim.queries);
+  v1::TaskResult* r = d->mutable_result();
+  *r->mutable_serving() = sim.run;
+  v1::RunEnvironment* env = r->mutable_environment();
+  env->set_simulated(true);
+  env->set_simulation_profile(absl::StrFormat("%s: %s, %.3g samples/s + %.0f us per batch, %.0f W busy",
+                                              DeviceKindName(kind), p.name, p.samples_per_second, p.batch_overhead_us,
+                                              p.watts_busy));
+  env->set_device_model(absl::StrCat("simulated ", p.name));
+  env->set_executor(a.executor());
+  env->set_hostname("fleet-sim");
+  v1::PhaseWindow* w = r->add_windows();
+  w->set_phase(v1::PHASE_SERVE);
+  w->set_end_ns(sim.end_ns);
+  std::vector<v1::AgentMessage> messages;
+  for (v1::SampleBatch& b : sim.batches) {
+    v1::AgentMessage m;
+    *m.mutable_samples() = std::move(b);
+    messages.push_back(std::move(m));
+  }
+  messages.push_back(done);
+  {
+    std::lock_guard<std::mutex> l(task_mu_);
+    outstanding_[a.task_id()] = Outstanding{a.attempt(), messages};
+  }
+  for (v1::AgentMessage& m : messages) Send(std::move(m));
+}
+
 void SimAgent::RunAtOnce(const v1::Assign& a) {
   // The simulated task runs its measured steps at the profile's speed; the
   // answer is sent at once (the coordinator's cost is what is measured, not
   // the simulated seconds).
+  if (IsServing(a.spec())) {
+    RunServing(a);
+    return;
+  }
   const v1::DeviceKind kind = KindOf(a.device_id());
   const Profile& p = profiles_.at(kind);
   const int64_t steps = std::max<int64_t>(1, a.spec().train().min_steps());

@@ -25,6 +25,7 @@ namespace hetbench::fleet {
 struct Profile {
   std::string name;
   double samples_per_second = 1e4, watts_busy = 100, watts_idle = 30, jitter = 0.05;
+  double batch_overhead_us = 100;  // serving: a batch's fixed cost beside size / samples_per_second
 };
 using Profiles = std::map<v1::DeviceKind, Profile>;
 
@@ -57,6 +58,7 @@ struct Options {
   std::string profiles;
   std::string degrade;  // validate: faults injected into a share of the devices (bench/fleet/faults.h)
   std::string level = "quick";  // validate
+  double serve_qps = 2000;      // serving: each task's rate
   uint64_t seed = 0;            // the simulated agents' noise (runs with another seed draw other noise)
   // As real agents: one connection each, each beating on its own phase. The
   // shortcuts (several agents per connection, all beats at once) are
@@ -69,7 +71,7 @@ struct Options {
 /// A dispatch task's messages not yet acknowledged, kept across a cut stream.
 struct Outstanding {
   int attempt = 0;
-  std::vector<v1::AgentMessage> unacked;  // the sample batch (seq 0), then the TaskDone
+  std::vector<v1::AgentMessage> unacked;  // the sample batches (seq 0..), then the TaskDone
 };
 
 class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
@@ -108,6 +110,9 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Coor
   void OnAssign(const v1::Assign& a);
   /// dispatch / chaos: the whole simulated task, answered at once.
   void RunAtOnce(const v1::Assign& a);
+  /// A serving task: its scenario against the device's queueing model
+  /// (sim_serving.h), every query's latency as SERVE samples, then TaskDone.
+  void RunServing(const v1::Assign& a);
   /// validate: the suite's figures, as faults.h simulates them, answered at once.
   void RunValidation(const v1::Assign& a);
   /// ingest: keep `window` batches in flight until the time is up, then TaskDone.
