@@ -65,6 +65,10 @@ class AgentStreamSink final : public ReactorSink<AgentStream, v1::CoordinatorMes
   void ReadNext(int64_t units);
   void Handled() override;
   void Resume() override;
+  bool ReadsHeldBack() const override {
+    absl::MutexLock l(&mu_);
+    return paused_ && !reads_ended_;
+  }
   /// No more reads (the agent half-closed or the stream broke).
   void ReadsEnded() {
     absl::MutexLock l(&mu_);

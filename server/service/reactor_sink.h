@@ -131,7 +131,7 @@ class ReactorSink : public MessageSink<W> {
     reactor_->Finish(status_);
   }
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
   const RpcTimer timer_;
   Metrics* const metrics_;

@@ -65,10 +65,17 @@ std::vector<std::pair<std::string, Detached>> SessionTable::TakeDue(int64_t now_
   return due;
 }
 
-std::vector<uint64_t> SessionTable::Silent(int64_t now_ns, int64_t lease_ns) const {
+std::vector<uint64_t> SessionTable::Silent(int64_t now_ns, int64_t lease_ns) {
   std::vector<uint64_t> silent;
-  for (const auto& [id, session] : sessions_) {
-    if (now_ns - session.last_seen_ns > lease_ns) silent.push_back(id);
+  for (auto& [id, session] : sessions_) {
+    if (now_ns - session.last_seen_ns <= lease_ns) continue;
+    // Reads held back by the coordinator (its window or the ingest gate):
+    // the agent's messages wait in flow control, its heartbeats among them.
+    if (session.sink != nullptr && session.sink->ReadsHeldBack()) {
+      session.last_seen_ns = now_ns;
+      continue;
+    }
+    silent.push_back(id);
   }
   return silent;
 }

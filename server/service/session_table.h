@@ -71,8 +71,10 @@ class SessionTable {
   std::optional<Detached> TakeDetached(const std::string& agent_id);
   /// Detached agents whose deadline has passed, removed.
   std::vector<std::pair<std::string, Detached>> TakeDue(int64_t now_ns);
-  /// Sessions silent for longer than `lease_ns`.
-  std::vector<uint64_t> Silent(int64_t now_ns, int64_t lease_ns) const;
+  /// Sessions silent for longer than `lease_ns`; a session whose reads the
+  /// coordinator holds back (AgentSink::ReadsHeldBack) is not silent: it is
+  /// counted as seen now.
+  std::vector<uint64_t> Silent(int64_t now_ns, int64_t lease_ns);
   /// Whether `agent_id` is connected or waited for.
   bool Known(const std::string& agent_id) const { return by_agent_.count(agent_id) || detached_.count(agent_id); }
   bool Connected(const std::string& agent_id) const { return by_agent_.count(agent_id) > 0; }

@@ -22,6 +22,11 @@ class MessageSink {
   /// The coordinator finished handling one message read from this stream:
   /// the stream may read another (its in-flight window). Default: nothing.
   virtual void Handled() {}
+  /// Whether the coordinator itself is holding this stream's reads back (its
+  /// in-flight window is full, or the ingest gate is over budget): then the
+  /// agent's silence is the coordinator's doing, and its lease must not
+  /// expire for it. Default: never.
+  virtual bool ReadsHeldBack() const { return false; }
 };
 
 using AgentSink = MessageSink<v1::CoordinatorMessage>;

@@ -11,6 +11,7 @@
 
 #include <optional>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -60,8 +61,12 @@ class FakeSink final : public MessageSink<T> {
     absl::MutexLock l(&mu_);
     return status_;
   }
+  bool ReadsHeldBack() const override { return held_back_.load(); }
+  /// As the gRPC sink reports it while its window or the ingest gate holds reads back.
+  void set_reads_held_back(bool held) { held_back_.store(held); }
 
  private:
+  std::atomic<bool> held_back_{false};
   absl::Mutex mu_;
   std::vector<T> messages_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

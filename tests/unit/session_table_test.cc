@@ -95,5 +95,19 @@ TEST(SessionTableTest, SilentStreamsAndHeartbeatsToAgentsWithoutARecentEcho) {
   EXPECT_TRUE(quiet->closed() && talking->closed());
 }
 
+TEST(SessionTableTest, AStreamWhoseReadsTheCoordinatorHoldsBackIsNotSilent) {
+  SessionTable table;
+  auto held = std::make_shared<FakeAgentSink>(), dead = std::make_shared<FakeAgentSink>();
+  bool opened = false;
+  table.Open(1, held, 0, &opened).last_seen_ns = 1'000;
+  table.Open(2, dead, 0, &opened).last_seen_ns = 1'000;
+  held->set_reads_held_back(true);  // its heartbeats wait behind samples the ingest gate holds back
+  EXPECT_THAT(table.Silent(/*now_ns=*/10'000, /*lease_ns=*/5'000), ::testing::ElementsAre(2u));
+  EXPECT_EQ(table.Find(1)->last_seen_ns, 10'000) << "counted as seen: its lease starts again";
+  held->set_reads_held_back(false);
+  EXPECT_THAT(table.Silent(/*now_ns=*/14'000, /*lease_ns=*/5'000), ::testing::ElementsAre(2u));
+  EXPECT_THAT(table.Silent(/*now_ns=*/16'000, /*lease_ns=*/5'000), ::testing::ElementsAre(1u, 2u));
+}
+
 }  // namespace
 }  // namespace hetbench::server
