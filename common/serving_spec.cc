@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -336,6 +337,22 @@ int64_t ServingQueryCapacity(const v1::JobSpec& spec, double qps) {
     return std::clamp<int64_t>(static_cast<int64_t>(std::min(n, 1e12)), 1, ServingLimits::kMaxQueries);
   }
   return ServingLimits::kMaxQueries;
+}
+
+std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
+  const v1::ServingSpec& s = spec.serving();
+  const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
+  // Enough arrivals to cover the duration with room for the draw's spread,
+  // then cut at the first point where both minimums hold.
+  std::vector<int64_t> schedule =
+      PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4, ServingQueryCapacity(spec, qps));
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    if (static_cast<int64_t>(i + 1) >= s.min_queries() && schedule[i] - schedule.front() >= min_ns) {
+      schedule.resize(i + 1);
+      break;
+    }
+  }
+  return schedule;
 }
 
 double ServingMaxQps(const v1::JobSpec& spec) {

@@ -68,6 +68,13 @@ void CheckServing(const v1::JobSpec& spec, std::vector<std::string>* problems);
 /// is found in the run): kMaxQueries.
 int64_t ServingQueryCapacity(const v1::JobSpec& spec, double qps);
 
+/// The server scenario's arrivals at `qps` (ns from the run's start): the
+/// seeded Poisson schedule (serving_stats.h), cut at the first arrival where
+/// both min_queries and min_duration_seconds (from the first arrival) hold;
+/// at most ServingQueryCapacity queries. The agent's issuer and the fleet
+/// simulator both draw it.
+std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps);
+
 /// The highest rate one run may ask for: kMaxQps, or less where its
 /// capacity at min_duration_seconds would exceed kMaxQueries.
 double ServingMaxQps(const v1::JobSpec& spec);

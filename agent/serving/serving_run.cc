@@ -37,22 +37,6 @@ OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& optio
 
 }  // namespace
 
-std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps) {
-  const v1::ServingSpec& s = spec.serving();
-  const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
-  // Enough arrivals to cover the duration with room for the draw's spread,
-  // then cut at the first point where both minimums hold.
-  std::vector<int64_t> schedule =
-      PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4, ServingQueryCapacity(spec, qps));
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    if (static_cast<int64_t>(i + 1) >= s.min_queries() && schedule[i] - schedule.front() >= min_ns) {
-      schedule.resize(i + 1);
-      break;
-    }
-  }
-  return schedule;
-}
-
 absl::StatusOr<ReplicaStart> StartReplica(const ServingControl& control, v1::ServingRun* out) {
   if (control.replicas == nullptr || control.replicas->gang.world_size() <= 1) return ReplicaStart();
   // The lead covers the agreement's own round and the issuers' wake-up.

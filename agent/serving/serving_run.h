@@ -38,11 +38,6 @@ struct ServedQuery {
   int64_t latency_ns = 0;
 };
 
-/// The server scenario's arrivals at `qps`: a seeded Poisson schedule long
-/// enough for both min_queries and min_duration_seconds (measured from the
-/// first arrival), at most ServingQueryCapacity queries.
-std::vector<int64_t> ServerSchedule(const v1::JobSpec& spec, double qps);
-
 /// One run of a scenario: what the issuer recorded, and the last query's
 /// scheduled time (s).
 struct ScenarioRun {

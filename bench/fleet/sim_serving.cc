@@ -11,25 +11,6 @@
 
 namespace hetbench::fleet {
 
-namespace {
-
-// The real issuer's server schedule: seeded Poisson arrivals, cut where both
-// min_queries and min_duration_seconds hold (agent/serving/serving_run.cc).
-std::vector<int64_t> ServerArrivals(const v1::JobSpec& spec, double qps) {
-  const v1::ServingSpec& s = spec.serving();
-  std::vector<int64_t> schedule =
-      PoissonSchedule(spec.seed(), qps, std::numeric_limits<int64_t>::max() / 4, ServingQueryCapacity(spec, qps));
-  const auto min_ns = static_cast<int64_t>(s.min_duration_seconds() * 1e9);
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    if (static_cast<int64_t>(i + 1) >= s.min_queries() && schedule[i] - schedule.front() >= min_ns) {
-      schedule.resize(i + 1);
-      break;
-    }
-  }
-  return schedule;
-}
-
-}  // namespace
 
 SimulatedServing SimulateServing(const v1::Assign& a, v1::DeviceKind kind, const Profile& p, uint64_t seed,
                                  int per_batch) {
@@ -67,7 +48,7 @@ SimulatedServing SimulateServing(const v1::Assign& a, v1::DeviceKind kind, const
   } else {
     const std::vector<int64_t> arrivals =
         scenario == "offline" ? std::vector<int64_t>(static_cast<size_t>(ServingQueryCapacity(spec, qps)), 0)
-                              : ServerArrivals(spec, qps);
+                              : ServerSchedule(spec, qps);
     std::vector<int64_t> free_at(static_cast<size_t>(std::max(1, s.instances())), 0);
     for (size_t i = 0; i < arrivals.size();) {
       auto server = std::min_element(free_at.begin(), free_at.end());
