@@ -44,3 +44,21 @@ all_jobs_ended() {
     [[ $(jq '[.jobs[] | select(.state != "JOB_STATE_SUCCEEDED" and .state != "JOB_STATE_FAILED")] | length' \
       "$WORK/jobs.json") == 0 ]]
 }
+# A throwaway CA (ca.pem, ca.key) and a server certificate (server.pem,
+# server.key) for SAN in the current directory; `key` stays set for more.
+make_server_pki() {  # make_server_pki SAN, e.g. IP:127.0.0.1
+  key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 "${key[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=hetbench-e2e-ca 2>/dev/null
+  echo "subjectAltName=$1" >san.ext
+  openssl req "${key[@]}" -keyout server.key -out server.csr -subj /CN=coordinator 2>/dev/null
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 \
+    -extfile san.ext 2>/dev/null
+  chmod 600 server.key
+}
+# A token file with one agent and one client token (AGENT_TOKEN, CLIENT_TOKEN).
+make_tokens() {  # make_tokens FILE
+  AGENT_TOKEN=$(openssl rand -hex 24)
+  CLIENT_TOKEN=$(openssl rand -hex 24)
+  printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >"$1"
+  chmod 600 "$1"
+}

@@ -16,10 +16,7 @@ start_coordinator "$SERVER" "$CLI"
 "$AGENT" --agent-id py --threads 1 --qpu-sim off --python-runner off --calibration off >>"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" py || fail "agent did not connect"
-CLIENT_TOKEN=$(openssl rand -hex 24)
-AGENT_TOKEN=$(openssl rand -hex 24)
-printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >"$WORK/tokens"
-chmod 600 "$WORK/tokens"
+make_tokens "$WORK/tokens"
 "$SERVER" --listen 127.0.0.1:0 --metrics-listen '' --db "$WORK/tokens.db" --token-file "$WORK/tokens" \
   --port-file "$WORK/ports-t" >"$WORK/server-t.log" 2>&1 &
 PIDS+=($!)

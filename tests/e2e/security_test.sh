@@ -10,16 +10,10 @@ source "$(dirname "$0")/lib.sh"
 e2e_begin "security-e2e"
 
 cd "$WORK"
-key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${key[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=hetbench-e2e-ca 2>/dev/null
-echo "subjectAltName=IP:127.0.0.1" >san.ext
-openssl req "${key[@]}" -keyout server.key -out server.csr -subj /CN=coordinator 2>/dev/null
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext 2>/dev/null
+make_server_pki IP:127.0.0.1
 openssl req "${key[@]}" -keyout agent.key -out agent.csr -subj /CN=sec-agent 2>/dev/null
 openssl x509 -req -in agent.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out agent.pem -days 2 2>/dev/null
-AGENT_TOKEN=$(openssl rand -hex 24)
-CLIENT_TOKEN=$(openssl rand -hex 24)
-printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >tokens
+make_tokens tokens
 echo "$AGENT_TOKEN" >agent.tok
 echo "$CLIENT_TOKEN" >client.tok
 chmod 600 ./*.key tokens ./*.tok

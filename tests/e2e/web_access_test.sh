@@ -18,15 +18,8 @@ SERVER=$1
 source "$(dirname "$0")/lib.sh"
 e2e_begin "web_access"
 cd "$WORK"
-key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${key[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=hetbench-e2e-ca 2>/dev/null
-echo "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:bench.lab" >san.ext
-openssl req "${key[@]}" -keyout server.key -out server.csr -subj /CN=coordinator 2>/dev/null
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext 2>/dev/null
-CLIENT_TOKEN=$(openssl rand -hex 24)
-AGENT_TOKEN=$(openssl rand -hex 24)
-printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >tokens
-chmod 600 server.key tokens
+make_server_pki IP:127.0.0.1,DNS:localhost,DNS:bench.lab
+make_tokens tokens
 
 # ---- A. HTTPS with tokens
 "$SERVER" --listen 127.0.0.1:0 --metrics-listen '' --http-listen 127.0.0.1:0 --db "$WORK/a.db" \
