@@ -121,7 +121,8 @@ std::string HtmlHead(const std::string& title, const WebPage& web) {
   if (web.nav) {
     absl::StrAppend(&out,
                     "<nav><a href=\"/jobs\">Jobs</a> · <a href=\"/agents\">Agents</a> · "
-                    "<a href=\"/compare\">Compare</a> · <a href=\"/history\">History</a></nav>\n");
+                    "<a href=\"/compare\">Compare</a> · <a href=\"/history\">History</a> · "
+                    "<a href=\"/login\">Log in / out</a></nav>\n");
   }
   return out;
 }

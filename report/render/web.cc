@@ -239,7 +239,9 @@ std::string RenderLoginPage(bool tokens_on, bool plain_http, const std::string& 
 }
 
 std::string RenderErrorPage(int http_status, const std::string& message) {
-  return Page(absl::StrCat("Error ", http_status), absl::StrCat("<p class=\"banner\">", Escape(message), "</p>\n"));
+  return Page(absl::StrCat("Error ", http_status),
+              absl::StrCat("<p class=\"banner\">", Escape(message), "</p>\n",
+                           http_status == 401 ? absl::StrCat("<p>", Link("/login", "Log in"), "</p>\n") : ""));
 }
 
 }  // namespace hetbench::report
