@@ -1,5 +1,7 @@
 #include "report/render/html.h"
 
+#include <algorithm>
+
 #include "common/validate_spec.h"
 #include "report/render/validation.h"
 
@@ -8,6 +10,7 @@
 #include "report/render.h"
 #include "report/render/answer.h"
 #include "report/render/common.h"
+#include "report/render/html_tables.h"
 #include "report/render/svg.h"
 #include "common/names.h"
 #include "common/spec_yaml.h"
@@ -30,12 +33,20 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-al
 th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.validity td:first-child { white-space: nowrap; }
+table.validity td { overflow-wrap: anywhere; }
+table.env { max-width: 100%; }
+table.env td, table.env code { overflow-wrap: anywhere; }
+caption { text-align: left; font-weight: 600; padding: 4px 0; }
 pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; overflow-x: auto; font-size: 12px; }
 figure { margin: 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; margin: 12px 0; }
 .scroll { overflow-x: auto; }
 tr.invalid-row td { background: #fdecec; }
+table.data { font-size: 12px; max-width: 100%; }
+table.data td, table.data th { padding: 2px 6px; }
+table.data td { overflow-wrap: anywhere; }
+table.data td.valid, table.data td.invalid { white-space: nowrap; }
 details { margin: 8px 0; }
 summary { cursor: pointer; color: #0057a3; }
 .valid { color: #006d2c; font-weight: bold; }
@@ -52,19 +63,51 @@ std::string Num(double v, const char* fmt) { return absl::StrCat("<td class=\"nu
 
 std::string Pre(const std::string& text) { return absl::StrCat("<pre>", Escape(text), "</pre>\n"); }
 
+// Each task's environment: what every task shares in one name/value table,
+// then a row per task with only what differs (nothing repeated down a column,
+// and the page stays narrow: the long values wrap).
 std::string Environment(const v1::Job& job) {
-  std::string out =
-      "<table class=\"env\"><tr><th>task</th><th>device model</th><th>host</th><th>executor</th><th>torch</th>"
-      "<th>BLAS</th><th>threads</th><th>seed</th><th>agent</th><th>model fingerprint</th>"
-      "<th>architecture fingerprint</th><th>measured or simulated</th></tr>\n";
+  struct Column {
+    std::string header;
+    std::vector<std::string> cells;  // HTML of each task's cell body
+  };
+  std::vector<Column> cols = {{"device model", {}}, {"host", {}}, {"executor", {}},
+                              {"torch", {}},        {"BLAS", {}}, {"threads", {}},
+                              {"seed", {}},         {"agent", {}}, {"model fingerprint", {}},
+                              {"architecture fingerprint", {}}, {"measured or simulated", {}}};
+  std::vector<std::string> tasks;
   for (const v1::Task& t : job.tasks()) {
     const v1::RunEnvironment& e = t.result().environment();
     if (e.agent_version().empty() && e.model_fingerprint().empty()) continue;
-    absl::StrAppend(&out, "<tr>", Cell(t.id()), Cell(e.device_model()), Cell(e.hostname()), Cell(e.executor()),
-                    Cell(e.torch_version()), Cell(e.blas()), Num(e.threads(), "%.0f"), Cell(absl::StrCat(e.seed())),
-                    Cell(e.agent_version()), absl::StrCat("<td><code>", Escape(e.model_fingerprint()), "</code></td>"),
-                    absl::StrCat("<td><code>", Escape(e.architecture_fingerprint()), "</code></td>"),
-                    Cell(e.simulated() ? absl::StrCat("SIMULATED: ", e.simulation_profile()) : "measured"), "</tr>\n");
+    tasks.push_back(t.id());
+    const std::string values[] = {
+        Escape(e.device_model()), Escape(e.hostname()), Escape(e.executor()), Escape(e.torch_version()),
+        Escape(e.blas()), absl::StrCat(e.threads()), absl::StrCat(e.seed()), Escape(e.agent_version()),
+        absl::StrCat("<code>", Escape(e.model_fingerprint()), "</code>"),
+        absl::StrCat("<code>", Escape(e.architecture_fingerprint()), "</code>"),
+        Escape(e.simulated() ? absl::StrCat("SIMULATED: ", e.simulation_profile()) : "measured")};
+    for (size_t i = 0; i < cols.size(); ++i) cols[i].cells.push_back(values[i]);
+  }
+  if (tasks.empty()) return "<p>No task has reported its environment yet.</p>\n";
+  std::string shared, header = "<tr><th>task</th>";
+  std::vector<const Column*> differing;
+  for (const Column& c : cols) {
+    if (std::all_of(c.cells.begin(), c.cells.end(), [&](const std::string& v) { return v == c.cells[0]; })) {
+      absl::StrAppend(&shared, "<tr><th>", c.header, "</th><td>", c.cells[0], "</td></tr>\n");
+    } else {
+      absl::StrAppend(&header, "<th>", c.header, "</th>");
+      differing.push_back(&c);
+    }
+  }
+  std::string out = absl::StrCat("<table class=\"env\" id=\"env-shared\"><caption>", tasks.size() == 1 ? "The task"
+                                 : "Shared by every task", "</caption>\n", shared, "</table>\n");
+  if (differing.empty()) return out;
+  absl::StrAppend(&out, "<table class=\"env\" id=\"env-tasks\"><caption>Differing between tasks</caption>\n",
+                  header, "</tr>\n");
+  for (size_t r = 0; r < tasks.size(); ++r) {
+    absl::StrAppend(&out, "<tr>", Cell(tasks[r]));
+    for (const Column* c : differing) absl::StrAppend(&out, "<td>", c->cells[r], "</td>");
+    absl::StrAppend(&out, "</tr>\n");
   }
   return out + "</table>\n";
 }
@@ -104,7 +147,7 @@ std::string Results(const v1::Job& job) {
   return out + "</table></div>\n";
 }
 
-// Text as the CLI prints it, folded: wide tables scroll inside it.
+// Text (the effective spec), folded.
 std::string Folded(const std::string& summary, const std::string& text) {
   return absl::StrCat("<details><summary>", Escape(summary), "</summary>", Pre(text), "</details>\n");
 }
@@ -132,10 +175,9 @@ std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots,
   if (IsValidate(job.spec())) {  // verdicts, not timings
     return RenderValidationHtml(job, HtmlHead(absl::StrCat("hetbench validation ", job.id()), web));
   }
-  bool simulated = false, layers = false;
+  bool simulated = false;
   for (const v1::Task& t : job.tasks()) {
     simulated |= t.result().environment().simulated();
-    layers |= t.result().layers_size() > 0;
   }
   std::string out = absl::StrCat(HtmlHead(absl::StrCat("hetbench report ", job.id()), web),
       "<h1>hetbench report: <span id=\"job-id\">", Escape(job.id()), "</span></h1>\n<p class=\"meta\">", Escape(job.spec().name()), job.spec().name().empty() ? "" : " · ",
@@ -171,16 +213,10 @@ std::string RenderHtmlReport(const v1::Job& job, const std::vector<Plot>& plots,
     absl::StrAppend(&out, "<figure id=\"plot-", Escape(p.name), "\">\n", p.svg, "</figure>\n");
   }
   absl::StrAppend(&out, "</div>\n<h2>Tables</h2>\n",
-                  Folded("Comparison, speedups, energy and serving, as the CLI prints them",
-                         RenderReport(job, OutputFormat::kTable, compare_mismatched, baseline_kind)),
-                  Folded("The reference study's table", RenderStudyTable(job, baseline_kind, compare_mismatched)));
-  if (layers) {
-    absl::StrAppend(&out, Folded("Per-layer times", RenderLayers(job, OutputFormat::kTable, baseline_kind)));
-  }
-  absl::StrAppend(&out, Folded("Roofline (every batch size)", RenderRoofline(job)));
+                  render::HtmlTablesSection(job, baseline_kind, compare_mismatched));
   absl::StrAppend(&out, "<h2>Environment and fingerprints</h2>\n<p>A rerun is comparable when its model fingerprint "
-                        "(architecture, initial weights, data) equals these.</p>\n<div class=\"scroll\">",
-                  Environment(job), "</div>\n");
+                        "(architecture, initial weights, data) equals these.</p>\n",
+                  Environment(job));
   absl::StrAppend(&out, "<h2>Effective spec</h2>\n",
                   Folded("The spec as the coordinator ran it (defaults filled in)", JobSpecToYaml(job.spec())));
   absl::StrAppend(&out, "<h2>Rerun</h2>\n<pre id=\"rerun\">hetbench get job ", Escape(job.id()),

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 
 namespace hetbench::report::svg {
 
@@ -34,6 +35,7 @@ struct Axis {
   double lo = 0, hi = 1;
   bool log = false;
   std::vector<double> ticks;
+  std::vector<std::string> tick_labels;  // when set: the ticks' text (dates), else TickText
   // Pixel range: `from` at lo, `to` at hi.
   double from = 0, to = 1;
   double Map(double v) const {
@@ -67,6 +69,42 @@ Axis MakeAxis(std::vector<double> values, bool log, bool from_zero) {
   a.ticks = NiceTicks(lo, hi, 6);
   a.lo = std::min(lo, a.ticks.front());
   a.hi = std::max(hi, a.ticks.back());
+  return a;
+}
+
+// A time axis over unix seconds: ticks at a round step (minutes to weeks)
+// labelled in UTC, "HH:MM" within one day, "MM-DD HH:MM" within a week,
+// else "YYYY-MM-DD"; `suffix` gets the date the "HH:MM" labels fall on.
+Axis MakeTimeAxis(const std::vector<double>& xs, std::string* suffix) {
+  Axis a;
+  double lo = xs.empty() ? 0 : *std::min_element(xs.begin(), xs.end());
+  double hi = xs.empty() ? 60 : *std::max_element(xs.begin(), xs.end());
+  if (hi - lo < 60) {
+    lo -= 30;
+    hi += 30;
+  }
+  static constexpr double kSteps[] = {60,    120,   300,    600,    900,    1800,    3600,     7200,     10800,
+                                      21600, 43200, 86400,  172800, 604800, 1209600, 2592000, 7776000, 31536000};
+  double step = kSteps[std::size(kSteps) - 1];
+  for (double s : kSteps) {
+    if ((hi - lo) / s <= 6) {
+      step = s;
+      break;
+    }
+  }
+  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-6; t += step) a.ticks.push_back(t);
+  if (a.ticks.empty()) a.ticks.push_back(lo);
+  a.lo = std::min(lo, a.ticks.front());
+  a.hi = std::max(hi, a.ticks.back());
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  const auto day = [&](double t) { return absl::FormatTime("%Y-%m-%d", absl::FromUnixSeconds(static_cast<int64_t>(t)), utc); };
+  const char* format = hi - lo <= 86400 && day(lo) == day(hi) ? "%H:%M"
+                       : hi - lo <= 7 * 86400 ? "%m-%d %H:%M"
+                                               : "%Y-%m-%d";
+  for (double t : a.ticks) {
+    a.tick_labels.push_back(absl::FormatTime(format, absl::FromUnixSeconds(static_cast<int64_t>(t)), utc));
+  }
+  *suffix = std::string(format) == "%H:%M" ? absl::StrCat(" (UTC, ", day(lo), ")") : " (UTC)";
   return a;
 }
 
@@ -132,11 +170,13 @@ void DrawYAxis(std::string* out, const Axis& y, double bottom, const std::string
 
 // A numeric x axis under the plot: ticks, their values, the label.
 void DrawXAxis(std::string* out, const Axis& x, double bottom, const std::string& label) {
-  for (double t : x.ticks) {
+  for (size_t i = 0; i < x.ticks.size(); ++i) {
+    const double t = x.ticks[i];
     const double px = x.Map(t);
     absl::StrAppend(out, "<line x1=\"", F(px), "\" x2=\"", F(px), "\" y1=\"", F(bottom), "\" y2=\"", F(bottom + 5),
                     "\" stroke=\"#333\"/><text x=\"", F(px), "\" y=\"", F(bottom + 18),
-                    "\" text-anchor=\"middle\" font-size=\"11\">", TickText(t), "</text>\n");
+                    "\" text-anchor=\"middle\" font-size=\"11\">",
+                    i < x.tick_labels.size() ? Escape(x.tick_labels[i]) : TickText(t), "</text>\n");
   }
   absl::StrAppend(out, "<text x=\"", F((kLeft + kWidth - kRight) / 2), "\" y=\"", F(bottom + 38),
                   "\" text-anchor=\"middle\" font-size=\"13\">", Escape(label), "</text>\n");
@@ -340,6 +380,7 @@ std::string Render(const LineChart& c) {
   y.from = bottom;
   y.to = kTop;
   Axis x;
+  std::string x_suffix;
   if (c.log_x) {
     std::set<double> distinct;
     for (double v : xs) {
@@ -359,6 +400,8 @@ std::string Render(const LineChart& c) {
       for (size_t i = 0; i < x.ticks.size(); i += 2) half.push_back(x.ticks[i]);
       x.ticks = half;
     }
+  } else if (c.x_is_time) {
+    x = MakeTimeAxis(xs, &x_suffix);
   } else {
     x = MakeAxis(xs, false, false);
   }
@@ -368,7 +411,7 @@ std::string Render(const LineChart& c) {
 
   std::string out = Open(height, c.title);
   DrawYAxis(&out, y, bottom, c.y_label);
-  DrawXAxis(&out, x, bottom, c.x_label);
+  DrawXAxis(&out, x, bottom, c.x_label + x_suffix);
   for (size_t i = 0; i < c.lines.size(); ++i) {
     const Line& l = c.lines[i];
     const char* colour = Colour(static_cast<int>(i));
@@ -394,7 +437,11 @@ std::string Render(const LineChart& c) {
     }
     for (const Point& p : l.points) {
       absl::StrAppend(&out, "<circle cx=\"", F(x.Map(p.x)), "\" cy=\"", F(y.Map(p.y)), "\" r=\"3.5\" fill=\"", colour,
-                      "\"><title>", Escape(l.name), ": ", TickText(p.x), " → ", TickText(p.y), "</title></circle>\n");
+                      "\"><title>", Escape(l.name), ": ",
+                      c.x_is_time ? absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixSeconds(static_cast<int64_t>(p.x)),
+                                                     absl::UTCTimeZone())
+                                  : TickText(p.x),
+                      " → ", TickText(p.y), "</title></circle>\n");
     }
   }
   DrawLegend(&out, legend, legend_y);

@@ -51,6 +51,7 @@ struct LineChart {
   std::string title, x_label, y_label;
   std::vector<Line> lines;
   bool log_x = false, log_y = false;
+  bool x_is_time = false;  // x in unix seconds: ticks at round times, labelled as UTC dates
   std::string footnote;
 };
 std::string Render(const LineChart& chart);

@@ -167,19 +167,14 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
       "</label><button>Show</button></form>\n");
   if (model.empty()) return Page("History", body);
   if (!rows.empty()) {
-    // Samples/s p50 (band p25-p75) against days since the first run, one line per series.
+    // Samples/s p50 (band p25-p75) against the time each run finished, one line per series.
     svg::LineChart chart;
     chart.title = absl::StrCat("Training throughput of ", model, " over time");
-    // The x unit follows the span: runs minutes apart in minutes, not 0.0025 days.
-    const double span = rows.back().finished_unix - rows.front().finished_unix;
-    const auto [unit, seconds] = span < 2 * 3600.0    ? std::pair<const char*, double>{"minutes", 60.0}
-                                 : span < 3 * 86400.0 ? std::pair<const char*, double>{"hours", 3600.0}
-                                                      : std::pair<const char*, double>{"days", 86400.0};
-    chart.x_label = absl::StrCat(unit, " since the first run shown");
+    chart.x_is_time = true;
+    chart.x_label = "run finished";
     chart.y_label = "samples/s (p50 step)";
     chart.footnote = "band: p25-p75 steps; one line per device model, executor, batch and fingerprint";
     std::map<std::string, size_t> line_of;
-    const double t0 = rows.front().finished_unix;
     for (const HistoryRow& r : rows) {
       auto it = line_of.find(r.series);
       if (it == line_of.end()) {
@@ -188,7 +183,7 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
         chart.lines.push_back({name, {}});
       }
       chart.lines[it->second].points.push_back(
-          {(r.finished_unix - t0) / seconds, r.samples_per_second_p50, r.p25, r.p75});
+          {r.finished_unix, r.samples_per_second_p50, r.p25, r.p75});
     }
     absl::StrAppend(&body, "<figure id=\"plot-history\">", svg::Render(chart), "</figure>\n");
   }

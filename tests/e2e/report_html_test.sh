@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The HTML report in a real browser, with the real binaries on loopback:
-#  1. the five-model study job (short) and an mlp batch sweep with --layers run;
+#  1. the five-model study job (short) and an mlp batch sweep (3 batch sizes) with --layers run;
 #  2. `report ID --html` and `--svg` for each; headless Chromium loads the page
 #     (no network: the page needs none) and its DOM holds the job id, every
 #     figure, every task id and each task's train p50 (ms) from `report -o json`;
@@ -12,7 +12,10 @@
 #  4. compare, report and history -o json follow their schemas (report/schemas);
 #  5. the coordinator's web UI (--http-listen) in the same browser: jobs, one
 #     job, agents, compare and history pages; with tokens on, 401 without one;
-#  6. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
+#  6. at 1,300 px the answer is above the fold, no table is wider than the page, nothing
+#     appears twice, the 3-task sweep's page is at most 4,820 px tall; every CSV view loads
+#     into pandas as plain numbers (tests/e2e/report_layout.py);
+#  7. `get job -o yaml` is a spec `submit -f` accepts (the report's rerun line),
 #     and a view's unknown format is refused.
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3
@@ -34,7 +37,7 @@ wait_for 60 agent_connected "$CLI" r1 || fail "agent did not connect"
 
 short=(--min-steps 12 --max-steps 12 --warmup-steps 2 --infer-max-batches 4 --min-duration 0)
 study=$("$CLI" submit -m mlp,cnn,rnn,lstm,autoencoder -b 64 "${short[@]}" --name study)
-sweep=$("$CLI" submit -m mlp -b 64,128 --layers --layer-steps 3 "${short[@]}" --name sweep)
+sweep=$("$CLI" submit -m mlp -b 64,128,256 --layers --layer-steps 3 "${short[@]}" --name sweep)
 for job in "$study" "$sweep"; do
   "$CLI" watch "$job" --wait-timeout 600 >/dev/null 2>&1 || fail "$job did not succeed: $("$CLI" get job "$job")"
 done
@@ -61,7 +64,7 @@ for job in "$study" "$sweep"; do
     while read -r id p50; do
       ms=$(python3 -c "print('%.3f' % ($p50 / 1e6))")
       grep -q "$id" "$dir/dom.html" || fail "$job: task $id missing from the page"
-      grep -q " $ms " "$dir/dom.html" || fail "$job: $id's train p50 $ms ms is not on the page"
+      grep -q ">$ms<" "$dir/dom.html" || fail "$job: $id's train p50 $ms ms is not on the page"
     done
   if [[ $job == "$sweep" ]]; then
     for want in batch-mlp-train layers-mlp-b64 layers-mlp-b128 roofline; do
@@ -82,6 +85,23 @@ for job in "$study" "$sweep"; do
     fail "$job: a blank figure: $(grep -v '^ok' "$dir/png_check.txt")"
   echo "$job: $figures figures, page and figures drawn ($(grep -c '^ok' "$dir/png_check.txt") pictures checked)"
 done
+
+# How the pages read at 1,300 px (tests/e2e/report_layout.py, Chromium via Selenium): the answer
+# above the fold, no table or box wider than the text column, nothing shown twice, the 3-task
+# sweep at most 4,820 px tall (a third of the 14,459 px a 3-task job's page was); and every CSV
+# view opens in pandas with plain numbers (no 1.00x, 100%, 150+, ranges or 2.4e+07 in a cell).
+"$CLI" report "$study" -o csv >"$WORK/report-study.csv"
+"$CLI" report "$study" --study -o csv >"$WORK/study-table.csv"
+"$CLI" report "$sweep" -o csv >"$WORK/report-sweep.csv"
+"$CLI" report "$sweep" --layers -o csv >"$WORK/layers.csv"
+"$CLI" compare "$study" "$sweep" -o csv >"$WORK/compare.csv"
+"$CLI" history --model mlp -o csv >"$WORK/history.csv"
+"$CLI" get jobs -o csv >"$WORK/jobs.csv"
+"$CLI" get job "$sweep" -o csv >"$WORK/job.csv"
+"$CLI" get agents -o csv >"$WORK/agents.csv"
+/usr/bin/python3 "$HERE/report_layout.py" --html "study=$WORK/$study/report.html" "sweep=$WORK/$sweep/report.html:4820" \
+  --csv "$WORK"/*.csv >"$WORK/layout.txt" 2>&1 || fail "layout: $(cat "$WORK/layout.txt")"
+cat "$WORK/layout.txt"
 
 # compare -o json follows its schema: a job against itself (every pair "no change")
 # and the sweep against the study (pairs, unpaired tasks).

@@ -317,8 +317,12 @@ TEST(HtmlReportTest, OnePageWithEveryFigureTheFiguresTablesAndNothingFromOutside
   // The INVALID phase: its row shaded, its bar marked in the figures.
   EXPECT_THAT(html, HasSubstr("<tr class=\"invalid-row\"><td>" + job.tasks(1).id() + "</td>"));
   EXPECT_THAT(html, HasSubstr("INVALID: that phase&#39;s verdict (see Results), not a comparable figure"));
-  // The wide CLI tables are folded, the figures laid out in a grid with their titles in the SVG only.
-  EXPECT_THAT(html, HasSubstr("<details><summary>Comparison, speedups, energy and serving"));
+  // The tables are HTML tables, folded; the figures laid out in a grid with their titles in the SVG only.
+  EXPECT_THAT(html, HasSubstr("<details><summary>Speedup, power, energy and cost per task and phase</summary>\n"
+                              "<table class=\"data\" id=\"table-speedup\">"));
+  EXPECT_THAT(html, HasSubstr("<td class=\"num\">12.50</td>"));  // gpu batch 128's speedup over cpu
+  EXPECT_THAT(html, HasSubstr("<table class=\"data\" id=\"table-roofline\">"));
+  EXPECT_THAT(html, Not(HasSubstr("<pre>TASK")));  // no CLI text table
   EXPECT_THAT(html, HasSubstr("<div class=\"figures\">"));
   EXPECT_THAT(html, Not(HasSubstr("<figcaption>")));
   EXPECT_THAT(html, HasSubstr("mlp/init=abc"));

@@ -1,5 +1,5 @@
 // The web UI's own pages (report/render/web.h): the history figure's time
-// axis in the unit its span needs, and the login form's warnings and errors.
+// axis in dates at the step its span needs, and the login form's warnings and errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,13 +26,24 @@ std::vector<HistoryRow> Rows(const v1::Job& job, double apart_seconds) {
   return rows;
 }
 
-TEST(WebPagesTest, TheHistoryAxisIsInTheUnitItsSpanNeeds) {
+TEST(WebPagesTest, TheHistoryAxisIsInDatesAtTheStepItsSpanNeeds) {
   v1::Job job;
   job.set_id("job-000001");
   job.add_tasks()->set_id("job-000001-t0");
-  EXPECT_THAT(RenderHistoryPage(Rows(job, 300), "mlp", "cpu", 0.02), HasSubstr("minutes since the first run shown"));
-  EXPECT_THAT(RenderHistoryPage(Rows(job, 6 * 3600), "mlp", "cpu", 0.02), HasSubstr("hours since the first run"));
-  EXPECT_THAT(RenderHistoryPage(Rows(job, 5 * 86400), "mlp", "cpu", 0.02), HasSubstr("days since the first run"));
+  // 1.8e9 is 2027-01-15 08:00:00 UTC. Runs 5 minutes apart: clock times of that day, 2 minutes apart.
+  const std::string minutes = RenderHistoryPage(Rows(job, 300), "mlp", "cpu", 0.02);
+  EXPECT_THAT(minutes, HasSubstr("run finished (UTC, 2027-01-15)"));
+  EXPECT_THAT(minutes, HasSubstr(">08:02<"));
+  EXPECT_THAT(minutes, HasSubstr(">08:10<"));
+  // 6 hours apart: still one day, ticks every 2 hours.
+  const std::string hours = RenderHistoryPage(Rows(job, 6 * 3600), "mlp", "cpu", 0.02);
+  EXPECT_THAT(hours, HasSubstr(">14:00<"));
+  EXPECT_THAT(hours, Not(HasSubstr(">14:30<")));
+  // 5 days apart: dates, every 2 days.
+  const std::string days = RenderHistoryPage(Rows(job, 5 * 86400), "mlp", "cpu", 0.02);
+  EXPECT_THAT(days, HasSubstr(">2027-01-16<"));
+  EXPECT_THAT(days, HasSubstr("run finished (UTC)"));
+  EXPECT_THAT(days, Not(HasSubstr("0.0025")));
 }
 
 TEST(WebPagesTest, TheLoginFormWarnsOverPlainHttpAndNeverEchoesAToken) {
