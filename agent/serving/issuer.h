@@ -57,6 +57,9 @@ struct QueryTimes {
   int64_t issue_delay_ns() const { return issued_ns - scheduled_ns; }
 };
 
+/// The issuer's default spin before each query (RunOpenLoop).
+inline constexpr absl::Duration kIssuerSpin = absl::Microseconds(20);
+
 struct OpenLoopRun {
   std::vector<QueryTimes> queries;  // in schedule order
   int64_t unanswered = 0;           // queries with no answer after `drain`
@@ -64,7 +67,11 @@ struct OpenLoopRun {
 };
 
 /// Issues query i at schedule[i] (ns from the start; ascending), sleeping
-/// until shortly before and spinning the last `spin` for precision; then
+/// until shortly before and spinning the last `spin` for precision (20 us:
+/// on the development VM a wake comes 12-25 us late at p50, and 20 us keeps
+/// the issue delay p99 under 50 us for ~2 us of CPU per query above what the
+/// sleep itself costs; 50 us bought ~10 us less delay for ~20 us more CPU,
+/// taken from the system under test: bench_serving --spin-us 0 20 50); then
 /// waits at most `drain` for the outstanding answers. A set `cancel` stops
 /// the issuing (the run then holds the queries issued so far); `issued`,
 /// when given, counts the queries issued (progress for another thread).
@@ -72,7 +79,7 @@ struct OpenLoopRun {
 /// replica's agreed start; queries due before the call are late, which
 /// their issue delay and latency show).
 OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& target, absl::Duration drain,
-                        absl::Duration spin = absl::Microseconds(50), const std::atomic<bool>* cancel = nullptr,
+                        absl::Duration spin = kIssuerSpin, const std::atomic<bool>* cancel = nullptr,
                         std::atomic<int64_t>* issued = nullptr, int64_t start_ns = 0);
 
 /// LoadGen's SingleStream: one query outstanding at a time, the next issued

@@ -83,7 +83,7 @@ ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& targ
       start_ns = replica->start_ns;
     }
     control.total->store(static_cast<int64_t>(schedule.size()));
-    one.run = RunOpenLoop(schedule, target, wait, absl::Microseconds(50), control.cancel, control.issued, start_ns);
+    one.run = RunOpenLoop(schedule, target, wait, kIssuerSpin, control.cancel, control.issued, start_ns);
   }
   return one;
 }
