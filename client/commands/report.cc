@@ -66,7 +66,8 @@ class Report final : public Command {
   }
 
  private:
-  // The figures (timelines with the power readings each task stored) and the page.
+  // The figures (timelines with the power readings each task stored, step
+  // times over the run from its samples) and the page.
   int WriteFigures(Context& c, const v1::Job& job, v1::DeviceKind baseline) {
     PowerTraces power;
     for (const v1::Task* t : TimelineTasks(job)) {
@@ -76,7 +77,14 @@ class Report final : public Command {
       if (!s.ok()) return RpcError(c.err, "power readings of " + t->id(), s, c.common.server);
       power[t->id()].assign(data.power().begin(), data.power().end());
     }
-    const std::vector<Plot> plots = JobPlots(job, power);
+    StepTraces steps;
+    for (const v1::Task* t : StepTraceTasks(job)) {
+      v1::TaskData data;
+      grpc::Status s = FetchTaskData(c, t->id(), v1::GetTaskDataRequest::KIND_SAMPLES, &data);
+      if (!s.ok()) return RpcError(c.err, "samples of " + t->id(), s, c.common.server);
+      steps[t->id()].assign(data.samples().begin(), data.samples().end());
+    }
+    const std::vector<Plot> plots = JobPlots(job, power, steps);
     if (!svg_dir_.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(svg_dir_, ec);

@@ -352,6 +352,48 @@ void Timelines(const std::vector<const v1::Task*>& tasks, const PowerTraces& pow
   }
 }
 
+// Each traced task's training step times against the time since the task
+// started: a line of bucket medians with a p10-p90 band, so a run that flips
+// between two speeds, or slows for a stretch, shows where and for how long.
+void StepTimes(const v1::Job& job, const StepTraces& steps, std::vector<Plot>* out) {
+  constexpr size_t kBuckets = 240;
+  svg::LineChart c;
+  c.title = "Training step time over the run";
+  c.x_label = "seconds since the task started";
+  c.y_label = "ms per step";
+  bool invalid = false;
+  for (const v1::Task* t : StepTraceTasks(job)) {
+    auto it = steps.find(t->id());
+    if (it == steps.end()) continue;
+    std::vector<std::pair<int64_t, int64_t>> s;  // (start, duration) of each training step
+    for (const v1::SampleBatch& b : it->second) {
+      if (b.phase() != v1::PHASE_TRAIN) continue;
+      for (int i = 0; i < b.duration_ns_size() && i < b.start_ns_size(); ++i) s.push_back({b.start_ns(i), b.duration_ns(i)});
+    }
+    if (s.size() < 2) continue;
+    std::sort(s.begin(), s.end());
+    const v1::PhaseResult* p = FindPhase(*t, v1::PHASE_TRAIN);
+    const bool bad = p != nullptr && !p->valid();
+    invalid |= bad;
+    svg::Line line{absl::StrCat(t->id(), " ", SeriesName(*t), bad ? " INVALID" : ""), {}};
+    const size_t per = (s.size() + kBuckets - 1) / kBuckets;
+    for (size_t at = 0; at < s.size(); at += per) {
+      const size_t end = std::min(s.size(), at + per);
+      std::vector<double> ms;
+      for (size_t i = at; i < end; ++i) ms.push_back(static_cast<double>(s[i].second) * 1e-6);
+      std::sort(ms.begin(), ms.end());
+      const auto q = [&ms](double f) { return ms[std::min(ms.size() - 1, static_cast<size_t>(f * static_cast<double>(ms.size())))]; };
+      line.points.push_back({static_cast<double>(s[at].first) * 1e-9, q(0.5), q(0.1), q(0.9)});
+    }
+    c.lines.push_back(std::move(line));
+  }
+  if (c.lines.empty()) return;
+  c.footnote = absl::StrCat("line: the median of consecutive steps (", kBuckets,
+                            " groups at most); band: their p10-p90",
+                            invalid ? "; INVALID: that phase's verdict (see Results)" : "");
+  out->push_back({"step-time-train", c.title, svg::Render(c)});
+}
+
 void Roofline(const v1::Job& job, const std::vector<const v1::Task*>& tasks, std::vector<Plot>* out) {
   svg::BarChart c;
   c.title = "Achieved GFLOP/s against the calibrated GEMM peak";
@@ -399,7 +441,18 @@ std::vector<const v1::Task*> TimelineTasks(const v1::Job& job) {
   return out;
 }
 
-std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
+std::vector<const v1::Task*> StepTraceTasks(const v1::Job& job) {
+  constexpr size_t kMaxTraces = 6;
+  std::vector<const v1::Task*> out;
+  for (const v1::Task* t : TimelineTasks(job)) {
+    if (t->result().samples_stored() > 0 && FindPhase(*t, v1::PHASE_TRAIN) != nullptr && out.size() < kMaxTraces) {
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power, const StepTraces& steps) {
   std::vector<Plot> out;
   const std::vector<const v1::Task*> tasks = Succeeded(job);
   if (tasks.empty()) return out;
@@ -407,6 +460,7 @@ std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power) {
   BatchCurves(job, tasks, &out);
   LayerBars(job, tasks, &out);
   Timelines(TimelineTasks(job), power, &out);
+  StepTimes(job, steps, &out);
   Roofline(job, tasks, &out);
   ParallelPlots(job, &out);
   ServingPlots(job, &out);

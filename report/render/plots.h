@@ -32,8 +32,16 @@ using PowerTraces = std::map<std::string, std::vector<v1::PowerBatch>>;
 /// phase windows, the first 12 of them. Fetch power readings for these.
 std::vector<const v1::Task*> TimelineTasks(const v1::Job& job);
 
+/// Stored sample batches by task id (the stored attempt's), for the
+/// step-time-over-the-run figure.
+using StepTraces = std::map<std::string, std::vector<v1::SampleBatch>>;
+
+/// The tasks whose steps are drawn over the run: the first 6 timeline tasks
+/// that stored samples. Fetch their sample batches.
+std::vector<const v1::Task*> StepTraceTasks(const v1::Job& job);
+
 /// Every figure the job's results support, in report order; a figure that
 /// has no data (no layers profiled, one batch size) is left out.
-std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power = {});
+std::vector<Plot> JobPlots(const v1::Job& job, const PowerTraces& power = {}, const StepTraces& steps = {});
 
 }  // namespace hetbench::report

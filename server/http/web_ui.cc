@@ -205,11 +205,16 @@ void WebUi::Routes() {
       auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_POWER);
       if (data.ok()) power[t->id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
     }
+    report::StepTraces steps;
+    for (const v1::Task* t : report::StepTraceTasks(*job)) {
+      auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_SAMPLES);
+      if (data.ok()) steps[t->id()].assign(data->samples().begin(), data->samples().end());  // else: not drawn
+    }
     report::WebPage web;
     web.nav = true;
     web.refresh_seconds = IsTerminal(job->state()) ? 0 : 3;
     Html(res, 200,
-         report::RenderHtmlReport(*job, report::JobPlots(*job, power), v1::DEVICE_KIND_CPU, false, web));
+         report::RenderHtmlReport(*job, report::JobPlots(*job, power, steps), v1::DEVICE_KIND_CPU, false, web));
   });
 
   http_->Get("/agents", [this](const httplib::Request&, httplib::Response& res) {

@@ -265,6 +265,41 @@ TEST(PlotsTest, ABigJobGetsTwelveTimelinesAndTheyAreTheTasksTimelineTasksNames) 
   for (size_t i = 0; i < named.size(); ++i) EXPECT_EQ(drawn[i], named[i]->id());
 }
 
+// A run that flips between two speeds shows both, and where: the step times
+// of the traced tasks (StepTraceTasks) over the run, INVALID marked.
+TEST(PlotsTest, StepTimesOverTheRunShowASlowStretchAndTheVerdict) {
+  v1::Job job = SweepJob();
+  for (v1::Task& t : *job.mutable_tasks()) t.mutable_result()->set_samples_stored(400);
+  job.mutable_tasks(0)->mutable_result()->mutable_phases(0)->set_valid(false);
+  const std::vector<const v1::Task*> traced = StepTraceTasks(job);
+  ASSERT_EQ(traced.size(), 4u);
+  StepTraces steps;
+  v1::SampleBatch& b = steps[job.tasks(0).id()].emplace_back();
+  b.set_phase(v1::PHASE_TRAIN);
+  int64_t t = 1'000'000'000;
+  for (int i = 0; i < 480; ++i) {  // 1 ms steps, then 1.6 ms from step 240 on
+    const int64_t d = i < 240 ? 1'000'000 : 1'600'000;
+    b.add_start_ns(t);
+    b.add_duration_ns(d);
+    b.add_items(32);
+    t += d;
+  }
+  bool seen = false;
+  for (const Plot& p : JobPlots(job, {}, steps)) {
+    if (p.name != "step-time-train") continue;
+    seen = true;
+    EXPECT_EQ(p.title, "Training step time over the run");
+    EXPECT_THAT(p.svg, HasSubstr(job.tasks(0).id() + " n1/cpu0 (cpu) INVALID"));
+    EXPECT_THAT(p.svg, HasSubstr(": 1 → 1</title>"));      // the first stretch's median (s, ms)
+    EXPECT_THAT(p.svg, HasSubstr(" → 1.6</title>"));       // the slow stretch's
+    EXPECT_THAT(p.svg, HasSubstr("class=\"band\""));
+    EXPECT_EQ(Count(p.svg, "<circle"), 240);  // 480 steps in groups of 2
+  }
+  EXPECT_TRUE(seen);
+  // No samples fetched: no figure.
+  for (const Plot& p : JobPlots(job)) EXPECT_NE(p.name, "step-time-train");
+}
+
 TEST(PlotsTest, AJobWithoutResultsHasNoFigures) {
   v1::Job job;
   job.set_id("job-1");
