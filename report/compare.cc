@@ -36,7 +36,21 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+// The nearest-rank q-quantile of `v` (reordered): the value at rank ceil(q n).
+double NearestRankInPlace(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  const size_t at = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
+  return v[at];
+}
+
 }  // namespace
+
+std::string StatisticName(double quantile) {
+  if (quantile == 0.5) return "median";
+  return absl::StrCat("p", absl::StrFormat("%g", quantile * 100));
+}
 
 absl::StatusOr<double> ParseThreshold(const std::string& text) {
   if (text.empty()) return 0.02;
@@ -82,8 +96,9 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
-                            int resamples, uint64_t seed) {
+                            int resamples, uint64_t seed, double quantile) {
   StepComparison c;
+  c.quantile = quantile;
   c.n_a = static_cast<int64_t>(a.size());
   c.n_b = static_cast<int64_t>(b.size());
   if (a.size() < kMinSteps || b.size() < kMinSteps) {
@@ -93,7 +108,12 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
   std::vector<double> x = a, y = b;
   c.median_a_ns = MedianInPlace(x);
   c.median_b_ns = MedianInPlace(y);
-  c.ratio = c.median_a_ns > 0 ? c.median_b_ns / c.median_a_ns : 0;
+  // The statistic compared: the median, or a tail percentile (nearest rank).
+  const bool median = quantile == 0.5;
+  const auto stat = [&](std::vector<double>& v) { return median ? MedianInPlace(v) : NearestRankInPlace(v, quantile); };
+  c.stat_a_ns = median ? c.median_a_ns : stat(x);
+  c.stat_b_ns = median ? c.median_b_ns : stat(y);
+  c.ratio = c.stat_a_ns > 0 ? c.stat_b_ns / c.stat_a_ns : 0;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> pick_a(0, a.size() - 1), pick_b(0, b.size() - 1);
   std::vector<double> ratios;
@@ -101,8 +121,8 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
   for (int r = 0; r < resamples; ++r) {
     for (double& v : x) v = a[pick_a(rng)];
     for (double& v : y) v = b[pick_b(rng)];
-    const double ma = MedianInPlace(x);
-    if (ma > 0) ratios.push_back(MedianInPlace(y) / ma);
+    const double sa = stat(x);
+    if (sa > 0) ratios.push_back(stat(y) / sa);
   }
   if (!ratios.empty()) {
     c.ci_low = Quantile(ratios, 0.025);
@@ -145,8 +165,8 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   const auto [ma, va] = mean_var(a);
   const auto [mb, vb] = mean_var(b);
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
-  c.median_a_ns = std::exp(ma);
-  c.median_b_ns = std::exp(mb);
+  c.median_a_ns = c.stat_a_ns = std::exp(ma);
+  c.median_b_ns = c.stat_b_ns = std::exp(mb);
   c.ratio = std::exp(mb - ma);
   const double se2 = va / na + vb / nb;
   if (se2 <= 0) {
@@ -172,9 +192,15 @@ std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run) {
   return absl::StrCat("run ", run, " ", PhaseName(phase), " INVALID (", why, ")");
 }
 
+double ComparedQuantile(const v1::Task& a, v1::Phase phase) {
+  const bool serving = phase == v1::PHASE_SERVE || phase == v1::PHASE_TTFT || phase == v1::PHASE_TPOT;
+  const double percentile = a.result().serving().percentile();
+  return serving && percentile > 0 && percentile < 100 ? percentile / 100 : 0.5;
+}
+
 StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
-  StepComparison c = CompareSteps(steps_a, steps_b, threshold);
+  StepComparison c = CompareSteps(steps_a, steps_b, threshold, 2000, 20261122, ComparedQuantile(a, phase));
   std::vector<std::string> sides;
   for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B")}) {
     if (!side.empty()) sides.push_back(side);
@@ -282,8 +308,9 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
                        {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
                                    "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
     } else {
-      doc["method"] = {{"ratio", "median time per sample, b over a"},
-                       {"interval", "95% percentile bootstrap over the steps of both runs"},
+      doc["method"] = {{"ratio", "the statistic of the time per sample, b over a: the median; for a serving phase "
+                                 "the run's reported latency percentile (nearest rank)"},
+                       {"interval", "95% percentile bootstrap over the steps (queries) of both runs"},
                        {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
                        {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
                                    "comparable\" when either side's phase is INVALID (marked instead with "
@@ -308,6 +335,9 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
         }
         p["median_ns_per_sample_a"] = r.result.median_a_ns;
         p["median_ns_per_sample_b"] = r.result.median_b_ns;
+        p["statistic"] = StatisticName(r.result.quantile);
+        p["statistic_ns_a"] = r.result.stat_a_ns;
+        p["statistic_ns_b"] = r.result.stat_b_ns;
         p["ratio"] = r.result.ratio;
         p["ci95"] = {r.result.ci_low, r.result.ci_high};
         p["p_value"] = r.result.p_value;
@@ -323,29 +353,31 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
   if (format == "csv") {  // one value per cell, numbers unrounded
     for (const PairResult& r : results) {
       if (!r.pair.refused.empty()) {
-        rows.push_back({r.pair.key, "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused)});
+        rows.push_back({r.pair.key, "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused)});
         continue;
       }
       const StepComparison& c = r.result;
-      rows.push_back({r.pair.key, PhaseName(r.phase), render::CsvNumber(c.median_a_ns / 1e6),
-                      render::CsvNumber(c.median_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
+      rows.push_back({r.pair.key, PhaseName(r.phase), StatisticName(c.quantile), render::CsvNumber(c.stat_a_ns / 1e6),
+                      render::CsvNumber(c.stat_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
                       render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict});
     }
-    return render::CsvLines("pair,phase,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,ci95_high,p_value,verdict", rows);
+    return render::CsvLines(
+        "pair,phase,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,ci95_high,p_value,verdict", rows);
   }
   for (const PairResult& r : results) {
     if (!r.pair.refused.empty()) {
-      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
+      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
       continue;
     }
     const StepComparison& c = r.result;
-    rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrFormat("%.4f", c.median_a_ns / 1e6),
-                    absl::StrFormat("%.4f", c.median_b_ns / 1e6), absl::StrFormat("%.3f", c.ratio),
+    rows.push_back({r.pair.key, PhaseName(r.phase), StatisticName(c.quantile), absl::StrFormat("%.4f", c.stat_a_ns / 1e6),
+                    absl::StrFormat("%.4f", c.stat_b_ns / 1e6), absl::StrFormat("%.3f", c.ratio),
                     absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high), absl::StrFormat("%.2g", c.p_value), c.verdict});
   }
   std::string out = absl::StrCat(
       "compare ", name_a, " (A) with ", name_b, " (B)", by_runs ? absl::StrCat(", ", runs, " runs a side") : "", "\n",
-      FormatTable({"PAIR", "PHASE", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P", "VERDICT"}, rows), method,
+      FormatTable({"PAIR", "PHASE", "STATISTIC", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P", "VERDICT"}, rows),
+      method,
       "\n");
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
   return out;

@@ -3,7 +3,8 @@
 /// noise? Tasks of two jobs are paired by model, device model, executor and
 /// batch size (their model fingerprints must match unless --compare-anyway),
 /// and each pair's per-step times per sample are compared phase by phase:
-///  - ratio: median time per sample of B over A (> 1: B is slower);
+///  - ratio: median time per sample of B over A (> 1: B is slower); a
+///    serving phase: its reported latency percentile, p99 for `server`;
 ///  - 95% interval of that ratio: percentile bootstrap, both runs' steps
 ///    resampled with replacement (2,000 resamples, fixed seed: the same data
 ///    gives the same interval);
@@ -33,6 +34,8 @@ struct StepComparison {
   int64_t n_a = 0, n_b = 0;        // steps measured on each side (all runs)
   int64_t runs_a = 0, runs_b = 0;  // CompareRuns: the runs on each side; 0 for CompareSteps
   double median_a_ns = 0, median_b_ns = 0;  // per sample
+  double quantile = 0.5;                    // the statistic compared: 0.5 the median, 0.99 p99 (nearest rank)
+  double stat_a_ns = 0, stat_b_ns = 0;      // that statistic on each side; the ratio is of these
   double ratio = 0, ci_low = 0, ci_high = 0;
   double p_value = 1;
   std::string verdict;  // "faster", "slower", "no change", "too few steps", or "not comparable: ..."
@@ -44,8 +47,14 @@ struct StepComparison {
 absl::StatusOr<double> ParseThreshold(const std::string& text);
 
 /// `a`, `b`: time per sample of each step (ns). Needs 5 steps on each side.
+/// `quantile` other than 0.5: the ratio, its bootstrap interval and the
+/// verdict are of that nearest-rank percentile instead of the median (the
+/// Mann-Whitney p-value stays the distributions').
 StepComparison CompareSteps(const std::vector<double>& a, const std::vector<double>& b, double threshold,
-                            int resamples = 2000, uint64_t seed = 20261122);
+                            int resamples = 2000, uint64_t seed = 20261122, double quantile = 0.5);
+
+/// "median" for 0.5, else "p99", "p90", ...
+std::string StatisticName(double quantile);
 
 /// Several runs per side (the same job run again): `runs_a[i]` is run i's
 /// per-step time per sample. Compares the runs, not the steps, so the noise
@@ -57,8 +66,13 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold);
 
+/// What a phase is compared by: the median; a serving phase (serve, ttft,
+/// tpot) by its run's reported latency percentile (p99 for `server`, p90 for
+/// `single_stream`), the figure serving is judged on; offline by the median.
+double ComparedQuantile(const v1::Task& a, v1::Phase phase);
+
 /// The comparison of `phase` between tasks `a` (run A) and `b` (run B):
-/// CompareSteps, then the validity rule above (`compare_anyway`: give the
+/// CompareSteps at ComparedQuantile, then the validity rule above (`compare_anyway`: give the
 /// verdict on invalid phases, marked).
 StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway);

@@ -129,18 +129,18 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
       b ? Escape(b->id()) : "", "\"></label><label>threshold <input name=\"threshold\" size=\"5\" value=\"",
       absl::StrFormat("%g%%", threshold * 100), "\"></label><button>Compare</button></form>\n");
   if (a == nullptr || b == nullptr) return Page("Compare two jobs", body);
-  absl::StrAppend(&body, "<table id=\"comparison\"><tr><th>pair</th><th>tasks</th><th>phase</th><th>A ms/sample</th>"
+  absl::StrAppend(&body, "<table id=\"comparison\"><tr><th>pair</th><th>tasks</th><th>phase</th><th>statistic</th><th>A ms/sample</th>"
                          "<th>B ms/sample</th><th>B/A</th><th>95% CI</th><th>p</th><th>verdict</th></tr>\n");
   for (const PairResult& r : results) {
     const std::string tasks = absl::StrCat(r.pair.a->id(), " / ", r.pair.b->id());
     if (!r.pair.refused.empty()) {
-      absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), "<td colspan=\"7\">refused: ", Escape(r.pair.refused),
+      absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), "<td colspan=\"8\">refused: ", Escape(r.pair.refused),
                       "</td></tr>\n");
       continue;
     }
     const StepComparison& c = r.result;
-    absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), Td(PhaseName(r.phase)),
-                    Td(absl::StrFormat("%.4f", c.median_a_ns / 1e6)), Td(absl::StrFormat("%.4f", c.median_b_ns / 1e6)),
+    absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), Td(PhaseName(r.phase)), Td(StatisticName(c.quantile)),
+                    Td(absl::StrFormat("%.4f", c.stat_a_ns / 1e6)), Td(absl::StrFormat("%.4f", c.stat_b_ns / 1e6)),
                     Td(absl::StrFormat("%.3f", c.ratio)), Td(absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high)),
                     Td(absl::StrFormat("%.2g", c.p_value)),
                     absl::StrCat("<td class=\"", c.verdict == "slower" ? "invalid" : c.verdict == "faster" ? "valid" : "",

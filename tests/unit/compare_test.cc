@@ -205,6 +205,38 @@ TEST(CompareTest, ServingTasksPairByScenarioAndRate) {
   EXPECT_THAT(PairTasks(a, b, false, &unpaired)[0].key, HasSubstr("serving peak"));
 }
 
+// Serving is judged on its tail: two latency distributions with the same
+// median whose p99s differ by 1.5x are the same by the median and slower by
+// the p99, which is what a serving phase is compared by.
+TEST(CompareTest, AServingPhaseIsComparedByItsReportedPercentile) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> body(1e6, 2e4);
+  std::vector<double> a, b;
+  for (int i = 0; i < 4000; ++i) {
+    const bool tail = i % 50 == 0;  // 2% of queries in the tail
+    a.push_back(tail ? 2e6 : body(rng));
+    b.push_back(tail ? 3e6 : body(rng));
+  }
+  const StepComparison by_median = CompareSteps(a, b, 0.02);
+  EXPECT_EQ(by_median.verdict, "no change");
+  EXPECT_EQ(StatisticName(by_median.quantile), "median");
+  const StepComparison by_p99 = CompareSteps(a, b, 0.02, 2000, 20261122, 0.99);
+  EXPECT_EQ(by_p99.verdict, "slower");
+  EXPECT_EQ(StatisticName(by_p99.quantile), "p99");
+  EXPECT_DOUBLE_EQ(by_p99.stat_a_ns, 2e6);  // nearest rank: within the 2% tail
+  EXPECT_DOUBLE_EQ(by_p99.stat_b_ns, 3e6);
+  EXPECT_NEAR(by_p99.ratio, 1.5, 1e-9);
+  EXPECT_NEAR(by_p99.median_b_ns / by_p99.median_a_ns, 1, 0.01);  // the medians still reported
+
+  v1::Task serving;
+  serving.mutable_result()->mutable_serving()->set_scenario("server");
+  serving.mutable_result()->mutable_serving()->set_percentile(99);
+  EXPECT_DOUBLE_EQ(ComparedQuantile(serving, v1::PHASE_SERVE), 0.99);
+  EXPECT_DOUBLE_EQ(ComparedQuantile(serving, v1::PHASE_TRAIN), 0.5);
+  serving.mutable_result()->mutable_serving()->set_percentile(0);  // offline reports no percentile
+  EXPECT_DOUBLE_EQ(ComparedQuantile(serving, v1::PHASE_SERVE), 0.5);
+}
+
 TEST(CompareTest, TheJsonNamesItsSchemaMethodAndEveryPair) {
   const v1::Job a = JobOf("job-1", {32}, "f"), b = JobOf("job-2", {32}, "f");
   std::vector<std::string> unpaired;
