@@ -52,9 +52,18 @@ void BatchWriter::Run() {
       auto results = std::make_shared<std::vector<absl::StatusOr<bool>>>();
       results->reserve(items.size());
       absl::Status txn = store_->Begin();
-      for (const Item& item : items) {
-        if (!txn.ok()) break;
-        results->push_back(item.samples ? store_->PutSampleBatch(*item.samples) : store_->PutPowerBatch(*item.power));
+      if (txn.ok()) {
+        // The sample batches together (one round trip on PostgreSQL), then
+        // each power batch; the results in the items' order.
+        std::vector<const v1::SampleBatch*> samples;
+        for (const Item& item : items) {
+          if (item.samples) samples.push_back(item.samples.get());
+        }
+        std::vector<absl::StatusOr<bool>> stored = store_->PutSampleBatches(samples);
+        size_t next = 0;
+        for (const Item& item : items) {
+          results->push_back(item.samples ? std::move(stored[next++]) : store_->PutPowerBatch(*item.power));
+        }
       }
       if (txn.ok()) txn = store_->Commit();
       if (!txn.ok()) {

@@ -105,6 +105,15 @@ class JobStore : public DeviceHealthStore, public BaselineStore {
   /// Stores a batch once per (task_id, attempt, seq). Returns false, and
   /// stores nothing, when that key is already stored.
   virtual absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) = 0;
+  /// Several batches, each as PutSampleBatch stores it; one result each, in
+  /// order. A store may send them together (PostgreSQL: one pipeline, one
+  /// round trip); this default stores them one by one.
+  virtual std::vector<absl::StatusOr<bool>> PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) {
+    std::vector<absl::StatusOr<bool>> out;
+    out.reserve(batches.size());
+    for (const v1::SampleBatch* b : batches) out.push_back(PutSampleBatch(*b));
+    return out;
+  }
   /// Up to `max_batches` (negative: all) batches of one task attempt whose
   /// seq is `from_seq` or more, in seq order: a page of a task's samples.
   virtual absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt,

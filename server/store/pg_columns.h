@@ -39,6 +39,21 @@ struct PgJobStore::Params {
     is_null.back() = true;
     return *this;
   }
+  /// The arrays PQexecPrepared and PQsendQueryPrepared take (pointing into `values`).
+  struct Arrays {
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+    int n() const { return static_cast<int>(values.size()); }
+  };
+  Arrays ForLibpq() const {
+    Arrays a;
+    for (size_t i = 0; i < values.size(); ++i) {
+      a.values.push_back(is_null[i] ? nullptr : values[i].c_str());
+      a.lengths.push_back(static_cast<int>(values[i].size()));
+      a.formats.push_back(binary[i] ? 1 : 0);
+    }
+    return a;
+  }
 };
 
 namespace pg {

@@ -209,15 +209,8 @@ absl::StatusOr<PgJobStore::Result> PgJobStore::Run(const char* name, const Param
     if (auto s = ConnectAndPrepare(); !s.ok()) return s;
   }
   if (writing_ && !txn_error_.ok()) return txn_error_;
-  const int n = static_cast<int>(params.values.size());
-  std::vector<const char*> values(n);
-  std::vector<int> lengths(n), formats(n);
-  for (int i = 0; i < n; ++i) {
-    values[i] = params.is_null[i] ? nullptr : params.values[i].c_str();
-    lengths[i] = static_cast<int>(params.values[i].size());
-    formats[i] = params.binary[i] ? 1 : 0;
-  }
-  Result res(PQexecPrepared(conn_, name, n, values.data(), lengths.data(), formats.data(), /*resultFormat=*/1),
+  const Params::Arrays a = params.ForLibpq();
+  Result res(PQexecPrepared(conn_, name, a.n(), a.values.data(), a.lengths.data(), a.formats.data(), /*resultFormat=*/1),
              PQclear);
   if (PQresultStatus(res.get()) != want) {
     absl::Status s = ErrorOf(res.get(), name);
@@ -436,14 +429,78 @@ PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attemp
   return p;
 }
 
-absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
-  if (auto s = EnsureWriting(); !s.ok()) return s;
+PgJobStore::Params PgJobStore::BatchParams(const v1::SampleBatch& batch) const {
   Params p;
   p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Int(batch.phase());
   p.Int(batch.duration_ns_size()).Int(options_.epoch).Bytes(EncodeSampleColumns(batch));
-  auto res = Run("put_batch", p, PGRES_COMMAND_OK);
+  return p;
+}
+
+absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  auto res = Run("put_batch", BatchParams(batch), PGRES_COMMAND_OK);
   if (!res.ok()) return res.status();
   return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
+}
+
+std::vector<absl::StatusOr<bool>> PgJobStore::PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) {
+  if (batches.size() < 2 || !options_.pipeline_batches) return JobStore::PutSampleBatches(batches);
+  std::vector<absl::StatusOr<bool>> out;
+  out.reserve(batches.size());
+  // At most this many statements per sync: their results (~25 bytes each)
+  // stay far below what the sockets buffer, so neither side blocks the other
+  // while libpq sends in blocking mode.
+  constexpr size_t kPerSync = 256;
+  for (size_t at = 0; at < batches.size(); at += kPerSync) {
+    PipelineChunk(batches, at, std::min(batches.size(), at + kPerSync), &out);
+  }
+  return out;
+}
+
+void PgJobStore::PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                               std::vector<absl::StatusOr<bool>>* out) {
+  absl::Status ready = EnsureWriting();
+  if (ready.ok() && PQenterPipelineMode(conn_) != 1) ready = ErrorOf(nullptr, "entering pipeline mode");
+  if (!ready.ok()) {
+    out->insert(out->end(), to - from, ready);
+    return;
+  }
+  absl::Status sent = absl::OkStatus();
+  size_t queued = 0;
+  for (size_t i = from; i < to; ++i) {
+    const Params p = BatchParams(*batches[i]);  // libpq copies the parameters as it sends
+    const Params::Arrays a = p.ForLibpq();
+    if (PQsendQueryPrepared(conn_, "put_batch", a.n(), a.values.data(), a.lengths.data(), a.formats.data(), 1) != 1) {
+      sent = ErrorOf(nullptr, "put_batch (pipeline)");
+      break;
+    }
+    ++queued;
+  }
+  if (PQpipelineSync(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "pipeline sync");
+  // One result per statement sent (each followed by a null), then the sync.
+  for (size_t i = 0; i < queued; ++i) {
+    Result res(PQgetResult(conn_), PQclear);
+    while (PGresult* end = PQgetResult(conn_)) PQclear(end);
+    const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK) {
+      out->push_back(std::strcmp(PQcmdTuples(res.get()), "1") == 0);
+    } else if (st == PGRES_PIPELINE_ABORTED) {
+      out->push_back(absl::AbortedError("job store: put_batch: an earlier statement of its pipeline failed"));
+    } else {
+      out->push_back(ErrorOf(res.get(), "put_batch"));
+    }
+  }
+  for (;;) {
+    Result res(PQgetResult(conn_), PQclear);
+    if (res == nullptr || PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) break;
+  }
+  if (PQexitPipelineMode(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "leaving pipeline mode");
+  for (size_t i = from + queued; i < to; ++i) out->push_back(sent);
+  // The first failure fails the transaction, as Run's does.
+  for (size_t i = from; i < to && txn_error_.ok(); ++i) {
+    if (!(*out)[i].ok()) txn_error_ = (*out)[i].status();
+  }
+  if (!sent.ok() && txn_error_.ok()) txn_error_ = sent;
 }
 
 absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const std::string& task_id, int attempt,

@@ -34,6 +34,9 @@ struct PgStoreOptions {
   /// Runs when the database refused a write as fenced (a newer leader): the
   /// server steps down. Tests leave it empty and see the error.
   std::function<void(const absl::Status&)> on_fenced;
+  /// PutSampleBatches in pipelines (one round trip per 256 batches); false:
+  /// one statement and round trip per batch (bench_ingest's comparison).
+  bool pipeline_batches = true;
 };
 
 /// True for "postgresql://..." and "postgres://..." (--db's PostgreSQL form).
@@ -73,6 +76,9 @@ class PgJobStore final : public JobStore {
   absl::StatusOr<std::optional<v1::Baseline>> GetBaseline(const std::string& name, int version) override;
   absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name, int limit) override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
+  /// In libpq's pipeline mode: every INSERT sent, then one sync, then the
+  /// results read: one round trip for the lot instead of one per batch.
+  std::vector<absl::StatusOr<bool>> PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) override;
   using JobStore::LoadPowerBatches;
   using JobStore::LoadSampleBatches;
   absl::StatusOr<std::vector<v1::SampleBatch>> LoadSampleBatches(const std::string& task_id, int attempt,
@@ -102,6 +108,11 @@ class PgJobStore final : public JobStore {
   absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
   /// The parameters of a page of one task attempt's batches (load_batches, load_power).
   static Params PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows);
+  /// The parameters of put_batch for `batch`.
+  Params BatchParams(const v1::SampleBatch& batch) const;
+  /// PutSampleBatches of batches[from, to) as one pipeline; appends their results.
+  void PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                     std::vector<absl::StatusOr<bool>>* out);
 
   PgStoreOptions options_;
   PGconn* conn_ = nullptr;

@@ -133,6 +133,41 @@ TEST_P(StoreContractTest, SampleBatchIsStoredOncePerSequenceNumber) {
   EXPECT_EQ((*page)[0].seq(), 1u);
 }
 
+// Many batches at once (PostgreSQL sends them as pipelines of 256): each
+// stored once, a repeat inside the call or of an earlier one answered false,
+// every result in order; and the lot still commits or rolls back as one.
+TEST_P(StoreContractTest, ManyBatchesAtOnceAreStoredOnceEachInOrder) {
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(*store_->PutSampleBatch(Batch("job-000003-t0", 1, 5, 2)));
+  std::vector<v1::SampleBatch> owned;
+  for (int seq = 0; seq < 600; ++seq) owned.push_back(Batch("job-000003-t0", 1, seq, 2));
+  owned.push_back(Batch("job-000003-t0", 1, 7, 2));  // again, inside the call
+  std::vector<const v1::SampleBatch*> batches;
+  for (const v1::SampleBatch& b : owned) batches.push_back(&b);
+  const std::vector<absl::StatusOr<bool>> results = store_->PutSampleBatches(batches);
+  ASSERT_TRUE(store_->Commit().ok());
+  ASSERT_EQ(results.size(), batches.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+    EXPECT_EQ(*results[i], i != 5 && i != 600) << i;  // seq 5 was stored before; seq 7 twice
+  }
+  auto stored = store_->LoadSampleBatches("job-000003-t0", 1);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->size(), 600u);
+
+  // Rolled back: none of them is kept.
+  ASSERT_TRUE(store_->Begin().ok());
+  std::vector<v1::SampleBatch> more;
+  for (int seq = 0; seq < 300; ++seq) more.push_back(Batch("job-000004-t0", 1, seq, 2));
+  std::vector<const v1::SampleBatch*> refs;
+  for (const v1::SampleBatch& b : more) refs.push_back(&b);
+  for (const auto& r : store_->PutSampleBatches(refs)) ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(store_->Rollback().ok());
+  auto none = store_->LoadSampleBatches("job-000004-t0", 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(StoreContractTest, PowerBatchesAreStoredOnceAndPaged) {
   ASSERT_TRUE(store_->Begin().ok());
   for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(*store_->PutPowerBatch(Power("job-000001-t0", seq, 3)));
