@@ -67,6 +67,39 @@ TEST_F(BatchWriterTest, StoresEachBatchOnceAndTellsTheLoopWhetherItWasNew) {
   writer->Stop();
 }
 
+// Sample and power batches handed in together (one group, the samples
+// stored with PutSampleBatches): each continuation gets its own batch's result.
+TEST_F(BatchWriterTest, MixedSampleAndPowerBatchesEachGetTheirOwnResult) {
+  auto writer = MakeWriter();
+  std::vector<std::pair<std::string, bool>> outcomes;
+  auto record = [&](std::string what) {
+    return [&outcomes, what](absl::StatusOr<bool> stored) { outcomes.push_back({what, stored.ok() && *stored}); };
+  };
+  auto power = [&](uint64_t seq) {
+    v1::PowerBatch p;
+    p.set_task_id(task_);
+    p.set_attempt(1);
+    p.set_seq(seq);
+    p.mutable_sensor()->set_name("rapl:package-0");
+    p.add_t_ns(1);
+    p.add_watts(10);
+    return std::make_shared<const v1::PowerBatch>(std::move(p));
+  };
+  writer->Write(Shared(Batch(task_, 1, 0, 5)), record("s0"));
+  ASSERT_TRUE(WaitFor([&] { return (loop_.RunPosted(), outcomes.size() == 1); }, absl::Seconds(10)));
+  writer->Write(power(0), record("p0"));
+  writer->Write(Shared(Batch(task_, 1, 0, 5)), record("s0 again"));
+  writer->Write(power(0), record("p0 again"));
+  writer->Write(Shared(Batch(task_, 1, 1, 5)), record("s1"));
+  ASSERT_TRUE(WaitFor([&] { return (loop_.RunPosted(), outcomes.size() == 5); }, absl::Seconds(10)));
+  EXPECT_THAT(outcomes, ::testing::ElementsAre(std::pair<std::string, bool>{"s0", true},
+                                               std::pair<std::string, bool>{"p0", true},
+                                               std::pair<std::string, bool>{"s0 again", false},
+                                               std::pair<std::string, bool>{"p0 again", false},
+                                               std::pair<std::string, bool>{"s1", true}));
+  writer->Stop();
+}
+
 // A continuation runs only once its batch is committed: when the loop runs
 // it, another connection already reads the batch.
 TEST_F(BatchWriterTest, ContinuationsFollowTheCommit) {
