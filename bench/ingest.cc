@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
+#include "bench/machine.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/ingest/step_aggregator.h"
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
   const double coord_seconds = CoordinatorSeconds(
       *hetbench::server::SqliteJobStore::Open((dir / "coord.db").string()), batches, per_batch);
   const double total = static_cast<double>(batches) * per_batch;
+  std::printf("CPU: %s\n", hetbench::bench::CpuModel().c_str());
   std::printf("%d batches x %d samples, SQLite WAL synchronous=FULL\n", batches, per_batch);
   std::printf("%-28s %14s %12s\n", "path", "samples/s", "seconds");
   std::printf("%-28s %14.0f %12.3f\n", "bare store, one transaction", total / bare_seconds, bare_seconds);

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include "bench/machine.h"
 #include "CLI/CLI.hpp"
 #include "agent/serving/batching_server.h"
 #include "agent/serving/issuer.h"
@@ -33,14 +34,6 @@ using hetbench::SteadyNowNs;
 using hetbench::agent::OpenLoopRun;
 using hetbench::agent::QueryTimes;
 using hetbench::agent::ServingTarget;
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 double ThreadCpuSeconds() {
   timespec ts{};
@@ -123,7 +116,7 @@ int main(int argc, char** argv) {
   app.add_option("--service-ms", service_ms, "the fixed-service target's time per query");
   app.add_option("--loads", loads, "the fixed-service target's utilisations");
   CLI11_PARSE(app, argc, argv);
-  std::printf("CPU: %s\n", CpuModel().c_str());
+  std::printf("CPU: %s\n", hetbench::bench::CpuModel().c_str());
   const auto duration_ns = static_cast<int64_t>(seconds * 1e9);
 
   for (int round = 0; round < repeats; ++round) {

@@ -205,8 +205,10 @@ void WebUi::Routes() {
       auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_POWER);
       if (data.ok()) power[t->id()].assign(data->power().begin(), data->power().end());  // else: "none fetched"
     }
+    // Step traces once the job has ended: a running job's page reloads every
+    // 3 s and would fetch every traced task's samples again each time.
     report::StepTraces steps;
-    for (const v1::Task* t : report::StepTraceTasks(*job)) {
+    for (const v1::Task* t : IsTerminal(job->state()) ? report::StepTraceTasks(*job) : std::vector<const v1::Task*>{}) {
       auto data = AllPages(*t, v1::GetTaskDataRequest::KIND_SAMPLES);
       if (data.ok()) steps[t->id()].assign(data->samples().begin(), data->samples().end());  // else: not drawn
     }
