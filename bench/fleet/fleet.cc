@@ -307,8 +307,9 @@ class Run {
     // A serving task per agent (jobs of up to 64 tasks: the batcher's largest
     // batch 1..64), each a server run on the device's queueing model: the
     // coordinator stores every query's latency and judges each run from all of them.
-    // A labelled shortcut: each simulated agent sends all its batches at once
-    // (agent_window=none), not 64 in flight as hetbench-agent does.
+    // Each simulated agent keeps --serving-window batches in flight (64, as
+    // hetbench-agent does); 0 is a labelled shortcut: all at once
+    // (agent_window=none).
     std::vector<std::string> jobs;
     const double rss_before = ReadProc(server_.pid).rss_mb;
     const double t0 = Now();
@@ -360,11 +361,12 @@ class Run {
     return absl::StrFormat(
         "RESULT mode=serving agents=%d tasks=%d all_done=%s qps_per_task=%.0f queries_stored=%lld seconds=%.2f "
         "queries_per_second_judged=%.0f valid=%lld p99_ms_median=%.3f p99_ms_max=%.3f server_rss_mb_before=%.0f "
-        "server_rss_mb_peak=%.0f %s tasks_checked=%lld simulated=true agent_window=none",
+        "server_rss_mb_peak=%.0f %s tasks_checked=%lld simulated=true agent_window=%s",
         opt_.agents, opt_.agents, all ? "true" : "false", opt_.serve_qps, static_cast<long long>(queries), elapsed,
         static_cast<double>(queries) / elapsed, static_cast<long long>(valid),
         p99_ms.empty() ? 0.0 : p99_ms[p99_ms.size() / 2], p99_ms.empty() ? 0.0 : p99_ms.back(), rss_before, rss_peak,
-        exactly, static_cast<long long>(checked));
+        exactly, static_cast<long long>(checked),
+        opt_.serving_window > 0 ? absl::StrCat(opt_.serving_window) : std::string("none"));
   }
 
   std::string Ingest(double bare_before, const Profiles& profiles) {
@@ -591,6 +593,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-samples", opt.batch_samples, "samples per batch (ingest)")->capture_default_str();
   app.add_option("--serve-qps", opt.serve_qps, "serving: each task's rate, queries/s")->capture_default_str();
   app.add_option("--window", opt.window, "batches in flight per task (ingest)")->capture_default_str();
+  app.add_option("--serving-window", opt.serving_window,
+                 "serving: sample batches in flight per task (hetbench-agent: 64); 0 = all at once, a shortcut")
+      ->capture_default_str();
   app.add_flag("--huge-specs", opt.huge_specs, "ingest: submit 1,000,000-entry specs while streaming");
   app.add_option("--chaos-per-second", opt.chaos_per_second, "agent kills or cuts per second (chaos)")
       ->capture_default_str();

@@ -194,6 +194,12 @@ void SimAgent::OnAck(const v1::SampleAck& ack) {
   }
   if (ack.power()) return;
   ++stats_->batches_acked;
+  if (auto q = serving_.find(ack.task_id()); q != serving_.end()) {
+    --q->second.in_flight;
+    PumpServing(q->second);
+    if (q->second.pending.empty()) serving_.erase(q);
+    return;
+  }
   auto it = streaming_.find(ack.task_id());
   if (it != streaming_.end()) {
     stats_->samples_acked += opt_.batch_samples;
@@ -298,11 +304,27 @@ void SimAgent::RunServing(const v1::Assign& a) {
     messages.push_back(std::move(m));
   }
   messages.push_back(done);
-  {
-    std::lock_guard<std::mutex> l(task_mu_);
-    outstanding_[a.task_id()] = Outstanding{a.attempt(), messages};
+  std::lock_guard<std::mutex> l(task_mu_);
+  outstanding_[a.task_id()] = Outstanding{a.attempt(), messages};
+  if (opt_.serving_window <= 0) {  // the shortcut: everything at once
+    for (v1::AgentMessage& m : messages) Send(std::move(m));
+    return;
   }
-  for (v1::AgentMessage& m : messages) Send(std::move(m));
+  ServingQueue& q = serving_[a.task_id()];
+  q = ServingQueue{std::deque<v1::AgentMessage>(std::make_move_iterator(messages.begin()),
+                                                std::make_move_iterator(messages.end())),
+                   0};
+  PumpServing(q);
+}
+
+void SimAgent::PumpServing(ServingQueue& q) {
+  while (!q.pending.empty()) {
+    const bool done = q.pending.front().has_done();
+    if (done ? q.in_flight > 0 : q.in_flight >= opt_.serving_window) return;
+    if (!done) ++q.in_flight;
+    Send(std::move(q.pending.front()));
+    q.pending.pop_front();
+  }
 }
 
 void SimAgent::RunAtOnce(const v1::Assign& a) {

@@ -52,6 +52,9 @@ struct Options {
   double seconds = 10, heartbeat_seconds = 1;
   int clients = 8, tasks_per_job = 8;
   int batch_samples = 1000, window = 16;
+  /// serving: sample batches in flight per task, as hetbench-agent keeps
+  /// them (64); 0 = every batch at once (a labelled shortcut).
+  int serving_window = 64;
   double chaos_per_second = 1;
   int64_t history_jobs = 1'000'000;
   bool huge_specs = false;
@@ -131,6 +134,15 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Coor
   std::mutex task_mu_;
   std::map<std::string, Streaming> streaming_;
   std::map<std::string, Outstanding> outstanding_;  // by task id
+  /// serving: a task's messages not sent yet (its batches, then TaskDone)
+  /// and its batches in flight; the next goes when one is acknowledged.
+  struct ServingQueue {
+    std::deque<v1::AgentMessage> pending;
+    int in_flight = 0;
+  };
+  std::map<std::string, ServingQueue> serving_;
+  /// Sends what `q`'s window allows; the TaskDone once every batch is acknowledged.
+  void PumpServing(ServingQueue& q);
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
