@@ -1,12 +1,12 @@
 #include "report/render/html_tables.h"
 
+#include <algorithm>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "report/render.h"
 #include "report/render/common.h"
@@ -20,8 +20,10 @@ using svg::Escape;
 
 bool IsNumber(const std::string& s, double* v) { return !s.empty() && absl::SimpleAtod(s, v); }
 
-std::string Folded(const std::string& summary, const std::string& body) {
-  return absl::StrCat("<details><summary>", Escape(summary), "</summary>\n", body, "</details>\n");
+// A table folded under `summary`, its notes after it; nothing when the table is empty.
+std::string Folded(const std::string& summary, const std::string& table, const std::string& notes = "") {
+  if (table.empty()) return "";
+  return absl::StrCat("<details><summary>", Escape(summary), "</summary>\n", table, notes, "</details>\n");
 }
 
 // The notes a CLI table prints below it, as paragraphs: the lines after its
@@ -35,11 +37,6 @@ std::string NotesAfter(const std::string& text) {
   std::string out;
   for (size_t i = first; i < lines.size(); ++i) absl::StrAppend(&out, "<p class=\"meta\">", Escape(lines[i]), "</p>\n");
   return out;
-}
-
-size_t Rows(const std::string& csv) {
-  const size_t n = ParseCsv(csv).size();
-  return n == 0 ? 0 : n - 1;
 }
 
 }  // namespace
@@ -89,7 +86,11 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& csv) {
 }
 
 std::string CsvAsHtmlTable(const std::string& csv, const std::vector<HtmlColumn>& columns, const std::string& id) {
-  const std::vector<std::vector<std::string>> rows = ParseCsv(csv);
+  return RowsAsHtmlTable(ParseCsv(csv), columns, id);
+}
+
+std::string RowsAsHtmlTable(const std::vector<std::vector<std::string>>& rows, const std::vector<HtmlColumn>& columns,
+                            const std::string& id) {
   if (rows.size() < 2) return "";
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < rows[0].size(); ++i) index[rows[0][i]] = i;
@@ -109,8 +110,8 @@ std::string CsvAsHtmlTable(const std::string& csv, const std::vector<HtmlColumn>
       if (number && c.decimals >= 0) text = absl::StrFormat("%.*f", c.decimals, v * c.scale);
       if (c.csv == "valid") text = text == "false" ? "INVALID" : text == "true" ? "VALID" : text;
       const char* cls = c.csv == "valid" ? (text == "INVALID" ? " class=\"invalid\"" : " class=\"valid\"")
-                        : number        ? " class=\"num\""
-                                        : "";
+                        : number         ? " class=\"num\""
+                                         : "";
       absl::StrAppend(&out, "<td", cls, ">", text.empty() ? "-" : Escape(text), "</td>");
     }
     absl::StrAppend(&out, "</tr>\n");
@@ -120,10 +121,11 @@ std::string CsvAsHtmlTable(const std::string& csv, const std::vector<HtmlColumn>
 
 std::string HtmlTablesSection(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched) {
   std::string out;
-  const std::string report = RenderReport(job, OutputFormat::kCsv, compare_mismatched, baseline_kind);
-  absl::StrAppend(
-      &out, Folded("Speedup, power, energy and cost per task and phase",
-                   absl::StrCat(CsvAsHtmlTable(report,
+  // The report's CSV, parsed once: the speedup table and the roofline.
+  const std::vector<std::vector<std::string>> report =
+      ParseCsv(RenderReport(job, OutputFormat::kCsv, compare_mismatched, baseline_kind));
+  absl::StrAppend(&out, Folded("Speedup, power, energy and cost per task and phase",
+                               RowsAsHtmlTable(report,
                                                {{"task_id", "task"},
                                                 {"model", "model"},
                                                 {"device_id", "device"},
@@ -137,77 +139,75 @@ std::string HtmlTablesSection(const v1::Job& job, v1::DeviceKind baseline_kind, 
                                                 {"usd_per_1000_samples", "cost (USD/1k samples)", 1, 6},
                                                 {"valid", "verdict"}},
                                                "table-speedup"),
-                                "<p class=\"meta\">Speedup is samples/s over the baseline task's (the same model "
-                                "and batch on the baseline device kind). hetbench report ID prints every "
-                                "column; with -o csv, as plain numbers.</p>\n")));
-  const std::string study_csv = RenderStudyTable(job, baseline_kind, compare_mismatched, OutputFormat::kCsv);
-  if (Rows(study_csv) > 0) {
+                               "<p class=\"meta\">Speedup is samples/s over the baseline task's (the same model "
+                               "and batch on the baseline device kind). hetbench report ID prints every "
+                               "column; with -o csv, as plain numbers.</p>\n"));
+  {
+    const std::string study_csv = RenderStudyTable(job, baseline_kind, compare_mismatched, OutputFormat::kCsv);
     absl::StrAppend(&out, Folded("The reference study's table",
-                                 absl::StrCat(CsvAsHtmlTable(study_csv,
-                                                             {{"model", "model"},
-                                                              {"device", "device"},
-                                                              {"batch", "batch"},
-                                                              {"train_s", "train (s)", 1, 3},
-                                                              {"test_s", "test (s)", 1, 3},
-                                                              {"train_vs_base", "train vs base (%)", 100, 0},
-                                                              {"test_vs_base", "test vs base (%)", 100, 0},
-                                                              {"test_accuracy", "accuracy", 1, 4},
-                                                              {"test_mse", "MSE", 1, 4},
-                                                              {"nominal_w", "nominal (W)"},
-                                                              {"e_pxt_j", "E = P x T (J)", 1, 1},
-                                                              {"avg_w", "measured power (W)", 1, 1},
-                                                              {"energy_j", "energy (J)", 1, 1},
-                                                              {"energy_source", "energy source"},
-                                                              {"valid", "verdict"}},
-                                                             "table-study"),
-                                              NotesAfter(RenderStudyTable(job, baseline_kind, compare_mismatched)))));
+                                 CsvAsHtmlTable(study_csv,
+                                                {{"model", "model"},
+                                                 {"device", "device"},
+                                                 {"batch", "batch"},
+                                                 {"train_s", "train (s)", 1, 3},
+                                                 {"test_s", "test (s)", 1, 3},
+                                                 {"train_vs_base", "train vs base (%)", 100, 0},
+                                                 {"test_vs_base", "test vs base (%)", 100, 0},
+                                                 {"test_accuracy", "accuracy", 1, 4},
+                                                 {"test_mse", "MSE", 1, 4},
+                                                 {"nominal_w", "nominal (W)"},
+                                                 {"e_pxt_j", "E = P x T (J)", 1, 1},
+                                                 {"avg_w", "measured power (W)", 1, 1},
+                                                 {"energy_j", "energy (J)", 1, 1},
+                                                 {"energy_source", "energy source"},
+                                                 {"valid", "verdict"}},
+                                                "table-study"),
+                                 NotesAfter(RenderStudyTable(job, baseline_kind, compare_mismatched))));
   }
-  if (const std::string layers = RenderLayers(job, OutputFormat::kCsv, baseline_kind); Rows(layers) > 0) {
-    absl::StrAppend(&out, Folded("Per-layer times", CsvAsHtmlTable(layers,
-                                                                   {{"task_id", "task"},
-                                                                    {"batch_size", "batch"},
-                                                                    {"layer", "layer"},
-                                                                    {"name", "name"},
-                                                                    {"forward_p50_ns", "forward p50 (us)", 1e-3, 1},
-                                                                    {"backward_p50_ns", "backward p50 (us)", 1e-3, 1},
-                                                                    {"inference_p50_ns", "inference p50 (us)", 1e-3, 1},
-                                                                    {"forward_flops_per_sample", "MFLOP/sample", 1e-6, 3},
-                                                                    {"train_joules_per_sample", "train (mJ/sample)", 1e3, 4},
-                                                                    {"infer_joules_per_sample", "infer (mJ/sample)", 1e3, 4}},
-                                                                   "table-layers")));
-  }
-  // The roofline: the report's FLOP columns, rows that have a FLOP count.
-  const std::vector<std::vector<std::string>> parsed = ParseCsv(report);
-  std::string roof_csv;
-  size_t roof_rows = 0;
-  if (!parsed.empty()) {
-    size_t flops = parsed[0].size();
-    for (size_t i = 0; i < parsed[0].size(); ++i) flops = parsed[0][i] == "flops_per_sample" ? i : flops;
-    for (size_t r = 0; r < parsed.size(); ++r) {
-      double v = 0;
-      if (r > 0 && (flops >= parsed[r].size() || !IsNumber(parsed[r][flops], &v) || v <= 0)) continue;
-      std::vector<std::string> cells;
-      for (const std::string& c : parsed[r]) cells.push_back(CsvEscape(c));
-      absl::StrAppend(&roof_csv, absl::StrJoin(cells, ","), "\n");
-      roof_rows += r > 0;
-    }
-  }
-  if (roof_rows > 0) {
-    absl::StrAppend(&out, Folded("Roofline (every batch size)",
-                                 absl::StrCat(CsvAsHtmlTable(roof_csv,
+  {
+    const std::string layers = RenderLayers(job, OutputFormat::kCsv, baseline_kind);
+    absl::StrAppend(&out,
+                    Folded("Per-layer times", CsvAsHtmlTable(layers,
                                                              {{"task_id", "task"},
-                                                              {"model", "model"},
-                                                              {"device_id", "device"},
                                                               {"batch_size", "batch"},
-                                                              {"phase", "phase"},
-                                                              {"flops_per_sample", "MFLOP/sample", 1e-6, 2},
-                                                              {"achieved_gflops", "achieved (GFLOP/s)", 1, 2},
-                                                              {"calibrated_gemm_gflops", "SGEMM peak (GFLOP/s)", 1, 1},
-                                                              {"valid", "verdict"}},
-                                                             "table-roofline"),
-                                              NotesAfter(RenderRoofline(job)))));
+                                                              {"layer", "layer"},
+                                                              {"name", "name"},
+                                                              {"forward_p50_ns", "forward p50 (us)", 1e-3, 1},
+                                                              {"backward_p50_ns", "backward p50 (us)", 1e-3, 1},
+                                                              {"inference_p50_ns", "inference p50 (us)", 1e-3, 1},
+                                                              {"forward_flops_per_sample", "MFLOP/sample", 1e-6, 3},
+                                                              {"train_joules_per_sample", "train (mJ/sample)", 1e3, 4},
+                                                              {"infer_joules_per_sample", "infer (mJ/sample)", 1e3, 4}},
+                                                             "table-layers")));
   }
-  if (const std::string serving = RenderServing(job, OutputFormat::kCsv); Rows(serving) > 0) {
+  // The roofline: the report's FLOP columns, the rows that have a FLOP count.
+  std::vector<std::vector<std::string>> roof = report;
+  if (!roof.empty()) {
+    const auto flops = std::find(roof[0].begin(), roof[0].end(), "flops_per_sample") - roof[0].begin();
+    roof.erase(std::remove_if(roof.begin() + 1, roof.end(),
+                              [flops](const std::vector<std::string>& row) {
+                                double v = 0;
+                                return static_cast<size_t>(flops) >= row.size() || !IsNumber(row[flops], &v) || v <= 0;
+                              }),
+               roof.end());
+  }
+  {
+    absl::StrAppend(&out, Folded("Roofline (every batch size)",
+                                 RowsAsHtmlTable(roof,
+                                                 {{"task_id", "task"},
+                                                  {"model", "model"},
+                                                  {"device_id", "device"},
+                                                  {"batch_size", "batch"},
+                                                  {"phase", "phase"},
+                                                  {"flops_per_sample", "MFLOP/sample", 1e-6, 2},
+                                                  {"achieved_gflops", "achieved (GFLOP/s)", 1, 2},
+                                                  {"calibrated_gemm_gflops", "SGEMM peak (GFLOP/s)", 1, 1},
+                                                  {"valid", "verdict"}},
+                                                 "table-roofline"),
+                                 NotesAfter(RenderRoofline(job))));
+  }
+  {
+    const std::string serving = RenderServing(job, OutputFormat::kCsv);
     absl::StrAppend(&out, Folded("Serving", CsvAsHtmlTable(serving,
                                                            {{"task_id", "task"},
                                                             {"model", "model"},

@@ -26,6 +26,9 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& csv);
 /// The chosen columns of `csv` as a <table id=ID>; a row whose "valid" cell is
 /// "false" is shaded and marked. "" when the CSV has no rows.
 std::string CsvAsHtmlTable(const std::string& csv, const std::vector<HtmlColumn>& columns, const std::string& id);
+/// The same from rows already parsed (the first row the header).
+std::string RowsAsHtmlTable(const std::vector<std::vector<std::string>>& rows, const std::vector<HtmlColumn>& columns,
+                            const std::string& id);
 
 /// The "Tables" section: each table folded in <details>, with its notes.
 std::string HtmlTablesSection(const v1::Job& job, v1::DeviceKind baseline_kind, bool compare_mismatched);
