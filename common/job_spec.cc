@@ -105,6 +105,7 @@ v1::JobSpec WithDefaults(v1::JobSpec spec) {
   if (spec.targets().empty()) spec.add_targets()->set_device_kind(v1::DEVICE_KIND_CPU);
   if (spec.dataset().empty()) spec.set_dataset("fashion-mnist");
   if (!spec.has_seed()) spec.set_seed(42);
+  if (spec.repeats() == 0 && !IsValidate(spec)) spec.set_repeats(1);
   v1::TrainSpec* t = spec.mutable_train();
   if (!t->has_warmup_steps()) t->set_warmup_steps(10);
   if (!t->has_min_duration_seconds()) t->set_min_duration_seconds(1.0);
@@ -480,13 +481,16 @@ void CheckSplit(const v1::JobSpec& spec, int64_t* ranks_per_combination, Problem
 void CheckTaskCount(const v1::JobSpec& spec, int64_t ranks_per_combination, Problems& bad) {
   const v1::ParallelSpec& par = spec.parallel();
   const int64_t rates = std::max(spec.serving().qps_sweep_size(), 1);
+  const int64_t repeats = std::clamp<int64_t>(spec.repeats(), 1, SpecLimits::kMaxRepeats);
   const int64_t tasks = static_cast<int64_t>(spec.batch_sizes_size()) * spec.targets_size() *
-                        std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1) * rates;
+                        std::max(spec.models_size(), 1) * std::max<int64_t>(ranks_per_combination, 1) * rates *
+                        repeats;
   if (tasks > SpecLimits::kMaxTasks) {
     bad(par.devices_size() > 0 ? "models x targets x batch_sizes x sum(parallel.devices)"
         : rates > 1            ? "models x targets x batch_sizes x serving.qps_sweep"
                                : "models x targets x batch_sizes",
-        " = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks, " per job; split the job");
+        repeats > 1 ? " x repeats" : "", " = ", tasks, " tasks: at most ", SpecLimits::kMaxTasks,
+        " per job; split the job");
   }
 }
 
@@ -523,6 +527,11 @@ void CheckTrainAndInference(const v1::JobSpec& spec, Problems& bad) {
 
 // threads, power, cost and validity.
 void CheckRest(const v1::JobSpec& spec, Problems& bad) {
+  if (IsValidate(spec) && spec.repeats() > 1) {
+    bad("repeats = ", spec.repeats(), ": a validation job repeats its own tests (validate.repetitions); remove repeats");
+  } else if (spec.repeats() < 0 || spec.repeats() > SpecLimits::kMaxRepeats) {
+    bad("repeats = ", spec.repeats(), ": must be in [1, ", SpecLimits::kMaxRepeats, "] (runs of every task)");
+  }
   if (spec.threads() < 0 || spec.threads() > SpecLimits::kMaxThreads) {
     bad("threads = ", spec.threads(), ": must be in [0, ", SpecLimits::kMaxThreads, "] (0 = all cores)");
   }

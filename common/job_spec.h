@@ -25,6 +25,7 @@ struct SpecLimits {
   static constexpr double kMaxDurationSeconds = 86400.0;
   static constexpr double kMaxEpochs = 1000.0;
   static constexpr int kMaxThreads = 4096;
+  static constexpr int kMaxRepeats = 50;
   static constexpr size_t kMaxNameLength = 128;
   static constexpr int kMaxGangSize = 64;
 };

@@ -2,11 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <functional>
-#include <limits>
 #include <map>
 #include <set>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -384,7 +381,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (auto s = CheckKeys(root, "",
                          {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
                           "power", "cost", "validity", "models", "layers", "torchscript", "qpu", "parallel",
-                          "split", "serving", "validate"});
+                          "split", "serving", "validate", "repeats"});
       !s.ok()) {
     return s;
   }
@@ -421,6 +418,7 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (root["dataset"]) HB_ASSIGN(spec.set_dataset, As<std::string>(root["dataset"], "dataset", "a string"));
   if (root["seed"]) HB_ASSIGN(spec.set_seed, As<uint64_t>(root["seed"], "seed", "a non-negative integer"));
   if (root["threads"]) HB_ASSIGN(spec.set_threads, As<int32_t>(root["threads"], "threads", "an integer"));
+  if (root["repeats"]) HB_ASSIGN(spec.set_repeats, As<int32_t>(root["repeats"], "repeats", "an integer"));
   if (auto s = parse(kThen); !s.ok()) return s;
   return spec;
 }
@@ -592,6 +590,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   EmitValidate(spec, out);
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
+  if (spec.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << spec.repeats();
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -134,51 +134,97 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
 }
 
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
-                           const std::vector<std::vector<double>>& runs_b, double threshold) {
+                           const std::vector<std::vector<double>>& runs_b, double threshold, double quantile,
+                           int resamples, uint64_t seed) {
   StepComparison c;
-  // Each run's log median; a run with too few steps does not count.
-  auto log_medians = [](const std::vector<std::vector<double>>& runs, int64_t* steps_seen) {
-    std::vector<double> out;
-    for (std::vector<double> steps : runs) {
+  c.quantile = quantile;
+  const bool median = quantile == 0.5;
+  const auto stat = [&](std::vector<double>& v) { return median ? MedianInPlace(v) : NearestRankInPlace(v, quantile); };
+  // The runs that count (5 steps or more, a positive statistic) and their log statistics.
+  struct Side {
+    std::vector<const std::vector<double>*> runs;
+    std::vector<double> logs;
+    double mean = 0, boot_var = 0;
+  };
+  auto side_of = [&](const std::vector<std::vector<double>>& runs, int64_t* steps_seen) {
+    Side side;
+    for (const std::vector<double>& steps : runs) {
       *steps_seen += static_cast<int64_t>(steps.size());
       if (steps.size() < kMinSteps) continue;
-      const double m = MedianInPlace(steps);
-      if (m > 0) out.push_back(std::log(m));
+      std::vector<double> v = steps;
+      const double s = stat(v);
+      if (!(s > 0)) continue;
+      side.runs.push_back(&steps);
+      side.logs.push_back(std::log(s));
     }
-    return out;
+    for (double l : side.logs) side.mean += l;
+    if (!side.logs.empty()) side.mean /= static_cast<double>(side.logs.size());
+    return side;
   };
-  const std::vector<double> a = log_medians(runs_a, &c.n_a), b = log_medians(runs_b, &c.n_b);
-  c.runs_a = static_cast<int64_t>(a.size());
-  c.runs_b = static_cast<int64_t>(b.size());
-  if (a.size() < 2 || b.size() < 2) {
+  Side a = side_of(runs_a, &c.n_a), b = side_of(runs_b, &c.n_b);
+  c.runs_a = static_cast<int64_t>(a.runs.size());
+  c.runs_b = static_cast<int64_t>(b.runs.size());
+  if (a.runs.size() < 2 || b.runs.size() < 2) {
     c.verdict = "too few runs";
     return c;
   }
-  auto mean_var = [](const std::vector<double>& v) {
-    double mean = 0;
-    for (double x : v) mean += x;
-    mean /= static_cast<double>(v.size());
-    double var = 0;
-    for (double x : v) var += (x - mean) * (x - mean);
-    return std::pair{mean, var / static_cast<double>(v.size() - 1)};
-  };
-  const auto [ma, va] = mean_var(a);
-  const auto [mb, vb] = mean_var(b);
-  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
-  c.median_a_ns = c.stat_a_ns = std::exp(ma);
-  c.median_b_ns = c.stat_b_ns = std::exp(mb);
-  c.ratio = std::exp(mb - ma);
-  const double se2 = va / na + vb / nb;
-  if (se2 <= 0) {
+  c.median_a_ns = c.stat_a_ns = std::exp(a.mean);
+  c.median_b_ns = c.stat_b_ns = std::exp(b.mean);
+  if (!median) {  // the median columns stay medians: the geometric mean of the runs' medians
+    for (auto [side, out] : {std::pair{&a, &c.median_a_ns}, std::pair{&b, &c.median_b_ns}}) {
+      double sum = 0;
+      for (const std::vector<double>* run : side->runs) {
+        std::vector<double> v = *run;
+        sum += std::log(MedianInPlace(v));
+      }
+      *out = std::exp(sum / static_cast<double>(side->runs.size()));
+    }
+  }
+  c.ratio = std::exp(b.mean - a.mean);
+  // The hierarchical bootstrap of each side's mean log statistic: runs drawn
+  // with replacement, then steps within each drawn run. Large runs (serving's
+  // queries) get fewer resamples, at least 200: their within-run part is small.
+  int64_t total = 0;
+  for (const Side* side : {&a, &b}) {
+    for (const std::vector<double>* run : side->runs) total += static_cast<int64_t>(run->size());
+  }
+  const int r_count = static_cast<int>(std::clamp<int64_t>(40'000'000 / std::max<int64_t>(total, 1), 200, resamples));
+  std::mt19937_64 rng(seed);
+  std::vector<double> scratch;
+  for (Side* side : {&a, &b}) {
+    const size_t k = side->runs.size();
+    std::uniform_int_distribution<size_t> pick_run(0, k - 1);
+    double sum = 0, sum2 = 0;
+    for (int r = 0; r < r_count; ++r) {
+      double mean = 0;
+      for (size_t i = 0; i < k; ++i) {
+        const std::vector<double>& run = *side->runs[pick_run(rng)];
+        std::uniform_int_distribution<size_t> pick_step(0, run.size() - 1);
+        scratch.resize(run.size());
+        for (double& v : scratch) v = run[pick_step(rng)];
+        mean += std::log(stat(scratch));
+      }
+      mean /= static_cast<double>(k);
+      sum += mean;
+      sum2 += mean * mean;
+    }
+    const double m = sum / r_count;
+    const double var = std::max(0.0, sum2 / r_count - m * m);
+    side->boot_var = var * static_cast<double>(k) / static_cast<double>(k - 1);
+  }
+  const double se2 = a.boot_var + b.boot_var;
+  const double diff = b.mean - a.mean;
+  if (!(se2 > 0)) {
     c.ci_low = c.ci_high = c.ratio;
-    c.p_value = c.ratio == 1 ? 1 : 0;
+    c.p_value = diff == 0 ? 1 : 0;
   } else {
-    const double df = se2 * se2 / ((va / na) * (va / na) / (na - 1) + (vb / nb) * (vb / nb) / (nb - 1));
+    const double ka = static_cast<double>(a.runs.size()), kb = static_cast<double>(b.runs.size());
+    const double df = se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
     const double se = std::sqrt(se2);
     const double t = StudentTQuantile(0.975, df);
-    c.ci_low = std::exp(mb - ma - t * se);
-    c.ci_high = std::exp(mb - ma + t * se);
-    c.p_value = 2 * (1 - StudentTCdf(std::abs(mb - ma) / se, df));
+    c.ci_low = std::exp(diff - t * se);
+    c.ci_high = std::exp(diff + t * se);
+    c.p_value = std::min(1.0, 2 * (1 - StudentTCdf(std::abs(diff) / se, df)));
   }
   c.verdict = VerdictOf(c.ci_low, c.ci_high, threshold);
   return c;
@@ -232,6 +278,9 @@ std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, 
 
 namespace {
 
+// "run 2" of a job with repeats, else the task's id.
+std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.id(), ", run ", t.run()) : t.id(); }
+
 std::string PairKey(const v1::Job& job, const v1::Task& t) {
   const v1::RunEnvironment& e = t.result().environment();
   // A serving task pairs with one of the same scenario and rate (a peak search's rate is its result).
@@ -246,93 +295,147 @@ std::string PairKey(const v1::Job& job, const v1::Task& t) {
                       e.simulated() ? ", SIMULATED" : "");
 }
 
+
+// A side's succeeded tasks grouped by PairKey, in order of first appearance.
+struct Groups {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Task*>> runs;
+  std::map<std::string, const v1::Job*> first_job;
+};
+
+Groups GroupSide(const std::vector<const v1::Job*>& side) {
+  Groups g;
+  for (const v1::Job* side_job : side) {
+    const v1::Job& job = *side_job;
+    for (const v1::Task& t : job.tasks()) {
+      if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
+      const std::string key = PairKey(job, t);
+      auto [it, fresh] = g.runs.try_emplace(key);
+      if (fresh) {
+        g.order.push_back(key);
+        g.first_job[key] = &job;
+      }
+      it->second.push_back(&t);
+    }
+  }
+  return g;
+}
+
+std::string SideName(const std::vector<const v1::Job*>& side) {
+  std::vector<std::string> ids;
+  for (const v1::Job* j : side) ids.push_back(j->id());
+  return absl::StrJoin(ids, ",");
+}
+
 }  // namespace
 
-std::vector<TaskPair> PairTasks(const v1::Job& a, const v1::Job& b, bool compare_anyway,
-                                std::vector<std::string>* unpaired) {
-  std::map<std::string, std::vector<const v1::Task*>> waiting;  // b's tasks by key, in task order
-  for (const v1::Task& t : b.tasks()) {
-    if (t.state() == v1::TASK_STATE_SUCCEEDED) waiting[PairKey(b, t)].push_back(&t);
-  }
-  std::vector<TaskPair> out;
-  for (const v1::Task& t : a.tasks()) {
-    if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
-    const std::string key = PairKey(a, t);
-    auto it = waiting.find(key);
-    if (it == waiting.end() || it->second.empty()) {
-      unpaired->push_back(absl::StrCat(t.id(), " (", key, "): no such task in ", b.id()));
+std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,
+                              bool compare_anyway, std::vector<std::string>* unpaired) {
+  const Groups ga = GroupSide(side_a), gb = GroupSide(side_b);
+  std::vector<RunPair> out;
+  for (const std::string& key : ga.order) {
+    const std::vector<const v1::Task*>& a = ga.runs.at(key);
+    auto it = gb.runs.find(key);
+    if (it == gb.runs.end()) {
+      unpaired->push_back(absl::StrCat(a[0]->id(), " (", key, "): no such task in ", SideName(side_b)));
       continue;
     }
-    TaskPair p{&t, it->second.front(), key, ""};
-    it->second.erase(it->second.begin());
-    if (!render::SameFingerprint(t, *p.b) && !compare_anyway) {
-      p.refused = absl::StrCat("model fingerprints differ (", t.result().environment().model_fingerprint(), " vs ",
-                               p.b->result().environment().model_fingerprint(),
-                               "): not the same model, weights or data; --compare-anyway compares them");
+    RunPair p{a, it->second, ga.first_job.at(key), key, ""};
+    for (const std::vector<const v1::Task*>* side : {&p.a, &p.b}) {
+      for (const v1::Task* t : *side) {
+        if (!p.refused.empty() || compare_anyway || render::SameFingerprint(*a[0], *t)) continue;
+        p.refused = absl::StrCat("model fingerprints differ (", a[0]->result().environment().model_fingerprint(),
+                                 " vs ", t->result().environment().model_fingerprint(), " of ", t->id(),
+                                 "): not the same model, weights or data; --compare-anyway compares them");
+      }
     }
-    out.push_back(p);
+    out.push_back(std::move(p));
   }
-  for (const auto& [key, tasks] : waiting) {
-    for (const v1::Task* t : tasks) unpaired->push_back(absl::StrCat(t->id(), " (", key, "): no such task in ", a.id()));
+  for (const std::string& key : gb.order) {
+    if (ga.runs.count(key) == 0) {
+      unpaired->push_back(
+          absl::StrCat(gb.runs.at(key)[0]->id(), " (", key, "): no such task in ", SideName(side_a)));
+    }
   }
   return out;
 }
 
-std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
-                             const std::vector<std::string>& unpaired, double threshold, const std::string& format,
-                             int runs, const std::string& label_a, const std::string& label_b) {
-  const std::string name_a = label_a.empty() ? a.id() : label_a, name_b = label_b.empty() ? b.id() : label_b;
-  const bool by_runs = runs > 1;
-  const std::string method =
-      by_runs ? absl::StrFormat(
-                    "ratio = geometric mean of the runs' median time per sample, B over A (> 1: B is slower); 95%% "
-                    "CI: Welch's t interval on the runs' log medians, so the noise between runs counts; p: Welch's "
-                    "t test; verdict: slower/faster when the whole CI lies beyond 1 +/- %.3g; none when a run's phase "
-                    "is INVALID",
-                    threshold)
-              : absl::StrFormat(
-                    "ratio = median time per sample of %s over %s (> 1: %s is slower); 95%% CI: percentile bootstrap "
-                    "of the ratio over the steps of both runs; p: two-sided Mann-Whitney U; verdict: slower/faster "
-                    "when the whole CI lies beyond 1 +/- %.3g; none on a phase judged INVALID on either side",
-                    b.id(), a.id(), b.id(), threshold);
+StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
+                               const std::vector<std::vector<double>>& steps_b, double threshold,
+                               bool compare_anyway) {
+  const double quantile = ComparedQuantile(*pair.a[0], phase);
+  StepComparison c;
+  if (steps_a.size() >= 2 && steps_b.size() >= 2) {
+    c = CompareRuns(steps_a, steps_b, threshold, quantile);
+  } else {
+    c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
+                     steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);
+    c.runs_a = static_cast<int64_t>(std::min<size_t>(steps_a.size(), 1));
+    c.runs_b = static_cast<int64_t>(std::min<size_t>(steps_b.size(), 1));
+    c.note = "one run a side: the verdict ignores run-to-run variance (repeats: N compares runs)";
+  }
+  std::vector<std::string> sides;
+  for (auto [tasks, run] : {std::pair{&pair.a, "A"}, std::pair{&pair.b, "B"}}) {
+    for (const v1::Task* t : *tasks) {
+      std::string why = InvalidSide(*t, phase, run);
+      if (why.empty()) continue;
+      if (tasks->size() > 1) why.insert(why.find(' ', 4), absl::StrCat(" (", DeviceRun(*t), ")"));
+      sides.push_back(why);
+    }
+  }
+  c.invalid = absl::StrJoin(sides, ", ");
+  if (c.invalid.empty() || c.verdict == "too few steps" || c.verdict == "too few runs") return c;
+  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
+  return c;
+}
+
+std::string RenderComparison(const std::string& name_a, const std::string& name_b,
+                             const std::vector<PairResult>& results, const std::vector<std::string>& unpaired,
+                             double threshold, const std::string& format) {
+  const std::string method = absl::StrFormat(
+      "ratio: the statistic of time per sample (median; a serving phase's reported percentile), B over A (> 1: B is "
+      "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
+      "Student's t on the runs' degrees of freedom with a hierarchical bootstrap's standard error (runs, then steps "
+      "within them), p its t test. One run a side: 95%% CI percentile bootstrap over the steps of both runs, p "
+      "Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: slower/faster when the whole CI lies "
+      "beyond 1 +/- %.3g; none when a run's phase is INVALID",
+      threshold);
   if (format == "json") {
     nlohmann::ordered_json doc;
     doc["schema"] = "hetbench.compare/v1";
     doc["a"] = name_a;
     doc["b"] = name_b;
     doc["threshold"] = threshold;
-    if (by_runs) {
-      doc["method"] = {{"ratio", "geometric mean of the runs' median time per sample, b over a"},
-                       {"interval", "95% Welch t interval on the runs' log medians"},
-                       {"test", "Welch's t test on the runs' log medians"},
-                       {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
-                                   "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
-    } else {
-      doc["method"] = {{"ratio", "the statistic of the time per sample, b over a: the median; for a serving phase "
-                                 "the run's reported latency percentile (nearest rank)"},
-                       {"interval", "95% percentile bootstrap over the steps (queries) of both runs"},
-                       {"test", "two-sided Mann-Whitney U, normal approximation, tie-corrected"},
-                       {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
-                                   "comparable\" when either side's phase is INVALID (marked instead with "
-                                   "--compare-anyway)"}};
-    }
+    doc["method"] = {{"ratio", "the statistic of the time per sample, b over a: the median; for a serving phase the "
+                               "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
+                               "the geometric mean of the runs' statistics"},
+                     {"interval", "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
+                                  "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
+                                  "steps within runs); one run a side: 95% percentile bootstrap over the steps "
+                                  "(queries) of both runs, which ignores run-to-run variance"},
+                     {"test", "runs >= 2 a side: that t test; one run a side: two-sided Mann-Whitney U, normal "
+                              "approximation, tie-corrected"},
+                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
+                                 "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
     doc["pairs"] = nlohmann::ordered_json::array();
     for (const PairResult& r : results) {
       nlohmann::ordered_json p;
       p["key"] = r.pair.key;
-      p["task_a"] = r.pair.a->id();
-      p["task_b"] = r.pair.b->id();
-      p["simulated"] = r.pair.a->result().environment().simulated() || r.pair.b->result().environment().simulated();
+      p["task_a"] = r.pair.a[0]->id();
+      p["task_b"] = r.pair.b[0]->id();
+      bool simulated = false;
+      for (const auto* side : {&r.pair.a, &r.pair.b}) {
+        for (const v1::Task* t : *side) simulated = simulated || t->result().environment().simulated();
+      }
+      p["simulated"] = simulated;
       if (!r.pair.refused.empty()) {
         p["refused"] = r.pair.refused;
       } else {
         p["phase"] = PhaseName(r.phase);
         p["steps_a"] = r.result.n_a;
         p["steps_b"] = r.result.n_b;
-        if (by_runs) {
-          p["runs_a"] = r.result.runs_a;
-          p["runs_b"] = r.result.runs_b;
-        }
+        p["runs_a"] = r.result.runs_a;
+        p["runs_b"] = r.result.runs_b;
         p["median_ns_per_sample_a"] = r.result.median_a_ns;
         p["median_ns_per_sample_b"] = r.result.median_b_ns;
         p["statistic"] = StatisticName(r.result.quantile);
@@ -343,6 +446,7 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
         p["p_value"] = r.result.p_value;
         p["verdict"] = r.result.verdict;
         if (!r.result.invalid.empty()) p["invalid"] = r.result.invalid;
+        if (!r.result.note.empty()) p["note"] = r.result.note;
       }
       doc["pairs"].push_back(p);
     }
@@ -353,32 +457,44 @@ std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vect
   if (format == "csv") {  // one value per cell, numbers unrounded
     for (const PairResult& r : results) {
       if (!r.pair.refused.empty()) {
-        rows.push_back({r.pair.key, "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused)});
+        rows.push_back(
+            {r.pair.key, "", "", "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused), ""});
         continue;
       }
       const StepComparison& c = r.result;
-      rows.push_back({r.pair.key, PhaseName(r.phase), StatisticName(c.quantile), render::CsvNumber(c.stat_a_ns / 1e6),
+      rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrCat(c.runs_a), absl::StrCat(c.runs_b),
+                      StatisticName(c.quantile), render::CsvNumber(c.stat_a_ns / 1e6),
                       render::CsvNumber(c.stat_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
-                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict});
+                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict, c.note});
     }
-    return render::CsvLines(
-        "pair,phase,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,ci95_high,p_value,verdict", rows);
+    return render::CsvLines("pair,phase,runs_a,runs_b,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,"
+                            "ci95_high,p_value,verdict,note",
+                            rows);
   }
+  bool one_run = false;
   for (const PairResult& r : results) {
     if (!r.pair.refused.empty()) {
-      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
+      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
       continue;
     }
     const StepComparison& c = r.result;
-    rows.push_back({r.pair.key, PhaseName(r.phase), StatisticName(c.quantile), absl::StrFormat("%.4f", c.stat_a_ns / 1e6),
-                    absl::StrFormat("%.4f", c.stat_b_ns / 1e6), absl::StrFormat("%.3f", c.ratio),
-                    absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high), absl::StrFormat("%.2g", c.p_value), c.verdict});
+    one_run = one_run || !c.note.empty();
+    rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrCat(c.runs_a, "/", c.runs_b), StatisticName(c.quantile),
+                    absl::StrFormat("%.4f", c.stat_a_ns / 1e6), absl::StrFormat("%.4f", c.stat_b_ns / 1e6),
+                    absl::StrFormat("%.3f", c.ratio), absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high),
+                    absl::StrFormat("%.2g", c.p_value), c.note.empty() ? c.verdict : absl::StrCat(c.verdict, " *")});
   }
   std::string out = absl::StrCat(
-      "compare ", name_a, " (A) with ", name_b, " (B)", by_runs ? absl::StrCat(", ", runs, " runs a side") : "", "\n",
-      FormatTable({"PAIR", "PHASE", "STATISTIC", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P", "VERDICT"}, rows),
-      method,
-      "\n");
+      "compare ", name_a, " (A) with ", name_b, " (B)\n",
+      FormatTable({"PAIR", "PHASE", "RUNS_A/B", "STATISTIC", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P",
+                   "VERDICT"},
+                  rows),
+      method, "\n");
+  if (one_run) {
+    absl::StrAppend(&out,
+                    "* one run a side: the verdict ignores run-to-run variance, which on a busy machine can exceed "
+                    "the threshold; submit with --repeats 3 (or compare JOB,JOB,... sides) to compare runs\n");
+  }
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
   return out;
 }

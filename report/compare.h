@@ -16,9 +16,12 @@
 ///    "not comparable: run B train INVALID (too noisy)" instead (the figures
 ///    are still shown); with --compare-anyway the verdict is given, marked
 ///    "(run B train INVALID)". History applies the same rule to each change.
-/// Steps are treated as independent draws of one run; what varies between
-/// runs of the same job is what the threshold absorbs (bench_compare measures
-/// how often two runs of one job are called different on this machine).
+/// Runs are the unit when each side has two or more (a job with `repeats`,
+/// or a side given as JOB,JOB,...): CompareRuns below, whose interval counts
+/// the noise between runs. With one run a side the steps are treated as
+/// independent draws of one run, and the verdict says it ignores run-to-run
+/// variance (bench_compare measures how often that calls two runs of one job
+/// different on this machine).
 
 #include <cstdint>
 #include <string>
@@ -32,14 +35,16 @@ namespace hetbench::report {
 
 struct StepComparison {
   int64_t n_a = 0, n_b = 0;        // steps measured on each side (all runs)
-  int64_t runs_a = 0, runs_b = 0;  // CompareRuns: the runs on each side; 0 for CompareSteps
+  int64_t runs_a = 1, runs_b = 1;  // runs compared on each side (CompareRuns: those with 5 steps or more)
   double median_a_ns = 0, median_b_ns = 0;  // per sample
   double quantile = 0.5;                    // the statistic compared: 0.5 the median, 0.99 p99 (nearest rank)
   double stat_a_ns = 0, stat_b_ns = 0;      // that statistic on each side; the ratio is of these
   double ratio = 0, ci_low = 0, ci_high = 0;
   double p_value = 1;
-  std::string verdict;  // "faster", "slower", "no change", "too few steps", or "not comparable: ..."
+  std::string verdict;  // "faster", "slower", "no change", "too few steps", "too few runs", or "not comparable: ..."
   std::string invalid;  // "run B train INVALID (too noisy)"; empty when both sides' phase is valid
+  // Set when one side had a single run: "one run a side: ignores run-to-run variance".
+  std::string note;
 };
 
 /// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the
@@ -56,15 +61,25 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
 /// "median" for 0.5, else "p99", "p90", ...
 std::string StatisticName(double quantile);
 
-/// Several runs per side (the same job run again): `runs_a[i]` is run i's
-/// per-step time per sample. Compares the runs, not the steps, so the noise
+/// Several runs per side (`repeats`, or the same job run again): `runs_a[i]`
+/// is run i's per-step time per sample. Runs are the unit, so the noise
 /// between runs, which no test over one run's steps can see, widens the
-/// interval: the ratio is of the geometric means of the runs' medians (B
-/// over A), its 95% interval Welch's t interval on the log medians, the
-/// p-value Welch's t test; the verdict at `threshold` as CompareSteps'.
-/// Needs 2 runs per side with 5 steps each ("too few runs" otherwise).
+/// interval:
+///  - ratio: of the geometric means of the runs' statistics (the median, or
+///    the nearest-rank `quantile`), B over A;
+///  - interval: a hierarchical bootstrap (each resample draws runs with
+///    replacement, then steps within each drawn run) gives each side's
+///    standard error of its mean log statistic, scaled by k/(k-1) for its k
+///    runs (a bootstrap over k runs sees (k-1)/k of their variance); the 95%
+///    interval is Student's t on the Welch-Satterthwaite degrees of freedom
+///    of the runs (k_a - 1 and k_b - 1), not the normal's, since 3 runs a
+///    side know their spread poorly; the p-value is that t test's;
+///  - the verdict at `threshold` as CompareSteps'.
+/// Needs 2 runs per side with 5 steps each ("too few runs" otherwise). The
+/// same data and seed give the same interval.
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
-                           const std::vector<std::vector<double>>& runs_b, double threshold);
+                           const std::vector<std::vector<double>>& runs_b, double threshold, double quantile = 0.5,
+                           int resamples = 2000, uint64_t seed = 20261126);
 
 /// What a phase is compared by: the median; a serving phase (serve, ttft,
 /// tpot) by its run's reported latency percentile (p99 for `server`, p90 for
@@ -98,29 +113,44 @@ std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, 
 inline constexpr v1::Phase kComparedPhases[] = {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE, v1::PHASE_TTFT,
                                                 v1::PHASE_TPOT};
 
-struct TaskPair {
-  const v1::Task* a = nullptr;
-  const v1::Task* b = nullptr;
-  std::string key;      // "mlp, n1 cpu (AMD EPYC), torch, batch 64"
-  std::string refused;  // non-empty: not compared, and why
+/// The runs of one configuration on each side of a comparison: every
+/// succeeded task with that key in the side's jobs (the runs of a job with
+/// `repeats`, and every job of a side given as JOB,JOB,...), in job and
+/// task order.
+struct RunPair {
+  std::vector<const v1::Task*> a, b;  // a[0], b[0]: the first run of each side
+  const v1::Job* job_a = nullptr;     // the job of a[0] (for names)
+  std::string key;                    // "mlp, cpu (AMD EPYC), torch, batch 64"
+  std::string refused;                // non-empty: not compared, and why
 };
-/// Pairs the succeeded tasks of `a` and `b` with equal model, device model,
-/// executor and batch size, in task order; tasks without a partner are
-/// listed in `unpaired`.
-std::vector<TaskPair> PairTasks(const v1::Job& a, const v1::Job& b, bool compare_anyway,
-                                std::vector<std::string>* unpaired);
+/// Pairs the configurations of side A's jobs with side B's: equal model,
+/// device model, executor, batch size (and serving scenario and rate), in
+/// the order of A's first runs; a configuration on one side only is listed
+/// in `unpaired`. Runs whose model fingerprints differ from A's first run
+/// refuse the pair unless `compare_anyway`.
+/// The jobs must outlive the pairs (they point into them).
+std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,
+                              bool compare_anyway, std::vector<std::string>* unpaired);
+
+/// The comparison of `phase` for `pair`, given each run's per-step times per
+/// sample (`steps_a[i]` of `pair.a[i]`): CompareRuns at ComparedQuantile
+/// when both sides have 2 runs or more, else CompareSteps of the first run
+/// of each side, noted as ignoring run-to-run variance; then the validity
+/// rule over every run of both sides.
+StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
+                               const std::vector<std::vector<double>>& steps_b, double threshold,
+                               bool compare_anyway);
 
 struct PairResult {
-  TaskPair pair;
+  RunPair pair;
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
   StepComparison result;
 };
 /// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
-/// report/schemas/compare.v1.json). `runs` > 1: the sides are groups of
-/// runs compared by CompareRuns, named `label_a` and `label_b` (e.g.
-/// "job-000001,job-000002,job-000003"); else a's and b's ids.
-std::string RenderComparison(const v1::Job& a, const v1::Job& b, const std::vector<PairResult>& results,
-                             const std::vector<std::string>& unpaired, double threshold, const std::string& format,
-                             int runs = 1, const std::string& label_a = "", const std::string& label_b = "");
+/// report/schemas/compare.v1.json); `name_a`, `name_b`: the sides as given
+/// ("job-000001" or "job-000001,job-000002").
+std::string RenderComparison(const std::string& name_a, const std::string& name_b,
+                             const std::vector<PairResult>& results, const std::vector<std::string>& unpaired,
+                             double threshold, const std::string& format);
 
 }  // namespace hetbench::report

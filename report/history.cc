@@ -10,6 +10,7 @@
 #include "report/render/common.h"
 #include "common/energy.h"
 #include "common/names.h"
+#include "common/stats.h"
 
 namespace hetbench::report {
 
@@ -40,27 +41,43 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
                                      double threshold, const StepsOf& steps_of) {
   std::vector<HistoryRow> rows;
   for (const v1::Job& job : jobs) {
+    std::map<std::string, size_t> row_of;  // series -> its row in this job (a job with repeats has several runs)
     for (const v1::Task& t : job.tasks()) {
       if (t.state() != v1::TASK_STATE_SUCCEEDED || render::TaskModel(job, t) != model) continue;
       if (kind != v1::DEVICE_KIND_UNSPECIFIED && t.device_kind() != kind) continue;
-      const v1::PhaseResult* train = render::FindPhase(t, v1::PHASE_TRAIN);
-      if (train == nullptr) continue;
-      HistoryRow r;
-      r.job = &job;
-      r.task = &t;
-      r.series = Series(t);
-      r.finished_unix = t.finished_unix_seconds() > 0 ? t.finished_unix_seconds() : job.finished_unix_seconds();
-      const v1::TimingStats& s = train->stats();
-      r.samples_per_second_p50 = Rate(s, s.p50_ns());
-      r.p25 = Rate(s, s.p75_ns());  // the slower quartile of steps is the lower rate
-      r.p75 = Rate(s, s.p25_ns());
-      const EnergySummary e = SummarizeEnergy(t.result(), v1::PHASE_TRAIN);
-      if (e.ok) {
-        r.joules_per_sample = e.joules_per_sample;
-        r.energy_source = render::SourceCell(e);
+      if (render::FindPhase(t, v1::PHASE_TRAIN) == nullptr) continue;
+      const std::string series = Series(t);
+      auto [it, fresh] = row_of.try_emplace(series, rows.size());
+      if (fresh) {
+        HistoryRow& r = rows.emplace_back();
+        r.job = &job;
+        r.task = &t;
+        r.series = series;
       }
-      rows.push_back(r);
+      HistoryRow& r = rows[it->second];
+      r.runs.push_back(&t);
+      const double finished = t.finished_unix_seconds() > 0 ? t.finished_unix_seconds() : job.finished_unix_seconds();
+      r.finished_unix = std::max(r.finished_unix, finished);
     }
+  }
+  for (HistoryRow& r : rows) {
+    // Each figure the median over the row's runs (one run: its own).
+    std::vector<double> p50, p25, p75, joules;
+    for (const v1::Task* t : r.runs) {
+      const v1::TimingStats& s = render::FindPhase(*t, v1::PHASE_TRAIN)->stats();
+      p50.push_back(Rate(s, s.p50_ns()));
+      p25.push_back(Rate(s, s.p75_ns()));  // the slower quartile of steps is the lower rate
+      p75.push_back(Rate(s, s.p25_ns()));
+      const EnergySummary e = SummarizeEnergy(t->result(), v1::PHASE_TRAIN);
+      if (e.ok) {
+        joules.push_back(e.joules_per_sample);
+        if (r.energy_source.empty()) r.energy_source = render::SourceCell(e);
+      }
+    }
+    r.samples_per_second_p50 = MedianInPlace(p50);
+    r.p25 = MedianInPlace(p25);
+    r.p75 = MedianInPlace(p75);
+    r.joules_per_sample = joules.empty() ? 0 : MedianInPlace(joules);
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const HistoryRow& a, const HistoryRow& b) { return a.finished_unix < b.finished_unix; });
@@ -75,8 +92,11 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
     auto prev = previous.find(r.series);
     if (prev != previous.end()) {
       r.has_change = true;
-      r.change = ComparePhase(*prev->second->task, *r.task, v1::PHASE_TRAIN, steps_for(prev->second->task),
-                              steps_for(r.task), threshold, /*compare_anyway=*/false);
+      const RunPair pair{prev->second->runs, r.runs, prev->second->job, r.series, ""};
+      std::vector<std::vector<double>> a, b;
+      for (const v1::Task* t : pair.a) a.push_back(steps_for(t));
+      for (const v1::Task* t : pair.b) b.push_back(steps_for(t));
+      r.change = CompareRunPhase(pair, v1::PHASE_TRAIN, a, b, threshold, /*compare_anyway=*/false);
     }
     previous[r.series] = &r;
   }
@@ -97,7 +117,8 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
       j["job"] = r.job->id();
       j["task"] = r.task->id();
       j["series"] = r.series;
-      j["device"] = render::DeviceLabel(*r.task);
+      j["device"] = render::DeviceLabel(*r.task, /*with_run=*/false);
+      j["runs"] = r.runs.size();
       j["batch"] = r.task->batch_size();
       j["simulated"] = r.task->result().environment().simulated();
       j["train_samples_per_second_p50"] = r.samples_per_second_p50;
@@ -111,6 +132,7 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                                 {"ci95", {r.change.ci_low, r.change.ci_high}},
                                 {"p_value", r.change.p_value},
                                 {"verdict", r.change.verdict}};
+        if (!r.change.note.empty()) j["versus_previous"]["note"] = r.change.note;
       }
       doc["rows"].push_back(j);
     }
@@ -120,22 +142,26 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
   if (format == "csv") {  // one value per cell, numbers unrounded; energy in millijoules with its source apart
     for (const HistoryRow& r : rows) {
       const std::string executor = r.task->result().environment().executor();
-      cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task),
+      cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task, false),
                        executor.empty() ? "torch" : executor, absl::StrCat(r.task->batch_size()),
+                       absl::StrCat(r.runs.size()),
                        render::CsvNumber(r.samples_per_second_p50), render::CsvNumber(r.p25), render::CsvNumber(r.p75),
                        r.joules_per_sample > 0 ? render::CsvNumber(r.joules_per_sample * 1e3) : "",
                        r.joules_per_sample > 0 ? r.energy_source : "", ChangeText(r)});
     }
     return render::CsvLines(
-        "finished,task,device,executor,batch,train_samples_per_s_p50,train_samples_per_s_p25,train_samples_per_s_p75,"
+        "finished,task,device,executor,batch,runs,train_samples_per_s_p50,train_samples_per_s_p25,train_samples_per_s_p75,"
         "millijoules_per_sample,energy_source,change",
         cells);
   }
+  bool one_run = false;
   for (const HistoryRow& r : rows) {
-    cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task),
+    one_run = one_run || (r.has_change && !r.change.note.empty());
+    cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task, false),
                      r.task->result().environment().executor().empty() ? "torch"
                                                                        : r.task->result().environment().executor(),
-                     absl::StrCat(r.task->batch_size()), absl::StrFormat("%.1f", r.samples_per_second_p50),
+                     absl::StrCat(r.task->batch_size()), absl::StrCat(r.runs.size()),
+                     absl::StrFormat("%.1f", r.samples_per_second_p50),
                      absl::StrFormat("%.1f-%.1f", r.p25, r.p75),
                      r.joules_per_sample > 0 ? absl::StrFormat("%.3g %s", r.joules_per_sample * 1e3, r.energy_source)
                                              : "-",
@@ -143,12 +169,16 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
   }
   return absl::StrCat(
       "history of ", model, " (training), oldest first\n",
-      FormatTable({"FINISHED", "TASK", "DEVICE", "EXECUTOR", "BATCH", "SAMPLES/S_P50", "P25-P75", "MILLIJOULES/SAMPLE",
-                   "CHANGE"},
+      FormatTable({"FINISHED", "TASK", "DEVICE", "EXECUTOR", "BATCH", "RUNS", "SAMPLES/S_P50", "P25-P75",
+                   "MILLIJOULES/SAMPLE", "CHANGE"},
                   cells),
-      absl::StrFormat("CHANGE: against the previous run of the same device model, executor, batch and model "
-                      "fingerprint, by compare's test (95%% bootstrap CI of the time ratio beyond 1 +/- %.3g).\n",
-                      threshold));
+      absl::StrFormat("CHANGE: against the previous row of the same device model, executor, batch and model "
+                      "fingerprint, by compare's test (95%% CI of the time ratio beyond 1 +/- %.3g; runs as the unit "
+                      "when both rows have 2 runs or more). Figures: the median over a row's runs.\n",
+                      threshold),
+      one_run ? "A change between rows of one run each ignores run-to-run variance: submit with --repeats 3 to "
+                "compare runs.\n"
+              : "");
 }
 
 }  // namespace hetbench::report

@@ -1,8 +1,10 @@
 #pragma once
-/// `hetbench history --model M`: one model's results over time, one row per
-/// succeeded task, oldest first, and a change point wherever a run differs
-/// from the previous comparable one (same device model, executor, batch size,
-/// phase and model fingerprint) by compare's test (report/compare.h).
+/// `hetbench history --model M`: one model's results over time, oldest
+/// first: a row per job and series (device model, executor, batch size,
+/// model fingerprint) holding that job's runs of it (several with
+/// `repeats`), and a change point wherever a row differs from the previous
+/// row of its series by compare's test (report/compare.h: runs as the unit
+/// when both rows have 2 runs or more).
 
 #include <functional>
 #include <string>
@@ -15,11 +17,12 @@ namespace hetbench::report {
 
 struct HistoryRow {
   const v1::Job* job = nullptr;
-  const v1::Task* task = nullptr;
+  const v1::Task* task = nullptr;       // its first run
+  std::vector<const v1::Task*> runs;    // every run of the series in the job (repeats), task first
   std::string series;  // what makes runs comparable: device kind (model), executor, batch, fingerprint
-  double finished_unix = 0;
-  double samples_per_second_p50 = 0, p25 = 0, p75 = 0;  // train, from the step percentiles
-  double joules_per_sample = 0;                         // train; 0 when none
+  double finished_unix = 0;                             // its last run's end
+  double samples_per_second_p50 = 0, p25 = 0, p75 = 0;  // train, from the step percentiles (median over runs)
+  double joules_per_sample = 0;                         // train, median over runs; 0 when none
   std::string energy_source;                            // "rapl", "modeled*", ...
   bool has_change = false;                              // compared with the previous run of its series
   StepComparison change;

@@ -15,7 +15,7 @@ constexpr const char* kScalarFlags[] = {"--layer-steps",  "--layer-energy-second
                                         "--electricity-usd-per-kwh", "--gang-timeout", "--peak-precision",
                                         "--latency-bound-ms", "--serve-duration", "--serve-min-queries",
                                         "--serve-instances", "--max-queue-delay-ms", "--samples-per-query",
-                                        "--ttft-ms", "--tpot-ms", "--replicas"};
+                                        "--ttft-ms", "--tpot-ms", "--replicas", "--repeats"};
 }  // namespace
 
 void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
@@ -46,6 +46,9 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--infer-max-batches", f->infer_max_batches, "measured inference batches (0 = whole test set)");
   submit->add_option("--seed", f->seed, "random seed");
   submit->add_option("--threads", f->threads, "threads per task (0 = all cores)");
+  submit->add_option("--repeats", f->repeats,
+                     "runs of every task, interleaved across targets (A B A B), so compare counts the noise between "
+                     "runs (default 1)");
   submit->add_option("--idle-baseline", f->idle_baseline, "seconds of idle power measured before each task");
   submit->add_option("--cost", f->costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
   submit->add_option("--parallel", f->parallel, "data-parallel training: a gang per device count, e.g. 1,2,4")
@@ -141,6 +144,7 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (given("--infer-max-batches")) spec.mutable_inference()->set_max_batches(f.infer_max_batches);
   if (given("--seed")) spec.set_seed(static_cast<uint64_t>(f.seed));
   if (given("--threads")) spec.set_threads(f.threads);
+  if (given("--repeats")) spec.set_repeats(f.repeats);
   if (given("--idle-baseline")) spec.mutable_power()->set_idle_baseline_seconds(f.idle_baseline);
   if (given("--electricity-usd-per-kwh")) spec.mutable_cost()->set_electricity_usd_per_kwh(f.electricity);
   if (!f.parallel.empty()) {

@@ -23,7 +23,7 @@ struct SpecFlags {
   std::vector<int> batch_sizes;
   std::vector<std::string> targets;  // kind[:executor]
   int64_t min_steps = -1, max_steps = -1, infer_max_batches = -1;
-  int warmup_steps = -1, threads = -1;
+  int warmup_steps = -1, threads = -1, repeats = 0;
   double min_duration = -1, epochs = -1, lr = -1;
   int64_t seed = -1;
   double idle_baseline = 0, electricity = 0;

@@ -75,12 +75,14 @@ std::string ExecutorSuffix(const std::string& executor) {
   return executor.empty() || executor == "torch" || executor == "statevector" || executor == "qsim" ? "" : absl::StrCat(" via ", executor);
 }
 
-std::string DeviceLabel(const v1::Task& t) {
+std::string DeviceLabel(const v1::Task& t, bool with_run) {
+  const std::string run = with_run && t.run() > 0 ? absl::StrCat(", run ", t.run()) : "";
   if (t.agent_id().empty()) {
-    return absl::StrCat("(", DeviceKindName(t.target().device_kind()), ExecutorSuffix(t.target().executor()), ")");
+    return absl::StrCat("(", DeviceKindName(t.target().device_kind()), ExecutorSuffix(t.target().executor()), ")",
+                        run);
   }
   return absl::StrCat(t.agent_id(), "/", t.device_id(), " (", DeviceKindName(t.device_kind()),
-                      ExecutorSuffix(t.executor()), ")");
+                      ExecutorSuffix(t.executor()), ")", run);
 }
 
 std::string TaskModel(const v1::Job& job, const v1::Task& t) {
@@ -88,14 +90,14 @@ std::string TaskModel(const v1::Job& job, const v1::Task& t) {
   return job.spec().models_size() > 0 ? job.spec().models(0) : job.spec().model();
 }
 
-// Baseline of a task's speedups: the first succeeded task of the same model
-// and batch size on the baseline device kind, else the first succeeded task
-// of that model and batch size.
+// Baseline of a task's speedups: the first succeeded task of the same model,
+// batch size and run (of `repeats`) on the baseline device kind, else the
+// first succeeded task of that model, batch size and run.
 const v1::Task* Baseline(const v1::Job& job, const v1::Task& of, v1::DeviceKind kind) {
   const v1::Task* first = nullptr;
   for (const v1::Task& t : job.tasks()) {
     if (t.state() != v1::TASK_STATE_SUCCEEDED || t.batch_size() != of.batch_size() ||
-        TaskModel(job, t) != TaskModel(job, of)) {
+        TaskModel(job, t) != TaskModel(job, of) || t.run() != of.run()) {
       continue;
     }
     if (t.device_kind() == kind) return &t;

@@ -27,12 +27,13 @@ std::string TimeString(double unix_seconds);
 const v1::PhaseResult* FindPhase(const v1::Task& t, v1::Phase phase);
 /// The C++ executors are the default; another (the Python runner) is named.
 std::string ExecutorSuffix(const std::string& executor);
-/// "agent/device (kind[ via executor])", or "(kind)" before assignment.
-std::string DeviceLabel(const v1::Task& t);
+/// "agent/device (kind[ via executor])", or "(kind)" before assignment;
+/// ", run 2" after it for a run of a job with `repeats`.
+std::string DeviceLabel(const v1::Task& t, bool with_run = true);
 std::string TaskModel(const v1::Job& job, const v1::Task& t);
-/// Baseline of a task's speedups: the first succeeded task of the same model
-/// and batch size on the baseline device kind, else the first succeeded task
-/// of that model and batch size.
+/// Baseline of a task's speedups: the first succeeded task of the same model,
+/// batch size and run on the baseline device kind, else the first succeeded
+/// task of that model, batch size and run.
 const v1::Task* Baseline(const v1::Job& job, const v1::Task& of, v1::DeviceKind kind);
 /// Same model fingerprint (architecture, initial weights, data). Between two
 /// executors, whose weight and data hashes differ, the architecture

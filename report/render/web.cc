@@ -129,31 +129,44 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
       b ? Escape(b->id()) : "", "\"></label><label>threshold <input name=\"threshold\" size=\"5\" value=\"",
       absl::StrFormat("%g%%", threshold * 100), "\"></label><button>Compare</button></form>\n");
   if (a == nullptr || b == nullptr) return Page("Compare two jobs", body);
-  absl::StrAppend(&body, "<table id=\"comparison\"><tr><th>pair</th><th>tasks</th><th>phase</th><th>statistic</th><th>A ms/sample</th>"
-                         "<th>B ms/sample</th><th>B/A</th><th>95% CI</th><th>p</th><th>verdict</th></tr>\n");
+  absl::StrAppend(&body, "<table id=\"comparison\"><tr><th>pair</th><th>tasks</th><th>runs A/B</th><th>phase</th>"
+                         "<th>statistic</th><th>A ms/sample</th><th>B ms/sample</th><th>B/A</th><th>95% CI</th><th>p</th>"
+                         "<th>verdict</th></tr>\n");
+  bool one_run = false;
   for (const PairResult& r : results) {
-    const std::string tasks = absl::StrCat(r.pair.a->id(), " / ", r.pair.b->id());
+    const std::string tasks = absl::StrCat(r.pair.a[0]->id(), r.pair.a.size() > 1 ? " ..." : "", " / ",
+                                           r.pair.b[0]->id(), r.pair.b.size() > 1 ? " ..." : "");
     if (!r.pair.refused.empty()) {
-      absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), "<td colspan=\"8\">refused: ", Escape(r.pair.refused),
+      absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), "<td colspan=\"9\">refused: ", Escape(r.pair.refused),
                       "</td></tr>\n");
       continue;
     }
     const StepComparison& c = r.result;
-    absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), Td(PhaseName(r.phase)), Td(StatisticName(c.quantile)),
+    one_run = one_run || !c.note.empty();
+    absl::StrAppend(&body, "<tr>", Td(r.pair.key), Td(tasks), Td(absl::StrCat(c.runs_a, "/", c.runs_b)),
+                    Td(PhaseName(r.phase)), Td(StatisticName(c.quantile)),
                     Td(absl::StrFormat("%.4f", c.stat_a_ns / 1e6)), Td(absl::StrFormat("%.4f", c.stat_b_ns / 1e6)),
                     Td(absl::StrFormat("%.3f", c.ratio)), Td(absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high)),
                     Td(absl::StrFormat("%.2g", c.p_value)),
                     absl::StrCat("<td class=\"", c.verdict == "slower" ? "invalid" : c.verdict == "faster" ? "valid" : "",
-                                 "\">", Escape(c.verdict), "</td>"),
+                                 "\">", Escape(c.verdict), c.note.empty() ? "" : " *", "</td>"),
                     "</tr>\n");
   }
   absl::StrAppend(&body, "</table>\n");
+  if (one_run) {
+    absl::StrAppend(&body,
+                    "<p>* one run a side: the verdict ignores run-to-run variance, which on a busy machine can exceed "
+                    "the threshold. Submit with <code>--repeats 3</code> to compare runs.</p>\n");
+  }
   for (const std::string& u : unpaired) absl::StrAppend(&body, "<p>unpaired: ", Escape(u), "</p>\n");
-  absl::StrAppend(&body, "<p class=\"meta\">", Escape(absl::StrFormat(
-                                                   "B/A: median time per sample of %s over %s; 95%% CI: percentile "
-                                                   "bootstrap over the steps of both runs; p: two-sided Mann-Whitney U; "
-                                                   "slower/faster when the whole CI lies beyond 1 +/- %.3g.",
-                                                   b->id(), a->id(), threshold)),
+  absl::StrAppend(&body, "<p class=\"meta\">",
+                  Escape(absl::StrFormat(
+                      "B/A: time per sample of %s over %s (median; a serving phase's reported percentile). With 2 or "
+                      "more runs a side (repeats): the geometric mean of the runs' statistics, 95%% CI Student's t on "
+                      "the runs' degrees of freedom with a hierarchical bootstrap's standard error; with one run a "
+                      "side: percentile bootstrap over the steps of both runs, p two-sided Mann-Whitney U. "
+                      "slower/faster when the whole CI lies beyond 1 +/- %.3g.",
+                      b->id(), a->id(), threshold)),
                   "</p>\n");
   return Page(absl::StrCat("Compare ", a->id(), " with ", b->id()), body);
 }
@@ -188,12 +201,13 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
     absl::StrAppend(&body, "<figure id=\"plot-history\">", svg::Render(chart), "</figure>\n");
   }
   absl::StrAppend(&body, "<table id=\"history\"><tr><th>finished</th><th>task</th><th>device</th><th>batch</th>"
-                         "<th>samples/s p50</th><th>p25-p75</th><th>mJ/sample</th><th>change</th></tr>\n");
+                         "<th>runs</th><th>samples/s p50</th><th>p25-p75</th><th>mJ/sample</th><th>change</th></tr>\n");
   for (const HistoryRow& r : rows) {
     const std::string change = ChangeText(r);
     absl::StrAppend(&body, "<tr>", Td(render::TimeString(r.finished_unix)),
-                    "<td>", Link("/jobs/" + r.job->id(), r.task->id()), "</td>", Td(render::DeviceLabel(*r.task)),
-                    Td(absl::StrCat(r.task->batch_size())), Td(absl::StrFormat("%.1f", r.samples_per_second_p50)),
+                    "<td>", Link("/jobs/" + r.job->id(), r.task->id()), "</td>", Td(render::DeviceLabel(*r.task, false)),
+                    Td(absl::StrCat(r.task->batch_size())), Td(absl::StrCat(r.runs.size())),
+                    Td(absl::StrFormat("%.1f", r.samples_per_second_p50)),
                     Td(absl::StrFormat("%.1f-%.1f", r.p25, r.p75)),
                     Td(r.joules_per_sample > 0 ? absl::StrFormat("%.3g %s", r.joules_per_sample * 1e3, r.energy_source)
                                                : "-"),
@@ -201,8 +215,11 @@ std::string RenderHistoryPage(const std::vector<HistoryRow>& rows, const std::st
   }
   absl::StrAppend(&body, "</table>\n");
   if (rows.empty()) absl::StrAppend(&body, "<p>No succeeded ", Escape(model), " task.</p>\n");
-  absl::StrAppend(&body, "<p class=\"meta\">", absl::StrFormat("change: against the previous run of its series by "
-                                                               "compare's test at a threshold of %.3g.",
+  absl::StrAppend(&body, "<p class=\"meta\">", absl::StrFormat("change: against the previous row of its series by "
+                                                               "compare's test at a threshold of %.3g (runs as the "
+                                                               "unit when both rows have 2 or more; one run a side "
+                                                               "ignores run-to-run variance). Figures: the median over "
+                                                               "a row's runs.",
                                                                threshold),
                   "</p>\n");
   return Page(absl::StrCat("History of ", model), body);

@@ -247,18 +247,31 @@ void WebUi::Routes() {
     if (!b.ok()) return Error(res, b.status());
     std::vector<std::string> unpaired;
     std::vector<report::PairResult> results;
-    for (const report::TaskPair& pair : report::PairTasks(*a, *b, false, &unpaired)) {
+    for (const report::RunPair& pair : report::PairRuns({&*a}, {&*b}, false, &unpaired)) {
       if (!pair.refused.empty()) {
         results.push_back({pair, v1::PHASE_UNSPECIFIED, {}});
         continue;
       }
-      auto sa = samples_of(*pair.a);
-      auto sb = samples_of(*pair.b);
-      if (!sa.ok() || !sb.ok()) return Error(res, sa.ok() ? sb.status() : sa.status());
+      // Every run's samples (a job with repeats has several a side), fetched once.
+      std::vector<std::vector<v1::SampleBatch>> sa, sb;
+      for (auto [tasks, out] : {std::pair{&pair.a, &sa}, std::pair{&pair.b, &sb}}) {
+        for (const v1::Task* t : *tasks) {
+          auto s = samples_of(*t);
+          if (!s.ok()) return Error(res, s.status());
+          out->push_back(std::move(*s));
+        }
+      }
       for (v1::Phase phase : report::kComparedPhases) {
-        const auto x = report::TimesPerSample(*sa, phase), y = report::TimesPerSample(*sb, phase);
-        if (x.empty() && y.empty()) continue;
-        results.push_back({pair, phase, report::ComparePhase(*pair.a, *pair.b, phase, x, y, *threshold, false)});
+        std::vector<std::vector<double>> x, y;
+        bool any = false;
+        for (auto [batches, out] : {std::pair{&sa, &x}, std::pair{&sb, &y}}) {
+          for (const auto& run : *batches) {
+            out->push_back(report::TimesPerSample(run, phase));
+            any = any || !out->back().empty();
+          }
+        }
+        if (!any) continue;
+        results.push_back({pair, phase, report::CompareRunPhase(pair, phase, x, y, *threshold, false)});
       }
     }
     Html(res, 200, report::RenderComparePage(&*a, &*b, results, unpaired, *threshold));

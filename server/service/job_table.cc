@@ -74,7 +74,7 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
   const bool gangs = !world_sizes.empty();
   if (!gangs) world_sizes.push_back(1);
   int gang_count = 0;
-  // One task per model x target x batch size x rate (serving.qps_sweep; one rate otherwise) x rank.
+  // One task per model x target x batch size x rate (serving.qps_sweep; one rate otherwise) x rank x run.
   struct Combination {
     const std::string* model;
     const v1::TargetSelector* target;
@@ -90,16 +90,22 @@ LiveJob& JobTable::Create(v1::JobSpec effective, const std::string& request_id, 
       }
     }
   }
-  for (const Combination& c : combinations) {
-    for (int world : world_sizes) {
-      const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count);
-      if (gangs) ++gang_count;
-      for (int rank = 0; rank < world; ++rank) {
-        v1::Task* task = AddTask(job, *c.model, c.batch_size,
-                                 split.across_agents() ? SplitStageTarget(split.stages(rank), *c.target) : *c.target,
-                                 now_unix);
-        if (c.rate > 0) task->set_target_qps(c.rate);
-        if (gangs) SetGang(task, gang_id, rank, world);
+  // `repeats` runs of the whole set, run 1 of every task first: A B A B, so
+  // slow drift on a device falls on every configuration alike.
+  const int repeats = std::max(effective.repeats(), 1);
+  for (int run = 1; run <= repeats; ++run) {
+    for (const Combination& c : combinations) {
+      for (int world : world_sizes) {
+        const std::string gang_id = absl::StrCat(job.id(), "-g", gang_count);
+        if (gangs) ++gang_count;
+        for (int rank = 0; rank < world; ++rank) {
+          v1::Task* task = AddTask(job, *c.model, c.batch_size,
+                                   split.across_agents() ? SplitStageTarget(split.stages(rank), *c.target) : *c.target,
+                                   now_unix);
+          if (c.rate > 0) task->set_target_qps(c.rate);
+          if (gangs) SetGang(task, gang_id, rank, world);
+          if (repeats > 1) task->set_run(run);
+        }
       }
     }
   }

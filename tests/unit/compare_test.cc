@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -162,10 +163,10 @@ TEST(CompareTest, TasksPairByModelDeviceExecutorAndBatchAndFingerprintsMustMatch
   const v1::Job a = JobOf("job-1", {32, 64, 128}, "mlp/init=aa");
   const v1::Job b = JobOf("job-2", {64, 32, 256}, "mlp/init=aa");
   std::vector<std::string> unpaired;
-  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
   ASSERT_EQ(pairs.size(), 2u);
-  EXPECT_EQ(pairs[0].a->id(), "job-1-t0");
-  EXPECT_EQ(pairs[0].b->id(), "job-2-t1");  // batch 32 with batch 32
+  EXPECT_EQ(pairs[0].a[0]->id(), "job-1-t0");
+  EXPECT_EQ(pairs[0].b[0]->id(), "job-2-t1");  // batch 32 with batch 32
   EXPECT_THAT(pairs[0].key, HasSubstr("batch 32"));
   EXPECT_TRUE(pairs[0].refused.empty());
   ASSERT_EQ(unpaired.size(), 2u);  // 128 in a, 256 in b
@@ -174,12 +175,12 @@ TEST(CompareTest, TasksPairByModelDeviceExecutorAndBatchAndFingerprintsMustMatch
 
   const v1::Job other = JobOf("job-3", {32}, "mlp/init=bb");
   unpaired.clear();
-  const std::vector<TaskPair> refused = PairTasks(a, other, false, &unpaired);
+  const std::vector<RunPair> refused = PairRuns({&a}, {&other}, false, &unpaired);
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_THAT(refused[0].refused, HasSubstr("model fingerprints differ"));
   EXPECT_THAT(refused[0].refused, HasSubstr("--compare-anyway"));
   unpaired.clear();
-  EXPECT_TRUE(PairTasks(a, other, true, &unpaired)[0].refused.empty());
+  EXPECT_TRUE(PairRuns({&a}, {&other}, true, &unpaired)[0].refused.empty());
 }
 
 TEST(CompareTest, ServingTasksPairByScenarioAndRate) {
@@ -193,16 +194,16 @@ TEST(CompareTest, ServingTasksPairByScenarioAndRate) {
     }
   }
   std::vector<std::string> unpaired;
-  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
   ASSERT_EQ(pairs.size(), 2u);
-  EXPECT_EQ(pairs[0].b->id(), "job-2-t1") << "100 q/s with 100 q/s";
+  EXPECT_EQ(pairs[0].b[0]->id(), "job-2-t1") << "100 q/s with 100 q/s";
   EXPECT_THAT(pairs[0].key, HasSubstr("batch 8, serving server at 100 q/s"));
   EXPECT_TRUE(unpaired.empty());
   // A peak search pairs by scenario: its rate is what it found.
   a.mutable_tasks(0)->mutable_result()->mutable_serving()->set_scenario("peak");
   b.mutable_tasks(1)->mutable_result()->mutable_serving()->set_scenario("peak");
   b.mutable_tasks(1)->mutable_result()->mutable_serving()->set_target_qps(321);
-  EXPECT_THAT(PairTasks(a, b, false, &unpaired)[0].key, HasSubstr("serving peak"));
+  EXPECT_THAT(PairRuns({&a}, {&b}, false, &unpaired)[0].key, HasSubstr("serving peak"));
 }
 
 // Serving is judged on its tail: two latency distributions with the same
@@ -240,19 +241,93 @@ TEST(CompareTest, AServingPhaseIsComparedByItsReportedPercentile) {
 TEST(CompareTest, TheJsonNamesItsSchemaMethodAndEveryPair) {
   const v1::Job a = JobOf("job-1", {32}, "f"), b = JobOf("job-2", {32}, "f");
   std::vector<std::string> unpaired;
-  const std::vector<TaskPair> pairs = PairTasks(a, b, false, &unpaired);
-  std::vector<PairResult> results = {
-      {pairs[0], v1::PHASE_TRAIN, CompareSteps(Noisy(50, 100, 0.05, 1), Noisy(50, 120, 0.05, 2), 0.02)}};
-  const auto doc = nlohmann::json::parse(RenderComparison(a, b, results, unpaired, 0.02, "json"));
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  std::vector<PairResult> results = {{pairs[0], v1::PHASE_TRAIN,
+                                      CompareRunPhase(pairs[0], v1::PHASE_TRAIN, {Noisy(50, 100, 0.05, 1)},
+                                                      {Noisy(50, 120, 0.05, 2)}, 0.02, false)}};
+  const auto doc = nlohmann::json::parse(RenderComparison("job-1", "job-2", results, unpaired, 0.02, "json"));
   EXPECT_EQ(doc["schema"], "hetbench.compare/v1");
   EXPECT_EQ(doc["pairs"].size(), 1u);
   EXPECT_EQ(doc["pairs"][0]["verdict"], "slower");
   EXPECT_EQ(doc["pairs"][0]["phase"], "train");
   EXPECT_EQ(doc["pairs"][0]["ci95"].size(), 2u);
-  const std::string table = RenderComparison(a, b, results, unpaired, 0.02, "table");
-  EXPECT_THAT(table, HasSubstr("slower"));
+  EXPECT_EQ(doc["pairs"][0]["runs_a"], 1);
+  EXPECT_THAT(doc["pairs"][0]["note"].get<std::string>(), HasSubstr("ignores run-to-run variance"));
+  const std::string table = RenderComparison("job-1", "job-2", results, unpaired, 0.02, "table");
+  EXPECT_THAT(table, HasSubstr("slower *"));
   EXPECT_THAT(table, HasSubstr("Mann-Whitney"));
-  EXPECT_THAT(RenderComparison(a, b, results, unpaired, 0.02, "csv"), HasSubstr("pair,phase,"));
+  EXPECT_THAT(table, HasSubstr("--repeats 3"));
+  EXPECT_THAT(RenderComparison("job-1", "job-2", results, unpaired, 0.02, "csv"),
+              HasSubstr("pair,phase,runs_a,runs_b,"));
+}
+
+// A job with `repeats` carries its runs: its tasks of one configuration are
+// one side's runs, compared as runs (no note), and an INVALID run withholds
+// the verdict, naming the run.
+TEST(CompareTest, AJobWithRepeatsIsASideOfRuns) {
+  auto repeated = [](const std::string& id, int runs) {
+    v1::Job job = JobOf(id, std::vector<int>(static_cast<size_t>(runs), 64), "mlp/init=aa");
+    for (int i = 0; i < runs; ++i) job.mutable_tasks(i)->set_run(i + 1);
+    return job;
+  };
+  const v1::Job a = repeated("job-1", 3), b = repeated("job-2", 3), single = JobOf("job-3", {64}, "mlp/init=aa");
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_TRUE(unpaired.empty());
+  ASSERT_EQ(pairs[0].a.size(), 3u);
+  ASSERT_EQ(pairs[0].b.size(), 3u);
+  EXPECT_EQ(pairs[0].b[2]->id(), "job-2-t2");
+  const auto ra = Runs(3, 200, 25'000, 0.01, 0.02, 11), rb = Runs(3, 200, 30'000, 0.01, 0.02, 12);
+  const StepComparison runs = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_EQ(runs.runs_a, 3);
+  EXPECT_EQ(runs.runs_b, 3);
+  EXPECT_EQ(runs.verdict, "slower");
+  EXPECT_TRUE(runs.note.empty());
+  // Against a job of one run: the first runs' steps, and the note says what that ignores.
+  const std::vector<RunPair> mixed = PairRuns({&a}, {&single}, false, &unpaired);
+  ASSERT_EQ(mixed.size(), 1u);
+  const StepComparison one = CompareRunPhase(mixed[0], v1::PHASE_TRAIN, ra, {rb[0]}, 0.02, false);
+  EXPECT_EQ(one.runs_b, 1);
+  EXPECT_THAT(one.note, HasSubstr("ignores run-to-run variance"));
+  // An INVALID second run of B: no verdict, and the run is named.
+  v1::Job b_invalid = b;
+  v1::PhaseResult* p = b_invalid.mutable_tasks(1)->mutable_result()->add_phases();
+  p->set_phase(v1::PHASE_TRAIN);
+  p->set_valid(false);
+  p->add_invalid_reasons("too noisy: IQR/median = 0.6");
+  const std::vector<RunPair> with_invalid = PairRuns({&a}, {&b_invalid}, false, &unpaired);
+  const StepComparison withheld = CompareRunPhase(with_invalid[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_EQ(withheld.verdict, "not comparable: run B (job-2-t1, run 2) train INVALID (too noisy)");
+  EXPECT_FALSE(IsChange(withheld));
+}
+
+// The hierarchical bootstrap's interval holds its level when whole runs
+// shift: A/A comparisons of 3 runs a side, each run's median moved by a
+// between-run shift (3%) much larger than its steps' own uncertainty, call
+// "different" (the interval excludes 1, threshold ~0) about 5% of the time,
+// as a 95% interval should; the steps of one run against one run, which
+// cannot see the shift, call it most of the time.
+TEST(CompareTest, TheHierarchicalBootstrapKeepsItsFalseAlarmRateWhenRunsShift) {
+  constexpr int kTrials = 300;
+  int run_alarms = 0, step_alarms = 0, covered = 0;
+  for (uint64_t seed = 1; seed <= kTrials; ++seed) {
+    const auto a = Runs(3, 60, 25'000, 0.03, 0.05, seed), b = Runs(3, 60, 25'000, 0.03, 0.05, seed + 100'000);
+    const StepComparison c = CompareRuns(a, b, 1e-9, 0.5, 300, seed);
+    run_alarms += c.verdict != "no change" ? 1 : 0;
+    covered += c.ci_low <= 1 && 1 <= c.ci_high ? 1 : 0;
+    step_alarms += CompareSteps(a[0], b[0], 1e-9, 300, seed).verdict != "no change" ? 1 : 0;
+  }
+  const double rate = static_cast<double>(run_alarms) / kTrials;
+  std::printf("A/A over %d trials: runs as the unit %d alarms (%.3f), one run's steps %d\n", kTrials, run_alarms, rate,
+              step_alarms);
+  EXPECT_LE(rate, 0.08) << "runs as the unit: at most the nominal 5% (plus sampling error)";
+  EXPECT_GE(rate, 0.01) << "not so wide that it never sees anything";
+  EXPECT_EQ(covered, kTrials - run_alarms);
+  EXPECT_GE(step_alarms, kTrials / 2) << "one run against one: the shift between runs looks like a change";
+  // A 10% shift with 5 runs a side is found.
+  const auto a = Runs(5, 60, 25'000, 0.03, 0.05, 1), b = Runs(5, 60, 27'500, 0.03, 0.05, 2);
+  EXPECT_EQ(CompareRuns(a, b, 0.02).verdict, "slower");
 }
 
 }  // namespace

@@ -351,6 +351,21 @@ TEST(JobSpecTest, ParallelRanksCountTowardsTheTaskLimit) {
   EXPECT_THAT(m, HasSubstr("models x targets x batch_sizes x sum(parallel.devices) = 1920 tasks: at most 1024"));
 }
 
+TEST(JobSpecTest, RepeatsDefaultToOneAreBoundedAndCountTowardsTheTaskLimit) {
+  v1::JobSpec in;
+  EXPECT_EQ(WithDefaults(in).repeats(), 1) << "the effective spec states it";
+  in.set_repeats(50);
+  EXPECT_TRUE(ValidateJobSpec(WithDefaults(in)).ok());
+  in.set_repeats(51);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()), HasSubstr("repeats = 51: must be in [1, 50]"));
+  in.set_repeats(-2);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()), HasSubstr("repeats = -2"));
+  in.set_repeats(30);
+  for (int b = 1; b <= 40; ++b) in.add_batch_sizes(b);
+  EXPECT_THAT(std::string(ValidateJobSpec(WithDefaults(in)).message()),
+              HasSubstr("models x targets x batch_sizes x repeats = 1200 tasks: at most 1024"));
+}
+
 TEST(JobSpecTest, SplitStagesMustBeContiguousFromLayerZero) {
   v1::JobSpec in;
   auto stage = [&](const std::string& layers) {

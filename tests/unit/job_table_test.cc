@@ -55,6 +55,28 @@ TEST(JobTableTest, AGangPerDeviceCountWithConsecutiveRanks) {
   EXPECT_EQ(job.tasks(2).gang().world_size(), 2);
 }
 
+TEST(JobTableTest, RepeatsRunEveryConfigurationOnceBeforeAnyTwice) {
+  JobTable table;
+  v1::JobSpec spec = Spec({"mlp"}, {32}, 2);  // targets A (cpu) and B (gpu)
+  spec.set_repeats(3);
+  const v1::Job& job = table.Create(spec, "", 1000).job;
+  ASSERT_EQ(job.tasks_size(), 6);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(job.tasks(i).run(), i / 2 + 1) << i;
+    EXPECT_EQ(job.tasks(i).target().device_kind(), i % 2 == 0 ? v1::DEVICE_KIND_CPU : v1::DEVICE_KIND_GPU)
+        << "A B A B, not A A B B: " << i;
+  }
+  // Gangs are per run: each run's gang its own.
+  spec.set_repeats(2);
+  spec.mutable_parallel()->add_devices(2);
+  const v1::Job& gangs = table.Create(spec, "", 1001).job;
+  ASSERT_EQ(gangs.tasks_size(), 8);
+  EXPECT_NE(gangs.tasks(0).gang().id(), gangs.tasks(4).gang().id());
+  EXPECT_EQ(gangs.tasks(4).run(), 2);
+  // One run: the field stays unset, as before repeats existed.
+  EXPECT_EQ(table.Create(Spec({"mlp"}, {32}), "", 1002).job.tasks(0).run(), 0);
+}
+
 TEST(JobTableTest, JobStateFollowsItsTasksAndAnEndedJobIsEvictedAfterTheCommit) {
   JobTable table;
   LiveJob& live = table.Create(Spec({"mlp"}, {32, 64}), "req", 1000);

@@ -90,6 +90,7 @@ TEST(SpecYamlTest, RoundTripsTheEffectiveSpec) {
   v1::JobSpec spec = WithDefaults(*ParseJobSpecYaml(ReadFixture("sweep.yaml")));
   spec.mutable_targets(0)->set_agent_id("node-7");
   (*spec.mutable_targets(0)->mutable_labels())["rack"] = "r1";
+  spec.set_repeats(3);
   auto again = ParseJobSpecYaml(JobSpecToYaml(spec));
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(spec);
   EXPECT_EQ(again->SerializeAsString(), spec.SerializeAsString()) << JobSpecToYaml(spec);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `repeats: N` with the real binaries on loopback:
+#  - bad repeats refused at submit, naming the field, nothing stored;
+#  - a job of two configurations (batch 32 and 64) with --repeats 2 has four
+#    tasks in the order run 1 of each, then run 2 of each (A B A B), each
+#    labelled with its run, and they ran in that order on the one device;
+#  - the effective spec says repeats: 2 (and 1 when not given), `get job -o yaml` too;
+#  - compare of two such jobs compares runs as runs (2/2 a side, no note)
+#    and follows its schema; against a job of one run it says that the
+#    verdict ignores run-to-run variance;
+#  - history has one row per job and configuration with its runs counted;
+#  - the report labels every run.
+# Usage: repeats_test.sh SERVER AGENT CLI SCHEMAS_DIR
+set -euo pipefail
+SERVER=$1 AGENT=$2 CLI=$3 SCHEMAS=$4
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+e2e_begin "repeats"
+start_coordinator "$SERVER" "$CLI"
+"$AGENT" --agent-id rep --threads 1 --qpu-sim off --python-runner off --calibration off >>"$WORK/agent.log" 2>&1 &
+PIDS+=($!)
+wait_for 60 agent_connected "$CLI" rep || fail "agent did not connect"
+
+# ---- bad input: refused, nothing stored
+short=(-m mlp --min-steps 10 --max-steps 10 --warmup-steps 2 --infer-max-batches 6 --min-duration 0)
+for bad in 51 -1; do
+  if "$CLI" submit "${short[@]}" --repeats "$bad" >"$WORK/bad.out" 2>&1; then fail "--repeats $bad accepted"; fi
+  grep -qF "repeats = $bad: must be in [1, 50]" "$WORK/bad.out" || fail "the error does not name repeats: $(cat "$WORK/bad.out")"
+done
+if "$CLI" submit "${short[@]}" -b 8,16,32,64,128,256,512 --repeats 50 -m mlp,cnn,rnn >"$WORK/bad.out" 2>&1; then
+  fail "3 models x 7 batch sizes x 50 repeats = 1050 tasks accepted"
+fi
+grep -qF "x repeats" "$WORK/bad.out" || fail "the task-count error does not count the repeats: $(cat "$WORK/bad.out")"
+[[ $("$CLI" get jobs -o json | jq '.jobs | length') == 0 ]] || fail "a refused spec left a job behind"
+
+# ---- two jobs of 2 configurations x 2 runs, one job of one run
+jobs=()
+for _ in 1 2; do
+  jobs+=("$("$CLI" submit "${short[@]}" -b 32,64 --repeats 2 --name rep)") || fail "submit with --repeats failed"
+done
+single=$("$CLI" submit "${short[@]}" -b 32,64 --name single) || fail "submit without repeats failed"
+wait_for 240 all_jobs_ended "$CLI" || fail "the jobs did not end"
+"$CLI" get job "${jobs[0]}" -o json >"$WORK/job.json"
+[[ $(jq -r '.state' "$WORK/job.json") == JOB_STATE_SUCCEEDED ]] || fail "the repeated job failed: $(jq -c '[.tasks[].error]' "$WORK/job.json")"
+order=$(jq -r '[.tasks[] | "\(.batch_size):\(.run)"] | join(" ")' "$WORK/job.json")
+[[ $order == "32:1 64:1 32:2 64:2" ]] || fail "tasks not interleaved run by run: $order"
+jq -e '[.tasks[].started_unix_seconds] as $s | $s == ($s | sort)' "$WORK/job.json" >/dev/null ||
+  fail "the runs did not start in task order: $(jq -c '[.tasks[].started_unix_seconds]' "$WORK/job.json")"
+[[ $(jq -r '.spec.repeats' "$WORK/job.json") == 2 ]] || fail "the effective spec does not say repeats 2"
+[[ $("$CLI" get job "$single" -o json | jq -r '.spec.repeats') == 1 ]] || fail "the default repeats is not stated as 1"
+"$CLI" get job "${jobs[0]}" -o yaml >"$WORK/rerun.yaml"
+grep -q "^repeats: 2" "$WORK/rerun.yaml" || fail "get job -o yaml lacks repeats"
+echo "repeats: 2 configurations x 2 runs ran in order $order"
+
+# ---- compare: runs as runs, then against one run
+"$CLI" compare "${jobs[0]}" "${jobs[1]}" -o json >"$WORK/runs.json" || fail "compare of repeated jobs failed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/runs.json" >"$WORK/schema.txt" ||
+  fail "compare -o json breaks its schema: $(cat "$WORK/schema.txt")"
+[[ $(jq '.pairs | length' "$WORK/runs.json") == 4 ]] || fail "not 2 configurations x 2 phases: $(jq -c '[.pairs[].key]' "$WORK/runs.json")"
+jq -e '.pairs | all(.runs_a == 2 and .runs_b == 2 and (has("note") | not))' "$WORK/runs.json" >/dev/null ||
+  fail "the runs were not compared as runs: $(jq -c '[.pairs[] | [.runs_a, .runs_b, .note]]' "$WORK/runs.json")"
+"$CLI" compare "${jobs[0]}" "${jobs[1]}" | tee "$WORK/runs.txt" | grep -q " 2/2 " || fail "the table does not show 2/2 runs"
+"$CLI" compare "${jobs[0]}" "$single" -o json >"$WORK/one.json" || fail "compare against one run failed"
+jq -e '.pairs | all(.runs_b == 1 and (.note | test("ignores run-to-run variance")))' "$WORK/one.json" >/dev/null ||
+  fail "against one run the note is missing: $(jq -c '[.pairs[] | [.runs_a, .runs_b, .note]]' "$WORK/one.json")"
+"$CLI" compare "${jobs[0]}" "$single" | grep -q "repeats 3" || fail "the table does not say how to compare runs"
+echo "compare of runs: $(jq -c '[.pairs[] | {phase, runs_a, runs_b, ratio, ci95, verdict}]' "$WORK/runs.json")"
+
+# ---- history: a row per job and configuration, its runs counted
+"$CLI" history --model mlp -o json >"$WORK/history.json" || fail "history failed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/history.v1.json" "$WORK/history.json" >"$WORK/schema.txt" ||
+  fail "history -o json breaks its schema: $(cat "$WORK/schema.txt")"
+runs=$(jq -r --arg j "${jobs[1]}" '[.rows[] | select(.job == $j) | .runs] | join(" ")' "$WORK/history.json")
+[[ $runs == "2 2" ]] || fail "history of the repeated job: rows with runs '$runs', not '2 2'"
+
+# ---- the report labels every run
+"$CLI" report "${jobs[0]}" >"$WORK/report.txt" || fail "report failed"
+grep -q "run 2" "$WORK/report.txt" || fail "the report does not label the runs"
+ok=1
+echo "e2e repeats: OK"
