@@ -26,6 +26,7 @@
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
+#include "bench/machine.h"
 #include "report/compare.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
@@ -177,10 +178,10 @@ int main(int argc, char** argv) {
   };
   agent::TorchExecutor slowed(slow_config);
 
-  std::printf("model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
-              "injected slowdown %.3g, %d run(s) per side\n",
-              model.c_str(), static_cast<long>(bs), static_cast<long>(steps), static_cast<long>(infer_batches),
-              threshold, slowdown, runs);
+  std::printf("CPU %s; model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
+              "injected slowdown %.3g, %d run(s) per side, %d LibTorch thread(s) (0 = all cores)\n",
+              bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), static_cast<long>(steps),
+              static_cast<long>(infer_batches), threshold, slowdown, runs, threads);
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone

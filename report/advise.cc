@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 
@@ -12,6 +14,7 @@
 #include "report/render/common.h"
 #include "common/job_spec.h"
 #include "common/names.h"
+#include "common/stats.h"
 
 namespace hetbench::report {
 
@@ -81,11 +84,12 @@ struct Group {
   std::string model;
   int batch_size = 0;
   KindTasks tasks;  // the first succeeded task with layer timings, per kind
+  std::map<v1::DeviceKind, std::vector<const v1::Task*>> runs;  // every such task per kind (repeats), in order
 };
 
 // The (model, batch size) with succeeded per-layer timings on the most kinds.
 absl::StatusOr<Group> ChooseGroup(const v1::Job& job, const AdviseOptions& options) {
-  std::map<std::pair<std::string, int>, KindTasks> groups;
+  std::map<std::pair<std::string, int>, std::map<v1::DeviceKind, std::vector<const v1::Task*>>> groups;
   for (const v1::Task& t : job.tasks()) {
     if (t.state() != v1::TASK_STATE_SUCCEEDED || t.result().layers_size() == 0 || t.gang().world_size() > 1 ||
         t.result().split_size() > 0 || render::FindPhase(t, v1::PHASE_TRAIN) == nullptr) {
@@ -94,9 +98,9 @@ absl::StatusOr<Group> ChooseGroup(const v1::Job& job, const AdviseOptions& optio
     const std::string model = render::TaskModel(job, t);
     if (!options.model.empty() && model != options.model) continue;
     if (options.batch_size > 0 && t.batch_size() != options.batch_size) continue;
-    groups[{model, t.batch_size()}].emplace(t.device_kind(), &t);
+    groups[{model, t.batch_size()}][t.device_kind()].push_back(&t);
   }
-  const KindTasks* chosen = nullptr;
+  const std::map<v1::DeviceKind, std::vector<const v1::Task*>>* chosen = nullptr;
   std::pair<std::string, int> key;
   for (const auto& [k, kinds] : groups) {
     if (chosen == nullptr || kinds.size() > chosen->size()) chosen = &kinds, key = k;
@@ -107,7 +111,9 @@ absl::StatusOr<Group> ChooseGroup(const v1::Job& job, const AdviseOptions& optio
         options.model.empty() ? "" : absl::StrCat(" of ", options.model),
         "; submit the model on each device kind with --layers, e.g. hetbench submit -m qnn -t cpu -t qpu-sim --layers"));
   }
-  return Group{key.first, key.second, *chosen};
+  KindTasks first;
+  for (const auto& [kind, runs] : *chosen) first[kind] = runs.front();
+  return Group{key.first, key.second, first, *chosen};
 }
 
 // Each kind's layer times (scaled to its measured step), power and rate;
@@ -296,6 +302,63 @@ void SearchPlans(const Profiles& profiles, const std::vector<int64_t>& out_bytes
   extend(0);
 }
 
+// With repeats (every kind run k >= 2 times): run r's profiles from run r of
+// each kind; empty otherwise.
+absl::StatusOr<std::vector<Profiles>> RunProfiles(const Group& group, size_t layers) {
+  size_t k = SIZE_MAX;
+  for (const auto& [kind, runs] : group.runs) k = std::min(k, runs.size());
+  std::vector<Profiles> out;
+  if (k < 2 || k == SIZE_MAX) return out;
+  for (size_t r = 0; r < k; ++r) {
+    KindTasks tasks;
+    for (const auto& [kind, runs] : group.runs) tasks[kind] = runs[r];
+    Advice scratch;  // per-layer power is listed once, from the first runs
+    auto profiles = BuildProfiles(tasks, layers, scratch);
+    if (!profiles.ok()) return profiles.status();
+    out.push_back(std::move(*profiles));
+  }
+  return out;
+}
+
+// The profile the plans are searched on: each kind's measured step and each
+// layer's time the median over the runs (no change with one run).
+void MedianOverRuns(const std::vector<Profiles>& runs, Profiles& profiles) {
+  if (runs.size() < 2) return;
+  for (auto& [kind, p] : profiles) {
+    std::vector<double> v;
+    for (const Profiles& r : runs) v.push_back(r.at(kind).measured_step_ns);
+    p.measured_step_ns = MedianInPlace(v);
+    for (size_t l = 0; l < p.layer_ns.size(); ++l) {
+      v.clear();
+      for (const Profiles& r : runs) v.push_back(r.at(kind).layer_ns[l]);
+      p.layer_ns[l] = MedianInPlace(v);
+    }
+  }
+}
+
+// The advised plan under each run's profiles, and a 95% interval for one
+// new run of it: log predictions' mean and spread s over k runs, the median
+// profile's prediction +/- t(0.975, k-1) x s x sqrt(1 + 1/k). It covers the
+// noise between runs, not the model's own error (see the assumptions).
+void PredictionInterval(const std::vector<Profiles>& runs, const std::vector<int64_t>& out_bytes, Advice& advice) {
+  if (runs.size() < 2 || !(advice.best.step_ns > 0)) return;
+  std::vector<double> logs;
+  for (const Profiles& r : runs) {
+    const double ns = Evaluate(advice.best.stages, r, out_bytes, advice).step_ns;
+    advice.run_step_ns.push_back(ns);
+    if (ns > 0) logs.push_back(std::log(ns));
+  }
+  if (logs.size() < 2) return;
+  double mean = 0, var = 0;
+  for (double l : logs) mean += l;
+  mean /= static_cast<double>(logs.size());
+  for (double l : logs) var += (l - mean) * (l - mean);
+  const double k = static_cast<double>(logs.size());
+  const double half = StudentTQuantile(0.975, k - 1) * std::sqrt(var / (k - 1)) * std::sqrt(1 + 1 / k);
+  advice.interval_low_ns = advice.best.step_ns * std::exp(-half);
+  advice.interval_high_ns = advice.best.step_ns * std::exp(half);
+}
+
 // What the prediction assumes, in the order the report lists it.
 void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   advice.assumptions = {
@@ -323,6 +386,12 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
   }
+  advice.assumptions.push_back(
+      advice.runs >= 2
+          ? absl::StrCat("steps and layer times are the median over ", advice.runs,
+                         " runs (repeats); the 95% prediction interval covers the noise between runs, not the "
+                         "model's own error")
+          : "one run of each kind: no prediction interval (profile with --repeats 3 for one)");
 }
 
 }  // namespace
@@ -345,6 +414,10 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
   }
   auto profiles = BuildProfiles(group->tasks, layers, advice);
   if (!profiles.ok()) return profiles.status();
+  auto per_run = RunProfiles(*group, layers);
+  if (!per_run.ok()) return per_run.status();
+  MedianOverRuns(*per_run, *profiles);
+  advice.runs = static_cast<int>(std::max<size_t>(per_run->size(), 1));
   if (auto s = CheckObjective(*profiles, options.objective); !s.ok()) return s;
   if (auto s = ChooseLink(job, options, advice); !s.ok()) return s;
   if (!options.plan.empty()) {
@@ -365,6 +438,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     s.as_plan = Evaluate({Stage{0, static_cast<int>(layers), kind}}, *profiles, out_bytes, advice);
     advice.singles.push_back(std::move(s));
   }
+  PredictionInterval(*per_run, out_bytes, advice);
   AddAssumptions(options, advice);
   return advice;
 }
@@ -409,6 +483,12 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
       o["profiled_layers_sum_ms"] = s.profiled_sum_ns / 1e6;
       j["single_devices"].push_back(o);
     }
+    j["runs"] = a.runs;
+    j["run_step_ms"] = nlohmann::json::array();
+    for (double ns : a.run_step_ns) j["run_step_ms"].push_back(ns / 1e6);
+    j["prediction_interval_ms"] = a.interval_high_ns > 0
+                                      ? nlohmann::json::array({a.interval_low_ns / 1e6, a.interval_high_ns / 1e6})
+                                      : nlohmann::json();
     j["link_gbytes_per_second"] = a.link_gbytes_per_second;
     j["link_source"] = a.link_source;
     j["plans_considered"] = a.plans_considered;
@@ -433,6 +513,15 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
                                              rows));
   absl::StrAppend(&out, "J_PER_STEP: * = from MODELED power, not measured; - = no power figure. USD_PER_1K: - = no "
                        "hourly rate (give --cost KIND=USD_PER_HOUR).\n");
+  if (a.interval_high_ns > 0) {
+    std::vector<std::string> each;
+    for (double ns : a.run_step_ns) each.push_back(render::Ms(ns));
+    absl::StrAppend(&out, "95% prediction interval for a run of the ", a.plan_given ? "plan" : "advised plan", ": ",
+                    render::Ms(a.interval_low_ns), "-", render::Ms(a.interval_high_ns), " ms per step, from ", a.runs,
+                    " runs' profiles (each run predicts ", absl::StrJoin(each, ", "), " ms)\n");
+  } else {
+    absl::StrAppend(&out, "no prediction interval: one run of each kind (profile with --repeats 3 for one)\n");
+  }
   absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
                   SplitFlag(a.best, layers), a.across_agents ? " --split-across-agents" : "",
                   "   (or: hetbench advise ", a.job_id, " ... --verify)\n");

@@ -15,7 +15,13 @@
 ///  - stages run one after another (no micro-batches): the step is the sum;
 ///  - energy: each layer's time x its kind's measured (or modeled) average
 ///    training power, a transfer's time x both kinds' power;
-///  - cost: the step time x the hourly rates of every kind the plan holds.
+///  - cost: the step time x the hourly rates of every kind the plan holds;
+///  - with `repeats` (every kind profiled k >= 2 times): each kind's step and
+///    layer times are the median over its runs, and the advised plan is also
+///    predicted under each run's profile alone, giving a 95% prediction
+///    interval for one new run (Student's t on the k runs' log predictions,
+///    widened by sqrt(1 + 1/k)); it covers the noise between runs, not the
+///    model's own error.
 
 #include <string>
 #include <vector>
@@ -84,6 +90,9 @@ struct Advice {
   bool plan_given = false;     // --plan: predicted, not searched
   bool across_agents = false;
   std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
+  int runs = 1;                              // runs of each kind the figures are the median over
+  std::vector<double> run_step_ns;           // the plan under each run's profile (runs >= 2)
+  double interval_low_ns = 0, interval_high_ns = 0;  // 95% prediction interval; 0 without repeats
   std::vector<std::string> assumptions;
 };
 

@@ -48,13 +48,14 @@ def _task_columns(job, t):
         "device_kind": _kind(t.device_kind),
         "device_model": env.device_model,
         "batch_size": t.batch_size,
+        "run": t.run or 1,  # which of the spec's `repeats` runs (1 when the job has one run of each task)
         "task_state": _state(common_pb2.TaskState, t.state, "TASK_STATE_"),
         "simulated": env.simulated,
     }
 
 
 RESULT_COLUMNS = ["job_id", "task_id", "model", "agent_id", "device_id", "device_kind", "device_model", "batch_size",
-                  "task_state", "simulated", "phase", "steps", "items", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
+                  "run", "task_state", "simulated", "phase", "steps", "items", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
                   "stddev_ms", "iqr_ms", "samples_per_second", "window_seconds", "valid", "invalid_reasons",
                   "energy_joules", "joules_per_sample", "power_source", "usd_per_1000_samples"]
 
@@ -97,7 +98,7 @@ def results_frame(job):
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-SERVING_COLUMNS = ["job_id", "task_id", "model", "agent_id", "device_id", "device_kind", "batch_size", "replicas",
+SERVING_COLUMNS = ["job_id", "task_id", "model", "agent_id", "device_id", "device_kind", "batch_size", "run", "replicas",
                    "scenario", "target_qps", "achieved_qps", "queries_scheduled", "queries_answered", "latency_p50_ms",
                    "latency_p90_ms", "latency_p99_ms", "percentile", "early_stopping_ms", "latency_bound_ms",
                    "over_bound", "issue_delay_p99_us", "samples_per_query", "ttft_p50_ms", "ttft_p99_ms",
@@ -187,7 +188,7 @@ def concat(pages):
     return pd.concat(pages, ignore_index=True)
 
 
-LONG_COLUMNS = ["job_id", "task_id", "model", "device_kind", "device_model", "executor", "batch_size", "phase",
+LONG_COLUMNS = ["job_id", "task_id", "model", "device_kind", "device_model", "executor", "batch_size", "run", "phase",
                 "metric", "value", "unit", "lo", "hi", "source", "valid", "invalid_reasons"]
 
 
@@ -200,7 +201,7 @@ def long_frame(job):
         env = t.result.environment
         base = {"job_id": job.id, "task_id": t.id, "model": t.model or (job.spec.models[0] if job.spec.models else ""),
                 "device_kind": _kind(t.device_kind), "device_model": env.device_model,
-                "executor": env.executor or t.executor, "batch_size": t.batch_size}
+                "executor": env.executor or t.executor, "batch_size": t.batch_size, "run": t.run or 1}
         timing_source = "simulated" if env.simulated else "measured"
         for p in t.result.phases:
             s = p.stats

@@ -59,15 +59,22 @@ submitted() {  # submitted SUBMIT_FLAGS...: submits, waits for the end, prints t
 link_job=$(submitted -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
   --min-duration 0)
 [[ $("$CLI" get job "$link_job" -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "the link job $link_job failed"
-for case in "mlp 0-2:cpu,3-:cpu 100" "cnn 0-7:cpu,8-:cpu 30"; do
-  read -r model plan steps <<<"$case"
+# cnn is profiled 3 times (--repeats 3): the advice is the median of the runs, with a prediction interval.
+for case in "mlp 0-2:cpu,3-:cpu 100 1" "cnn 0-7:cpu,8-:cpu 30 3"; do
+  read -r model plan steps repeats <<<"$case"
   timed=$(submitted -m "$model" -b 64 -t cpu --layers --layer-steps 5 --warmup-steps 5 --min-steps "$steps" \
-    --min-duration 0 --infer-max-batches 1)
+    --min-duration 0 --infer-max-batches 1 --repeats "$repeats")
   "$CLI" advise "$timed" --plan "$plan" --across-agents --link-from "$link_job" -o json >"$WORK/plan.json" \
     || fail "advise --plan for $model failed"
   [[ $(jq -r '.plan_given and .across_agents' "$WORK/plan.json") == true ]] || fail "the advice does not say the plan was given"
   [[ $(jq -r '.link_source' "$WORK/plan.json") == "measured by $link_job's split tasks across agents" ]] \
     || fail "the link is not $link_job's: $(jq -r '.link_source' "$WORK/plan.json")"
+  [[ $(jq -r '.runs' "$WORK/plan.json") == "$repeats" ]] || fail "the advice is not over $repeats runs"
+  if ((repeats > 1)); then
+    jq -e '(.prediction_interval_ms | length) == 2 and .prediction_interval_ms[0] <= .best.step_ms and
+      .best.step_ms <= .prediction_interval_ms[1]' "$WORK/plan.json" >/dev/null ||
+      fail "no prediction interval around the step from $repeats runs: $(jq -c '[.prediction_interval_ms, .best.step_ms]' "$WORK/plan.json")"
+  fi
   "$CLI" advise "$timed" --plan "$plan" --across-agents --link-from "$link_job" --verify --verify-steps "$steps" \
     >"$WORK/verify.out" 2>"$WORK/verify.err" || fail "advise --verify for $model failed: $(tail -3 "$WORK/verify.err")"
   line=$(cat "$WORK/verify.out")
@@ -76,6 +83,10 @@ for case in "mlp 0-2:cpu,3-:cpu 100" "cnn 0-7:cpu,8-:cpu 30"; do
   "$CLI" get job "${BASH_REMATCH[1]}" -o json >"$WORK/verify.json"
   [[ $(jq -r '.tasks | map(.agent_id) | unique | length' "$WORK/verify.json") == 2 ]] \
     || fail "the verification of $model did not run on both agents"
-  echo "advise ($model, $timed, link from $link_job): $line"
+  if ((repeats > 1)); then
+    grep -qE "^measured (within|OUTSIDE) the 95% prediction interval" "$WORK/verify.out" ||
+      fail "--verify does not judge the measurement against the interval: $line"
+  fi
+  echo "advise ($model, $timed, link from $link_job): $(tr '\n' ' ' <<<"$line")"
 done
 ok=1

@@ -67,6 +67,44 @@ TEST(AdviseTest, TimePutsEachLayerWhereItIsFastestWhenTheLinkIsCheap) {
   EXPECT_EQ(a->link_source, "given (--link-gbytes-per-second)");
 }
 
+// Three runs of each kind (repeats): the plan is searched on the median of
+// the runs, and each run's own profile gives the prediction interval for a
+// new run; the median, not the outlying run, sets the prediction.
+TEST(AdviseTest, RepeatsGiveMedianProfilesAndAPredictionInterval) {
+  v1::Job job;
+  job.set_id("job-8");
+  const double scale[] = {1.0, 1.04, 1.5};  // run 3 of the cpu an outlier
+  for (int r = 0; r < 3; ++r) {
+    v1::Task cpu = Timed(absl::StrCat("job-8-t", 2 * r), v1::DEVICE_KIND_CPU,
+                         {1 * scale[r], 10 * scale[r], 1 * scale[r]}, 100, 1.0);
+    v1::Task qpu = Timed(absl::StrCat("job-8-t", 2 * r + 1), v1::DEVICE_KIND_QPU_SIM, {5, 2, 4}, 10, 100.0);
+    cpu.set_run(r + 1);
+    qpu.set_run(r + 1);
+    *job.add_tasks() = cpu;
+    *job.add_tasks() = qpu;
+  }
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1.0;
+  o.plan = {"0-:cpu"};
+  auto a = Advise(job, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->runs, 3);
+  ASSERT_EQ(a->run_step_ns.size(), 3u);
+  EXPECT_NEAR(a->best.step_ns, 12.48e6, 1e3) << "the median run (x1.04), not the mean";
+  EXPECT_NEAR(a->run_step_ns[2], 18e6, 1e3);
+  EXPECT_LT(a->interval_low_ns, 12e6);
+  EXPECT_GT(a->interval_high_ns, 18e6) << "the interval covers the runs it came from";
+  EXPECT_THAT(RenderAdvice(*a, OutputFormat::kTable), HasSubstr("95% prediction interval"));
+  const auto j = nlohmann::json::parse(RenderAdvice(*a, OutputFormat::kJson));
+  EXPECT_EQ(j["runs"], 3);
+  EXPECT_EQ(j["prediction_interval_ms"].size(), 2u);
+  // One run of each kind: no interval, and the output says how to get one.
+  auto one = Advise(TwoKinds(), o);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->interval_high_ns, 0);
+  EXPECT_THAT(RenderAdvice(*one, OutputFormat::kTable), HasSubstr("--repeats 3"));
+}
+
 TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
   AdviseOptions o;
   o.link_gbytes_per_second = 1e-5;  // 4096 B take 0.4 s
