@@ -287,7 +287,8 @@ std::string PairKey(const v1::Job& job, const v1::Task& t) {
   const v1::ServingRun& sv = t.result().serving();
   const std::string serving = sv.scenario().empty() ? ""
                               : sv.scenario() == "server"
-                                  ? absl::StrFormat(", serving server at %g q/s", sv.target_qps())
+                                  ? absl::StrFormat(", serving server at %g q/s",
+                                                    sv.target_qps() > 0 ? sv.target_qps() : t.target_qps())
                                   : absl::StrCat(", serving ", sv.scenario());
   return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
                       e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
@@ -303,13 +304,19 @@ struct Groups {
   std::map<std::string, const v1::Job*> first_job;
 };
 
+// Runs of one configuration share their key and differ in `run`. Tasks of
+// one job and run with the same key (a spec whose configurations the key
+// cannot tell apart) are different configurations, told apart by their
+// order: the k-th such task of each run is one group, " (k+1.)" on its key.
 Groups GroupSide(const std::vector<const v1::Job*>& side) {
   Groups g;
   for (const v1::Job* side_job : side) {
     const v1::Job& job = *side_job;
+    std::map<std::pair<std::string, int>, int> seen;  // (key, run) -> tasks so far
     for (const v1::Task& t : job.tasks()) {
       if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
-      const std::string key = PairKey(job, t);
+      std::string key = PairKey(job, t);
+      if (const int k = seen[{key, t.run()}]++; k > 0) absl::StrAppend(&key, " (", k + 1, ".)");
       auto [it, fresh] = g.runs.try_emplace(key);
       if (fresh) {
         g.order.push_back(key);
@@ -370,9 +377,13 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
   } else {
     c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
                      steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);
-    c.runs_a = static_cast<int64_t>(std::min<size_t>(steps_a.size(), 1));
-    c.runs_b = static_cast<int64_t>(std::min<size_t>(steps_b.size(), 1));
-    c.note = "one run a side: the verdict ignores run-to-run variance (repeats: N compares runs)";
+    auto with_steps = [](const std::vector<std::vector<double>>& runs) {
+      return static_cast<int64_t>(std::count_if(runs.begin(), runs.end(), [](const auto& r) { return !r.empty(); }));
+    };
+    c.runs_a = with_steps(steps_a);  // the runs each side had; the first of each was compared
+    c.runs_b = with_steps(steps_b);
+    c.note = "a side of one run: the first runs' steps compared, so the verdict ignores run-to-run variance "
+             "(repeats: N on both sides compares runs)";
   }
   std::vector<std::string> sides;
   for (auto [tasks, run] : {std::pair{&pair.a, "A"}, std::pair{&pair.b, "B"}}) {
@@ -411,9 +422,9 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
                                "the geometric mean of the runs' statistics"},
                      {"interval", "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
                                   "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
-                                  "steps within runs); one run a side: 95% percentile bootstrap over the steps "
+                                  "steps within runs); a side of one run: 95% percentile bootstrap over the steps "
                                   "(queries) of both runs, which ignores run-to-run variance"},
-                     {"test", "runs >= 2 a side: that t test; one run a side: two-sided Mann-Whitney U, normal "
+                     {"test", "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
                               "approximation, tie-corrected"},
                      {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
                                  "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
@@ -492,7 +503,7 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
       method, "\n");
   if (one_run) {
     absl::StrAppend(&out,
-                    "* one run a side: the verdict ignores run-to-run variance, which on a busy machine can exceed "
+                    "* a side of one run: the verdict ignores run-to-run variance, which on a busy machine can exceed "
                     "the threshold; submit with --repeats 3 (or compare JOB,JOB,... sides) to compare runs\n");
   }
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");

@@ -35,7 +35,8 @@ namespace hetbench::report {
 
 struct StepComparison {
   int64_t n_a = 0, n_b = 0;        // steps measured on each side (all runs)
-  int64_t runs_a = 1, runs_b = 1;  // runs compared on each side (CompareRuns: those with 5 steps or more)
+  // Runs on each side: CompareRuns' those with 5 steps or more; else those with steps (the first compared).
+  int64_t runs_a = 1, runs_b = 1;
   double median_a_ns = 0, median_b_ns = 0;  // per sample
   double quantile = 0.5;                    // the statistic compared: 0.5 the median, 0.99 p99 (nearest rank)
   double stat_a_ns = 0, stat_b_ns = 0;      // that statistic on each side; the ratio is of these
@@ -43,7 +44,7 @@ struct StepComparison {
   double p_value = 1;
   std::string verdict;  // "faster", "slower", "no change", "too few steps", "too few runs", or "not comparable: ..."
   std::string invalid;  // "run B train INVALID (too noisy)"; empty when both sides' phase is valid
-  // Set when one side had a single run: "one run a side: ignores run-to-run variance".
+  // Set when a side had a single run: "... the verdict ignores run-to-run variance ...".
   std::string note;
 };
 

@@ -155,7 +155,7 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
   absl::StrAppend(&body, "</table>\n");
   if (one_run) {
     absl::StrAppend(&body,
-                    "<p>* one run a side: the verdict ignores run-to-run variance, which on a busy machine can exceed "
+                    "<p>* a side of one run: the verdict ignores run-to-run variance, which on a busy machine can exceed "
                     "the threshold. Submit with <code>--repeats 3</code> to compare runs.</p>\n");
   }
   for (const std::string& u : unpaired) absl::StrAppend(&body, "<p>unpaired: ", Escape(u), "</p>\n");

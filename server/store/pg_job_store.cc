@@ -112,7 +112,8 @@ absl::Status CreatePgSchema(PGconn* conn) {
   // The DDL (CREATE OR REPLACE TRIGGER) locks the tables against writes: a
   // connection opened while the leader writes must not queue behind its
   // transactions, and hold up the ones after. So it runs only on a database
-  // that does not have this schema version yet.
+  // that does not have this schema version yet (an older one is upgraded:
+  // every statement of the schema is idempotent).
   const std::string probe = absl::StrCat(
       "SELECT 1 FROM pg_class WHERE relname = 'hetbench_meta' AND relkind = 'r' AND pg_table_is_visible(oid) AND "
       "EXISTS (SELECT 1 FROM hetbench_meta WHERE key = 'schema_version' AND value = '",
@@ -124,7 +125,8 @@ absl::Status CreatePgSchema(PGconn* conn) {
   const std::string sql =
       absl::StrCat("BEGIN; SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey,
                    ");", pg::kSchema, "INSERT INTO hetbench_meta VALUES ('schema_version', '", pg::kSchemaVersion,
-                   "') ON CONFLICT (key) DO NOTHING; COMMIT;");
+                   "') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE "
+                   "hetbench_meta.value::integer < EXCLUDED.value::integer; COMMIT;");
   PGresult* res = PQexec(conn, sql.c_str());
   const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
   std::string msg = ok ? "" : PQresultErrorMessage(res);

@@ -4,7 +4,8 @@
 
 namespace hetbench::server::pg {
 
-inline constexpr int kSchemaVersion = 1;
+/// 2: sample and power batches compressed with lz4.
+inline constexpr int kSchemaVersion = 2;
 
 /// Advisory lock keys: the leader's session lock and the schema creation's
 /// transaction lock ("hetb" and "hets" as integers).
@@ -94,6 +95,26 @@ CREATE TABLE IF NOT EXISTS power_batches (
   batch bytea NOT NULL,            -- hetbench.v1.PowerBatch
   PRIMARY KEY (task_id, attempt, seq)
 );
+-- Batches compress with lz4 rather than the default pglz: the coordinator's
+-- ingest into PostgreSQL went from 0.57-0.70 to 0.91 of SQLite's in
+-- bench_ingest (docs/operating.md). lz4 needs PostgreSQL 14 built with it
+-- (Debian's is); elsewhere the default stays. Set only where it is not yet,
+-- so a database already converted takes no lock for it.
+DO $$
+DECLARE
+  done integer;
+BEGIN
+  IF current_setting('server_version_num')::integer >= 140000 THEN
+    EXECUTE 'SELECT count(*) FROM pg_attribute WHERE attname = ''batch'' AND attcompression = ''l'' AND attrelid IN '
+            '(''sample_batches''::regclass, ''power_batches''::regclass)' INTO done;
+    IF done < 2 THEN
+      EXECUTE 'ALTER TABLE sample_batches ALTER COLUMN batch SET COMPRESSION lz4';
+      EXECUTE 'ALTER TABLE power_batches ALTER COLUMN batch SET COMPRESSION lz4';
+    END IF;
+  END IF;
+EXCEPTION WHEN feature_not_supported THEN
+  NULL;  -- built without lz4
+END $$;
 CREATE TABLE IF NOT EXISTS device_health (
   agent_id text NOT NULL,
   device_id text NOT NULL,

@@ -139,7 +139,7 @@ web "/jobs/$study" "<span id=\"job-id\">$study</span>"
 web /agents '<td>r1</td>'
 grep -q '<td>no gpu: \|<td>gpu</td><td>' "$WORK/web.html" || grep -q '<table id="absent">' "$WORK/web.html" ||
   fail "the agents page lacks the absent kinds"
-web "/compare?a=$study&b=$study" '<td class="">no change</td>'
+web "/compare?a=$study&b=$study" '<td class="">no change \*</td>'
 web "/history?model=mlp" '<figure id="plot-history">'
 chrome --window-size=1100,4000 --screenshot="$WORK/web-job.png" "$WEB/jobs/$sweep" >/dev/null
 /usr/bin/python3 "$HERE/png_check.py" 0.002 0.02 "$WORK/web-job.png" >"$WORK/png_check.txt" ||

@@ -284,6 +284,12 @@ TEST(CompareTest, AJobWithRepeatsIsASideOfRuns) {
   EXPECT_EQ(runs.runs_b, 3);
   EXPECT_EQ(runs.verdict, "slower");
   EXPECT_TRUE(runs.note.empty());
+  // Two tasks of one job that the key cannot tell apart are two configurations, not two runs.
+  const v1::Job twins = JobOf("job-4", {64, 64}, "mlp/init=aa");
+  const std::vector<RunPair> twin_pairs = PairRuns({&twins}, {&twins}, false, &unpaired);
+  ASSERT_EQ(twin_pairs.size(), 2u);
+  EXPECT_EQ(twin_pairs[1].a.size(), 1u);
+  EXPECT_EQ(twin_pairs[1].b[0]->id(), "job-4-t1");
   // Against a job of one run: the first runs' steps, and the note says what that ignores.
   const std::vector<RunPair> mixed = PairRuns({&a}, {&single}, false, &unpaired);
   ASSERT_EQ(mixed.size(), 1u);
