@@ -301,7 +301,6 @@ std::string PairKey(const v1::Job& job, const v1::Task& t) {
 struct Groups {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const v1::Task*>> runs;
-  std::map<std::string, const v1::Job*> first_job;
 };
 
 // Runs of one configuration share their key and differ in `run`. Tasks of
@@ -318,10 +317,7 @@ Groups GroupSide(const std::vector<const v1::Job*>& side) {
       std::string key = PairKey(job, t);
       if (const int k = seen[{key, t.run()}]++; k > 0) absl::StrAppend(&key, " (", k + 1, ".)");
       auto [it, fresh] = g.runs.try_emplace(key);
-      if (fresh) {
-        g.order.push_back(key);
-        g.first_job[key] = &job;
-      }
+      if (fresh) g.order.push_back(key);
       it->second.push_back(&t);
     }
   }
@@ -347,7 +343,7 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
       unpaired->push_back(absl::StrCat(a[0]->id(), " (", key, "): no such task in ", SideName(side_b)));
       continue;
     }
-    RunPair p{a, it->second, ga.first_job.at(key), key, ""};
+    RunPair p{a, it->second, key, ""};
     for (const std::vector<const v1::Task*>* side : {&p.a, &p.b}) {
       for (const v1::Task* t : *side) {
         if (!p.refused.empty() || compare_anyway || render::SameFingerprint(*a[0], *t)) continue;

@@ -120,7 +120,6 @@ inline constexpr v1::Phase kComparedPhases[] = {v1::PHASE_TRAIN, v1::PHASE_INFER
 /// task order.
 struct RunPair {
   std::vector<const v1::Task*> a, b;  // a[0], b[0]: the first run of each side
-  const v1::Job* job_a = nullptr;     // the job of a[0] (for names)
   std::string key;                    // "mlp, cpu (AMD EPYC), torch, batch 64"
   std::string refused;                // non-empty: not compared, and why
 };

@@ -92,7 +92,7 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
     auto prev = previous.find(r.series);
     if (prev != previous.end()) {
       r.has_change = true;
-      const RunPair pair{prev->second->runs, r.runs, prev->second->job, r.series, ""};
+      const RunPair pair{prev->second->runs, r.runs, r.series, ""};
       std::vector<std::vector<double>> a, b;
       for (const v1::Task* t : pair.a) a.push_back(steps_for(t));
       for (const v1::Task* t : pair.b) b.push_back(steps_for(t));
