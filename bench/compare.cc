@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
   app.add_option("--threshold", threshold, "compare's threshold")->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads (0 = all cores, the job default)")->capture_default_str();
   app.add_option("--runs", runs,
-                 "runs per side of each pair: 1 compares steps (compare A B), 2 or more compares runs (CompareRuns)")
+                 "runs per side of each pair: 1 compares steps (compare A B), 2 or more compares runs as the CLI does "
+                 "(CompareRunPhase)")
       ->capture_default_str()
       ->check(CLI::Range(1, 20));
   CLI11_PARSE(app, argc, argv);
@@ -209,9 +210,11 @@ int main(int argc, char** argv) {
                                    /*compare_anyway=*/false);
         } else {
           std::vector<std::vector<double>> ra, rb;
-          for (const Run& run : a) ra.push_back(steps_of(run));
-          for (const Run& run : b) rb.push_back(steps_of(run));
-          c = report::CompareRuns(ra, rb, threshold);
+          report::RunPair pair;
+          for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
+          for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
+          // As the CLI compares runs (CompareRunPhase: CompareRuns, then its validity rule).
+          c = report::CompareRunPhase(pair, ph, ra, rb, threshold, /*compare_anyway=*/false);
           // The same data by one run a side (the first of each), as `compare A B` sees it.
           const report::StepComparison one = report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, false);
           if (one.verdict != "too few steps") {
@@ -220,9 +223,6 @@ int main(int argc, char** argv) {
               (kind == 0 ? aa_one_alarms : ab_one_detected) += 1;
             }
           }
-          for (const Run& run : a) c.invalid += report::InvalidSide(run.task, ph, "A");
-          for (const Run& run : b) c.invalid += report::InvalidSide(run.task, ph, "B");
-          if (!c.invalid.empty()) c.verdict = absl::StrCat("not comparable: ", c.invalid);
         }
         if (c.verdict == "too few steps" || c.verdict == "too few runs") continue;
         if (kind == 0) {

@@ -45,6 +45,15 @@ double NearestRankInPlace(std::vector<double>& v, double q) {
   return v[at];
 }
 
+// The validity rule: no verdict when a side's phase is INVALID (`invalid`
+// lists them), unless `compare_anyway`, which marks it.
+StepComparison Withheld(StepComparison c, const std::vector<std::string>& invalid, bool compare_anyway) {
+  c.invalid = absl::StrJoin(invalid, ", ");
+  if (c.invalid.empty() || c.verdict == "too few steps" || c.verdict == "too few runs") return c;
+  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
+  return c;
+}
+
 }  // namespace
 
 std::string StatisticName(double quantile) {
@@ -251,10 +260,7 @@ StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phas
   for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B")}) {
     if (!side.empty()) sides.push_back(side);
   }
-  c.invalid = absl::StrJoin(sides, ", ");
-  if (c.invalid.empty() || c.verdict == "too few steps") return c;
-  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
-  return c;
+  return Withheld(std::move(c), sides, compare_anyway);
 }
 
 bool IsChange(const StepComparison& c) { return c.invalid.empty() && (c.verdict == "slower" || c.verdict == "faster"); }
@@ -390,10 +396,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
       sides.push_back(why);
     }
   }
-  c.invalid = absl::StrJoin(sides, ", ");
-  if (c.invalid.empty() || c.verdict == "too few steps" || c.verdict == "too few runs") return c;
-  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
-  return c;
+  return Withheld(std::move(c), sides, compare_anyway);
 }
 
 std::string RenderComparison(const std::string& name_a, const std::string& name_b,
