@@ -38,9 +38,12 @@ constexpr int kDataBatches = 8;        // synthetic batches the training tests c
 // A test's limits: its box's deadline, and a flag set when the task is
 // cancelled or the test is abandoned at its box.
 struct Box {
-  int64_t deadline_ns = 0;
+  const Clock* clock = nullptr;  // ValidationConfig::box_clock, or a RealClock
+  int64_t deadline_ns = 0;       // on `clock`
   std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
-  bool Expired() const { return stop->load() || SteadyNowNs() >= deadline_ns; }
+  bool Expired() const {
+    return stop->load() || (clock != nullptr ? clock->MonotonicNowNs() : SteadyNowNs()) >= deadline_ns;
+  }
 };
 
 struct Context {
@@ -418,11 +421,14 @@ v1::ValidationTest Boxed(const std::string& name, Context c, const ValidationCon
     v1::ValidationTest result;
   };
   auto shared = std::make_shared<Shared>();
+  static const RealClock real;
+  const Clock* clock = config.box_clock != nullptr ? config.box_clock : &real;
   const double box_s = c.spec.time_box_seconds();
-  c.box.deadline_ns = SteadyNowNs() + static_cast<int64_t>(box_s * 1e9);
+  c.box.clock = clock;
+  c.box.deadline_ns = clock->MonotonicNowNs() + static_cast<int64_t>(box_s * 1e9);
   c.box.stop = std::make_shared<std::atomic<bool>>(false);  // this test's own: an abandoned one stops alone
   auto stop = c.box.stop;
-  const int64_t t0 = SteadyNowNs();
+  const int64_t t0 = clock->MonotonicNowNs();
   std::thread worker([shared, name, c, hook = config.before_test] {
     v1::ValidationTest r;
     try {
@@ -439,8 +445,8 @@ v1::ValidationTest Boxed(const std::string& name, Context c, const ValidationCon
   v1::ValidationTest out;
   {
     std::unique_lock<std::mutex> l(shared->mu);
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(box_s + 1.0);
-    while (!shared->done && std::chrono::steady_clock::now() < give_up) {
+    const int64_t give_up_ns = t0 + static_cast<int64_t>((box_s + 1.0) * 1e9);
+    while (!shared->done && clock->MonotonicNowNs() < give_up_ns) {
       if (cancel.load()) stop->store(true);
       shared->cv.wait_for(l, std::chrono::milliseconds(50));
     }
@@ -460,7 +466,7 @@ v1::ValidationTest Boxed(const std::string& name, Context c, const ValidationCon
   out.set_name(name);
   out.set_unit(info.unit);
   out.set_higher_is_better(info.higher_is_better);
-  out.set_seconds(static_cast<double>(SteadyNowNs() - t0) * 1e-9);
+  out.set_seconds(static_cast<double>(clock->MonotonicNowNs() - t0) * 1e-9);
   out.set_time_box_seconds(box_s);
   if (out.outcome() == v1::TEST_OUTCOME_UNSPECIFIED) out.set_outcome(v1::TEST_OUTCOME_MEASURED);
   return out;

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/executors/executor.h"
+#include "common/clock.h"
 #include "hetbench/v1/common.pb.h"
 
 namespace hetbench::agent {
@@ -35,6 +36,10 @@ struct ValidationConfig {
   /// `runner_absent` (the probe's error) as the reason.
   std::shared_ptr<Executor> runner;
   std::string runner_absent = "no Python runner is configured (--python-runner)";
+  /// The time boxes' clock (deadlines, the grace, a test's `seconds`); null:
+  /// the steady clock. Tests drive a SimulatedClock. Measurements always use
+  /// the steady clock.
+  const Clock* box_clock = nullptr;
   /// Tests only: runs at the start of each test on its thread (a hang, a slowdown).
   std::function<void(const std::string& test)> before_test;
 };

@@ -143,6 +143,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   loop_latency_all_ =
       &loop_latency_->Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                                       0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+  commit_seconds_ = &prometheus::BuildHistogram()
+                         .Name("hetbench_coordinator_commit_seconds")
+                         .Help("Time of each commit of the event loop's row writes, on its writer thread.")
+                         .Register(*registry_)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                                          0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1});
   loop_closures_ = &prometheus::BuildCounter()
                         .Name("hetbench_coordinator_loop_closures_total")
                         .Help("Messages and requests handled by the event loop.")
@@ -444,6 +450,8 @@ void Metrics::ObserveLoopBatch(const std::vector<double>& latencies_seconds, siz
   for (double s : latencies_seconds) loop_latency_all_->Observe(s);
   if (closures > 0) loop_closures_->Add({}).Increment(static_cast<double>(closures));
 }
+
+void Metrics::ObserveCommit(double seconds) { commit_seconds_->Observe(seconds); }
 
 void Metrics::SetLiveJobs(int64_t live_jobs, int64_t queue_depth) {
   live_jobs_->Add({}).Set(static_cast<double>(live_jobs));

@@ -78,6 +78,8 @@ class Metrics {
 
   /// One event-loop batch: the wait of each closure from Post to its start.
   void ObserveLoopBatch(const std::vector<double>& latencies_seconds, size_t closures);
+  /// One commit of the loop's writer thread (a batch's row writes).
+  void ObserveCommit(double seconds);
   void SetLiveJobs(int64_t live_jobs, int64_t queue_depth);
   /// Devices whose last validation did not pass, replaced as a whole:
   /// hetbench_device_health{agent,device,verdict,quarantined} = 1 (FAIL) or
@@ -139,6 +141,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* jobs_pruned_;
   prometheus::Family<prometheus::Counter>* queue_overflow_;
   prometheus::Histogram* loop_latency_all_ = nullptr;
+  prometheus::Histogram* commit_seconds_ = nullptr;
 
   /// Remembers a series of `agent` so ForgetAgent can remove it.
   template <typename T>

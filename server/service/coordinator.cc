@@ -29,6 +29,7 @@ Coordinator::~Coordinator() { Stop(); }
 
 absl::Status Coordinator::Start() {
   if (auto s = LoadFromStore(); !s.ok()) return s;
+  if (auto s = loop_.CommitBeforeStart(); !s.ok()) return s;  // what the load changed
   auto connection = store_->Connect();
   if (!connection.ok()) return connection.status();
   ingest_.Start(std::move(*connection), [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
@@ -96,9 +97,13 @@ absl::Status Coordinator::LoadFromStore() {
     }
     if (live.header_dirty || !live.dirty_tasks.empty()) attempts_.Recompute(live);
   }
-  EndOfBatch();  // writes what the load changed
-  if (auto s = store_->Commit(); !s.ok()) return s;
-  jobs_.DropEnded();  // (a cancelled job whose last task was just ended)
+  if (auto s = store_->Commit(); !s.ok()) return s;  // (a read: the writes go with the loop's next commit)
+  // A cancelled job whose last task was just ended leaves memory after the
+  // commit, uncounted: the store's counts hold it already.
+  loop_.Defer([this, ended = jobs_.TakeEnded()](const absl::Status& commit) {
+    if (commit.ok()) jobs_.Evict(ended, /*count=*/false, [this](const v1::Job& job) { Forget(job); });
+  });
+  EndOfBatch();  // what the load changed: written by CommitBeforeStart, or the batch of a reload
   LogInfo(kLog, "loaded ", jobs_.size(), " live jobs from the store (", *max_number, " jobs in all)",
           held > 0 ? absl::StrCat("; ", held, " running task(s) wait ", options_.lease_seconds,
                                   " s for their agents to resume them")
@@ -197,7 +202,7 @@ void Coordinator::EndOfBatch() {
     if (live == nullptr) continue;
     for (const auto& [agent_id, h] : HealthChanges(live->job, clock_->SystemNowSeconds())) {
       placer_.SetHealth(agent_id, h);
-      if (auto s = store_->PutDeviceHealth(agent_id, h); !s.ok()) LogError(kLog, "storing device health: ", s.ToString());
+      loop_.Write([agent_id, h](JobStore& store) { return store.PutDeviceHealth(agent_id, h); });
       if (h.quarantined()) {
         LogWarning(kLog, "quarantined ", agent_id, "/", h.device_id(), " (", VerdictName(h.verdict()), " in ", job_id,
                    "): ", h.reason().substr(0, 200));
@@ -209,7 +214,21 @@ void Coordinator::EndOfBatch() {
     }
   }
   if (placer_.TakeDue(clock_->MonotonicNowNs())) Schedule();
-  jobs_.WriteChanged(*store_);  // what this batch changed, row by row
+  for (StoreWrite& write : jobs_.TakeWrites()) loop_.Write(std::move(write));  // what this batch changed, row by row
+  // Watch events of the state this batch commits, sent after its commit.
+  watches_.Flush(Watches::JobView{[this](const std::string& job_id) -> const v1::Job* {
+                                    const LiveJob* live = jobs_.Find(job_id);
+                                    return live == nullptr ? nullptr : &live->job;
+                                  },
+                                  [this](const std::string& job_id) { return jobs_.EndedNow(job_id); }},
+                 [this](EventLoop::Deferred fn) { loop_.Defer(std::move(fn)); });
+  // Jobs that ended in this batch leave memory once their end is stored;
+  // later reads go to the store.
+  if (std::vector<int64_t> ended = jobs_.TakeEnded(); !ended.empty()) {
+    loop_.Defer([this, ended = std::move(ended)](const absl::Status& commit) {
+      if (commit.ok()) jobs_.Evict(ended, /*count=*/true, [this](const v1::Job& job) { Forget(job); });
+    });
+  }
   // Raw batches past their retention, a few jobs at a time, on the ended
   // jobs' reader (its own connection and transaction): never on the loop.
   const int64_t now = clock_->MonotonicNowNs();
@@ -232,18 +251,11 @@ void Coordinator::EndOfBatch() {
   }
 }
 
-void Coordinator::AfterCommit() {
-  watches_.Flush(Watches::JobView{[this](const std::string& job_id) -> const v1::Job* {
-                                           const LiveJob* live = jobs_.Find(job_id);
-                                           return live == nullptr ? nullptr : &live->job;
-                                         },
-                                         [this](const std::string& job_id) { return jobs_.EndedNow(job_id); }});
-  // Ended jobs leave memory once their end is stored; later reads go to the store.
-  jobs_.EvictEnded([this](const v1::Job& job) {
-    for (const v1::Task& t : job.tasks()) ingest_.End(t.id());
-    watches_.Forget(job.id());
-  });
-  UpdateGauges();
+void Coordinator::AfterCommit() { UpdateGauges(); }
+
+void Coordinator::Forget(const v1::Job& job) {
+  for (const v1::Task& t : job.tasks()) ingest_.End(t.id());
+  watches_.Forget(job.id());
 }
 
 

@@ -5,8 +5,11 @@
 /// Threading: every state change runs on the loop thread. gRPC reactions do
 /// the work proportional to a request's size at the edge (spec defaults and
 /// validation, batch column checks, histogram counts) on their own thread,
-/// then post a closure and return. The loop runs closures in batches inside
-/// one store transaction, commits, and only then sends what they produced.
+/// then post a closure and return. The loop runs closures in batches; what a
+/// batch changed goes as row writes to the loop's writer thread, which
+/// commits each batch in one transaction while the loop runs the next; what
+/// a batch produced is sent only after its commit. No store access on the
+/// loop thread, except the reload after a failed commit (EventLoop).
 ///
 /// Memory: only live (unfinished) jobs are held; a job that ends is evicted
 /// after the commit that stored its end, and read from the store on demand.
@@ -118,11 +121,14 @@ class Coordinator {
  private:
   absl::Status LoadFromStore();
   // The loop's hooks: at the end of each batch (timers, the scheduling pass,
-  // the rows to write); after its commit (watches, eviction, gauges).
+  // the rows to write, watch events and evictions deferred to the commit);
+  // after it (gauges).
   void EndOfBatch();
   /// A scheduled validation of the idle devices, when one is due (revalidate_every_seconds).
   void MaybeRevalidate();
   void AfterCommit();
+  /// An evicted job: the other parts forget its tasks.
+  void Forget(const v1::Job& job);
   void UpdateGauges();
   /// Places queued tasks (Placer) and starts them (Attempts).
   void Schedule();
@@ -150,7 +156,7 @@ class Coordinator {
   AgentMessages messages_{AgentMessages::Parts{&sessions_, &agents_, &jobs_, &placer_, &ingest_, &attempts_, &watches_,
                                                metrics_, clock_},
                           [this](std::function<void(const absl::Status&)> fn) { loop_.Defer(std::move(fn)); }};
-  JobApi api_{JobApi::Parts{&loop_, store_, &jobs_, &sessions_, &agents_, &placer_, &watches_, metrics_, clock_}};
+  JobApi api_{JobApi::Parts{&loop_, &jobs_, &sessions_, &agents_, &placer_, &watches_, metrics_, clock_}};
   std::unique_ptr<StoreReader> task_data_reader_;  // GetTaskData pages, off the loop
   std::unique_ptr<StoreReader> ended_reader_;      // ended jobs and tasks, off the loop
   int64_t last_gauges_ns_ = 0;

@@ -160,31 +160,24 @@ void JobApi::CreateJob(v1::JobSpec effective, const std::string& request_id,
   if (!pairs.empty()) p_.jobs->AddPairGangs(created, pairs, p_.clock->SystemNowSeconds());
   for (v1::DeviceVerdict& d : skipped) *created.job.mutable_validation()->add_devices() = std::move(d);
   if (created.job.tasks_size() == 0) p_.jobs->Recompute(created, p_.clock->SystemNowSeconds());  // nothing to run
-  const v1::Job& job = created.job;
-  const std::string id = job.id();
-  if (absl::Status s = p_.store->InsertJob(job, request_id); !s.ok()) {
-    LogError(kLog, "storing ", id, ": ", s.ToString());  // the commit fails too and reloads
-  }
-  LogInfo(kLog, "accepted ", id, " (", absl::StrJoin(job.spec().models(), ", "), "; ", job.tasks_size(), " tasks)");
+  // One copy, written by the loop's writer and then the answer.
+  auto job = std::make_shared<const v1::Job>(created.job);
+  p_.loop->Write([job, request_id](JobStore& store) { return store.InsertJob(*job, request_id); });
+  LogInfo(kLog, "accepted ", job->id(), " (", absl::StrJoin(job->spec().models(), ", "), "; ", job->tasks_size(),
+          " tasks)");
   p_.placer->Request();
-  p_.loop->Defer([this, id, done = std::move(done)](const absl::Status& commit) {
+  p_.loop->Defer([job, done = std::move(done)](const absl::Status& commit) {
     if (!commit.ok()) {
       done(absl::UnavailableError(absl::StrCat("job not stored: ", commit.message(), "; submit again")));
       return;
     }
-    LiveJob* live = p_.jobs->Find(id);
-    if (live == nullptr) {
-      GetJob(id, [done](absl::StatusOr<v1::Job> job) {  // ended within its first batch
-        if (!job.ok()) {
-          done(job.status());
-        } else {
-          done(Submitted{*std::move(job), false});
-        }
-      });
-      return;
-    }
-    done(Submitted{live->job, false});
+    done(Submitted{*job, false});
   });
+}
+
+absl::Status JobApi::NotCommitted(const absl::Status& commit) {
+  return absl::UnavailableError(
+      absl::StrCat("the coordinator reloaded its state after a failed commit (", commit.message(), "); ask again"));
 }
 
 void JobApi::GetJob(std::string job_id, JobCallback done) {
@@ -192,15 +185,20 @@ void JobApi::GetJob(std::string job_id, JobCallback done) {
   // that could still be rolled back. An ended job is read from the store.
   auto shared_done = std::make_shared<JobCallback>(std::move(done));
   const bool posted = Post([this, job_id = std::move(job_id), shared_done] {
-    p_.loop->Defer([this, job_id, shared_done](const absl::Status&) {
-      if (LiveJob* live = p_.jobs->Find(job_id)) {
-        (*shared_done)(live->job);
-        return;
-      }
-      // Ended or unknown: read off the loop (its end is committed already).
-      ended_reader_->Submit([job_id, shared_done](JobStore& store) { (*shared_done)(StoredJob(store, job_id)); },
-                            [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
-    });
+    if (LiveJob* live = p_.jobs->Find(job_id)) {
+      // The state as of this batch, answered once it is committed.
+      p_.loop->Defer([job = live->job, shared_done](const absl::Status& commit) {
+        if (!commit.ok()) {
+          (*shared_done)(NotCommitted(commit));
+        } else {
+          (*shared_done)(job);
+        }
+      });
+      return;
+    }
+    // Ended (a job leaves memory once its end is committed) or unknown: read off the loop.
+    ended_reader_->Submit([job_id, shared_done](JobStore& store) { (*shared_done)(StoredJob(store, job_id)); },
+                          [shared_done](absl::Status refused) { (*shared_done)(std::move(refused)); });
   });
   if (!posted) {
     p_.metrics->AddRequestShed("GetJob");
@@ -289,14 +287,18 @@ void JobApi::ListJobs(JobFilter filter, std::function<void(absl::StatusOr<JobPag
           return;
         }
         const bool posted = Post([this, page, shared_done] {
-          p_.loop->Defer([this, page, shared_done](const absl::Status&) {  // committed state only
-            for (v1::Job& job : (*page)->jobs) {
-              if (LiveJob* live = p_.jobs->Find(job.id())) {
-                job = live->job;
-                StripResults(&job);
-              }
+          for (v1::Job& job : (*page)->jobs) {
+            if (LiveJob* live = p_.jobs->Find(job.id())) {
+              job = live->job;
+              StripResults(&job);
             }
-            (*shared_done)(std::move(*page));
+          }
+          p_.loop->Defer([page, shared_done](const absl::Status& commit) {  // committed state only
+            if (!commit.ok()) {
+              (*shared_done)(NotCommitted(commit));
+            } else {
+              (*shared_done)(std::move(*page));
+            }
           });
         });
         if (!posted) {
@@ -321,40 +323,46 @@ void JobApi::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSin
       sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down; watch again"));
       return;
     }
-    p_.loop->Defer([this, job_id, summary, sink](const absl::Status&) {
-      v1::JobEvent event;
-      event.set_message("snapshot");
-      LiveJob* live = p_.jobs->Find(job_id);
-      if (live == nullptr) {
-        // Ended (jobs leave memory once their end is committed) or unknown:
-        // the snapshot is all there is, read off the loop.
-        ended_reader_->Submit(
-            [job_id, summary, sink, event](JobStore& store) mutable {
-              auto stored = StoredJob(store, job_id);
-              if (!stored.ok()) {
-                sink->Close(grpc::Status(static_cast<grpc::StatusCode>(stored.status().code()),
-                                         std::string(stored.status().message())));
-                return;
-              }
-              *event.mutable_job() = *std::move(stored);
-              if (summary) StripResults(event.mutable_job());
-              sink->Send(std::move(event));
-              sink->Close(grpc::Status::OK);
-            },
-            [sink](const absl::Status& refused) {
-              sink->Close(grpc::Status(static_cast<grpc::StatusCode>(refused.code()), std::string(refused.message())));
-            });
+    LiveJob* live = p_.jobs->Find(job_id);
+    if (live == nullptr) {
+      // Ended (jobs leave memory once their end is committed) or unknown:
+      // the snapshot is all there is, read off the loop.
+      ended_reader_->Submit(
+          [job_id, summary, sink](JobStore& store) {
+            auto stored = StoredJob(store, job_id);
+            if (!stored.ok()) {
+              sink->Close(grpc::Status(static_cast<grpc::StatusCode>(stored.status().code()),
+                                       std::string(stored.status().message())));
+              return;
+            }
+            v1::JobEvent event;
+            event.set_message("snapshot");
+            *event.mutable_job() = *std::move(stored);
+            if (summary) StripResults(event.mutable_job());
+            sink->Send(std::move(event));
+            sink->Close(grpc::Status::OK);
+          },
+          [sink](const absl::Status& refused) {
+            sink->Close(grpc::Status(static_cast<grpc::StatusCode>(refused.code()), std::string(refused.message())));
+          });
+      return;
+    }
+    // The snapshot as of this batch, sent once it is committed; the job's
+    // later events (Watches) follow it.
+    v1::JobEvent event;
+    event.set_message("snapshot");
+    *event.mutable_job() = live->job;
+    if (summary) StripResults(event.mutable_job());
+    const bool ended = IsTerminal(event.job().state());
+    if (!ended) p_.watches->Add(job_id, summary, sink);
+    p_.loop->Defer([sink, ended, event = std::move(event)](const absl::Status& commit) {
+      if (!commit.ok()) {
+        const absl::Status why = NotCommitted(commit);
+        sink->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(why.message())));
         return;
       }
-      *event.mutable_job() = live->job;
-      if (summary) StripResults(event.mutable_job());
-      const bool ended = IsTerminal(event.job().state());
-      sink->Send(std::move(event));
-      if (ended) {
-        sink->Close(grpc::Status::OK);
-      } else {
-        p_.watches->Add(job_id, summary, sink);
-      }
+      sink->Send(event);
+      if (ended) sink->Close(grpc::Status::OK);
     });
   });
   if (!posted) {
@@ -366,7 +374,7 @@ void JobApi::WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSin
 void JobApi::ListAgents(std::function<void(std::vector<v1::AgentInfo>)> done) {
   auto shared_done = std::make_shared<std::function<void(std::vector<v1::AgentInfo>)>>(std::move(done));
   const bool posted = Post([this, shared_done] {
-    p_.loop->Defer([this, shared_done](const absl::Status&) { (*shared_done)(p_.agents->List()); });
+    p_.loop->Defer([agents = p_.agents->List(), shared_done](const absl::Status&) { (*shared_done)(agents); });
   });
   if (!posted) {
     p_.metrics->AddRequestShed("ListAgents");

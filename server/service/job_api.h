@@ -38,7 +38,6 @@ class JobApi {
  public:
   struct Parts {
     EventLoop* loop;
-    JobStore* store;  // the loop's connection: request ids, inside the batch's transaction
     JobTable* jobs;
     SessionTable* sessions;
     AgentSessions* agents;
@@ -80,8 +79,8 @@ class JobApi {
   /// carry tasks without results (JOB_VIEW_SUMMARY).
   void WatchJob(std::string job_id, bool summary, std::shared_ptr<WatchSink> sink);
   /// Fleet-validation baselines (job_api_baselines.cc). Save checks at the
-  /// edge, then on the loop gives the next version of the name and stores it
-  /// in the batch's transaction; Get and List read off the loop.
+  /// edge, then gives the next version of the name and stores it in one
+  /// transaction on the ended jobs' reader; Get and List read there too.
   void SaveBaseline(v1::Baseline baseline, std::function<void(absl::StatusOr<v1::Baseline>)> done);
   void GetBaseline(std::string name, int version, std::function<void(absl::StatusOr<v1::Baseline>)> done);
   void ListBaselines(std::string name, std::function<void(absl::StatusOr<std::vector<v1::Baseline>>)> done);
@@ -100,6 +99,8 @@ class JobApi {
                  std::optional<std::string> stored = std::nullopt);
   /// Answers `done` with the job `existing` a request id already made, after this batch's commit.
   void AnswerExisting(const std::string& existing, std::function<void(absl::StatusOr<Submitted>)> done);
+  /// A read's answer when the state it copied was rolled back.
+  static absl::Status NotCommitted(const absl::Status& commit);
   /// Posts a client request (sheddable); false when the queue is full.
   bool Post(std::function<void()> fn) { return p_.loop->Post(std::move(fn), /*sheddable=*/true); }
 

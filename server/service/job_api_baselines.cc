@@ -41,34 +41,34 @@ void JobApi::SaveBaseline(v1::Baseline baseline, std::function<void(absl::Status
     return;
   }
   auto shared = std::make_shared<std::function<void(absl::StatusOr<v1::Baseline>)>>(std::move(done));
-  const bool posted = p_.loop->Post(
-      [this, baseline = std::move(baseline), shared]() mutable {
-        absl::StatusOr<int> latest = p_.store->LatestBaselineVersion(baseline.name());
-        if (!latest.ok()) {
-          (*shared)(latest.status());
-          return;
-        }
-        baseline.set_version(*latest + 1);
-        baseline.set_created_unix_seconds(p_.clock->SystemNowSeconds());
-        if (absl::Status s = p_.store->PutBaseline(baseline); !s.ok()) {
-          (*shared)(s);
-          return;
-        }
-        v1::Baseline header = baseline;
-        header.clear_skus();
-        p_.loop->Defer([shared, header = std::move(header)](const absl::Status& commit) {
-          if (!commit.ok()) {
-            (*shared)(absl::UnavailableError(absl::StrCat("baseline not stored: ", commit.message(), "; save again")));
-          } else {
-            (*shared)(header);
-          }
-        });
-      },
-      /*sheddable=*/true);
-  if (!posted) {
-    p_.metrics->AddRequestShed("SaveBaseline");
-    (*shared)(absl::ResourceExhaustedError("coordinator busy; nothing was stored; save again in a moment"));
+  if (!ended_reader_) {
+    (*shared)(absl::UnavailableError("coordinator not started"));
+    return;
   }
+  baseline.set_created_unix_seconds(p_.clock->SystemNowSeconds());
+  // Baselines are no live state: the next version is read and stored in one
+  // transaction on the reader's connection (one thread: saves of a name are
+  // serialised), never on the loop.
+  ended_reader_->Submit(
+      [baseline = std::move(baseline), shared](JobStore& store) mutable {
+        absl::Status s = store.Begin();
+        absl::StatusOr<int> latest = s.ok() ? store.LatestBaselineVersion(baseline.name()) : s;
+        if (latest.ok()) {
+          baseline.set_version(*latest + 1);
+          s = store.PutBaseline(baseline);
+        } else {
+          s = latest.status();
+        }
+        if (s.ok()) s = store.Commit();
+        if (!s.ok()) {
+          (void)store.Rollback();
+          (*shared)(absl::UnavailableError(absl::StrCat("baseline not stored: ", s.message(), "; save again")));
+          return;
+        }
+        baseline.clear_skus();
+        (*shared)(std::move(baseline));
+      },
+      [shared](absl::Status refused) { (*shared)(std::move(refused)); });
 }
 
 void JobApi::GetBaseline(std::string name, int version, std::function<void(absl::StatusOr<v1::Baseline>)> done) {

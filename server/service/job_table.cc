@@ -201,44 +201,48 @@ bool JobTable::EndedNow(const std::string& job_id) const {
   return std::find(ended_.begin(), ended_.end(), JobNumber(job_id)) != ended_.end();
 }
 
-void JobTable::WriteChanged(JobStore& store) {
-  // Headers and the tasks that changed, row by row. A failed write fails the
-  // batch's commit, and the coordinator reloads from the store.
+std::vector<StoreWrite> JobTable::TakeWrites() {
+  // Headers and the tasks that changed, copied: the writer runs them later,
+  // on its own thread, while the loop goes on changing the live rows.
+  std::vector<StoreWrite> writes;
   for (int64_t number : dirty_) {
     auto it = jobs_.find(number);
     if (it == jobs_.end()) continue;
     LiveJob& live = it->second;
-    if (live.header_dirty) (void)store.PutJobHeader(live.job);
+    if (live.header_dirty) {
+      // The header without its tasks: moved out and back, not copied.
+      google::protobuf::RepeatedPtrField<v1::Task> tasks;
+      tasks.Swap(live.job.mutable_tasks());
+      writes.push_back([header = live.job](JobStore& store) { return store.PutJobHeader(header); });
+      tasks.Swap(live.job.mutable_tasks());
+    }
     for (int index : live.dirty_tasks) {
-      if (index < live.job.tasks_size()) (void)store.PutTask(live.job.tasks(index));
+      if (index >= live.job.tasks_size()) continue;
+      writes.push_back([task = live.job.tasks(index)](JobStore& store) { return store.PutTask(task); });
     }
     live.header_dirty = false;
     live.dirty_tasks.clear();
   }
   dirty_.clear();
+  return writes;
 }
 
-void JobTable::EvictEnded(const std::function<void(const v1::Job&)>& evicted) {
-  for (int64_t number : ended_) {
+void JobTable::Evict(const std::vector<int64_t>& ended, bool count,
+                     const std::function<void(const v1::Job&)>& evicted) {
+  for (int64_t number : ended) {
     auto it = jobs_.find(number);
     if (it == jobs_.end() || !IsTerminal(it->second.job.state())) continue;
     const v1::Job& job = it->second.job;
     evicted(job);
-    ++ended_jobs_[job.state()];
+    if (count) ++ended_jobs_[job.state()];
     for (const v1::Task& t : job.tasks()) {
-      ++ended_tasks_[t.state()];
+      if (count) ++ended_tasks_[t.state()];
       task_index_.erase(t.id());
     }
     if (!it->second.request_id.empty()) requests_.erase(it->second.request_id);
     jobs_.erase(it);
     counts_changed_ = true;
   }
-  ended_.clear();
-}
-
-void JobTable::DropEnded() {
-  for (int64_t number : ended_) jobs_.erase(number);
-  ended_.clear();
 }
 
 void JobTable::Count(std::map<v1::JobState, int64_t>* jobs, std::map<v1::TaskState, int64_t>* tasks) const {

@@ -76,14 +76,16 @@ class JobTable {
   /// Whether `job_id` ended in this batch.
   bool EndedNow(const std::string& job_id) const;
 
-  /// Writes the rows this batch changed (inside the batch's transaction).
-  void WriteChanged(JobStore& store);
-  /// After the commit: evicts the jobs that ended, counting them as ended;
-  /// `evicted` runs for each first (the other parts forget its tasks).
-  void EvictEnded(const std::function<void(const v1::Job&)>& evicted);
-  /// Evicts ended jobs without counting them (after Reset's own commit:
-  /// the store's counts already hold them).
-  void DropEnded();
+  /// The rows this batch changed, as writes owning copies of them (the
+  /// loop's writer commits them); clears the marks.
+  std::vector<StoreWrite> TakeWrites();
+  /// The jobs that ended in this batch (numbers), to evict after its commit.
+  std::vector<int64_t> TakeEnded() { return std::exchange(ended_, {}); }
+  /// After the commit of the batch they ended in: evicts `ended` jobs still
+  /// ended, counting them as ended unless `count` is false (after Reset: the
+  /// store's counts hold them); `evicted` runs for each first (the other
+  /// parts forget its tasks).
+  void Evict(const std::vector<int64_t>& ended, bool count, const std::function<void(const v1::Job&)>& evicted);
 
   /// Jobs and tasks by state, ended and live.
   void Count(std::map<v1::JobState, int64_t>* jobs, std::map<v1::TaskState, int64_t>* tasks) const;
@@ -104,7 +106,7 @@ class JobTable {
   std::map<std::string, std::string> task_index_;  // task id -> job id
   std::map<std::string, std::string> requests_;    // request id -> job id
   std::set<int64_t> dirty_;                        // jobs with changed rows
-  std::vector<int64_t> ended_;                     // evicted after this batch's commit
+  std::vector<int64_t> ended_;                     // ended in this batch (TakeEnded)
   int64_t next_number_ = 1;
   std::map<v1::JobState, int64_t> ended_jobs_;
   std::map<v1::TaskState, int64_t> ended_tasks_;

@@ -1,6 +1,8 @@
 #include "server/service/watches.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/names.h"
 
@@ -22,10 +24,10 @@ void Watches::Changed(const std::string& job_id, const std::string& message) {
   changed_.insert(job_id);
 }
 
-void Watches::Flush(const JobView& jobs) {
+void Watches::Flush(const JobView& jobs, const Defer& defer) {
   const int64_t now = clock_->MonotonicNowNs();
   for (auto it = changed_.begin(); it != changed_.end();) {
-    const std::string& job_id = *it;
+    const std::string job_id = *it;
     const v1::Job* job = jobs.find(job_id);
     auto range = watchers_.equal_range(job_id);
     if (job == nullptr || range.first == range.second) {  // gone, or nobody watches
@@ -38,20 +40,35 @@ void Watches::Flush(const JobView& jobs) {
       ++it;
       continue;
     }
-    // Built once per view that has a watcher.
-    std::optional<v1::JobEvent> full, summary;
+    // Built once per view that has a watcher, now: later batches may change
+    // the live job before this one commits.
+    std::shared_ptr<v1::JobEvent> full, summary;
+    std::vector<std::pair<Watcher, std::shared_ptr<v1::JobEvent>>> sends;
     for (auto w = range.first; w != range.second; ++w) {
-      std::optional<v1::JobEvent>& event = w->second.summary ? summary : full;
+      std::shared_ptr<v1::JobEvent>& event = w->second.summary ? summary : full;
       if (!event) {
-        event.emplace();
+        event = std::make_shared<v1::JobEvent>();
         *event->mutable_job() = *job;
         if (w->second.summary) StripResults(event->mutable_job());
         event->set_message(pacing.message);
       }
-      w->second.sink->Send(*event);
-      if (ended) w->second.sink->Close(grpc::Status::OK);
+      sends.emplace_back(w->second, event);
     }
-    if (ended) watchers_.erase(job_id);
+    if (ended) watchers_.erase(job_id);  // closed after the commit
+    defer([this, job_id, ended, message = pacing.message, sends = std::move(sends)](const absl::Status& commit) {
+      if (!commit.ok()) {
+        // Rolled back: the state after the reload goes out instead.
+        if (ended && !closed_) {
+          for (const auto& [watcher, event] : sends) watchers_.emplace(job_id, watcher);
+        }
+        Changed(job_id, message);
+        return;
+      }
+      for (const auto& [watcher, event] : sends) {
+        watcher.sink->Send(*event);
+        if (ended) watcher.sink->Close(grpc::Status::OK);
+      }
+    });
     pacing.sent_before = true;
     pacing.last_sent_ns = now;
     it = changed_.erase(it);

@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "absl/status/status.h"
 #include "common/clock.h"
 #include "server/service/sinks.h"
 
@@ -48,11 +49,16 @@ class Watches {
     /// Whether `job_id` ended in the batch just committed.
     std::function<bool(const std::string& job_id)> ended_now;
   };
-  /// Sends each changed job's state to its watchers: jobs whose interval has
-  /// passed, and ended jobs at once, whose watches
-  /// then close with OK. A changed job no longer live, or with no watcher,
-  /// is dropped from the pending set.
-  void Flush(const JobView& jobs);
+  /// Runs a send once the batch that made the state is committed (EventLoop::Defer).
+  using Defer = std::function<void(std::function<void(const absl::Status& commit)>)>;
+  /// At the end of a batch: builds each changed job's event now (the state
+  /// this batch commits) and `defer`s its send to the job's watchers: jobs
+  /// whose interval has passed, and ended jobs at once, whose watches then
+  /// close with OK. If the commit fails, nothing is sent: the job is marked
+  /// changed again (and an ended job's watches kept), so the reloaded state
+  /// goes out next. A changed job no longer live, or with no watcher, is
+  /// dropped from the pending set.
+  void Flush(const JobView& jobs, const Defer& defer);
 
   /// Drops `job_id`'s pending change (the job left memory).
   void Forget(const std::string& job_id);

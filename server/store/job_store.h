@@ -6,6 +6,7 @@
 /// loaded at start; finished ones are read on demand, a job or a page at a time.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,12 @@ struct StateCounts {
   std::map<v1::TaskState, int64_t> tasks;
 };
 
+class JobStore;
+/// One row write of the coordinator's loop, run later on its writer thread
+/// inside a batch's transaction (server/loop/event_loop.h). It owns copies of
+/// what it writes; it never refers to live state.
+using StoreWrite = std::function<absl::Status(JobStore&)>;
+
 /// The devices' validation health (server/validation/health), one row per
 /// (agent, device): what a JobStore keeps beside jobs and batches.
 class DeviceHealthStore {
@@ -65,7 +72,8 @@ class BaselineStore {
   virtual absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name, int limit) = 0;
 };
 
-/// Not thread-safe: the coordinator calls it from its one event-loop thread.
+/// Not thread-safe: one connection is used by one thread at a time (the
+/// event loop's writer, the batch writer, a StoreReader).
 /// Writes between Begin() and Commit() become durable together at Commit();
 /// nothing is acknowledged to a caller before that.
 class JobStore : public DeviceHealthStore, public BaselineStore {

@@ -142,7 +142,8 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
   ASSERT_EQ(submit.code, 0) << submit.err;
   ASSERT_TRUE(WaitUntilMeasuring(20, /*attempt=*/1));
   proxy_->SetRefusing(true);
-  const absl::Time cut_at = absl::Now();
+  const absl::Time cut_at = absl::Now();  // printed, not asserted: the lease's bound is checked on a
+                                          // driven clock (CoordinatorTest.AnAgentThatDoesNotComeBackWithinTheLeaseLosesItsTask)
   // Meanwhile `get agents` shows the agent disconnected, its device held.
   CliResult agents;
   for (int i = 0; i < 20; ++i) {
@@ -161,9 +162,8 @@ TEST_F(ShortLeaseStreamCutTest, AnAgentCutOffLongerThanItsLeaseStopsItsAttemptAn
       absl::Seconds(10), absl::Milliseconds(25));
   const double requeue_s = absl::ToDoubleSeconds(absl::Now() - cut_at);
   ASSERT_EQ(job.tasks(0).state(), v1::TASK_STATE_QUEUED);
+  // Taken back at the lease, not at the broken stream (the reason says which).
   EXPECT_THAT(job.tasks(0).error(), HasSubstr("did not resume within the lease"));
-  EXPECT_GE(requeue_s, 1.0);  // not at the first broken stream: the agent may come back
-  EXPECT_LE(requeue_s, lease_seconds_ + 1.5);
   // The agent's own lease runs out too: it stops attempt 1 by itself.
   ASSERT_TRUE(WaitFor([&] { return agent_->counters().attempts_abandoned.load() >= 1; }, absl::Seconds(10)));
   proxy_->SetRefusing(false);

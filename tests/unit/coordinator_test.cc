@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/failing_store.h"
 #include "tests/testing/wait.h"
 #include "tests/unit/coordinator_fixture.h"
 
@@ -159,6 +160,47 @@ TEST_F(CoordinatorTest, RestartKeepsAcceptedJobsAndRequeuesRunningTasks) {
   auto again = Submit(spec);  // ids continue after the stored ones
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->id(), "job-000002");
+  EXPECT_TRUE(store_->CheckIntegrity().ok());
+}
+
+// The loop's writer commits while the loop goes on. A failed commit: the
+// submit it held is answered "not stored" (never accepted), the coordinator
+// reloads what the store has, job numbers never go back, and what commits
+// afterwards is stored as usual.
+TEST_F(CoordinatorTest, AFailedCommitAnswersNotStoredAndTheCoordinatorReloads) {
+  Close();
+  auto inner = SqliteJobStore::Open(dir_.path() + "/jobs.db");
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  hetbench::testing::CommitFailingStore store(*std::move(inner));
+  coordinator_ = std::make_unique<Coordinator>(&store, &metrics_, &clock_, options_);
+  ASSERT_TRUE(coordinator_->Start().ok());
+  auto first = Submit(v1::JobSpec());
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  store.FailCommits(1);
+  auto lost = Submit(v1::JobSpec());
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.status().message(), HasSubstr("job not stored"));
+  EXPECT_EQ(store.failed(), 1);
+
+  auto after = Submit(v1::JobSpec());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->id(), "job-000003") << "the lost job's number is not given again";
+  EXPECT_EQ(Get(first->id()).state(), v1::JOB_STATE_QUEUED) << "reloaded from the store";
+  absl::Notification got;
+  absl::Status lost_read;
+  coordinator_->api().GetJob("job-000002", [&](absl::StatusOr<v1::Job> j) {
+    lost_read = j.status();
+    got.Notify();
+  });
+  got.WaitForNotification();
+  EXPECT_EQ(lost_read.code(), absl::StatusCode::kNotFound) << "the lost job is gone from memory too";
+
+  Close();  // a restart on the same store: the two stored jobs, not the lost one
+  Open();
+  EXPECT_EQ(Get(first->id()).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(Get(after->id()).state(), v1::JOB_STATE_QUEUED);
   EXPECT_TRUE(store_->CheckIntegrity().ok());
 }
 

@@ -94,7 +94,10 @@ TEST(JobTableTest, JobStateFollowsItsTasksAndAnEndedJobIsEvictedAfterTheCommit) 
   EXPECT_TRUE(table.EndedNow(id));
 
   std::vector<std::string> evicted;
-  table.EvictEnded([&](const v1::Job& j) { evicted.push_back(j.id()); });
+  const std::vector<int64_t> ended = table.TakeEnded();
+  EXPECT_FALSE(table.EndedNow(id)) << "taken: the next batch starts afresh";
+  EXPECT_NE(table.Find(id), nullptr) << "still in memory until its batch commits";
+  table.Evict(ended, /*count=*/true, [&](const v1::Job& j) { evicted.push_back(j.id()); });
   EXPECT_THAT(evicted, ::testing::ElementsAre(id));
   EXPECT_EQ(table.Find(id), nullptr);
   EXPECT_EQ(table.FindTask("job-000001-t0"), nullptr);
@@ -121,8 +124,9 @@ TEST(JobTableTest, ACancelledJobStaysCancelledAndEndsWhenItsTasksHave) {
   EXPECT_TRUE(table.EndedNow(live.job.id()));
 }
 
-// Only the rows a batch changed are written; the store then has them.
-TEST(JobTableTest, WriteChangedWritesTheMarkedRowsOnce) {
+// Only the rows a batch changed are written, as copies taken at the end of
+// the batch: a later change of the live job is not what they write.
+TEST(JobTableTest, TakeWritesCopiesTheMarkedRowsOnce) {
   auto store = SqliteJobStore::Open(":memory:");
   ASSERT_TRUE(store.ok()) << store.status();
   JobTable table;
@@ -133,7 +137,13 @@ TEST(JobTableTest, WriteChangedWritesTheMarkedRowsOnce) {
   live.job.mutable_tasks(0)->set_agent_id("not marked");
   table.MarkTask(live, live.job.tasks(1));
   table.Recompute(live, 1001);  // RUNNING: marks the header
-  table.WriteChanged(**store);
+  std::vector<StoreWrite> writes = table.TakeWrites();
+  EXPECT_EQ(writes.size(), 2u) << "the header and task 1";
+  EXPECT_TRUE(table.TakeWrites().empty()) << "taken once";
+  live.job.mutable_tasks(1)->set_agent_id("a later batch's");
+  live.job.set_state(v1::JOB_STATE_CANCELLED);
+  for (const StoreWrite& write : writes) ASSERT_TRUE(write(**store).ok());
+  EXPECT_EQ(live.job.tasks_size(), 2) << "the header's copy left the tasks in place";
   auto stored = (*store)->GetJob(live.job.id());
   ASSERT_TRUE(stored.ok() && stored->has_value());
   EXPECT_EQ((**stored).state(), v1::JOB_STATE_RUNNING);

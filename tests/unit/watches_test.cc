@@ -28,6 +28,12 @@ class WatchesTest : public ::testing::Test {
             },
             [this](const std::string& id) { return ended_.count(id) > 0; }};
   }
+  // One batch: the flush, then its commit with `commit`'s status.
+  void Flush(const absl::Status& commit = absl::OkStatus()) {
+    std::vector<std::function<void(const absl::Status&)>> deferred;
+    watches_.Flush(View(), [&](std::function<void(const absl::Status&)> fn) { deferred.push_back(std::move(fn)); });
+    for (auto& fn : deferred) fn(commit);
+  }
   SimulatedClock clock_;
   Watches watches_;
   std::map<std::string, v1::Job> jobs_;
@@ -38,19 +44,19 @@ TEST_F(WatchesTest, OneEventPerIntervalCarryingTheLatestChange) {
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", /*summary=*/false, sink);
   watches_.Changed("job-000001", "first");
-  watches_.Flush(View());
+  Flush();
   ASSERT_EQ(sink->messages().size(), 1u) << "the first change goes out at once";
   EXPECT_EQ(sink->messages()[0].message(), "first");
 
   watches_.Changed("job-000001", "second");
   watches_.Changed("job-000001", "third");
-  watches_.Flush(View());
+  Flush();
   EXPECT_EQ(sink->messages().size(), 1u) << "within the interval nothing more is sent";
   clock_.AdvanceNs(100'000'000);
-  watches_.Flush(View());
+  Flush();
   ASSERT_EQ(sink->messages().size(), 2u);
   EXPECT_EQ(sink->messages()[1].message(), "third") << "changes coalesce into the latest";
-  watches_.Flush(View());
+  Flush();
   EXPECT_EQ(sink->messages().size(), 2u) << "nothing changed, nothing sent";
   EXPECT_FALSE(sink->closed());
 }
@@ -60,7 +66,7 @@ TEST_F(WatchesTest, SummaryWatchersGetTasksWithoutResults) {
   watches_.Add("job-000001", false, full);
   watches_.Add("job-000001", true, summary);
   watches_.Changed("job-000001", "x");
-  watches_.Flush(View());
+  Flush();
   ASSERT_EQ(full->messages().size(), 1u);
   ASSERT_EQ(summary->messages().size(), 1u);
   EXPECT_TRUE(full->messages()[0].job().tasks(0).has_result());
@@ -72,11 +78,11 @@ TEST_F(WatchesTest, AnEndedJobIsSentAtOnceAndItsWatchesClose) {
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", false, sink);
   watches_.Changed("job-000001", "running");
-  watches_.Flush(View());
+  Flush();
   jobs_["job-000001"].set_state(v1::JOB_STATE_SUCCEEDED);
   ended_.insert("job-000001");
   watches_.Changed("job-000001", "task job-000001-t1 SUCCEEDED");
-  watches_.Flush(View());  // within the interval, but the end is not paced
+  Flush();  // within the interval, but the end is not paced
   ASSERT_EQ(sink->messages().size(), 2u);
   EXPECT_EQ(sink->messages()[1].job().state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(sink->closed());
@@ -84,13 +90,55 @@ TEST_F(WatchesTest, AnEndedJobIsSentAtOnceAndItsWatchesClose) {
   EXPECT_EQ(watches_.watchers("job-000001"), 0u);
 }
 
+// Events are built at the flush (the state the batch commits) and sent after
+// the commit; a failed commit sends nothing and keeps the job pending, an
+// ended job's watches open, so the reloaded state goes out next.
+TEST_F(WatchesTest, EventsWaitForTheCommitAndAFailedOneSendsTheStateAfterTheReload) {
+  auto sink = std::make_shared<WatchFake>();
+  watches_.Add("job-000001", false, sink);
+  jobs_["job-000001"].set_state(v1::JOB_STATE_SUCCEEDED);
+  ended_.insert("job-000001");
+  watches_.Changed("job-000001", "ended");
+  std::vector<std::function<void(const absl::Status&)>> deferred;
+  watches_.Flush(View(), [&](std::function<void(const absl::Status&)> fn) { deferred.push_back(std::move(fn)); });
+  jobs_["job-000001"].set_error("a later batch's change");  // the live job moves on before the commit
+  EXPECT_TRUE(sink->messages().empty()) << "nothing is sent before the commit";
+  ASSERT_EQ(deferred.size(), 1u);
+  deferred[0](absl::UnavailableError("disk full"));
+  EXPECT_TRUE(sink->messages().empty()) << "a rolled-back state is never sent";
+  EXPECT_FALSE(sink->closed());
+  EXPECT_EQ(watches_.watchers("job-000001"), 1u) << "the watch stays for the reloaded state";
+
+  jobs_["job-000001"].set_state(v1::JOB_STATE_RUNNING);  // the reload: the end was not stored
+  jobs_["job-000001"].clear_error();
+  ended_.clear();
+  clock_.AdvanceNs(100'000'000);
+  Flush();
+  ASSERT_EQ(sink->messages().size(), 1u) << "the job was marked changed again";
+  EXPECT_EQ(sink->messages()[0].job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(sink->messages()[0].message(), "ended");
+  EXPECT_FALSE(sink->closed());
+
+  jobs_["job-000001"].set_state(v1::JOB_STATE_SUCCEEDED);
+  ended_.insert("job-000001");
+  watches_.Changed("job-000001", "ended again");
+  deferred.clear();
+  watches_.Flush(View(), [&](std::function<void(const absl::Status&)> fn) { deferred.push_back(std::move(fn)); });
+  jobs_["job-000001"].set_error("a later batch's change");
+  ASSERT_EQ(deferred.size(), 1u);
+  deferred[0](absl::OkStatus());
+  ASSERT_EQ(sink->messages().size(), 2u);
+  EXPECT_EQ(sink->messages()[1].job().error(), "") << "the event holds the state of its batch, not a later one";
+  EXPECT_TRUE(sink->closed());
+}
+
 TEST_F(WatchesTest, ChangesOfJobsNobodyWatchesOrThatLeftMemoryAreDropped) {
   watches_.Changed("job-000001", "unwatched");
   watches_.Changed("job-000009", "not live");
-  watches_.Flush(View());
+  Flush();
   auto sink = std::make_shared<WatchFake>();
   watches_.Add("job-000001", false, sink);
-  watches_.Flush(View());
+  Flush();
   EXPECT_TRUE(sink->messages().empty()) << "a change before the watch began is the snapshot's, not an event";
 }
 
