@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/serving_spec.h"
+#include "tests/testing/wait.h"
 
 namespace hetbench::agent {
 namespace {
@@ -207,8 +208,9 @@ TEST(GenerativeRunTest, ACancelEndsTheRunWithoutWaitingOutTheDrain) {
   const ServingControl control{&cancel, &issued, &total, SteadyNowNs()};
   v1::TaskResult result;
   std::vector<ServedRequest> requests;
-  std::thread canceller([&cancel] {
-    absl::SleepFor(absl::Milliseconds(300));
+  std::thread canceller([&cancel, &issued] {
+    // Once the run is under way (requests issued), not after a guessed time.
+    hetbench::testing::WaitFor([&] { return issued.load() >= 4; }, absl::Seconds(30));
     cancel.store(true);
   });
   EXPECT_TRUE(RunGenerative(spec, 0, 2, decoder, "tiny decoder", control, &result, &requests).ok());
