@@ -203,9 +203,10 @@ void CheckGenerative(const v1::JobSpec& spec, std::vector<std::string>* problems
     bad("models: \"", kDecoderModel, "\" with other models: serve the decoder in a job of its own (its queries are ",
         "requests of many tokens, not one-sample queries)");
   }
-  if (s.scenario() != "server" && s.scenario() != "offline" && s.scenario() != "single_stream") {
-    bad("serving.scenario = \"", s.scenario(), "\": the decoder runs server, offline or single_stream; for its peak, ",
-        "sweep the rate with serving.qps_sweep");
+  if (s.scenario() != "server" && s.scenario() != "offline" && s.scenario() != "single_stream" &&
+      s.scenario() != "peak") {
+    bad("serving.scenario = \"", s.scenario(), "\": the decoder runs server, peak, offline or single_stream (a ",
+        "query is a request of many tokens; multi_stream has no meaning for it)");
   }
   const v1::DecoderSpec& d = s.decoder();
   auto range = [&bad](const char* field, int v, int lo, int hi) {

@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/serving_spec.h"
 #include "common/serving_stats.h"
 
 namespace hetbench::agent {
@@ -172,6 +173,79 @@ void SummarizeRequests(const v1::ServingSpec& s, const std::vector<ServedRequest
   }
 }
 
+// One run of the scenario at `qps` against a fresh server: what the issuer
+// recorded, the decoding steps and each request's times.
+struct GenerativeOnce {
+  ScenarioRun scenario;
+  std::vector<ServedBatch> steps;
+  std::map<int64_t, GenerationTimes> times;
+};
+
+GenerativeOnce RunOnce(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+                       const ServingControl& control, const ReplicaStart* replica = nullptr) {
+  const v1::ServingSpec& s = spec.serving();
+  const v1::DecoderSpec d = s.decoder();
+  const uint64_t seed = spec.seed();
+  GenerativeOnce once;
+  GenerativeServer server(decoder, max_running, s.instances(),
+                          [d, seed](int64_t index) { return MakeRequest(d, seed, index); });
+  // A request takes many steps: its answer may come long after its issue.
+  once.scenario = RunScenario(spec, qps, server, control, absl::Seconds(600), replica);
+  once.steps = server.Steps();
+  once.times = server.Times();
+  return once;
+}
+
+// The answered requests of `once` on the task's time axis (appended to
+// `answered`, in schedule order) and their inter-token gaps.
+void Requests(const GenerativeOnce& once, int64_t task_start_ns, std::vector<ServedRequest>* answered,
+              std::vector<int64_t>* gaps) {
+  const OpenLoopRun& run = once.scenario.run;
+  const int64_t origin = run.run_start_ns - task_start_ns;
+  for (size_t i = 0; i < run.queries.size(); ++i) {
+    const QueryTimes& q = run.queries[i];
+    const auto it = once.times.find(static_cast<int64_t>(i));
+    if (q.answered_ns < 0 || it == once.times.end()) continue;
+    const GenerationTimes& t = it->second;
+    ServedRequest r;
+    r.scheduled_ns = origin + q.scheduled_ns;
+    r.latency_ns = q.latency_ns();
+    r.ttft_ns = t.first_token_ns - run.run_start_ns - q.scheduled_ns;
+    r.tpot_ns = t.output_tokens > 1 ? (t.last_token_ns - t.first_token_ns) / (t.output_tokens - 1) : 0;
+    r.prompt_tokens = t.prompt_tokens;
+    r.output_tokens = t.output_tokens;
+    answered->push_back(r);
+    gaps->insert(gaps->end(), t.gaps_ns.begin(), t.gaps_ns.end());
+  }
+}
+
+// A peak search's run of the decoder at `qps`, judged here by the
+// coordinator's rules (the latency bound and the TTFT and TPOT SLOs) from
+// its own requests; the final run is judged by the coordinator itself.
+v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+                         const ServingControl& control) {
+  const GenerativeOnce once = RunOnce(spec, qps, max_running, decoder, control);
+  v1::ServingRun figures;
+  std::vector<ServedQuery> queries;
+  const v1::PhaseWindow w = SummarizeRun(once.scenario, once.steps, control.task_start_ns, &figures, &queries);
+  std::vector<ServedRequest> requests;
+  std::vector<int64_t> gaps;
+  Requests(once, control.task_start_ns, &requests, &gaps);
+  std::vector<int64_t> latencies;
+  GenerativeTimes times;
+  int64_t tokens = 0;
+  for (const ServedRequest& r : requests) {
+    latencies.push_back(r.latency_ns);
+    times.ttft.push_back(r.ttft_ns);
+    times.tpot.push_back(r.tpot_ns);
+    tokens += r.output_tokens;
+  }
+  std::sort(times.ttft.begin(), times.ttft.end());
+  std::sort(times.tpot.begin(), times.tpot.end());
+  times.ttft_stored = times.tpot_stored = static_cast<int64_t>(requests.size());
+  return JudgeStep(spec, qps, std::move(latencies), tokens, w, &figures, &times);
+}
+
 }  // namespace
 
 absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
@@ -201,41 +275,20 @@ absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running,
   }
   result->set_warmup_seconds(static_cast<double>(SteadyNowNs() - warm_start) * 1e-9);
 
-  const v1::DecoderSpec d = s.decoder();
-  const uint64_t seed = spec.seed();
+  if (s.scenario() == "peak") {
+    qps = SearchPeak(spec, control, [&](double at) { return PeakStep(spec, at, max_running, decoder, control); }, out);
+  }
+  out->set_target_qps(s.scenario() == "server" || s.scenario() == "peak" ? qps : 0.0);
   const absl::StatusOr<ReplicaStart> replica = StartReplica(control, out);
   if (!replica.ok()) return replica.status();
-  ScenarioRun one;
-  std::vector<ServedBatch> steps;
-  std::map<int64_t, GenerationTimes> times;
-  {
-    GenerativeServer server(decoder, max_running, s.instances(),
-                            [d, seed](int64_t index) { return MakeRequest(d, seed, index); });
-    // A request takes many steps: its answer may come long after its issue.
-    one = RunScenario(spec, qps, server, control, absl::Seconds(600), &*replica);
-    steps = server.Steps();
-    times = server.Times();
-  }
+  const GenerativeOnce once = RunOnce(spec, qps, max_running, decoder, control, &*replica);
+  const ScenarioRun& one = once.scenario;
+  const std::vector<ServedBatch>& steps = once.steps;
   std::vector<ServedQuery> queries;
   const v1::PhaseWindow w = SummarizeRun(one, steps, control.task_start_ns, out, &queries);
-  const int64_t origin = one.run.run_start_ns - control.task_start_ns;
   std::vector<int64_t> gaps;
   const size_t first = answered->size();
-  for (size_t i = 0; i < one.run.queries.size(); ++i) {
-    const QueryTimes& q = one.run.queries[i];
-    const auto it = times.find(static_cast<int64_t>(i));
-    if (q.answered_ns < 0 || it == times.end()) continue;
-    const GenerationTimes& t = it->second;
-    ServedRequest r;
-    r.scheduled_ns = origin + q.scheduled_ns;
-    r.latency_ns = q.latency_ns();
-    r.ttft_ns = t.first_token_ns - one.run.run_start_ns - q.scheduled_ns;
-    r.tpot_ns = t.output_tokens > 1 ? (t.last_token_ns - t.first_token_ns) / (t.output_tokens - 1) : 0;
-    r.prompt_tokens = t.prompt_tokens;
-    r.output_tokens = t.output_tokens;
-    answered->push_back(r);
-    gaps.insert(gaps.end(), t.gaps_ns.begin(), t.gaps_ns.end());
-  }
+  Requests(once, control.task_start_ns, answered, &gaps);
   int64_t max_steps = 0;
   for (const ServedBatch& b : steps) max_steps = std::max<int64_t>(max_steps, b.size);
   out->mutable_generative()->set_max_running(static_cast<int32_t>(max_steps));

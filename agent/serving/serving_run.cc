@@ -140,32 +140,35 @@ v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, const BatchingOpti
   std::vector<int64_t> latencies;
   latencies.reserve(answered.size());
   for (const ServedQuery& q : answered) latencies.push_back(q.latency_ns);
+  const auto n = static_cast<int64_t>(latencies.size());
+  return JudgeStep(spec, qps, std::move(latencies), n, w, &figures);
+}
+
+}  // namespace
+
+v1::ServingStep JudgeStep(const v1::JobSpec& spec, double qps, std::vector<int64_t> latencies, int64_t items,
+                          const v1::PhaseWindow& window, v1::ServingRun* figures, const GenerativeTimes* generative) {
   std::sort(latencies.begin(), latencies.end());
   v1::PhaseResult phase;
   phase.set_phase(v1::PHASE_SERVE);
   phase.mutable_stats()->set_count(static_cast<int64_t>(latencies.size()));
-  phase.mutable_stats()->set_items(static_cast<int64_t>(latencies.size()));
-  phase.mutable_stats()->set_window_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);
-  JudgeServing(spec, latencies, &figures, &phase);
+  phase.mutable_stats()->set_items(items);
+  phase.mutable_stats()->set_window_seconds(static_cast<double>(window.end_ns() - window.start_ns()) * 1e-9);
+  JudgeServing(spec, latencies, figures, &phase, nullptr, generative);
   v1::ServingStep step;
   step.set_qps(qps);
-  step.set_achieved_qps(figures.achieved_qps());
-  step.set_queries(figures.queries_answered());
-  step.set_latency_p50_ns(figures.latency_p50_ns());
-  step.set_latency_p99_ns(figures.latency_p99_ns());
-  step.set_latency_at_percentile_ns(figures.latency_at_percentile_ns());
+  step.set_achieved_qps(figures->achieved_qps());
+  step.set_queries(figures->queries_answered());
+  step.set_latency_p50_ns(figures->latency_p50_ns());
+  step.set_latency_p99_ns(figures->latency_p99_ns());
+  step.set_latency_at_percentile_ns(figures->latency_at_percentile_ns());
   step.set_valid(phase.valid());
   *step.mutable_invalid_reasons() = phase.invalid_reasons();
   return step;
 }
 
-// LoadGen's FindPeakPerformance, as runs on this device: from target_qps,
-// double while VALID (halve while INVALID) until a rate of each kind is
-// known, then bisect until the bracket is within peak_precision of the
-// highest VALID rate, at most peak_max_runs runs. Returns the rate of the
-// final run: the highest VALID one, else the lowest tried.
-double SearchPeak(const v1::JobSpec& spec, const BatchingOptions& options, const BatchingServer::Compute& compute,
-                  const ServingControl& control, v1::ServingRun* out) {
+double SearchPeak(const v1::JobSpec& spec, const ServingControl& control,
+                  const std::function<v1::ServingStep(double qps)>& run_at, v1::ServingRun* out) {
   const v1::ServingSpec& s = spec.serving();
   const double max_qps = ServingMaxQps(spec);
   const double min_qps = 1.0 / s.min_duration_seconds();  // at least one query in the run's duration
@@ -173,7 +176,7 @@ double SearchPeak(const v1::JobSpec& spec, const BatchingOptions& options, const
   double qps = std::min(s.target_qps(), max_qps);
   for (int run = 0; run < s.peak_max_runs() && !control.cancel->load(); ++run) {
     lowest = std::min(lowest, qps);
-    const v1::ServingStep step = PeakStep(spec, qps, options, compute, control);
+    const v1::ServingStep step = run_at(qps);
     *out->add_steps() = step;
     if (step.valid()) {
       valid = std::max(valid, qps);
@@ -196,8 +199,6 @@ double SearchPeak(const v1::JobSpec& spec, const BatchingOptions& options, const
   out->set_peak_qps(valid);
   return valid > 0 ? valid : lowest;
 }
-
-}  // namespace
 
 absl::Status RunServing(const v1::JobSpec& spec, double qps, int max_batch, const BatchingServer::Compute& compute,
                         const std::string& what, const ServingControl& control, v1::TaskResult* result,
@@ -229,7 +230,9 @@ absl::Status RunServing(const v1::JobSpec& spec, double qps, int max_batch, cons
   options.max_batch = max_batch;
   options.max_queue_delay = absl::Milliseconds(queue_delay_ms);
   options.instances = s.instances();
-  if (s.scenario() == "peak") qps = SearchPeak(spec, options, compute, control, out);
+  if (s.scenario() == "peak") {
+    qps = SearchPeak(spec, control, [&](double at) { return PeakStep(spec, at, options, compute, control); }, out);
+  }
   out->set_target_qps(s.scenario() == "server" || s.scenario() == "peak" ? qps : 0.0);
   const absl::StatusOr<ReplicaStart> replica = StartReplica(control, out);
   if (!replica.ok()) return replica.status();

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "agent/serving/batching_server.h"
 #include "agent/serving/issuer.h"
 #include "agent/serving/replicas.h"
+#include "common/serving_spec.h"
 #include "hetbench/v1/common.pb.h"
 
 namespace hetbench::agent {
@@ -66,6 +68,23 @@ absl::StatusOr<ReplicaStart> StartReplica(const ServingControl& control, v1::Ser
 /// `answered`; returns the run's window on that axis.
 v1::PhaseWindow SummarizeRun(const ScenarioRun& one, const std::vector<ServedBatch>& batches, int64_t task_start_ns,
                              v1::ServingRun* out, std::vector<ServedQuery>* answered);
+
+/// A peak search's step at `qps`, judged here by the coordinator's rules
+/// (JudgeServing) from the run's own latencies (any order; `items` served
+/// over `window`), and for the decoder its TTFT and TPOT; `figures` holds
+/// the run's issuer figures (SummarizeRun) and gets the percentiles.
+v1::ServingStep JudgeStep(const v1::JobSpec& spec, double qps, std::vector<int64_t> latencies, int64_t items,
+                          const v1::PhaseWindow& window, v1::ServingRun* figures,
+                          const GenerativeTimes* generative = nullptr);
+
+/// LoadGen's FindPeakPerformance, as runs on this device: from target_qps,
+/// double while VALID (halve while INVALID) until a rate of each kind is
+/// known, then bisect until the bracket is within peak_precision of the
+/// highest VALID rate, at most peak_max_runs runs. `run_at` runs and judges
+/// one rate (each step into out->steps); out->peak_qps is the highest VALID
+/// rate. Returns the rate of the final run: that one, else the lowest tried.
+double SearchPeak(const v1::JobSpec& spec, const ServingControl& control,
+                  const std::function<v1::ServingStep(double qps)>& run_at, v1::ServingRun* out);
 
 /// Runs spec.serving's scenario at `qps` (the task's rate; server) with a
 /// batcher of `max_batch` (the task's batch size). `peak` first searches for

@@ -5,11 +5,13 @@
 // Bounds are what must hold however slow the machine is, never speed.
 #include "agent/serving/generative.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/serving/decoder.h"
 #include "common/clock.h"
@@ -197,6 +199,44 @@ TEST(GenerativeRunTest, AServerRunCountsTtftFromTheScheduleAndGoodputAgainstTheS
   for (size_t i = 1; i < ran.requests.size(); ++i) {
     EXPECT_GE(ran.requests[i].scheduled_ns, ran.requests[i - 1].scheduled_ns) << "in schedule order";
   }
+}
+
+// The decoder's peak: each step a full run judged by the coordinator's rules
+// (here the TTFT SLO at p50), doubling while VALID; the final run at the peak.
+TEST(GenerativeRunTest, APeakSearchDoublesWhileTheSloHoldsAndRunsAtThePeak) {
+  v1::JobSpec spec = Spec("server");
+  v1::ServingSpec* s = spec.mutable_serving();
+  s->set_scenario("peak");
+  s->set_target_qps(40);
+  s->set_ttft_ms(60000);  // met by any machine: every step VALID
+  s->set_percentile(50);
+  s->set_peak_max_runs(3);
+  spec = WithDefaults(spec);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  const Ran ran = Generate(spec, 2);
+  const v1::ServingRun& r = ran.result.serving();
+  ASSERT_EQ(r.steps_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(r.steps(i).qps(), 40.0 * (1 << i)) << i;
+    EXPECT_TRUE(r.steps(i).valid()) << i << ": " << absl::StrJoin(r.steps(i).invalid_reasons(), "; ");
+    EXPECT_EQ(r.steps(i).queries(), 24) << i;
+  }
+  EXPECT_DOUBLE_EQ(r.peak_qps(), 160);
+  EXPECT_DOUBLE_EQ(r.target_qps(), 160) << "the final run is at the peak";
+  EXPECT_EQ(r.queries_answered(), 24);
+  EXPECT_EQ(ran.requests.size(), 24u) << "only the final run's requests are the task's samples";
+
+  // An SLO nothing meets: INVALID at the first rate, and halving would go
+  // below one query in the run's duration: no peak, the final run at the first rate.
+  s = spec.mutable_serving();
+  s->set_ttft_ms(1e-6);
+  s->set_target_qps(20);  // 1 / min_duration_seconds: the lowest rate a run may have
+  const Ran none = Generate(spec, 2);
+  ASSERT_EQ(none.result.serving().steps_size(), 1);
+  EXPECT_FALSE(none.result.serving().steps(0).valid());
+  EXPECT_THAT(absl::StrJoin(none.result.serving().steps(0).invalid_reasons(), "; "), ::testing::HasSubstr("TTFT p50"));
+  EXPECT_EQ(none.result.serving().peak_qps(), 0);
+  EXPECT_DOUBLE_EQ(none.result.serving().target_qps(), 20);
 }
 
 TEST(GenerativeRunTest, ACancelEndsTheRunWithoutWaitingOutTheDrain) {

@@ -106,12 +106,16 @@ TEST(GenerativeSpecTest, BadDecoderInputIsRefusedNamingTheFieldAndTheFix) {
   spec = Decoder();
   spec.mutable_serving()->set_max_queue_delay_ms(2);
   EXPECT_THAT(Problems(spec), HasSubstr("serving.max_queue_delay_ms = 2: not used by the decoder"));
-  v1::JobSpec peak;
+  v1::JobSpec peak;  // the decoder's peak: bounded by an SLO alone
   peak.add_models("decoder");
   peak.mutable_serving()->set_scenario("peak");
   peak.mutable_serving()->set_target_qps(1);
-  peak.mutable_serving()->set_latency_bound_ms(1000);
-  EXPECT_THAT(Problems(WithDefaults(peak)), HasSubstr("the decoder runs server, offline or single_stream"));
+  peak.mutable_serving()->set_ttft_ms(1000);
+  EXPECT_EQ(Problems(WithDefaults(peak)), "");
+  v1::JobSpec multi = peak;
+  multi.mutable_serving()->set_scenario("multi_stream");
+  multi.mutable_serving()->clear_target_qps();
+  EXPECT_THAT(Problems(WithDefaults(multi)), HasSubstr("the decoder runs server, peak, offline or single_stream"));
   // A server run needs a bound: the end-to-end one or an SLO.
   v1::JobSpec unbounded;
   unbounded.add_models("decoder");
