@@ -592,7 +592,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch-samples", opt.batch_samples, "samples per batch (ingest)")->capture_default_str();
   app.add_option("--serve-qps", opt.serve_qps, "serving: each task's rate, queries/s")->capture_default_str();
-  app.add_option("--window", opt.window, "batches in flight per task (ingest)")->capture_default_str();
+  app.add_option("--window", opt.window, "batches in flight per task (ingest; the agent's own window is 64)")->capture_default_str();
   app.add_option("--serving-window", opt.serving_window,
                  "serving: sample batches in flight per task (hetbench-agent: 64); 0 = all at once, a shortcut")
       ->capture_default_str();

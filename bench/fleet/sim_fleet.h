@@ -51,7 +51,9 @@ struct Options {
   int agents = 100, devices = 4;
   double seconds = 10, heartbeat_seconds = 1;
   int clients = 8, tasks_per_job = 8;
-  int batch_samples = 1000, window = 16;
+  /// ingest: sample batches in flight per task, as hetbench-agent keeps them
+  /// (AgentConfig::max_unacked_sample_batches, 64).
+  int batch_samples = 1000, window = 64;
   /// serving: sample batches in flight per task, as hetbench-agent keeps
   /// them (64); 0 = every batch at once (a labelled shortcut).
   int serving_window = 64;
