@@ -70,6 +70,15 @@ AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_s
   return c;
 }
 
+void EchoHeartbeat(AgentSink& sink, const v1::Heartbeat& beat, const Clock& clock) {
+  // Echoed at once: the agent estimates the clock offset from the round trip.
+  v1::CoordinatorMessage echo;
+  echo.mutable_heartbeat()->set_unix_seconds(clock.SystemNowSeconds());
+  echo.mutable_heartbeat()->set_agent_ns(beat.agent_ns());
+  echo.mutable_heartbeat()->set_coordinator_ns(clock.MonotonicNowNs());
+  sink.Send(std::move(echo));
+}
+
 void AgentMessages::Handle(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
                            const std::shared_ptr<const v1::AgentMessage>& message, const Checked& checked) {
   const v1::AgentMessage& m = *message;
@@ -77,11 +86,7 @@ void AgentMessages::Handle(uint64_t session_id, const std::shared_ptr<AgentSink>
   Session& session = p_.sessions->Open(session_id, sink, p_.clock->SystemNowSeconds(), &opened);
   session.last_seen_ns = p_.clock->MonotonicNowNs();
   session.last_seen_unix = p_.clock->SystemNowSeconds();
-  // The last-seen gauge moves at most once a second per agent.
-  if (session.has_hello && session.last_seen_ns - session.last_seen_metric_ns >= 1'000'000'000) {
-    session.last_seen_metric_ns = session.last_seen_ns;
-    p_.metrics->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
-  }
+  p_.agents->Seen(session);
   if (m.kind_case() == v1::AgentMessage::kHello) {
     p_.agents->Hello(session_id, session, m.hello());
     return;
@@ -95,12 +100,7 @@ void AgentMessages::Handle(uint64_t session_id, const std::shared_ptr<AgentSink>
   switch (m.kind_case()) {
     case v1::AgentMessage::kHeartbeat:
       if (m.heartbeat().agent_ns() != 0) {
-        // Echoed at once: the agent estimates the clock offset from the round trip.
-        v1::CoordinatorMessage echo;
-        echo.mutable_heartbeat()->set_unix_seconds(p_.clock->SystemNowSeconds());
-        echo.mutable_heartbeat()->set_agent_ns(m.heartbeat().agent_ns());
-        echo.mutable_heartbeat()->set_coordinator_ns(p_.clock->MonotonicNowNs());
-        sink->Send(std::move(echo));
+        EchoHeartbeat(*sink, m.heartbeat(), *p_.clock);
         session.last_echo_ns = session.last_seen_ns;
       }
       break;

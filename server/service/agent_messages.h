@@ -31,6 +31,11 @@
 
 namespace hetbench::server {
 
+/// Answers an agent's heartbeat that carries its clock (agent_ns) with the
+/// coordinator's clocks, at once: the agent estimates its offset from the
+/// round trip. Thread-safe (the loop, or a gRPC thread at the edge).
+void EchoHeartbeat(AgentSink& sink, const v1::Heartbeat& beat, const Clock& clock);
+
 class AgentMessages {
  public:
   /// What the edge found in a message before it reached the loop.

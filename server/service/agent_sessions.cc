@@ -102,7 +102,16 @@ void AgentSessions::Hello(uint64_t session_id, Session& session, const v1::Hello
   p_.placer->Request();
 }
 
+void AgentSessions::Seen(Session& session) {
+  if (session.has_hello && session.last_seen_ns - session.last_seen_metric_ns >= 1'000'000'000) {
+    session.last_seen_metric_ns = session.last_seen_ns;
+    p_.metrics->AgentSeen(session.hello.agent_id(), session.last_seen_unix);
+  }
+}
+
 void AgentSessions::Drop(uint64_t session_id, const std::string& reason) {
+  // Heartbeats the edge took since the last batch count for the resume deadline.
+  p_.sessions->MergeEdge([this](Session& s) { Seen(s); });
   std::optional<Session> ended = p_.sessions->Close(session_id);
   if (!ended) return;  // no Hello yet, or already replaced by a newer stream of its agent
   Session& session = *ended;
@@ -175,6 +184,7 @@ void AgentSessions::Tick() {
   // Timers run at most once per 250 ms however many batches the loop runs:
   // each pass is O(sessions) (at 5,000 agents, a 50 ms period cost 1.4% of
   // the coordinator's CPU); leases are seconds.
+  p_.sessions->MergeEdge([this](Session& s) { Seen(s); });  // heartbeats handled at the edge
   const int64_t now = p_.clock->MonotonicNowNs();
   const int64_t real_now = SteadyNowNs();
   const auto heartbeat_ns = static_cast<int64_t>(options_.heartbeat_seconds * 1e9);

@@ -68,6 +68,9 @@ class AgentSessions {
   /// Heartbeats, silent streams dropped, detached agents past their deadline
   /// losing their attempts. At most every 250 ms however often it is called.
   void Tick();
+  /// A message of `session` was seen (its last_seen set): the last-seen
+  /// gauge moves, at most once a second per agent.
+  void Seen(Session& session);
   /// Connected agents, then detached ones with their resume deadline.
   std::vector<v1::AgentInfo> List() const;
   /// Whether agents connected or left since the last call (gauges).

@@ -156,6 +156,14 @@ void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink>
   });
 }
 
+bool Coordinator::EdgeHeartbeat(uint64_t session_id, AgentSink& sink, const v1::AgentMessage& msg) {
+  if (!msg.has_heartbeat()) return false;
+  const bool echo = msg.heartbeat().agent_ns() != 0;
+  if (!sessions_.edge().Record({session_id, clock_->MonotonicNowNs(), clock_->SystemNowSeconds(), echo})) return false;
+  if (echo) EchoHeartbeat(sink, msg.heartbeat(), *clock_);
+  return true;
+}
+
 void Coordinator::OnAgentGone(uint64_t session_id, std::string reason) {
   loop_.Post([this, session_id, reason = std::move(reason)] { agents_.Drop(session_id, reason); });
 }

@@ -109,6 +109,11 @@ class Coordinator {
   // Agent streams. Every stream gets its own session id.
   uint64_t NewSessionId();
   void OnAgentMessage(uint64_t session, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg);
+  /// At the edge, on the stream's gRPC thread: a heartbeat of a welcomed
+  /// session is recorded for the loop to merge (SessionTable::MergeEdge)
+  /// and echoed at once, without posting to the loop. False for any other
+  /// message, or a session not welcomed: then OnAgentMessage handles it.
+  bool EdgeHeartbeat(uint64_t session, AgentSink& sink, const v1::AgentMessage& msg);
   void OnAgentGone(uint64_t session, std::string reason);
 
   /// Runs `fn` on the loop once what was handed in before has been handled,

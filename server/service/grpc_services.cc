@@ -104,6 +104,12 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
       sink_->Close(grpc::Status::OK);
       return;
     }
+    // A heartbeat of a welcomed stream is handled here, off the loop.
+    if (in_.has_heartbeat() && coordinator_->EdgeHeartbeat(session_, *sink_, in_)) {
+      in_.Clear();
+      sink_->ReadNext();
+      return;
+    }
     // Counted before it is posted: the loop may handle it (and release its
     // units) before this thread goes on; counting after let the gate leak
     // those units and a stream's window keep a stale entry, until every

@@ -1,5 +1,7 @@
 #include "server/service/session_table.h"
 
+#include <algorithm>
+
 namespace hetbench::server {
 
 Session& SessionTable::Open(uint64_t id, std::shared_ptr<AgentSink> sink, double now_unix, bool* opened) {
@@ -22,7 +24,43 @@ Session* SessionTable::OfAgent(const std::string& agent_id) {
   return it == by_agent_.end() ? nullptr : Find(it->second);
 }
 
+bool EdgeHeartbeats::Record(const Beat& beat) {
+  absl::MutexLock l(&mu_);
+  if (!welcomed_.contains(beat.session)) return false;
+  beats_.push_back(beat);
+  return true;
+}
+
+std::vector<EdgeHeartbeats::Beat> EdgeHeartbeats::Take() {
+  std::vector<Beat> out;
+  absl::MutexLock l(&mu_);
+  out.swap(beats_);
+  return out;
+}
+
+void EdgeHeartbeats::Welcome(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  welcomed_.insert(id);
+}
+
+void EdgeHeartbeats::Forget(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  welcomed_.erase(id);
+}
+
+void SessionTable::MergeEdge(const std::function<void(Session&)>& merged) {
+  for (const EdgeHeartbeats::Beat& beat : edge_.Take()) {
+    Session* session = Find(beat.session);
+    if (session == nullptr) continue;  // closed since
+    session->last_seen_ns = std::max(session->last_seen_ns, beat.seen_ns);
+    session->last_seen_unix = std::max(session->last_seen_unix, beat.seen_unix);
+    if (beat.echoed) session->last_echo_ns = std::max(session->last_echo_ns, beat.seen_ns);
+    merged(*session);
+  }
+}
+
 uint64_t SessionTable::Bind(uint64_t id, const v1::Hello& hello) {
+  edge_.Welcome(id);
   Session& session = sessions_.at(id);
   session.has_hello = true;
   session.hello = hello;
@@ -33,6 +71,7 @@ uint64_t SessionTable::Bind(uint64_t id, const v1::Hello& hello) {
 }
 
 std::optional<Session> SessionTable::Close(uint64_t id) {
+  edge_.Forget(id);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return std::nullopt;
   Session session = std::move(it->second);

@@ -6,10 +6,12 @@
 /// the coordinator decides what happens to an agent's tasks; the table
 /// keeps who is connected and who is waited for.
 ///
-/// Threading: the coordinator's loop thread only; not thread-safe. Time
-/// comes in as arguments, on the coordinator's clock.
+/// Threading: the coordinator's loop thread only; not thread-safe, except
+/// `edge()`, which gRPC threads use. Time comes in as arguments, on the
+/// coordinator's clock.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "hetbench/v1/agent.pb.h"
 #include "server/service/sinks.h"
 
@@ -41,6 +46,36 @@ struct Detached {
   std::string reason;
   bool restart = false;  // detached by a coordinator restart, not a broken stream
   v1::Hello hello;       // what the agent offered; empty after a restart
+};
+
+/// Heartbeats handled at the edge, off the loop: a gRPC thread records a
+/// heartbeat of a welcomed session (and echoes it) without posting to the
+/// loop; the loop takes the records at the end of each batch and merges them
+/// into the sessions (last seen, last echo). An idle fleet's heartbeats then
+/// cost no loop wake-up each. Thread-safe.
+class EdgeHeartbeats {
+ public:
+  struct Beat {
+    uint64_t session = 0;
+    int64_t seen_ns = 0;
+    double seen_unix = 0;
+    bool echoed = false;
+  };
+  /// Edge: records a heartbeat of session `id`; false, recording nothing,
+  /// when the session is not welcomed (no Hello yet, or closed): the loop
+  /// handles that message.
+  bool Record(const Beat& beat);
+  /// Loop: the recorded beats, oldest first, removed.
+  std::vector<Beat> Take();
+
+ private:
+  friend class SessionTable;
+  void Welcome(uint64_t id);
+  void Forget(uint64_t id);
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<uint64_t> welcomed_ ABSL_GUARDED_BY(mu_);
+  std::vector<Beat> beats_ ABSL_GUARDED_BY(mu_);
 };
 
 class SessionTable {
@@ -87,6 +122,12 @@ class SessionTable {
   /// Closes every open session's stream with `status` (shutdown).
   void CloseAll(const grpc::Status& status);
 
+  /// Heartbeats of bound sessions handled at the edge (thread-safe).
+  EdgeHeartbeats& edge() { return edge_; }
+  /// Merges the edge's heartbeats into their sessions (last seen, last
+  /// echo); `merged` runs for each session a beat moved.
+  void MergeEdge(const std::function<void(Session&)>& merged);
+
   /// Connected agents in agent-id order: fn(agent_id, session).
   template <typename Fn>
   void ForEachConnected(Fn&& fn) {
@@ -99,6 +140,7 @@ class SessionTable {
   std::map<uint64_t, Session> sessions_;       // by stream
   std::map<std::string, uint64_t> by_agent_;   // agent id -> its current session
   std::map<std::string, Detached> detached_;   // by agent id
+  EdgeHeartbeats edge_;                        // bound sessions: welcomed at Bind, forgotten at Close
 };
 
 }  // namespace hetbench::server

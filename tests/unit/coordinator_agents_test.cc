@@ -223,6 +223,41 @@ TEST_F(CoordinatorTest, AfterARestartAnAgentResumesItsRunningTask) {
   EXPECT_EQ(done.tasks(0).result().samples_stored(), 3);  // the batch acked before the restart, and the rest
 }
 
+// Heartbeats at the edge (off the loop): refused before the Hello (the loop
+// handles that message), then echoed at once and keeping the lease alive
+// through the loop's merge; a closed session's heartbeat goes to the loop again.
+TEST_F(CoordinatorTest, HeartbeatsOfAWelcomedAgentAreHandledAtTheEdgeAndKeepItsLease) {
+  auto sink = std::make_shared<FakeAgentSink>();
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_agent_ns(12345);
+  const uint64_t early = coordinator_->NewSessionId();
+  EXPECT_FALSE(coordinator_->EdgeHeartbeat(early, *sink, beat)) << "no Hello on that stream: the loop's";
+  EXPECT_TRUE(sink->messages().empty());
+
+  const uint64_t s = Connect("a1", sink);
+  const auto echoes = [](const std::vector<v1::CoordinatorMessage>& v) {
+    int n = 0;
+    for (const auto& m : v) n += m.has_heartbeat() && m.heartbeat().agent_ns() == 12345;
+    return n;
+  };
+  for (int i = 0; i < 3; ++i) {
+    // Three times two-thirds of a lease, each closed by a heartbeat at the edge.
+    clock_.AdvanceNs(static_cast<int64_t>(options_.lease_seconds * 2.0 / 3.0 * 1e9));
+    ASSERT_TRUE(coordinator_->EdgeHeartbeat(s, *sink, beat));
+    coordinator_->RunSync([] {});
+  }
+  EXPECT_EQ(echoes(sink->messages()), 3) << "each echoed at once, with the agent's clock";
+  EXPECT_FALSE(sink->closed()) << "the edge's heartbeats kept the lease: 2 leases passed";
+  const std::vector<v1::AgentInfo> agents = Agents();
+  ASSERT_EQ(agents.size(), 1u);
+  EXPECT_DOUBLE_EQ(agents[0].last_seen_unix_seconds(), clock_.SystemNowSeconds()) << "the last beat, merged";
+
+  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));  // now silent
+  coordinator_->RunSync([] {});
+  EXPECT_TRUE(sink->closed());
+  EXPECT_FALSE(coordinator_->EdgeHeartbeat(s, *sink, beat)) << "a closed session is no longer welcomed";
+}
+
 TEST_F(CoordinatorTest, MessagesBeforeHelloAndBadHellosAreRefused) {
   auto sink = std::make_shared<FakeAgentSink>();
   v1::AgentMessage hb;
