@@ -65,8 +65,10 @@ class AgentSessions {
   /// Ends stream `session_id`. Its agent's running attempts stay its own
   /// until the lease runs out (detached), so a reconnecting agent resumes them.
   void Drop(uint64_t session_id, const std::string& reason);
-  /// Heartbeats, silent streams dropped, detached agents past their deadline
-  /// losing their attempts. At most every 250 ms however often it is called.
+  /// Merges the heartbeats handled at the edge (every call); then the
+  /// coordinator's heartbeat to quiet agents, and at most every 250 ms
+  /// silent streams dropped and detached agents past their deadline losing
+  /// their attempts.
   void Tick();
   /// A message of `session` was seen (its last_seen set): the last-seen
   /// gauge moves, at most once a second per agent.
