@@ -3,9 +3,10 @@
 /// watch jobs, list agents, page through a task's stored data.
 ///
 /// Owns: nothing; it checks requests at the edge and posts them to the loop,
-/// where the parts answer. Live jobs are answered from the JobTable after the
-/// commit of their batch (never a state that could still roll back); ended
-/// ones are read from the store on a StoreReader, off the loop.
+/// where the parts answer. A live job is copied from the JobTable in the
+/// request's batch and answered after that batch commits (never a state that
+/// could still roll back; a failed commit answers UNAVAILABLE); ended ones
+/// are read from the store on a StoreReader, off the loop.
 ///
 /// Threading: each call's edge work (spec defaults and validation, request
 /// checks) runs on the caller's thread; the rest on the loop thread; answers
