@@ -17,6 +17,8 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 web, client_token, agent_token, job_id, out = sys.argv[1:6]
 seen_urls = []
@@ -36,13 +38,23 @@ def visit(driver, url=None):
     return driver.page_source
 
 
+def click_and_load(driver, element):
+    """Clicks a link or a form's button and waits until the answer replaced the page: a click does not wait
+    for the navigation it starts, and reading the URL before it ends reads the old page."""
+    element.click()
+    try:
+        WebDriverWait(driver, 20).until(expected_conditions.staleness_of(element))
+    except WebDriverException as e:
+        fail("the next page did not load within 20 s", str(e))
+    return visit(driver)
+
+
 def log_in(driver, token):
     visit(driver, web + "/login")
     field = driver.find_element(By.NAME, "token")
     field.clear()
     field.send_keys(token)
-    driver.find_element(By.XPATH, "//form[@action='/login']//button").click()
-    return visit(driver)
+    return click_and_load(driver, driver.find_element(By.XPATH, "//form[@action='/login']//button"))
 
 
 opts = Options()
@@ -60,7 +72,7 @@ try:
     page = visit(driver, web + "/jobs")
     if "a client token is required" not in page:
         fail("a page without a session was not refused", page)
-    driver.find_element(By.LINK_TEXT, "Log in").click()
+    click_and_load(driver, driver.find_element(By.LINK_TEXT, "Log in"))
     if not driver.current_url.endswith("/login"):
         fail("the refusal's Log in link", driver.current_url)
     print("browser: a page without a session is refused, with a link to log in")
@@ -89,19 +101,16 @@ try:
     driver.save_screenshot(out + "/jobs-logged-in.png")
     print("browser: logged in; one session cookie, HttpOnly, Secure, SameSite=Strict, not the token")
 
-    driver.find_element(By.LINK_TEXT, job_id).click()
-    page = visit(driver)
+    page = click_and_load(driver, driver.find_element(By.LINK_TEXT, job_id))
     if job_id not in driver.current_url or "waiting" not in page.lower():
         fail("the queued job's page does not say why it waits", page)
-    driver.find_element(By.LINK_TEXT, "Agents").click()
-    page = visit(driver)
+    page = click_and_load(driver, driver.find_element(By.LINK_TEXT, "Agents"))
     if not driver.current_url.endswith("/agents") or "<h1>Agents</h1>" not in page:
         fail("the agents page", driver.current_url)
     print(f"browser: browsed the jobs list, {job_id} (its pending reason shown) and the agents page")
 
-    driver.find_element(By.LINK_TEXT, "Log in / out").click()
-    driver.find_element(By.XPATH, "//form[@action='/logout']//button").click()
-    visit(driver)
+    click_and_load(driver, driver.find_element(By.LINK_TEXT, "Log in / out"))
+    click_and_load(driver, driver.find_element(By.XPATH, "//form[@action='/logout']//button"))
     if not driver.current_url.endswith("/login"):
         fail("logging out did not return to the login page", driver.current_url)
     page = visit(driver, web + "/jobs")
