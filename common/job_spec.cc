@@ -255,6 +255,7 @@ void CheckText(const v1::JobSpec& spec, Problems& bad) {
   }
   Printable(bad, "name", spec.name());
   Printable(bad, "torchscript.path", spec.torchscript().path());
+  Printable(bad, "serving.decoder.torchscript", spec.serving().decoder().torchscript());
   for (int i = 0; i < spec.targets_size(); ++i) {
     Printable(bad, absl::StrCat("targets[", i, "].agent_id"), spec.targets(i).agent_id());
     Printable(bad, absl::StrCat("targets[", i, "].device_id"), spec.targets(i).device_id());

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,12 +65,14 @@ void FillServingDefaults(v1::JobSpec* spec) {
   if (!s->has_replicas()) s->set_replicas(1);
   if (s->replicas() > 1 && !s->has_replica_timeout_seconds()) s->set_replica_timeout_seconds(600);
   if (generative) {
-    v1::DecoderSpec* d = s->mutable_decoder();  // GPT-2 small
-    if (!d->has_layers()) d->set_layers(12);
-    if (!d->has_width()) d->set_width(768);
-    if (!d->has_heads()) d->set_heads(12);
-    if (!d->has_vocabulary()) d->set_vocabulary(50257);
-    if (!d->has_context()) d->set_context(1024);
+    v1::DecoderSpec* d = s->mutable_decoder();
+    if (d->torchscript().empty()) {  // GPT-2 small; a brought module states its own
+      if (!d->has_layers()) d->set_layers(12);
+      if (!d->has_width()) d->set_width(768);
+      if (!d->has_heads()) d->set_heads(12);
+      if (!d->has_vocabulary()) d->set_vocabulary(50257);
+      if (!d->has_context()) d->set_context(1024);
+    }
     if (!d->has_prompt_tokens_min()) d->set_prompt_tokens_min(std::min(32, d->prompt_tokens_max() > 0 ? d->prompt_tokens_max() : 32));
     if (!d->has_prompt_tokens_max()) d->set_prompt_tokens_max(std::max(128, d->prompt_tokens_min()));
     if (!d->has_output_tokens_min()) d->set_output_tokens_min(std::min(16, d->output_tokens_max() > 0 ? d->output_tokens_max() : 16));
@@ -82,6 +86,30 @@ void FillServingDefaults(v1::JobSpec* spec) {
   if (s->scenario() == "peak") {
     if (!s->has_peak_precision()) s->set_peak_precision(0.1);
     if (!s->has_peak_max_runs()) s->set_peak_max_runs(12);
+  }
+}
+
+// serving.decoder.torchscript: a path; the shapes the module states itself
+// left out, the two the requests are drawn from (context, vocabulary) given.
+void CheckBroughtDecoder(const v1::DecoderSpec& d, std::vector<std::string>* problems) {
+  auto bad = [problems](auto... parts) { problems->push_back(absl::StrCat(parts...)); };
+  if (d.torchscript().size() > 4096) {  // printable: job_spec.cc's check of every path and name
+    bad("serving.decoder.torchscript: ", d.torchscript().size(), " bytes: a path on the agent of at most 4096");
+  }
+  const std::pair<const char*, bool> own[] = {
+      {"layers", d.has_layers()}, {"width", d.has_width()}, {"heads", d.has_heads()}};
+  for (const auto& [field, given] : own) {
+    if (given) {
+      bad("serving.decoder.", field, ": the brought module states its own (its attributes); remove it ",
+          "when serving.decoder.torchscript is set");
+    }
+  }
+  const std::pair<const char*, bool> needed[] = {{"context", d.has_context()}, {"vocabulary", d.has_vocabulary()}};
+  for (const auto& [field, given] : needed) {
+    if (!given) {
+      bad("serving.decoder.", field, ": required with serving.decoder.torchscript: the module's own `", field,
+          "` (the agent checks they agree), e.g. ", std::string(field) == "context" ? "1024" : "50257");
+    }
   }
 }
 
@@ -213,12 +241,16 @@ void CheckGenerative(const v1::JobSpec& spec, std::vector<std::string>* problems
     if (v < lo || v > hi) bad("serving.decoder.", field, " = ", v, ": must be in [", lo, ", ", hi, "]");
     return v >= lo && v <= hi;
   };
-  range("layers", d.layers(), 1, 96);
-  const bool width_ok = range("width", d.width(), 8, 16384);
-  const bool heads_ok = range("heads", d.heads(), 1, 256);
-  if (width_ok && heads_ok && d.width() % d.heads() != 0) {
-    bad("serving.decoder.width = ", d.width(), ": must divide by serving.decoder.heads = ", d.heads(),
-        " (each head gets width / heads); e.g. width ", d.heads() * std::max(1, d.width() / d.heads()));
+  if (d.torchscript().empty()) {
+    range("layers", d.layers(), 1, 96);
+    const bool width_ok = range("width", d.width(), 8, 16384);
+    const bool heads_ok = range("heads", d.heads(), 1, 256);
+    if (width_ok && heads_ok && d.width() % d.heads() != 0) {
+      bad("serving.decoder.width = ", d.width(), ": must divide by serving.decoder.heads = ", d.heads(),
+          " (each head gets width / heads); e.g. width ", d.heads() * std::max(1, d.width() / d.heads()));
+    }
+  } else {
+    CheckBroughtDecoder(d, problems);
   }
   range("vocabulary", d.vocabulary(), 2, 1'000'000);
   const bool context_ok = range("context", d.context(), 4, 32768);

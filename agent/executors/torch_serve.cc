@@ -6,6 +6,7 @@
 #include "agent/executors/torch_run.h"
 #include "agent/serving/decoder.h"
 #include "agent/serving/generative.h"
+#include "agent/serving/script_decoder.h"
 #include "agent/serving/serving_model.h"
 #include "agent/serving/serving_run.h"
 #include "common/clock.h"
@@ -31,17 +32,26 @@ absl::Status TorchRun::ServeDecoder() {
         absl::StrCat("model \"decoder\" cannot run on the qpu-sim device ", device_.id(), "; target a cpu or gpu"));
   }
   const v1::DecoderSpec& d = spec_.serving().decoder();
-  const DecoderShape shape{d.layers(), d.width(), d.heads(), d.vocabulary(), d.context()};
   const int64_t built = SteadyNowNs();
-  const Decoder decoder(shape, spec_.seed(), torch_device_);
+  std::unique_ptr<DecoderModel> decoder;
+  std::string origin = "weights from the seed";
+  if (!d.torchscript().empty()) {
+    absl::StatusOr<std::unique_ptr<ScriptDecoder>> brought = ScriptDecoder::Load(d, torch_device_);
+    if (!brought.ok()) return brought.status();
+    decoder = *std::move(brought);
+    origin = "a brought TorchScript module";
+  } else {
+    const DecoderShape shape{d.layers(), d.width(), d.heads(), d.vocabulary(), d.context()};
+    decoder = std::make_unique<Decoder>(shape, spec_.seed(), torch_device_);
+  }
   result_.set_preprocess_seconds(static_cast<double>(SteadyNowNs() - built) * 1e-9);
   control_->phase = v1::PHASE_SERVE;
   const ServingControl shared = Shared();
   std::vector<ServedRequest> answered;
   const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
   const std::string what = absl::StrCat("decoder on ", device_.id(),
-                                        " (LibTorch, KV cache, continuous batching, greedy; weights from the seed)");
-  if (auto s = RunGenerative(spec_, qps, static_cast<int>(bs_), decoder, what, shared, &result_, &answered); !s.ok()) {
+                                        " (LibTorch, KV cache, continuous batching, greedy; ", origin, ")");
+  if (auto s = RunGenerative(spec_, qps, static_cast<int>(bs_), *decoder, what, shared, &result_, &answered); !s.ok()) {
     return s;
   }
   // Per request: SERVE (end to end; items = output tokens), TTFT (items =

@@ -64,17 +64,21 @@ int64_t Decoder::Parameters() const {
   return n;
 }
 
-KvCache Decoder::NewCache(int slots) const {
+KvCache ZeroCache(const DecoderShape& shape, int slots, const torch::Device& device) {
   KvCache c;
   c.slots = slots;
-  const int64_t hw = shape_.width / shape_.heads;
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
-  for (int l = 0; l < shape_.layers; ++l) {
-    c.keys.push_back(torch::zeros({slots, shape_.heads, shape_.context, hw}, opts));
-    c.values.push_back(torch::zeros({slots, shape_.heads, shape_.context, hw}, opts));
+  const int64_t hw = shape.width / shape.heads;
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  for (int l = 0; l < shape.layers; ++l) {
+    c.keys.push_back(torch::zeros({slots, shape.heads, shape.context, hw}, opts));
+    c.values.push_back(torch::zeros({slots, shape.heads, shape.context, hw}, opts));
   }
   return c;
 }
+
+std::string Decoder::Describe() const { return DescribeDecoder(shape_, Parameters()) + "; weights from the seed"; }
+
+KvCache Decoder::NewCache(int slots) const { return ZeroCache(shape_, slots, device_); }
 
 torch::Tensor Decoder::Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask) const {

@@ -1,10 +1,11 @@
 #pragma once
-/// The generative model of a serving run: a decoder-only transformer with
-/// GPT-2's block (pre-norm causal self-attention and a 4x GELU MLP, learned
-/// positions, the output head tied to the token embedding), its weights
-/// drawn from a seed, and a key/value cache with one row per slot so that
+/// The generative model of a serving run: a decoder-only transformer behind
+/// DecoderModel, with a key/value cache with one row per slot so that
 /// requests of different lengths decode together (continuous batching:
-/// generative.h). Greedy decoding.
+/// generative.h). Greedy decoding. Two implement it: the built-in Decoder
+/// (GPT-2's block: pre-norm causal self-attention and a 4x GELU MLP, learned
+/// positions, the output head tied to the token embedding; weights drawn
+/// from a seed) and a brought TorchScript module (script_decoder.h).
 ///
 /// Threads: the weights are read-only after construction; a KvCache belongs
 /// to one thread at a time. Prefill and Step run without autograd.
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace hetbench::agent {
 
@@ -35,25 +38,49 @@ struct KvCache {
   int slots = 0;
 };
 
-class Decoder {
- public:
-  /// Weights N(0, 0.02) from `seed` (norms 1 and 0, biases 0), on `device`.
-  Decoder(const DecoderShape& shape, uint64_t seed, const torch::Device& device);
+/// A cache of `shape` for `slots` sequences on `device`, float32 zeros.
+KvCache ZeroCache(const DecoderShape& shape, int slots, const torch::Device& device);
 
-  const DecoderShape& shape() const { return shape_; }
-  int64_t Parameters() const;
-  KvCache NewCache(int slots) const;
+class DecoderModel {
+ public:
+  virtual ~DecoderModel() = default;
+
+  virtual const DecoderShape& shape() const = 0;
+  /// What it is, for the result: its shapes and parameters, where it came from.
+  virtual std::string Describe() const = 0;
+  /// Caches [slots, heads, context, width / heads] per layer, zeros.
+  virtual KvCache NewCache(int slots) const = 0;
 
   /// Runs `prompt` (token ids, 1 to context tokens) into cache row `slot`
   /// at positions [0, prompt size), and returns the first generated token.
-  int64_t Prefill(KvCache& cache, int slot, const std::vector<int64_t>& prompt) const;
+  virtual int64_t Prefill(KvCache& cache, int slot, const std::vector<int64_t>& prompt) const = 0;
 
   /// One decoding step for several sequences at once: sequence i feeds
   /// `tokens[i]` at position `positions[i]` of cache row `slots[i]` (its
   /// earlier positions already filled), attending only to its own row up to
   /// that position. Returns each sequence's next token.
+  virtual std::vector<int64_t> Step(KvCache& cache, const std::vector<int>& slots, const std::vector<int64_t>& tokens,
+                                    const std::vector<int>& positions) const = 0;
+
+  /// OK, or the first error a Prefill or Step met (they then return token
+  /// 0): the run is failed with it when it ends. The built-in never fails.
+  virtual absl::Status Failure() const { return absl::OkStatus(); }
+};
+
+/// The built-in decoder.
+class Decoder final : public DecoderModel {
+ public:
+  /// Weights N(0, 0.02) from `seed` (norms 1 and 0, biases 0), on `device`.
+  Decoder(const DecoderShape& shape, uint64_t seed, const torch::Device& device);
+
+  const DecoderShape& shape() const override { return shape_; }
+  int64_t Parameters() const;
+  /// DescribeDecoder's line, "; weights from the seed".
+  std::string Describe() const override;
+  KvCache NewCache(int slots) const override;
+  int64_t Prefill(KvCache& cache, int slot, const std::vector<int64_t>& prompt) const override;
   std::vector<int64_t> Step(KvCache& cache, const std::vector<int>& slots, const std::vector<int64_t>& tokens,
-                            const std::vector<int>& positions) const;
+                            const std::vector<int>& positions) const override;
 
  private:
   struct Block {

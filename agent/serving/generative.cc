@@ -33,7 +33,7 @@ struct GenerativeServer::Running {
   GenerationTimes times;
 };
 
-GenerativeServer::GenerativeServer(const Decoder& decoder, int max_running, int instances,
+GenerativeServer::GenerativeServer(const DecoderModel& decoder, int max_running, int instances,
                                    std::function<GenerativeRequest(int64_t)> requests)
     : decoder_(decoder), max_running_(std::max(1, max_running)), requests_(std::move(requests)) {
   for (int i = 0; i < std::max(1, instances); ++i) workers_.emplace_back([this, i] { Work(i); });
@@ -181,7 +181,7 @@ struct GenerativeOnce {
   std::map<int64_t, GenerationTimes> times;
 };
 
-GenerativeOnce RunOnce(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+GenerativeOnce RunOnce(const v1::JobSpec& spec, double qps, int max_running, const DecoderModel& decoder,
                        const ServingControl& control, const ReplicaStart* replica = nullptr) {
   const v1::ServingSpec& s = spec.serving();
   const v1::DecoderSpec d = s.decoder();
@@ -222,7 +222,7 @@ void Requests(const GenerativeOnce& once, int64_t task_start_ns, std::vector<Ser
 // A peak search's run of the decoder at `qps`, judged here by the
 // coordinator's rules (the latency bound and the TTFT and TPOT SLOs) from
 // its own requests; the final run is judged by the coordinator itself.
-v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, int max_running, const DecoderModel& decoder,
                          const ServingControl& control) {
   const GenerativeOnce once = RunOnce(spec, qps, max_running, decoder, control);
   v1::ServingRun figures;
@@ -248,7 +248,7 @@ v1::ServingStep PeakStep(const v1::JobSpec& spec, double qps, int max_running, c
 
 }  // namespace
 
-absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const DecoderModel& decoder,
                            const std::string& what, const ServingControl& control, v1::TaskResult* result,
                            std::vector<ServedRequest>* answered) {
   const v1::ServingSpec& s = spec.serving();
@@ -259,7 +259,7 @@ absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running,
   out->set_instances(s.instances());
   out->set_samples_per_query(1);
   out->set_compute(what);
-  out->mutable_generative()->set_decoder(DescribeDecoder(decoder.shape(), decoder.Parameters()));
+  out->mutable_generative()->set_decoder(decoder.Describe());
 
   // Warm-up, untimed: a request's prefill and a few steps (first-call allocations).
   const int64_t warm_start = SteadyNowNs();
@@ -274,6 +274,7 @@ absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running,
     }
   }
   result->set_warmup_seconds(static_cast<double>(SteadyNowNs() - warm_start) * 1e-9);
+  if (absl::Status f = decoder.Failure(); !f.ok()) return f;  // a brought module that fails its first requests
 
   if (s.scenario() == "peak") {
     qps = SearchPeak(spec, control, [&](double at) { return PeakStep(spec, at, max_running, decoder, control); }, out);
@@ -282,6 +283,7 @@ absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running,
   const absl::StatusOr<ReplicaStart> replica = StartReplica(control, out);
   if (!replica.ok()) return replica.status();
   const GenerativeOnce once = RunOnce(spec, qps, max_running, decoder, control, &*replica);
+  if (absl::Status f = decoder.Failure(); !f.ok()) return f;
   const ScenarioRun& one = once.scenario;
   const std::vector<ServedBatch>& steps = once.steps;
   std::vector<ServedQuery> queries;

@@ -56,7 +56,7 @@ struct GenerationTimes {
 
 class GenerativeServer final : public ServingTarget {
  public:
-  GenerativeServer(const Decoder& decoder, int max_running, int instances,
+  GenerativeServer(const DecoderModel& decoder, int max_running, int instances,
                    std::function<GenerativeRequest(int64_t index)> requests);
   /// Abandons what is queued or running (answers after the drain time count
   /// for nothing), then stops the workers.
@@ -78,7 +78,7 @@ class GenerativeServer final : public ServingTarget {
   void Work(int instance);
   void Finish(Running& r, int instance);
 
-  const Decoder& decoder_;
+  const DecoderModel& decoder_;
   const int max_running_;
   const std::function<GenerativeRequest(int64_t)> requests_;
   mutable absl::Mutex mu_;
@@ -105,7 +105,7 @@ struct ServedRequest {
 /// result.serving (the SERVE figures are the requests'; the agent's
 /// generative figures: ITL, tokens/s, goodput). Appends every answered
 /// request to `answered`, in schedule order.
-absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const Decoder& decoder,
+absl::Status RunGenerative(const v1::JobSpec& spec, double qps, int max_running, const DecoderModel& decoder,
                            const std::string& what, const ServingControl& control, v1::TaskResult* result,
                            std::vector<ServedRequest>* answered);
 

@@ -3,7 +3,8 @@
 # null model) in the server scenario, mlp on cpu0 in the server scenario
 # with a sweep of the batcher's largest batch, a rate sweep with its
 # latency-throughput figure, a peak search, single_stream, multi_stream, and
-# the generative decoder (tiny shapes) with TTFT/TPOT; the
+# the generative decoder (tiny shapes) with TTFT/TPOT, a brought TorchScript
+# decoder (and one whose vocabulary disagrees with the spec's); the
 # report's serving table, -o json against the report schema, and bad input
 # refused before anything runs. Latency figures are printed, not judged
 # (a threshold would make the test depend on the machine's load): what is
@@ -200,4 +201,35 @@ grep -q "TTFT and TPOT against load, decoder on srv/cpu0" "$WORK/decoder.html" |
 "$CLI" compare "$job" "$job" -o json >"$WORK/decoder-compare.json" || true
 [[ $(jq -r '[.pairs[] | select(.phase == "ttft")] | length' "$WORK/decoder-compare.json") == 2 ]] \
   || fail "compare did not compare the TTFT phases: $(head -c 400 "$WORK/decoder-compare.json")"
+
+# ---- a brought decoder: the TorchScript module scripts/decoder_torchscript.py writes, in place of the built-in
+/usr/bin/python3 "$(dirname "$0")/../../scripts/decoder_torchscript.py" "$WORK/gpt.pt" --context 128 \
+  --vocabulary 500 >/dev/null || fail "scripting the example decoder failed"
+cat >"$WORK/brought.yaml" <<YAML
+serving:
+  decoder: {torchscript: $WORK/gpt.pt, context: 128, vocabulary: 500, prompt_tokens_max: 24, output_tokens_max: 12}
+YAML
+sed 's/context: 128/layers: 2, context: 128/' "$WORK/brought.yaml" >"$WORK/brought-layers.yaml"
+expect_refused "serving.decoder.layers: the brought module states its own" -- -f "$WORK/brought-layers.yaml" \
+  -m decoder --serve offline
+job=$("$CLI" submit -f "$WORK/brought.yaml" -m decoder -b 4 -t cpu --serve offline --serve-duration 1 \
+  --serve-min-queries 64) || fail "submit the brought decoder failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/brought.json"
+[[ $(jq -r '.state' "$WORK/brought.json") == JOB_STATE_SUCCEEDED ]] \
+  || fail "the brought decoder did not succeed: $(jq -c '[.tasks[].error]' "$WORK/brought.json")"
+(( $(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/brought.json") >= 64 )) || fail "brought decoder: too few requests"
+jq -r '.tasks[0].result.serving.generative.decoder' "$WORK/brought.json" \
+  | grep -q "^torchscript __torch__.Decoder (file hash [0-9a-f]*): 2 layers, width 64, 4 heads, vocabulary 500, context 128" \
+  || fail "brought decoder: $(jq -r '.tasks[0].result.serving.generative.decoder' "$WORK/brought.json")"
+echo "brought decoder: $(jq -r '.tasks[0].result.serving.generative.decoder' "$WORK/brought.json")"
+# The spec's vocabulary disagrees with the module's: the task fails at once, naming the field and the fix.
+sed -i 's/vocabulary: 500/vocabulary: 600/' "$WORK/brought.yaml"
+job=$("$CLI" submit -f "$WORK/brought.yaml" -m decoder -b 4 -t cpu --serve offline) || fail "submit failed"
+"$CLI" watch "$job" >/dev/null 2>&1 || true
+"$CLI" get job "$job" -o json >"$WORK/brought-bad.json"
+[[ $(jq -r '.state' "$WORK/brought-bad.json") == JOB_STATE_FAILED ]] || fail "a disagreeing vocabulary did not fail the job"
+jq -r '.tasks[0].error' "$WORK/brought-bad.json" \
+  | grep -qF "serving.decoder.vocabulary = 600: the brought module's vocabulary is 500; set it to 500" \
+  || fail "the disagreeing vocabulary's error: $(jq -r '.tasks[0].error' "$WORK/brought-bad.json")"
 ok=1

@@ -156,6 +156,47 @@ TEST(GenerativeSpecTest, TheYamlDecoderSectionIsReadAndItsUnknownFieldsNamed) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("layer"));
 }
 
+TEST(GenerativeSpecTest, ABroughtDecoderStatesItsOwnShapesAndNeedsTheContextAndVocabulary) {
+  auto spec = ParseJobSpecYaml(
+      "models: [decoder]\nserving:\n  scenario: offline\n  decoder: {torchscript: /models/gpt.pt, context: 256, "
+      "vocabulary: 1000, prompt_tokens_max: 64, output_tokens_max: 32}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::JobSpec filled = WithDefaults(*spec);
+  EXPECT_TRUE(ValidateJobSpec(filled).ok()) << Problems(filled);
+  const v1::DecoderSpec& d = filled.serving().decoder();
+  EXPECT_EQ(d.torchscript(), "/models/gpt.pt");
+  EXPECT_FALSE(d.has_layers() || d.has_width() || d.has_heads()) << "the module's own: never filled in";
+  EXPECT_EQ(d.context(), 256);
+  // The effective spec says it and reads back the same.
+  const std::string yaml = JobSpecToYaml(filled);
+  EXPECT_THAT(yaml, HasSubstr("torchscript: /models/gpt.pt"));
+  auto again = ParseJobSpecYaml(yaml);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->serving().decoder().SerializeAsString(), d.SerializeAsString());
+
+  v1::JobSpec bad = Decoder("offline");  // GPT-2 small's shapes filled in, then a module brought
+  bad.mutable_serving()->mutable_decoder()->set_torchscript("/models/gpt.pt");
+  EXPECT_THAT(Problems(bad), AllOf(HasSubstr("serving.decoder.layers: the brought module states its own (its "
+                                             "attributes); remove it when serving.decoder.torchscript is set"),
+                                   HasSubstr("serving.decoder.width: the brought module"),
+                                   HasSubstr("serving.decoder.heads: the brought module")));
+  v1::JobSpec bare;
+  bare.add_models("decoder");
+  bare.mutable_serving()->set_scenario("offline");
+  bare.mutable_serving()->mutable_decoder()->set_torchscript("/models/gpt.pt");
+  bare = WithDefaults(bare);
+  EXPECT_THAT(Problems(bare), AllOf(HasSubstr("serving.decoder.context: required with serving.decoder.torchscript: "
+                                              "the module's own `context` (the agent checks they agree), e.g. 1024"),
+                                    HasSubstr("serving.decoder.vocabulary: required with")));
+  bare.mutable_serving()->mutable_decoder()->set_torchscript("/models/\ngpt.pt");
+  EXPECT_THAT(Problems(bare), HasSubstr("serving.decoder.torchscript: contains a control character"));
+  bare.mutable_serving()->mutable_decoder()->set_torchscript(std::string(5000, 'x'));
+  EXPECT_THAT(Problems(bare), HasSubstr("serving.decoder.torchscript: 5000 bytes: a path on the agent of at most 4096"));
+  auto not_a_path = ParseJobSpecYaml("models: [decoder]\nserving:\n  scenario: offline\n  decoder: {torchscript: [a]}\n");
+  ASSERT_FALSE(not_a_path.ok());
+  EXPECT_THAT(std::string(not_a_path.status().message()), HasSubstr("serving.decoder.torchscript (line 4): expected a path"));
+}
+
 // A generative run's verdict from its requests, as the coordinator judges it.
 struct Judged {
   v1::ServingRun run;
