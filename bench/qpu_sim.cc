@@ -9,7 +9,8 @@
 //  3. the layered circuit (depth 10: RY on every qubit, then CZ on
 //     alternating neighbour pairs), unfused, then fused into blocks of at
 //     most k qubits for each k (passes and seconds), and the k the cost model
-//     picks.
+//     picks; then each fused program's GB/s per pass as a ratio to the
+//     read-modify-write, and the pick's time over the fastest k's.
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -45,7 +46,7 @@ double BestSeconds(int repeats, const F& f) {
 
 int main(int argc, char** argv) {
   std::vector<int> qubits = {20, 24, 26}, threads = {1, 2}, ks = {2, 3, 4, 5, 6};
-  int depth = 10, repeats = 3;
+  int depth = 10, repeats = 3, circuit_repeats = 2;
   bool circuits = true;
   CLI::App app{"hetbench state-vector simulator: gate bandwidth against the machine's, fusion by k, threads"};
   app.add_option("--qubits", qubits, "qubit counts")->delimiter(',')->capture_default_str();
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   app.add_option("--k", ks, "fused block sizes to time")->delimiter(',')->capture_default_str();
   app.add_option("--depth", depth, "layered circuit depth")->capture_default_str();
   app.add_option("--repeats", repeats, "best of this many runs (bandwidth rows)")->capture_default_str();
+  app.add_option("--circuit-repeats", circuit_repeats, "best of this many runs (circuit rows)")->capture_default_str();
   app.add_flag("!--no-circuits", circuits, "skip the layered-circuit rows");
   CLI11_PARSE(app, argc, argv);
 
@@ -66,12 +68,14 @@ int main(int argc, char** argv) {
               "gate_GB/s", "ratio", "low_GB/s", "high_GB/s");
   struct CircuitRow {
     int n, t;
+    double bytes, rmw_gb_s;  // the state's size and the machine's read-modify-write at this thread count
     double unfused_s;
     size_t gates;
     std::vector<std::pair<size_t, double>> by_k;
     int chosen_k;
     size_t chosen_passes;
     double chosen_s;
+    double pick_s = 0;
   };
   std::vector<CircuitRow> rows;
   for (int n : qubits) {
@@ -115,20 +119,22 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (!circuits) continue;
       const qpu::Circuit layered = qpu::LayeredCircuit(n, depth);
-      CircuitRow row{n, t, 0, layered.size(), {}, 0, 0, 0};
+      CircuitRow row{n, t, bytes, rmw_bw, 0, layered.size(), {}, 0, 0, 0};
       const qpu::Program unfused = qpu::Unfused(layered);
       state->Reset();
       row.unfused_s = BestSeconds(1, [&] { unfused.Run(*state); });
       for (int k : ks) {
         const qpu::Program p = qpu::FuseUpTo(layered, k);
         state->Reset();
-        row.by_k.emplace_back(p.size(), BestSeconds(1, [&] { p.Run(*state); }));
+        row.by_k.emplace_back(p.size(), BestSeconds(circuit_repeats, [&] { p.Run(*state); }));
       }
+      const int64_t pick_start = SteadyNowNs();
       const qpu::Program chosen = qpu::Fused(layered, false);
+      row.pick_s = static_cast<double>(SteadyNowNs() - pick_start) * 1e-9;  // the costs' measurement, first time
       state->Reset();
       row.chosen_k = chosen.max_block_qubits;  // the k asked for (blocks may be smaller)
       row.chosen_passes = chosen.size();
-      row.chosen_s = BestSeconds(1, [&] { chosen.Run(*state); });
+      row.chosen_s = BestSeconds(circuit_repeats, [&] { chosen.Run(*state); });
       rows.push_back(row);
     }
   }
@@ -143,6 +149,27 @@ int main(int argc, char** argv) {
     std::printf("%-6d %-7d %6zu %9.2f (%3zu)", r.n, r.t, r.gates, r.unfused_s, r.gates);
     for (const auto& [passes, s] : r.by_k) std::printf(" %9.2f (%3zu)", s, passes);
     std::printf(" k=%d %6.2f (%3zu) %7.2fx\n", r.chosen_k, r.chosen_s, r.chosen_passes, r.unfused_s / r.chosen_s);
+  }
+  std::printf("\nper pass of each fused program: GB/s (one read and one write of the state per pass) as a ratio to the "
+              "read-modify-write at the same thread count (goal >= 0.85 for k = 2, 3 at n >= 24); the pick's time over "
+              "the fastest k's (goal <= 1.03)\n%-6s %-7s", "qubits", "threads");
+  for (int k : ks) std::printf(" %7s%d", "k=", k);
+  std::printf(" %12s %10s %8s\n", "pick/best", "best_k", "costs_s");
+  for (const CircuitRow& r : rows) {
+    std::printf("%-6d %-7d", r.n, r.t);
+    double best = r.chosen_s;
+    int best_k = r.chosen_k;
+    for (size_t i = 0; i < r.by_k.size(); ++i) {
+      const auto& [passes, s] = r.by_k[i];
+      std::printf(" %8.3f", 2 * r.bytes * static_cast<double>(passes) / s / 1e9 / r.rmw_gb_s);
+      if (s < best) {
+        best = s;
+        best_k = ks[i];
+      }
+    }
+    std::printf(" %12.3f %10d %8.2f\n", r.chosen_s / best, best_k, r.pick_s);
+    std::printf("RESULT qpu_sim qubits=%d threads=%d pick_k=%d best_k=%d pick_over_best=%.3f\n", r.n, r.t, r.chosen_k,
+                best_k, r.chosen_s / best);
   }
   return 0;
 }

@@ -7,7 +7,9 @@
 //     ideal server's on the same arrivals (Lindley's recursion: each answer S
 //     after the later of its arrival and the previous answer), and the mean
 //     against M/D/1's S (1 + rho / (2 (1 - rho))).
-//  0. The sleep floor: a loop that only sleeps until each scheduled time, its CPU
+//  0. Saturated: every query due at once, issued back to back: the issuer's
+//     CPU per query with no sleep or spin (its own work) and its ceiling rate.
+//     The sleep floor: a loop that only sleeps until each scheduled time, its CPU
 //     per wake (what any sleeping issuer pays the kernel and the VM per query).
 // --spin-us A B ... alternates the issuer's spin A B A B over --repeats rounds.
 // Prints RESULT lines; asserts nothing.
@@ -99,6 +101,24 @@ void RunNull(int round, double spin_us, double qps, int64_t duration_ns) {
       NearestRank(delay, 99) * 1e-3, delay.back() * 1e-3, cpu / static_cast<double>(run.queries.size()) * 1e6);
 }
 
+// The issuer's own cost, no waiting: `n` queries all due at once, issued
+// back to back to the null target. The CPU per query is what issuing and
+// recording one costs (no sleep, no spin) and the rate is the issuer's
+// ceiling on this machine: the most it can offer however the schedule runs.
+void RunSaturated(int round, int64_t n) {
+  const std::vector<int64_t> schedule(static_cast<size_t>(n), 0);
+  InlineNullTarget target;
+  const double cpu0 = ThreadCpuSeconds();
+  const int64_t start = SteadyNowNs();
+  const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(5));
+  const double wall = (SteadyNowNs() - start) * 1e-9;
+  const double cpu = ThreadCpuSeconds() - cpu0;
+  std::printf("RESULT saturated round=%d queries=%zu ceiling=%.0f/s issuer_cpu=%.3fus/query (issue and record; "
+              "no sleep or spin)\n",
+              round, run.queries.size(), static_cast<double>(run.queries.size()) / wall,
+              cpu / static_cast<double>(run.queries.size()) * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +140,7 @@ int main(int argc, char** argv) {
   const auto duration_ns = static_cast<int64_t>(seconds * 1e9);
 
   for (int round = 0; round < repeats; ++round) {
+    RunSaturated(round, static_cast<int64_t>(std::max(1.0, seconds) * 2'000'000));
     for (double qps : rates) RunSleepFloor(round, qps, duration_ns);
     for (double spin_us : spins_us) {
       for (double qps : rates) RunNull(round, spin_us, qps, duration_ns);
