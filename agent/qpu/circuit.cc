@@ -190,7 +190,7 @@ namespace {
 // of `reps`, one thread: dense blocks with their qubits all across vectors
 // (the top k) or with qubit 0 among them, and a diagonal one.
 template <typename Real>
-void MeasureOn(int n, int reps, double (*dense)[kernels::kMaxDenseQubits + 1], double* diagonal) {
+void MeasureOn(int n, int reps, double (*dense)[2][kernels::kMaxDenseQubits + 1], double* diagonal) {
   std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
   auto seconds_per_amp = [&](const kernels::Block& b) {
     kernels::ApplySerial(b, s.data(), n);  // warm
@@ -204,13 +204,16 @@ void MeasureOn(int n, int reps, double (*dense)[kernels::kMaxDenseQubits + 1], d
     return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
   };
   for (int low = 0; low < 2; ++low) {
-    for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
-      kernels::Block b;
-      if (low) b.qubits.push_back(0);
-      while (static_cast<int>(b.qubits.size()) < k) b.qubits.push_back(n - k + static_cast<int>(b.qubits.size()));
-      const int64_t dim = int64_t{1} << k;
-      b.matrix.assign(static_cast<size_t>(dim * dim), std::complex<double>(0.5 / static_cast<double>(dim), 0.1));
-      dense[low][k] = seconds_per_amp(b);
+    for (int real = 0; real < 2; ++real) {
+      for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+        kernels::Block b;
+        if (low) b.qubits.push_back(0);
+        while (static_cast<int>(b.qubits.size()) < k) b.qubits.push_back(n - k + static_cast<int>(b.qubits.size()));
+        const int64_t dim = int64_t{1} << k;
+        b.matrix.assign(static_cast<size_t>(dim * dim),
+                        std::complex<double>(0.5 / static_cast<double>(dim), real ? 0.0 : 0.1));
+        dense[low][real][k] = seconds_per_amp(b);
+      }
     }
   }
   kernels::Block diag;
@@ -252,7 +255,8 @@ double EstimatedSeconds(const Program& p, const PassCosts& costs) {
   for (const kernels::Block& b : p.blocks) {
     const int k = std::min<int>(static_cast<int>(b.qubits.size()), kernels::kMaxDenseQubits);
     const int low = (1 << b.qubits.front()) < lanes ? 1 : 0;
-    s += amps * (b.diagonal ? costs.diagonal_s_per_amp[streamed] : costs.dense_s_per_amp[streamed][low][k]);
+    const int real = std::all_of(b.matrix.begin(), b.matrix.end(), [](const auto& e) { return e.imag() == 0.0; });
+    s += amps * (b.diagonal ? costs.diagonal_s_per_amp[streamed] : costs.dense_s_per_amp[streamed][low][real][k]);
   }
   return s;
 }

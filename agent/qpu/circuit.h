@@ -92,15 +92,17 @@ Program Unfused(const Circuit& c);
 Program FuseUpTo(const Circuit& c, int k);
 
 /// The machine's cost of a pass, measured once per process and precision
-/// (0.45 s on the development VM):
+/// (about 1 s on the development VM, AMD EPYC; 0.45 s before real blocks
+/// were measured apart):
 /// seconds per amplitude of a dense k-qubit block and of a diagonal one, on
 /// a state in cache (the arithmetic) and on one past the caches (arithmetic
 /// and memory traffic as they combine in that kernel: a pass is
 /// memory-bound for small k, arithmetic-bound for large k).
 struct PassCosts {
-  // [streamed][low][k]: streamed = past the caches; low = the block has a
-  // qubit inside one SIMD vector (lane permutations) rather than all across.
-  double dense_s_per_amp[2][2][kernels::kMaxDenseQubits + 1] = {};
+  // [streamed][low][real][k]: streamed = past the caches; low = the block has
+  // a qubit inside one SIMD vector (lane permutations) rather than all
+  // across; real = its entries are all real (the kernels' cheaper path).
+  double dense_s_per_amp[2][2][2][kernels::kMaxDenseQubits + 1] = {};
   double diagonal_s_per_amp[2] = {};
 };
 const PassCosts& MeasuredPassCosts(bool is_double);

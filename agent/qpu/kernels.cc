@@ -148,7 +148,9 @@ void ApplyScalar(const Block& b, std::complex<Real>* s, int n) {
 // (-im, re) twin. NH is a template argument so the loops unroll; for NH <= 2
 // the coefficients stay in registers. Consecutive groups below the lowest
 // high qubit are consecutive vectors: they are walked as runs, two at a time.
-template <typename Real, int NH>
+// kReal: every coefficient is real (RY, H, CNOT, CZ, SWAP and their
+// products), so the twins and their half of the multiply-adds are skipped.
+template <typename Real, int NH, bool kReal>
 void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
   const hn::ScalableTag<Real> d;
   constexpr int H = 1 << NH;
@@ -164,17 +166,19 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
   // One output vector from the inputs x and twins xs.
   auto row = [&](int h, const V* x, const V* xs) {
     V acc = hn::Mul(coef_r(h * H), x[0]);
-    acc = hn::MulAdd(coef_i(h * H), xs[0], acc);
+    if constexpr (!kReal) acc = hn::MulAdd(coef_i(h * H), xs[0], acc);
     for (int c = 1; c < H; ++c) {
       acc = hn::MulAdd(coef_r(h * H + c), x[c], acc);
-      acc = hn::MulAdd(coef_i(h * H + c), xs[c], acc);
+      if constexpr (!kReal) acc = hn::MulAdd(coef_i(h * H + c), xs[c], acc);
     }
     return acc;
   };
   auto load = [&](const Real* p, V* x, V* xs) {
     *x = hn::LoadU(d, p);
-    const V sw = hn::Reverse2(d, *x);
-    *xs = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
+    if constexpr (!kReal) {
+      const V sw = hn::Reverse2(d, *x);
+      *xs = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
+    }
   };
   const int64_t run = int64_t{1} << g.hq[0];
   int64_t offset[H];
@@ -207,7 +211,8 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
 // input vector's lanes are permuted (lane j takes lane j ^ mask(p)) and
 // multiplied by per-lane coefficients; the (-im, re) twin comes from a
 // second permutation with the sign in the coefficient.
-template <typename Real, int NH>
+// kReal as DenseHigh's: no twin permutation, no imaginary coefficients.
+template <typename Real, int NH, bool kReal>
 void DenseMixed(const Geometry<Real>& g, int nl, const Real* coef, const hwy::AlignedFreeUniquePtr<hwy::MakeSigned<Real>[]>& idx,
                 Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
   const hn::ScalableTag<Real> d;
@@ -231,7 +236,7 @@ void DenseMixed(const Geometry<Real>& g, int nl, const Real* coef, const hwy::Al
       const V v = hn::LoadU(d, ptr[h]);
       for (int p = 0; p < P; ++p) {
         x[h * P + p] = hn::TableLookupLanes(v, perm[p]);
-        xs[h * P + p] = hn::TableLookupLanes(v, perm_swap[p]);
+        if constexpr (!kReal) xs[h * P + p] = hn::TableLookupLanes(v, perm_swap[p]);
       }
     }
     for (int h = 0; h < H; ++h) {
@@ -239,7 +244,7 @@ void DenseMixed(const Geometry<Real>& g, int nl, const Real* coef, const hwy::Al
       V acc = hn::Zero(d);
       for (int e = 0; e < H * P; ++e) {
         acc = hn::MulAdd(hn::LoadU(d, c + (2 * e) * N), x[e], acc);
-        acc = hn::MulAdd(hn::LoadU(d, c + (2 * e + 1) * N), xs[e], acc);
+        if constexpr (!kReal) acc = hn::MulAdd(hn::LoadU(d, c + (2 * e + 1) * N), xs[e], acc);
       }
       hn::StoreU(acc, d, ptr[h]);
     }
@@ -329,6 +334,8 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
     return;
   }
 
+  bool real = true;
+  for (const std::complex<double>& e : b.matrix) real = real && e.imag() == 0.0;
   if (g.nl == 0) {
     auto cr = hwy::AllocateAligned<Real>(static_cast<size_t>(H * H));
     auto ci = hwy::AllocateAligned<Real>(static_cast<size_t>(H * H));
@@ -338,7 +345,11 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
     }
     const bool ran = WithHighQubits<1, kMaxDenseQubits>(g.nh, [&](auto nh) {
       detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
-        DenseHigh<Real, decltype(nh)::value>(g, cr.get(), ci.get(), s, g0, g1);
+        if (real) {
+          DenseHigh<Real, decltype(nh)::value, true>(g, cr.get(), ci.get(), s, g0, g1);
+        } else {
+          DenseHigh<Real, decltype(nh)::value, false>(g, cr.get(), ci.get(), s, g0, g1);
+        }
       });
     });
     if (!ran) ApplyScalar(b, state, n);
@@ -376,7 +387,11 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
   // nh + nl <= k <= kMaxDenseQubits with nl >= 1.
   const bool ran = WithHighQubits<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
     detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
-      DenseMixed<Real, decltype(nh)::value>(g, g.nl, coef.get(), idx, s, g0, g1);
+      if (real) {
+        DenseMixed<Real, decltype(nh)::value, true>(g, g.nl, coef.get(), idx, s, g0, g1);
+      } else {
+        DenseMixed<Real, decltype(nh)::value, false>(g, g.nl, coef.get(), idx, s, g0, g1);
+      }
     });
   });
   if (!ran) ApplyScalar(b, state, n);

@@ -11,7 +11,8 @@
 /// (below log2 of the complex lanes) are mixed by lane permutations with
 /// per-lane coefficients, the rest by combining whole vectors, so every
 /// placement costs 2^k complex multiply-adds per amplitude and one read and
-/// one write of it.
+/// one write of it. A dense block whose entries are all real (products of
+/// RY, H, X, CNOT, CZ, SWAP) takes half of them: no imaginary coefficients.
 
 #include <complex>
 #include <cstdint>

@@ -1,7 +1,8 @@
 // Every SIMD kernel the machine can run (each Highway target compiled in and
 // supported here, down to the portable fallback) against the reference loop
 // on random gates: random qubit sets mixing in-vector and across-vector
-// qubits, dense and diagonal, complex64 and complex128.
+// qubits, dense (complex and real coefficients) and diagonal, complex64 and
+// complex128.
 #include <gtest/gtest.h>
 
 #include <complex>
@@ -25,7 +26,7 @@ std::vector<std::complex<double>> RandomState(int n, std::mt19937_64& gen) {
 // A random unitary-ish matrix is not needed: the kernels are linear maps, and
 // a general complex matrix exercises every coefficient. Entries of modulus
 // about 1/sqrt(2^k) keep the result's scale near the state's.
-Block RandomBlock(int n, int k, bool diagonal, std::mt19937_64& gen) {
+Block RandomBlock(int n, int k, bool diagonal, std::mt19937_64& gen, bool real = false) {
   std::vector<int> all(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) all[q] = q;
   std::shuffle(all.begin(), all.end(), gen);
@@ -35,7 +36,7 @@ Block RandomBlock(int n, int k, bool diagonal, std::mt19937_64& gen) {
   b.diagonal = diagonal;
   std::normal_distribution<double> g(0.0, 1.0 / std::sqrt(static_cast<double>(int64_t{1} << k)));
   b.matrix.resize(diagonal ? size_t{1} << k : size_t{1} << (2 * k));
-  for (auto& e : b.matrix) e = {g(gen), g(gen)};
+  for (auto& e : b.matrix) e = {g(gen), real ? 0.0 : g(gen)};  // real: the kernels' real-coefficient path
   if (diagonal && k >= 2) b.matrix[0] = 1.0;  // an untouched entry, as in controlled phases
   return b;
 }
@@ -70,12 +71,12 @@ TEST_P(KernelTargets, RandomGatesMatchTheReference) {
   int checked = 0;
   for (int n : {1, 2, 3, 4, 5, 7, 9, 12}) {
     for (int k = 1; k <= std::min(n, kMaxDenseQubits); ++k) {
-      for (bool diagonal : {false, true}) {
+      for (const char* kind : {"dense", "real dense", "diagonal"}) {
+        const bool diagonal = std::string(kind) == "diagonal", real = std::string(kind) == "real dense";
         for (int rep = 0; rep < 3; ++rep) {
-          const Block b = RandomBlock(n, k, diagonal, gen);
+          const Block b = RandomBlock(n, k, diagonal, gen, real);
           const std::vector<std::complex<double>> start = RandomState(n, gen);
-          const std::string what = ::testing::PrintToString(b.qubits) + (diagonal ? " diagonal" : " dense") +
-                                   " n=" + std::to_string(n);
+          const std::string what = ::testing::PrintToString(b.qubits) + " " + kind + " n=" + std::to_string(n);
           EXPECT_LT(MaxError<float>(b, n, start), 1e-5) << what;
           EXPECT_LT(MaxError<double>(b, n, start), 1e-12) << what;
           ++checked;
@@ -83,7 +84,7 @@ TEST_P(KernelTargets, RandomGatesMatchTheReference) {
       }
     }
   }
-  EXPECT_GT(checked, 150);
+  EXPECT_GT(checked, 225);
 }
 
 TEST_P(KernelTargets, EveryPlacementOfOneAndTwoQubitsOnALargerState) {
