@@ -35,13 +35,28 @@ absl::StatusOr<int> ShapeAttribute(const torch::jit::Module& m, const char* name
 
 std::string Shape(const torch::Tensor& t) { return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]"); }
 
+// The module's class name as results show it: the file is the user's, so
+// only identifier characters, at most 120 of them.
+std::string ShownName(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.') out.push_back(c);
+    if (out.size() == 120) break;
+  }
+  return out.empty() ? "?" : out;
+}
+
 // What a module raised: TorchScript's interpreter puts "The following
-// operation failed..." and its traceback first and the raised error last.
+// operation failed..." and its traceback first and the raised error last
+// (at most 300 characters of it, control characters shown as '?').
 std::string RaisedMessage(const std::string& what) {
   std::vector<absl::string_view> lines = absl::StrSplit(what, '\n', absl::SkipWhitespace());
   if (lines.empty()) return "(no message)";
-  const absl::string_view last = absl::StripAsciiWhitespace(lines.back());
-  return std::string(last.substr(0, 300));
+  std::string last(absl::StripAsciiWhitespace(lines.back()).substr(0, 300));
+  for (char& c : last) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // the module's text: no terminal controls
+  }
+  return last;
 }
 
 }  // namespace
@@ -70,7 +85,7 @@ absl::StatusOr<std::unique_ptr<ScriptDecoder>> ScriptDecoder::Load(const v1::Dec
   }
   auto d = std::unique_ptr<ScriptDecoder>(new ScriptDecoder(std::move(module), device));
   d->file_hash_ = hash;
-  d->name_ = d->module_.type()->name() ? d->module_.type()->name()->qualifiedName() : "?";
+  d->name_ = ShownName(d->module_.type()->name() ? d->module_.type()->name()->qualifiedName() : "?");
   int head_width = 0;
   const std::pair<const char*, std::pair<int*, std::pair<int, int>>> attributes[] = {
       {"layers", {&d->shape_.layers, {1, 96}}},       {"heads", {&d->shape_.heads, {1, 256}}},
