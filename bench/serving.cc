@@ -33,15 +33,10 @@ namespace {
 
 using hetbench::NearestRank;
 using hetbench::SteadyNowNs;
+using hetbench::ThreadCpuSeconds;
 using hetbench::agent::OpenLoopRun;
 using hetbench::agent::QueryTimes;
 using hetbench::agent::ServingTarget;
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
 
 // Answers inside Issue: the issuer's cost alone (BatchingServer's NullCompute
 // would add its worker's wake-up to every query).
@@ -101,22 +96,14 @@ void RunNull(int round, double spin_us, double qps, int64_t duration_ns) {
       NearestRank(delay, 99) * 1e-3, delay.back() * 1e-3, cpu / static_cast<double>(run.queries.size()) * 1e6);
 }
 
-// The issuer's own cost, no waiting: `n` queries all due at once, issued
-// back to back to the null target. The CPU per query is what issuing and
-// recording one costs (no sleep, no spin) and the rate is the issuer's
-// ceiling on this machine: the most it can offer however the schedule runs.
+// The issuer's own cost, no waiting (MeasureIssuerCeiling, what a null
+// serving run reports): its CPU per query with no sleep or spin and its
+// ceiling rate.
 void RunSaturated(int round, int64_t n) {
-  const std::vector<int64_t> schedule(static_cast<size_t>(n), 0);
-  InlineNullTarget target;
-  const double cpu0 = ThreadCpuSeconds();
-  const int64_t start = SteadyNowNs();
-  const OpenLoopRun run = hetbench::agent::RunOpenLoop(schedule, target, absl::Seconds(5));
-  const double wall = (SteadyNowNs() - start) * 1e-9;
-  const double cpu = ThreadCpuSeconds() - cpu0;
-  std::printf("RESULT saturated round=%d queries=%zu ceiling=%.0f/s issuer_cpu=%.3fus/query (issue and record; "
+  const hetbench::agent::IssuerCeiling c = hetbench::agent::MeasureIssuerCeiling(n);
+  std::printf("RESULT saturated round=%d queries=%lld ceiling=%.0f/s issuer_cpu=%.3fus/query (issue and record; "
               "no sleep or spin)\n",
-              round, run.queries.size(), static_cast<double>(run.queries.size()) / wall,
-              cpu / static_cast<double>(run.queries.size()) * 1e6);
+              round, static_cast<long long>(n), c.qps, c.cpu_us_per_query);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "clock.h"
 
+#include <time.h>
+
 #include <chrono>
 
 namespace hetbench {
@@ -11,6 +13,12 @@ double RealClock::SystemNowSeconds() const {
 int64_t SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 int64_t RealClock::MonotonicNowNs() const { return SteadyNowNs(); }

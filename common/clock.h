@@ -12,6 +12,10 @@ namespace hetbench {
 /// they line up. Thread-safe.
 int64_t SteadyNowNs();
 
+/// The CPU time the calling thread has used, in seconds (its run time, not
+/// the wall's). Thread-safe.
+double ThreadCpuSeconds();
+
 /// Thread-safe.
 class Clock {
  public:

@@ -6,6 +6,7 @@
 #include "agent/executors/torch_run.h"
 #include "agent/serving/decoder.h"
 #include "agent/serving/generative.h"
+#include "agent/serving/issuer.h"
 #include "agent/serving/script_decoder.h"
 #include "agent/serving/serving_model.h"
 #include "agent/serving/serving_run.h"
@@ -92,6 +93,11 @@ absl::Status TorchRun::Serve() {
   const double qps = task_.target_qps() > 0 ? task_.target_qps() : spec_.serving().target_qps();
   if (auto s = RunServing(spec_, qps, static_cast<int>(bs_), compute, what, shared, &result_, &answered); !s.ok()) {
     return s;
+  }
+  if (model_ == "null") {  // the harness's own figures: what this machine's issuer can offer at most
+    const IssuerCeiling ceiling = MeasureIssuerCeiling(200'000);
+    result_.mutable_serving()->set_issuer_ceiling_qps(ceiling.qps);
+    result_.mutable_serving()->set_issuer_ceiling_cpu_us_per_query(ceiling.cpu_us_per_query);
   }
   for (const ServedQuery& q : answered) {  // one SERVE sample per answered query
     if (!control_->samples.Push(

@@ -9,14 +9,6 @@
 
 namespace hetbench::agent {
 
-namespace {
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-}  // namespace
-
 PowerSampler::PowerSampler(std::vector<std::unique_ptr<PowerSensor>> sensors, double rate_hz)
     : sensors_(std::move(sensors)), period_s_(1.0 / rate_hz), last_read_ns_(sensors_.size(), 0) {}
 

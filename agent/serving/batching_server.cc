@@ -1,5 +1,8 @@
 #include "agent/serving/batching_server.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -35,6 +38,19 @@ void BatchingServer::IssueMany(int64_t first, int count, const std::function<voi
 std::vector<ServedBatch> BatchingServer::Batches() const {
   absl::MutexLock l(&mu_);
   return batches_;
+}
+
+double BatchingServer::WorkersCpuSeconds() const {
+  double total = 0;
+  for (const std::thread& w : workers_) {
+    clockid_t clock;
+    timespec ts{};
+    if (pthread_getcpuclockid(const_cast<std::thread&>(w).native_handle(), &clock) == 0 &&
+        clock_gettime(clock, &ts) == 0) {
+      total += static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+  }
+  return total;
 }
 
 void BatchingServer::Work(int instance) {

@@ -55,6 +55,9 @@ class BatchingServer final : public ServingTarget {
   /// The batches run so far, in the order they finished; a batch is in it
   /// before any of its queries is answered.
   std::vector<ServedBatch> Batches() const;
+  /// The CPU time the workers have used so far, in seconds (their batches'
+  /// compute included). From any thread.
+  double WorkersCpuSeconds() const;
 
  private:
   struct Waiting {

@@ -152,4 +152,19 @@ OpenLoopRun RunClosedLoop(ServingTarget& target, const ClosedLoopLimits& limits,
   return run;
 }
 
+IssuerCeiling MeasureIssuerCeiling(int64_t queries) {
+  class Inline final : public ServingTarget {
+   public:
+    void Issue(int64_t index, const std::function<void(int64_t)>& answered) override { answered(index); }
+  } target;
+  const std::vector<int64_t> schedule(static_cast<size_t>(std::max<int64_t>(1, queries)), 0);
+  const double cpu0 = ThreadCpuSeconds();
+  const int64_t start = SteadyNowNs();
+  const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Seconds(5));
+  const double wall = static_cast<double>(SteadyNowNs() - start) * 1e-9;
+  const double cpu = ThreadCpuSeconds() - cpu0;
+  const auto n = static_cast<double>(run.queries.size());
+  return {n / std::max(wall, 1e-9), cpu / n * 1e6};
+}
+
 }  // namespace hetbench::agent

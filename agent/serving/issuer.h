@@ -82,6 +82,16 @@ OpenLoopRun RunOpenLoop(const std::vector<int64_t>& schedule, ServingTarget& tar
                         absl::Duration spin = kIssuerSpin, const std::atomic<bool>* cancel = nullptr,
                         std::atomic<int64_t>* issued = nullptr, int64_t start_ns = 0);
 
+/// The most the issuer offers on this machine: `queries` queries all due at
+/// once, issued back to back (no sleep, no spin) to a target that answers
+/// inside the call; its rate and the issuing thread's CPU per query (what
+/// issuing and recording one costs). A null serving run reports it.
+struct IssuerCeiling {
+  double qps = 0;
+  double cpu_us_per_query = 0;
+};
+IssuerCeiling MeasureIssuerCeiling(int64_t queries);
+
 /// LoadGen's SingleStream: one query outstanding at a time, the next issued
 /// as soon as the last is answered (its scheduled time is its issue time),
 /// until at least `min_queries` and `min_duration` (or `max_queries`, or a

@@ -23,6 +23,7 @@ int64_t Percentile(std::vector<int64_t> v, double p) {
 struct OneRun {
   ScenarioRun scenario;
   std::vector<ServedBatch> batches;
+  double workers_cpu_seconds = 0;  // the batcher's workers over the run
 };
 
 OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& options,
@@ -30,7 +31,9 @@ OneRun RunOnce(const v1::JobSpec& spec, double qps, const BatchingOptions& optio
                const ReplicaStart* replica = nullptr) {
   OneRun one;
   BatchingServer server(options, compute);
+  const double workers_cpu = server.WorkersCpuSeconds();
   one.scenario = RunScenario(spec, qps, server, control, absl::ZeroDuration(), replica);
+  one.workers_cpu_seconds = server.WorkersCpuSeconds() - workers_cpu;
   one.batches = server.Batches();  // every batch: each is recorded before its answers
   return one;
 }
@@ -53,6 +56,7 @@ ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& targ
   const absl::Duration wait = absl::Seconds(10) + 10 * absl::Milliseconds(s.latency_bound_ms()) + answer_allowance;
   ScenarioRun one;
   control.issued->store(0);
+  const double issuer_cpu = ThreadCpuSeconds();
   if (s.scenario() == "single_stream" || s.scenario() == "multi_stream") {
     ClosedLoopLimits limits;
     limits.min_queries = s.min_queries();
@@ -85,6 +89,7 @@ ScenarioRun RunScenario(const v1::JobSpec& spec, double qps, ServingTarget& targ
     control.total->store(static_cast<int64_t>(schedule.size()));
     one.run = RunOpenLoop(schedule, target, wait, kIssuerSpin, control.cancel, control.issued, start_ns);
   }
+  one.issuer_cpu_seconds = ThreadCpuSeconds() - issuer_cpu;
   return one;
 }
 
@@ -104,6 +109,9 @@ v1::PhaseWindow SummarizeRun(const ScenarioRun& one, const std::vector<ServedBat
     answered->push_back({origin + q.scheduled_ns, q.latency_ns()});
   }
   out->set_queries_scheduled(static_cast<int64_t>(run.queries.size()));
+  if (!run.queries.empty()) {
+    out->set_issuer_cpu_us_per_query(one.issuer_cpu_seconds / static_cast<double>(run.queries.size()) * 1e6);
+  }
   out->set_queries_answered(n);
   out->set_schedule_seconds(one.schedule_seconds);
   if (n > 0 && last_answered > first_scheduled) {
@@ -238,6 +246,10 @@ absl::Status RunServing(const v1::JobSpec& spec, double qps, int max_batch, cons
   if (!replica.ok()) return replica.status();
   const OneRun one = RunOnce(spec, qps, options, compute, control, &*replica);
   const v1::PhaseWindow w = SummarizeRun(one.scenario, one.batches, control.task_start_ns, out, answered);
+  if (!one.scenario.run.queries.empty()) {
+    out->set_batcher_cpu_us_per_query(one.workers_cpu_seconds /
+                                      static_cast<double>(one.scenario.run.queries.size()) * 1e6);
+  }
   if (!one.scenario.run.queries.empty()) {
     *result->add_windows() = w;
     result->set_evaluate_seconds(static_cast<double>(w.end_ns() - w.start_ns()) * 1e-9);

@@ -45,6 +45,7 @@ struct ServedQuery {
 struct ScenarioRun {
   OpenLoopRun run;
   double schedule_seconds = 0;
+  double issuer_cpu_seconds = 0;  // the issuing thread's CPU over the run
 };
 
 /// Issues spec.serving's scenario at `qps` to `target`: server, the seeded

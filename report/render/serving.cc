@@ -194,6 +194,15 @@ std::string ServingFooter(const v1::TaskResult& r) {
       r.warmup_seconds(), r.evaluate_seconds(),
       s.samples_per_query() > 1 ? absl::StrFormat("; %d samples per query (multi_stream)", s.samples_per_query())
                                 : std::string());
+  if (s.issuer_cpu_us_per_query() > 0) {
+    absl::StrAppend(&out, absl::StrFormat("; harness CPU per query: issuer %.2f us", s.issuer_cpu_us_per_query()));
+    if (s.issuer_ceiling_qps() > 0) {  // the null model: its batcher's CPU is the harness's too
+      absl::StrAppend(&out, absl::StrFormat(", batcher %.2f us (the null model computes nothing); the issuer's "
+                                            "ceiling here %.0f queries/s at %.3f us of CPU each (all due at once)",
+                                            s.batcher_cpu_us_per_query(), s.issuer_ceiling_qps(),
+                                            s.issuer_ceiling_cpu_us_per_query()));
+    }
+  }
   if (s.replica().replicas() > 1) {
     const v1::ReplicaRun& rep = s.replica();
     absl::StrAppend(

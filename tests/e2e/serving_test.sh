@@ -44,6 +44,13 @@ n=$(jq -r '.tasks[0].result.serving.queries_answered' "$WORK/null.json")
 (( n >= 2000 - 300 && n <= 2000 + 400 )) || fail "the null run answered $n queries, not ~2000 (1 s at 2000/s)"
 [[ $(jq -r '.tasks[0].result.phases[0].stats.count' "$WORK/null.json") == "$n" ]] || fail "not every query is a stored sample"
 [[ $(jq -r '.tasks[0].result.serving.compute' "$WORK/null.json") == null* ]] || fail "the null run does not say what answered"
+# The harness's own figures: CPU per query of the issuer and the batcher, the issuer's ceiling.
+jq -e '.tasks[0].result.serving | .issuer_cpu_us_per_query > 0 and .batcher_cpu_us_per_query > 0
+       and .issuer_ceiling_qps > 2000 and .issuer_ceiling_cpu_us_per_query > 0' "$WORK/null.json" >/dev/null \
+  || fail "the null run lacks the harness's figures: $(jq -c '.tasks[0].result.serving | {issuer_cpu_us_per_query, batcher_cpu_us_per_query, issuer_ceiling_qps}' "$WORK/null.json")"
+"$CLI" report "$job" | grep -q "harness CPU per query: issuer .* us, batcher .* us (the null model computes nothing); the issuer's ceiling here" \
+  || fail "the null run's report does not state the harness's cost per query and the issuer's ceiling"
+echo "serving: null harness: $(jq -c '.tasks[0].result.serving | {issuer_cpu_us_per_query, batcher_cpu_us_per_query, issuer_ceiling_qps, issuer_ceiling_cpu_us_per_query}' "$WORK/null.json")"
 echo "serving: null model at 2000/s: $(jq -c '.tasks[0].result.serving | {achieved_qps, issue_delay_p99_ns, latency_p99_ns, early_stopping_ns}' "$WORK/null.json"); valid $(jq -c '.tasks[0].result.phases[0] | [.valid, .invalid_reasons]' "$WORK/null.json")"
 
 # ---- runs compared as runs: the null run twice more, sides of two runs each

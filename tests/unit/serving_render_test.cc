@@ -91,6 +91,22 @@ TEST(ServingRenderTest, ADecoderRunHasAGenerativeTableAndFooter) {
   EXPECT_THAT(report, HasSubstr("tpot"));
 }
 
+TEST(ServingRenderTest, TheFooterStatesTheHarnessCostAndANullRunTheIssuersCeiling) {
+  v1::Job job;
+  v1::Task* t = ServeTask(&job, "job-000001-t0", "server", 2000);
+  EXPECT_THAT(ServingFooter(t->result()), Not(HasSubstr("harness CPU")));
+  v1::ServingRun* s = t->mutable_result()->mutable_serving();
+  s->set_issuer_cpu_us_per_query(17.25);
+  s->set_batcher_cpu_us_per_query(4.5);
+  EXPECT_THAT(ServingFooter(t->result()), HasSubstr("; harness CPU per query: issuer 17.25 us"));
+  EXPECT_THAT(ServingFooter(t->result()), Not(HasSubstr("batcher"))) << "a model's compute is not the harness's";
+  s->set_issuer_ceiling_qps(8'300'000);
+  s->set_issuer_ceiling_cpu_us_per_query(0.121);
+  EXPECT_THAT(ServingFooter(t->result()),
+              HasSubstr("issuer 17.25 us, batcher 4.50 us (the null model computes nothing); the issuer's ceiling "
+                        "here 8300000 queries/s at 0.121 us of CPU each (all due at once)"));
+}
+
 TEST(ServingRenderTest, TheCsvHasAsManyCellsPerRowAsColumns) {
   v1::Job job = DecoderSweep();
   ServeTask(&job, "job-000007-t2", "multi_stream", 0)->mutable_result()->mutable_serving()->set_samples_per_query(8);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <climits>
 
+#include "agent/serving/issuer.h"
 #include "agent/serving/serving_model.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
@@ -92,6 +93,18 @@ TEST(ServingRunTest, OfflineIssuesEveryQueryAtOnceAndTheBatcherFillsItsBatches) 
   EXPECT_EQ(s.queries_answered(), 256);
   EXPECT_DOUBLE_EQ(s.mean_batch() * static_cast<double>(s.batches()), 256.0);
   EXPECT_GT(s.mean_batch(), 1.0) << "queries waiting together are batched";
+}
+
+TEST(ServingRunTest, TheRunStatesTheIssuersAndTheBatchersCpuPerQuery) {
+  // 200 us of busy-waiting per batch is the batcher's CPU; the issuer's is its own.
+  const Ran ran = Serve(Spec("offline", 0, 0.01, 256), 16, FixedServiceCompute(absl::Microseconds(200)));
+  const v1::ServingRun& s = ran.result.serving();
+  EXPECT_GT(s.issuer_cpu_us_per_query(), 0);
+  EXPECT_GT(s.batcher_cpu_us_per_query(), 0);
+  EXPECT_EQ(s.issuer_ceiling_qps(), 0) << "measured for the null model only, by its executor";
+  const IssuerCeiling ceiling = MeasureIssuerCeiling(20'000);
+  EXPECT_GT(ceiling.qps, 0);
+  EXPECT_GT(ceiling.cpu_us_per_query, 0);
 }
 
 TEST(ServingRunTest, SingleStreamTimesEachQueryFromItsIssue) {
