@@ -36,14 +36,7 @@ using hetbench::SteadyNowNs;
 using hetbench::ThreadCpuSeconds;
 using hetbench::agent::OpenLoopRun;
 using hetbench::agent::QueryTimes;
-using hetbench::agent::ServingTarget;
-
-// Answers inside Issue: the issuer's cost alone (BatchingServer's NullCompute
-// would add its worker's wake-up to every query).
-class InlineNullTarget final : public ServingTarget {
- public:
-  void Issue(int64_t index, const std::function<void(int64_t)>& answered) override { answered(index); }
-};
+using hetbench::agent::InlineNullTarget;
 
 std::vector<int64_t> Sorted(const OpenLoopRun& run, int64_t (QueryTimes::*field)() const) {
   std::vector<int64_t> v;

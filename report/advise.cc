@@ -178,17 +178,32 @@ absl::Status CheckObjective(const Profiles& profiles, Objective objective) {
 absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice& advice) {
   const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
   double bytes = 0, ns = 0;
+  std::vector<double> latency_ns, gbytes_per_second;  // the links' probes (splits across agents)
   for (const v1::Task& t : link_job.tasks()) {
     if (options.across_agents != link_job.spec().split().across_agents()) continue;
-    for (const v1::SplitStageResult& s : t.result().split()) bytes += s.transfer_bytes(), ns += s.transfer_ns();
+    for (const v1::SplitStageResult& s : t.result().split()) {
+      bytes += s.transfer_bytes(), ns += s.transfer_ns();
+      if (s.link_gbytes_per_second() > 0 && s.link_latency_ns() >= 0) {
+        latency_ns.push_back(s.link_latency_ns());
+        gbytes_per_second.push_back(s.link_gbytes_per_second());
+      }
+    }
   }
+  const std::string from = options.link_job != nullptr ? link_job.id() : "this job";
   if (options.link_gbytes_per_second > 0) {
     advice.link_gbytes_per_second = options.link_gbytes_per_second;
     advice.link_source = "given (--link-gbytes-per-second)";
+  } else if (!gbytes_per_second.empty()) {
+    // A boundary's messages are seldom the size of the link job's: its
+    // probe's latency and bandwidth scale to any size, its steps' do not.
+    advice.link_latency_ns = MedianInPlace(latency_ns);
+    advice.link_gbytes_per_second = MedianInPlace(gbytes_per_second);
+    advice.link_source = absl::StrFormat("probed by %s's split tasks across agents: %.1f us one way + bytes at "
+                                         "%.3g GB/s",
+                                         from, advice.link_latency_ns / 1e3, advice.link_gbytes_per_second);
   } else if (bytes > 0 && ns > 0) {
     advice.link_gbytes_per_second = bytes / ns;
-    advice.link_source = absl::StrCat("measured by ", options.link_job != nullptr ? link_job.id() : "this job",
-                                      "'s split tasks", options.across_agents ? " across agents" : "");
+    advice.link_source = absl::StrCat("measured by ", from, "'s split tasks", options.across_agents ? " across agents" : "");
   } else if (options.link_job != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--link-from ", link_job.id(), ": no succeeded split task", options.across_agents ? " across agents" : "",
@@ -225,8 +240,10 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
       rate += prof.usd_per_hour;
     }
     if (s + 1 < stages.size()) {
-      const double t = 2.0 * static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
-                       advice.link_gbytes_per_second;  // bytes / (GB/s) = ns
+      // The output forward and its gradient back, each latency + bytes / (GB/s) ns.
+      const double t = 2.0 * (advice.link_latency_ns +
+                              static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
+                                  advice.link_gbytes_per_second);
       p.transfer_ns += t;
       p.energy_joules += t * 1e-9 * (prof.watts + profiles.at(stages[s + 1].kind).watts);
     }
@@ -364,9 +381,13 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   advice.assumptions = {
       "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
       "kind's layers sum to its measured step p50",
-      absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x batch / "
-                      "%.3g GB/s (%s)",
-                      advice.link_gbytes_per_second, advice.link_source),
+      advice.link_latency_ns > 0
+          ? absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x (%.1f us + "
+                            "bytes x batch / %.3g GB/s) (%s)",
+                            advice.link_latency_ns / 1e3, advice.link_gbytes_per_second, advice.link_source)
+          : absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x batch / "
+                            "%.3g GB/s (%s)",
+                            advice.link_gbytes_per_second, advice.link_source),
       "stages run one after another (no micro-batches): the step is their sum; loss and optimizer are in the "
       "measured steps",
       absl::StrCat(advice.per_layer_power.empty()
@@ -490,6 +511,7 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
                                       ? nlohmann::json::array({a.interval_low_ns / 1e6, a.interval_high_ns / 1e6})
                                       : nlohmann::json();
     j["link_gbytes_per_second"] = a.link_gbytes_per_second;
+    j["link_latency_us"] = a.link_latency_ns / 1e3;
     j["link_source"] = a.link_source;
     j["plans_considered"] = a.plans_considered;
     j["plan_given"] = a.plan_given;

@@ -11,7 +11,10 @@
 ///    p50, scaled so the kind's layers sum to its measured step p50 (the
 ///    profile synchronises at every layer, the step does not);
 ///  - a boundary between two kinds moves the layer's output forward and its
-///    gradient back: 2 x output bytes x batch / link bandwidth;
+///    gradient back: 2 x (latency + output bytes x batch / bandwidth), the
+///    latency and bandwidth probed by a split across agents (its links'
+///    ping-pong at 1 KiB and 4 MiB); without a probe, latency 0 and the
+///    bandwidth of the split's own transfers (bytes / time) or as given;
 ///  - stages run one after another (no micro-batches): the step is the sum;
 ///  - energy: each layer's time x its kind's measured (or modeled) average
 ///    training power, a transfer's time x both kinds' power;
@@ -85,6 +88,7 @@ struct Advice {
   Prediction best;
   std::vector<SingleRun> singles;
   double link_gbytes_per_second = 0;
+  double link_latency_ns = 0;  // one way, per message; 0 unless probed
   std::string link_source;
   size_t plans_considered = 0;
   bool plan_given = false;     // --plan: predicted, not searched

@@ -232,9 +232,12 @@ absl::Status TorchRun::SetUpParallel() {
     (*plan)[task_.gang().rank()].device = torch_device_;
     auto joined = GangGroup::Join(task_.gang(), config_.rendezvous_host);
     if (!joined.ok()) return joined.status();
-    auto made_link = StageLink::Create(*std::move(joined), *layers, *std::move(plan),
-                                       ds_->train.images.slice(0, 0, 2).to(torch_device_), bs_,
-                                       task_.gang().timeout_seconds());
+    // Create probes the links: a peer gone or silent there fails like one in a step.
+    auto made_link = WithPeers(&collective_failed_, [&] {
+      return StageLink::Create(*std::move(joined), *layers, *std::move(plan),
+                               ds_->train.images.slice(0, 0, 2).to(torch_device_), bs_,
+                               task_.gang().timeout_seconds());
+    });
     if (!made_link.ok()) return made_link.status();
     link_ = *std::move(made_link);
     if (link_->first()) {
@@ -387,7 +390,14 @@ absl::Status TorchRun::Train() {
   // every stage's figures (the others report their own samples).
   if (!link_ || link_->first()) {
     for (v1::SplitStageResult& r : SummarizeSplit(link_ ? link_->plan() : split_, split_times_, split_step_ns_)) {
-      if (link_) r.set_agent_id(SplitPeer(task_.gang().peers(r.stage())).first);
+      if (link_) {
+        r.set_agent_id(SplitPeer(task_.gang().peers(r.stage())).first);
+        if (static_cast<size_t>(r.stage()) < link_->link_probes().size()) {
+          const StageLink::LinkProbe& p = link_->link_probes()[static_cast<size_t>(r.stage())];
+          r.set_link_latency_ns(p.latency_ns);
+          r.set_link_gbytes_per_second(p.gbytes_per_second);
+        }
+      }
       *result_.add_split() = std::move(r);
     }
   }

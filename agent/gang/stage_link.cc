@@ -2,9 +2,12 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "agent/devices/cuda.h"
 #include "common/clock.h"
+#include "common/stats.h"
 
 namespace hetbench::agent {
 
@@ -77,7 +80,56 @@ absl::StatusOr<std::unique_ptr<StageLink>> StageLink::Create(std::unique_ptr<Gan
                                 (n + kForwardTail + n + kHead + kPerStage * (world - 1 - b)));
   }
   link->loss_out_ = torch::zeros({}, f32);
+  link->ProbeLinks();
   return link;
+}
+
+void StageLink::ProbeLinks() {
+  const int s = rank(), world = world_size();
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  torch::Tensor small = torch::zeros({kProbeSmallBytes / 4}, f32), large = torch::zeros({kProbeLargeBytes / 4}, f32);
+  // One warm-up round, then the timed ones; the asking side times round trips.
+  constexpr int kSmallRounds = 21, kLargeRounds = 6;
+  if (s > 0) {  // answer the previous stage's probe of its link
+    for (torch::Tensor* t : {&small, &large}) {
+      for (int r = 0; r < (t == &small ? kSmallRounds : kLargeRounds); ++r) {
+        Recv(*t, s - 1);
+        Send(*t, s - 1);
+      }
+    }
+  }
+  LinkProbe own;
+  if (s + 1 < world) {
+    std::vector<double> rtt[2];
+    for (int which = 0; which < 2; ++which) {
+      torch::Tensor& t = which == 0 ? small : large;
+      for (int r = 0; r < (which == 0 ? kSmallRounds : kLargeRounds); ++r) {
+        const int64_t t0 = SteadyNowNs();
+        Send(t, s + 1);
+        Recv(t, s + 1);
+        if (r > 0) rtt[which].push_back(static_cast<double>(SteadyNowNs() - t0));
+      }
+    }
+    const double one_way_small = MedianInPlace(rtt[0]) / 2, one_way_large = MedianInPlace(rtt[1]) / 2;
+    own.latency_ns = one_way_small;
+    // Bytes beyond the small message over the time beyond it (GB/s = bytes/ns).
+    own.gbytes_per_second = one_way_large > one_way_small
+                                ? static_cast<double>(kProbeLargeBytes - kProbeSmallBytes) / (one_way_large - one_way_small)
+                                : static_cast<double>(kProbeLargeBytes) / std::max(one_way_large, 1.0);
+  }
+  // Rank 0 gathers every link's figures (ranks 1 .. world - 2 send theirs).
+  if (s == 0) {
+    probes_.assign(static_cast<size_t>(world - 1), LinkProbe{});
+    probes_[0] = own;
+    torch::Tensor got = torch::zeros({2}, f32);
+    for (int b = 1; b + 1 < world; ++b) {
+      Recv(got, b);
+      probes_[static_cast<size_t>(b)] = {got[0].item<float>(), got[1].item<float>()};
+    }
+  } else if (s + 1 < world) {
+    torch::Tensor mine = torch::tensor({static_cast<float>(own.latency_ns), static_cast<float>(own.gbytes_per_second)}, f32);
+    Send(mine, 0);
+  }
 }
 
 StageLink::StageLink(std::unique_ptr<GangGroup> group, torch::nn::Sequential& net, std::vector<SplitStagePlan> plan,

@@ -18,6 +18,9 @@
 /// Rank s measures its link as (activation sent -> gradient received) minus
 /// the time rank s+1 held the step: durations on each rank's own clock, so
 /// no clock offset enters. Rank 0 so knows every stage's figures per step.
+/// Before the first step each link is also probed alone (ping-pong at two
+/// message sizes: its latency and bandwidth, which a placement advisor needs
+/// to predict a boundary of another size than this split's).
 /// Inference runs through the same stages, forward only, a batch at a time
 /// (no micro-batches, as in training): the last stage scores the batch and
 /// its running quality totals come back to every stage in the answer.
@@ -89,11 +92,27 @@ class StageLink {
   /// in SplitForwardBackward's layout (transfer = both links of the stage).
   const std::vector<StageTimes>& step_times() const { return times_; }
 
+  /// A link probed by Create: the one-way time of a kProbeSmallBytes
+  /// message, and the bandwidth of a kProbeLargeBytes one beyond it (medians
+  /// of ping-pong round trips, halved).
+  struct LinkProbe {
+    double latency_ns = 0;
+    double gbytes_per_second = 0;
+  };
+  static constexpr int64_t kProbeSmallBytes = 1024, kProbeLargeBytes = 4 << 20;
+  /// Rank 0: every link's probe, link b from stage b to b + 1 (the others
+  /// report theirs to rank 0 once, in Create). Empty on the other ranks.
+  const std::vector<LinkProbe>& link_probes() const { return probes_; }
+
  private:
   StageLink(std::unique_ptr<GangGroup> group, torch::nn::Sequential& net, std::vector<SplitStagePlan> plan,
             std::chrono::milliseconds timeout);
   void Send(torch::Tensor& buffer, int peer);
   void Recv(torch::Tensor& buffer, int peer);
+  /// Probes this rank's links (the one from the previous stage as the
+  /// answering side, then the one to the next as the asking side) and
+  /// gathers every link's figures on rank 0.
+  void ProbeLinks();
 
   std::unique_ptr<GangGroup> group_;
   torch::nn::Sequential& net_;
@@ -111,6 +130,7 @@ class StageLink {
   std::vector<StageTimes> times_;   // rank 0: the last step, per stage
   std::vector<int64_t> link_ns_;    // rank 0: the last step, per link (scratch)
   std::vector<int64_t> link_bytes_; // per link and step, both messages: fixed by the shapes
+  std::vector<LinkProbe> probes_;   // rank 0: per link, from Create
 };
 
 }  // namespace hetbench::agent

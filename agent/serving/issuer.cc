@@ -153,10 +153,7 @@ OpenLoopRun RunClosedLoop(ServingTarget& target, const ClosedLoopLimits& limits,
 }
 
 IssuerCeiling MeasureIssuerCeiling(int64_t queries) {
-  class Inline final : public ServingTarget {
-   public:
-    void Issue(int64_t index, const std::function<void(int64_t)>& answered) override { answered(index); }
-  } target;
+  InlineNullTarget target;
   const std::vector<int64_t> schedule(static_cast<size_t>(std::max<int64_t>(1, queries)), 0);
   const double cpu0 = ThreadCpuSeconds();
   const int64_t start = SteadyNowNs();

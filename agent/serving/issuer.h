@@ -35,6 +35,14 @@ class ServingTarget {
   }
 };
 
+/// Answers each query inside Issue: the issuer's own cost alone, with no
+/// worker wake-up per query (what MeasureIssuerCeiling and bench_serving's
+/// null runs drive).
+class InlineNullTarget final : public ServingTarget {
+ public:
+  void Issue(int64_t index, const std::function<void(int64_t index)>& answered) override { answered(index); }
+};
+
 /// LoadGen's MultiStream query: `samples` samples issued together to
 /// `inner` (IssueMany; query q's are q * samples + j), the query answered
 /// when its last sample is. Threads: as the inner target's.

@@ -99,19 +99,33 @@ std::string StageDevice(const v1::SplitStageResult& s) {
 
 std::string RenderSplit(const v1::Job& job, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
+  std::string probes;  // the links probed before the first step (splits across agents)
   for (const v1::Task& t : job.tasks()) {
     for (const v1::SplitStageResult& s : t.result().split()) {
+      const bool probed = s.link_gbytes_per_second() > 0;
       rows.push_back({t.id(), TaskModel(job, t), absl::StrCat(t.batch_size()), absl::StrCat(s.stage()), s.layers(),
                       absl::StrCat(StageDevice(s), " (", DeviceKindName(s.device_kind()), ")"), Ms(s.forward_ns()),
                       Ms(s.backward_ns()), Ms(s.transfer_ns()), absl::StrFormat("%.1f", s.transfer_bytes() / 1024.0),
                       Ms(s.idle_ns()), Ms(s.step_ns())});
+      if (format == OutputFormat::kCsv) {
+        rows.back().push_back(probed ? absl::StrFormat("%.1f", s.link_latency_ns() / 1e3) : "");
+        rows.back().push_back(probed ? absl::StrFormat("%.3g", s.link_gbytes_per_second()) : "");
+      } else if (probed) {
+        absl::StrAppendFormat(&probes, "  %s stage %d -> %d: %.1f us one way, %.3g GB/s\n", t.id(), s.stage(),
+                              s.stage() + 1, s.link_latency_ns() / 1e3, s.link_gbytes_per_second());
+      }
     }
   }
   if (rows.empty()) return "";
   if (format == OutputFormat::kCsv) {
     return CsvLines("task_id,model,batch_size,stage,layers,device,forward_ms,backward_ms,transfer_ms,transfer_kib,"
-                    "idle_ms,step_ms",
+                    "idle_ms,step_ms,link_latency_us,link_gbytes_per_second",
                     rows);
+  }
+  if (!probes.empty()) {
+    probes = absl::StrCat("links probed before the first step (ping-pong of 1 KiB for the latency, 4 MiB for the "
+                          "bandwidth):\n",
+                          probes);
   }
   return absl::StrCat("split stages (medians over the measured steps):\n",
                       FormatTable({"TASK", "MODEL", "BATCH", "STAGE", "LAYERS", "DEVICE", "FWD_MS", "BWD_MS",
@@ -120,7 +134,8 @@ std::string RenderSplit(const v1::Job& job, OutputFormat format) {
                       "TRANSFER: activations out and gradients in (both directions, per step; across agents the "
                       "c10d send/recv of both, with the figures sent back); IDLE: the step minus the stage's own "
                       "work (the pipeline bubble: without micro-batches each stage waits for the others; the "
-                      "optimizer step is in it).\n");
+                      "optimizer step is in it).\n",
+                      probes);
 }
 
 void ParallelPlots(const v1::Job& job, std::vector<Plot>* out) {

@@ -58,7 +58,7 @@ cat >"$WORK/b.yaml" <<YAML
 models: [mlp]
 batch_sizes: [32]
 parallel: {devices: [2], collective_timeout_seconds: 5}
-train: {warmup_steps: 2, min_steps: 1500, min_duration_seconds: 0}
+train: {warmup_steps: 2, min_steps: 600, min_duration_seconds: 0}
 inference: {max_batches: 2}
 YAML
 count_tasks() {  # count_tasks JOB FILE FILTER: the job's tasks matching the jq filter (the job left in FILE)
@@ -93,9 +93,9 @@ start_agent "$VICTIM" $((BASE + 200))
 # runs again as a whole. Either way both ranks end on one attempt after the kill, each complete.
 B_ATTEMPT=$(jq -r '.tasks[0].attempt' "$WORK/b.json")
 [[ $B_ATTEMPT -ge 2 && $(jq --argjson a "$B_ATTEMPT" \
-    '[.tasks[] | select(.attempt == $a and (.result.samples_stored | tonumber) == 1502)] | length' "$WORK/b.json") == 2 ]] \
-  || fail "gang B: both ranks should finish one attempt after the kill (2 or later) with 1502 samples each"
-echo "gang B: re-run as attempt $B_ATTEMPT on both ranks, 1502 samples each"
+    '[.tasks[] | select(.attempt == $a and (.result.samples_stored | tonumber) == 602)] | length' "$WORK/b.json") == 2 ]] \
+  || fail "gang B: both ranks should finish one attempt after the kill (2 or later) with 602 samples each"
+echo "gang B: re-run as attempt $B_ATTEMPT on both ranks, 602 samples each"
 
 # ---- C. freeze one rank's agent mid-task
 "$CLI" submit -f "$WORK/b.yaml" >/dev/null
@@ -151,11 +151,14 @@ awk -v a="$(q '.tasks[0].result.test_accuracy')" 'BEGIN { exit !(a > 0.5) }' \
   || fail "split D: test accuracy $(q '.tasks[0].result.test_accuracy') after 200 steps (chance is 0.1)"
 "$CLI" report job-000004 >"$WORK/d.txt"
 grep -q "a2/cpu0 (cpu)\|a1/cpu0 (cpu)" "$WORK/d.txt" || fail "split D: the report does not name the stages' agents"
+jq -e '.tasks[0].result.split[0].link_latency_ns > 0 and .tasks[0].result.split[0].link_gbytes_per_second > 0' \
+  "$WORK/d.json" >/dev/null || fail "split D: stage 0's link was not probed"
 echo "split D: stages on $(q '[.tasks[].agent_id] | join(" + ")'); step p50 $(q '.tasks[0].result.split[0].step_ns') ns," \
-  "link $(q '.tasks[0].result.split[0].transfer_ns') ns for $(q '.tasks[0].result.split[0].transfer_bytes') bytes;" \
+  "link $(q '.tasks[0].result.split[0].transfer_ns') ns for $(q '.tasks[0].result.split[0].transfer_bytes') bytes" \
+  "(probed: $(q '.tasks[0].result.split[0].link_latency_ns | floor') ns one way, $(q '.tasks[0].result.split[0].link_gbytes_per_second') GB/s);" \
   "test accuracy $(q '.tasks[0].result.test_accuracy') on both stages"
 
-sed -i 's/min_steps: 200/min_steps: 3000/' "$WORK/d.yaml"
+sed -i 's/min_steps: 200/min_steps: 800/' "$WORK/d.yaml"
 "$CLI" submit -f "$WORK/d.yaml" >/dev/null
 kill_rank_1 job-000005 "$WORK/e.json" "split E"
 start_agent "$VICTIM" $((BASE + 300))

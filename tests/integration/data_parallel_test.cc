@@ -205,6 +205,12 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
     EXPECT_GT(st.transfer_ns(), 0);
     EXPECT_EQ(st.agent_id(), absl::StrCat("agent-", st.stage()));
   }
+  // The link was probed before the first step: stage 0's outgoing link has a
+  // latency and a bandwidth; the last stage has no outgoing link.
+  EXPECT_GT(r0.result->split(0).link_latency_ns(), 0);
+  EXPECT_GT(r0.result->split(0).link_gbytes_per_second(), 0);
+  EXPECT_EQ(r0.result->split(1).link_latency_ns(), 0);
+  EXPECT_EQ(r0.result->split(1).link_gbytes_per_second(), 0);
   EXPECT_EQ(r0.result->split(0).layers(), "0-2");
   EXPECT_EQ(r0.result->split(1).layers(), "3-" + std::to_string(one.layer_parameters.size() - 1));
   EXPECT_EQ(r1.result->split_size(), 0) << "only rank 0 holds every stage's figures";
@@ -216,6 +222,37 @@ TEST(SplitAcrossAgentsTest, EachStageEndsWithItsLayersOfOneProcessOnTheSameBatch
   EXPECT_DOUBLE_EQ(r0.result->test_accuracy(), one.result->test_accuracy());
   EXPECT_DOUBLE_EQ(r1.result->test_accuracy(), one.result->test_accuracy());
   EXPECT_THAT(r1.result->input_note(), HasSubstr("inference a batch at a time through every stage"));
+}
+
+// Three stages, a rank each: every link is probed (the middle rank answers
+// the first link's probe, then probes its own) and rank 0 reports both
+// links' figures, the middle one's sent to it once; the ranks end on one loss.
+TEST(SplitAcrossAgentsTest, ThreeStagesReportEveryLinksProbeOnRankZero) {
+  const ImageDataset ds = SmallDataset();
+  v1::SplitSpec split;
+  split.set_across_agents(true);
+  for (const char* layers : {"0-1", "2-4", "5-"}) {
+    v1::SplitStage* st = split.add_stages();
+    st->set_layers(layers);
+    st->mutable_target()->set_device_kind(v1::DEVICE_KIND_CPU);
+  }
+  const int port = FreePort();
+  RankRun runs[3];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { runs[r] = RunRank(ds, 16, r, 3, port, 20, &split); });
+  for (std::thread& t : threads) t.join();
+  for (const RankRun& run : runs) ASSERT_TRUE(run.result.ok()) << run.result.status();
+  ASSERT_EQ(runs[0].result->split_size(), 3);
+  for (int s = 0; s < 2; ++s) {
+    const v1::SplitStageResult& st = runs[0].result->split(s);
+    EXPECT_GT(st.link_latency_ns(), 0) << "stage " << s;
+    EXPECT_GT(st.link_gbytes_per_second(), 0) << "stage " << s;
+    EXPECT_GT(st.transfer_ns(), 0) << "stage " << s;
+  }
+  EXPECT_EQ(runs[0].result->split(2).link_gbytes_per_second(), 0) << "the last stage has no outgoing link";
+  EXPECT_EQ(runs[1].result->split_size(), 0);
+  EXPECT_FLOAT_EQ(runs[0].result->final_train_loss(), runs[2].result->final_train_loss());
+  EXPECT_EQ(runs[2].train_samples, 6u);
 }
 
 // Stage 1 of 2 whose stage 0 never comes: fails retryable, no hang.

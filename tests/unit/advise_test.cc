@@ -137,6 +137,24 @@ TEST(AdviseTest, AGivenPlanAcrossTwoAgentsOfOneKindUsesTheLinkOfAnotherJobsSplit
   EXPECT_NEAR(a->best.step_ns, 12e6 + 2048, 1);
   EXPECT_EQ(a->link_source, "measured by job-8's split tasks across agents");
 
+  // A link job whose splits probed their links: latency + bytes / bandwidth
+  // per message, which scales to this boundary's size (2 x (60 us + 2048 B /
+  // 4 GB/s) = 121.024 us), not the link job's bytes over its time.
+  st->set_link_latency_ns(50e3);
+  st->set_link_gbytes_per_second(4);
+  v1::SplitStageResult* st2 = link.mutable_tasks(0)->mutable_result()->add_split();
+  st2->set_link_latency_ns(70e3);  // the median of the two probes: 60 us, 4 GB/s
+  st2->set_link_gbytes_per_second(4);
+  auto probed = Advise(TwoKinds(), o);
+  ASSERT_TRUE(probed.ok()) << probed.status();
+  EXPECT_NEAR(probed->best.transfer_ns, 2 * (60e3 + 2048 / 4.0), 1e-6);
+  EXPECT_NEAR(probed->best.step_ns, 12e6 + 2 * (60e3 + 2048 / 4.0), 1e-3);
+  EXPECT_EQ(probed->link_source, "probed by job-8's split tasks across agents: 60.0 us one way + bytes at 4 GB/s");
+  EXPECT_THAT(RenderAdvice(*probed, OutputFormat::kTable), HasSubstr("2 x (60.0 us + bytes x batch / 4 GB/s)"));
+  link.mutable_tasks(0)->mutable_result()->mutable_split()->RemoveLast();
+  st->set_link_latency_ns(0);
+  st->set_link_gbytes_per_second(0);
+
   // On one agent two neighbouring stages of one kind are one stage: refused.
   o.across_agents = false;
   o.link_job = nullptr;

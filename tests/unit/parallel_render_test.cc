@@ -125,6 +125,10 @@ TEST(ParallelRenderTest, ASplitAcrossAgentsNamesTheStagesAgentsAndIsNoScalingRow
         st->set_device_id("cpu0");
         st->set_agent_id(s == 0 ? "a1" : "a2");
         st->set_device_kind(v1::DEVICE_KIND_CPU);
+        if (s == 0) {  // the link to stage 1, probed
+          st->set_link_latency_ns(95200);
+          st->set_link_gbytes_per_second(1.62);
+        }
       }
     }
     *job.add_tasks() = t;
@@ -132,6 +136,11 @@ TEST(ParallelRenderTest, ASplitAcrossAgentsNamesTheStagesAgentsAndIsNoScalingRow
   EXPECT_TRUE(Gangs(job).empty());
   const std::string table = RenderSplit(job, OutputFormat::kTable);
   EXPECT_THAT(table, HasSubstr("a2/cpu0 (cpu)"));
+  EXPECT_THAT(table, HasSubstr("stage 0 -> 1: 95.2 us one way, 1.62 GB/s"));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("stage 1 -> 2"))) << "the last stage has no outgoing link";
+  const std::string csv = RenderSplit(job, OutputFormat::kCsv);
+  EXPECT_THAT(csv, HasSubstr(",link_latency_us,link_gbytes_per_second\n"));
+  EXPECT_THAT(csv, HasSubstr(",95.2,1.62\n"));
   const std::string report = RenderReport(job, OutputFormat::kTable);
   EXPECT_THAT(report, HasSubstr("no test evaluation after"));
   EXPECT_THAT(report, ::testing::Not(HasSubstr("test accuracy 0.0000")));
