@@ -4,6 +4,7 @@
 #     images from docker/Dockerfile.{server,agent-cpu} with this build's binaries (compiling inside
 #     the image takes ~25 min per image on 2 cores: scripts/build-images without --prebuilt does it
 #     on demand); a second clean build of the coordinator image gives the same digest;
+#   - the builds leave no untagged images behind, and no downloaded .deb stays in an image;
 #   - every binary's shared libraries resolve inside its image, and the images run as a non-root user;
 #   - the coordinator runs from its image and the agent from its image (`buildah run`, host network,
 #     loopback only); the image's CLI submits a small job, which succeeds with stored samples.
@@ -40,6 +41,7 @@ bash scripts/build-images --prebuilt "$BUILD" --base localhost/hetbench-no-such-
 code=$?
 [[ $code == 3 ]] && grep -F "scripts/build-images --make-base --base localhost/hetbench-no-such-base:1" \
   "$WORK/nobase.log" >/dev/null || fail "a missing base gave exit $code: $(head -c 300 "$WORK/nobase.log")"
+dangling_before=$("${B[@]}" images -q --filter dangling=true | wc -l)
 bash scripts/build-images --prebuilt "$BUILD" --make-base --images server --check-reproducible \
   >"$WORK/build-server.log" 2>&1 || fail "the coordinator image did not build reproducibly"
 bash scripts/build-images --prebuilt "$BUILD" --images agent-cpu >"$WORK/build-agent.log" 2>&1 ||
@@ -47,6 +49,9 @@ bash scripts/build-images --prebuilt "$BUILD" --images agent-cpu >"$WORK/build-a
 cat "$WORK/build-server.log" "$WORK/build-agent.log"
 grep -q "reproducible: a second clean build gave the same digest" "$WORK/build-server.log" ||
   fail "no reproducibility line"
+dangling_after=$("${B[@]}" images -q --filter dangling=true | wc -l)
+((dangling_after <= dangling_before)) ||
+  fail "the builds left $((dangling_after - dangling_before)) untagged images in vfs storage"
 VERSION=$(sed -n 's/^project(hetbench VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 echo "images built in ${SECONDS} s"
 
@@ -64,6 +69,8 @@ for bin in /usr/bin/hetbench-server /usr/bin/hetbench; do
 done
 in_agt ldd /usr/bin/hetbench-agent >"$WORK/ldd.txt" 2>&1 || fail "ldd failed in the agent image"
 if grep "not found" "$WORK/ldd.txt"; then fail "hetbench-agent misses libraries in the agent image"; fi
+debs=$(in_agt sh -c 'find /var/cache/apt/archives -name "*.deb" | wc -l')
+[[ $debs == 0 ]] || fail "the agent image keeps $debs downloaded .deb files"
 echo "shared libraries: all resolve ($(wc -l <"$WORK/ldd.txt") for the agent)"
 [[ $(in_srv id -un) == hetbench && $(in_agt id -u) == 10001 ]] || fail "the images do not run as hetbench (uid 10001)"
 labels=$("${B[@]}" inspect --format '{{.OCIv1.Config.Labels}}' "localhost/hetbench/server:$VERSION")
