@@ -4,27 +4,21 @@
 # link (--link-from), cnn profiled per layer with --repeats R, then the plan 0-7:cpu,8-:cpu across
 # the agents predicted once and verified N times (each verification a new split job of STEPS steps).
 # Prints every verification line and "within the interval: K of N", with the CPU it ran on.
-# Bounded: each job waits at most 900 s; everything stops on exit.
+# Bounded: the processes it starts are stopped on exit (logs kept in /tmp/hetbench-advise-bench.* if it
+# stops early).
 # Usage: bench/advise_verify.sh SERVER AGENT CLI [N=6] [REPEATS=3] [STEPS=30]
 set -euo pipefail
 SERVER=$1 AGENT=$2 CLI=$3 N=${4:-6} REPEATS=${5:-3} STEPS=${6:-30}
-WORK=$(mktemp -d /tmp/hetbench-advise.XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
-PORT=$((20000 + RANDOM % 20000))
-export HETBENCH_SERVER=127.0.0.1:$PORT
-"$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" >"$WORK/server.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do "$CLI" health >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck source=../tests/e2e/lib.sh
+source "$(dirname "$0")/../tests/e2e/lib.sh"  # e2e_begin, start_coordinator, wait_for, agent_connected
+e2e_begin advise-bench  # WORK (kept unless the bench finishes), PIDS stopped on exit
+start_coordinator "$SERVER" "$CLI"
 BASE=$((41000 + RANDOM % 20000))
 for i in 1 2; do
   "$AGENT" --agent-id "adv$i" --threads 1 --qpu-sim off --python-runner off --calibration off \
     --rendezvous-port-base $((BASE + 100 * i)) >"$WORK/agent-$i.log" 2>&1 &
   PIDS+=($!)
-done
-for _ in $(seq 300); do
-  [[ $("$CLI" get agents -o json 2>/dev/null | jq '.agents | length') == 2 ]] && break
-  sleep 0.1
+  wait_for 60 agent_connected "$CLI" "adv$i" || fail "agent adv$i did not connect"
 done
 run() {  # run SUBMIT_FLAGS...: submits, waits, prints the job id; stops the bench if the job failed
   local id
@@ -56,4 +50,5 @@ for i in $(seq "$N"); do
   echo "verification $i: $(tr '\n' ' ' <"$WORK/verify-$i.out")"
   if grep -q "^measured within the 95% prediction interval" "$WORK/verify-$i.out"; then within=$((within + 1)); fi
 done
+ok=1
 echo "within the interval: $within of $N (cnn 0-7:cpu,8-:cpu across two agents, $REPEATS profile runs)"
