@@ -13,11 +13,10 @@ exits 1 naming the step that failed.
 import sys
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 web, client_token, agent_token, job_id, out = sys.argv[1:6]
@@ -42,8 +41,22 @@ def click_and_load(driver, element):
     """Clicks a link or a form's button and waits until the answer replaced the page: a click does not wait
     for the navigation it starts, and reading the URL before it ends reads the old page."""
     element.click()
+
+    def replaced(_):
+        # Chromium answers a node of the page being replaced either as stale or, mid-navigation, with
+        # "Node with given id does not belong to the document": both mean the old page is gone.
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+
     try:
-        WebDriverWait(driver, 20).until(expected_conditions.staleness_of(element))
+        WebDriverWait(driver, 20).until(replaced)
     except WebDriverException as e:
         fail("the next page did not load within 20 s", str(e))
     return visit(driver)
