@@ -212,7 +212,17 @@ TEST_F(CoordinatorTest, AfterARestartAnAgentResumesItsRunningTask) {
   coordinator_->RunSync([] {});
   EXPECT_EQ(CountAssigns(sink2->messages()), 0);
   EXPECT_EQ(FindCancel(sink2->messages()), nullptr);
-  clock_.AdvanceNs(static_cast<int64_t>((options_.lease_seconds + 1) * 1e9));  // past the restart's deadline
+  // Past the restart's deadline (a lease after the load), the agent beating
+  // as a live one does: a lease scan on the loop's own timer, at any moment,
+  // finds it alive (one clock jump past a whole lease would let a scan that
+  // runs before the next message call the agent silent).
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_agent_ns(1);
+  for (int i = 0; i < 2; ++i) {
+    clock_.AdvanceNs(static_cast<int64_t>(options_.lease_seconds * 2.0 / 3.0 * 1e9));
+    ASSERT_TRUE(coordinator_->EdgeHeartbeat(s2, *sink2, beat));
+    coordinator_->RunSync([] {});
+  }
   SendSamples(s2, sink2, t.assign, 1, v1::PHASE_TRAIN, {30});
   SendDone(s2, sink2, t.assign, 2, 3);
   v1::Job done = WaitForJobState(t.job_id, v1::JOB_STATE_SUCCEEDED);
