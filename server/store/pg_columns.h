@@ -58,6 +58,42 @@ struct PgJobStore::Params {
 
 namespace pg {
 
+/// A one-dimensional array parameter in PostgreSQL's binary array format
+/// (what array_recv reads): dimensions, no nulls, the element type's OID,
+/// then each element as its length and bytes (integers in network order).
+class BinaryArray {
+ public:
+  static constexpr uint32_t kText = 25, kInt4 = 23, kInt8 = 20, kBytea = 17;  // pg_type OIDs
+  BinaryArray(uint32_t element_type, size_t count) {
+    Put32(1);  // dimensions
+    Put32(0);  // no nulls
+    Put32(element_type);
+    Put32(static_cast<uint32_t>(count));
+    Put32(1);  // lower bound
+  }
+  void Int4(int32_t v) {
+    Put32(4);
+    Put32(static_cast<uint32_t>(v));
+  }
+  void Int8(int64_t v) {
+    Put32(8);
+    const uint64_t be = htobe64(static_cast<uint64_t>(v));
+    out_.append(reinterpret_cast<const char*>(&be), 8);
+  }
+  void Bytes(std::string_view b) {
+    Put32(static_cast<uint32_t>(b.size()));
+    out_.append(b);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Put32(uint32_t v) {
+    const uint32_t be = htobe32(v);
+    out_.append(reinterpret_cast<const char*>(&be), 4);
+  }
+  std::string out_;
+};
+
 // Binary result columns: integers and float8 in network byte order.
 inline int64_t GetInt(const PGresult* res, int row, int col) {
   const char* p = PQgetvalue(res, row, col);

@@ -12,7 +12,6 @@
 #include "server/store/job_rows.h"
 #include "server/store/pg_columns.h"
 #include "server/store/pg_schema.h"
-#include "server/store/sample_codec.h"
 
 namespace hetbench::server {
 
@@ -90,6 +89,14 @@ constexpr Statement kStatements[] = {
     {"put_batch",
      "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, epoch, batch) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7) ON CONFLICT DO NOTHING"},
+    // Many batches in one statement: parallel arrays, one element per batch.
+    // RETURNING names the rows stored (a key already there, or twice in the
+    // arrays, is stored once).
+    {"put_batches",
+     "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, epoch, batch) SELECT u.task_id, "
+     "u.attempt, u.seq, u.phase, u.sample_count, $6::bigint, u.batch FROM unnest($1::text[], $2::integer[], "
+     "$3::bigint[], $4::integer[], $5::integer[], $7::bytea[]) AS u(task_id, attempt, seq, phase, sample_count, batch) "
+     "ON CONFLICT DO NOTHING RETURNING task_id, attempt, seq"},
     {"load_batches",
      "SELECT seq, phase, batch FROM sample_batches WHERE task_id = $1 AND attempt = $2 AND seq >= $3 ORDER BY seq "
      "LIMIT $4"},
@@ -418,135 +425,6 @@ absl::StatusOr<int64_t> PgJobStore::MaxJobNumber() {
   auto res = Run("max_number", Params(), PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   return GetInt(res->get(), 0, 0);
-}
-
-PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows) {
-  Params p;
-  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
-  if (max_rows < 0) {
-    p.Null();  // LIMIT NULL: no limit
-  } else {
-    p.Int(max_rows);
-  }
-  return p;
-}
-
-PgJobStore::Params PgJobStore::BatchParams(const v1::SampleBatch& batch) const {
-  Params p;
-  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Int(batch.phase());
-  p.Int(batch.duration_ns_size()).Int(options_.epoch).Bytes(EncodeSampleColumns(batch));
-  return p;
-}
-
-absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
-  if (auto s = EnsureWriting(); !s.ok()) return s;
-  auto res = Run("put_batch", BatchParams(batch), PGRES_COMMAND_OK);
-  if (!res.ok()) return res.status();
-  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
-}
-
-std::vector<absl::StatusOr<bool>> PgJobStore::PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) {
-  if (batches.size() < 2 || !options_.pipeline_batches) return JobStore::PutSampleBatches(batches);
-  std::vector<absl::StatusOr<bool>> out;
-  out.reserve(batches.size());
-  // At most this many statements per sync: their results (~25 bytes each)
-  // stay far below what the sockets buffer, so neither side blocks the other
-  // while libpq sends in blocking mode.
-  constexpr size_t kPerSync = 256;
-  for (size_t at = 0; at < batches.size(); at += kPerSync) {
-    PipelineChunk(batches, at, std::min(batches.size(), at + kPerSync), &out);
-  }
-  return out;
-}
-
-void PgJobStore::PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
-                               std::vector<absl::StatusOr<bool>>* out) {
-  absl::Status ready = EnsureWriting();
-  if (ready.ok() && PQenterPipelineMode(conn_) != 1) ready = ErrorOf(nullptr, "entering pipeline mode");
-  if (!ready.ok()) {
-    out->insert(out->end(), to - from, ready);
-    return;
-  }
-  absl::Status sent = absl::OkStatus();
-  size_t queued = 0;
-  for (size_t i = from; i < to; ++i) {
-    const Params p = BatchParams(*batches[i]);  // libpq copies the parameters as it sends
-    const Params::Arrays a = p.ForLibpq();
-    if (PQsendQueryPrepared(conn_, "put_batch", a.n(), a.values.data(), a.lengths.data(), a.formats.data(), 1) != 1) {
-      sent = ErrorOf(nullptr, "put_batch (pipeline)");
-      break;
-    }
-    ++queued;
-  }
-  if (PQpipelineSync(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "pipeline sync");
-  // One result per statement sent (each followed by a null), then the sync.
-  for (size_t i = 0; i < queued; ++i) {
-    Result res(PQgetResult(conn_), PQclear);
-    while (PGresult* end = PQgetResult(conn_)) PQclear(end);
-    const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
-    if (st == PGRES_COMMAND_OK) {
-      out->push_back(std::strcmp(PQcmdTuples(res.get()), "1") == 0);
-    } else if (st == PGRES_PIPELINE_ABORTED) {
-      out->push_back(absl::AbortedError("job store: put_batch: an earlier statement of its pipeline failed"));
-    } else {
-      out->push_back(ErrorOf(res.get(), "put_batch"));
-    }
-  }
-  for (;;) {
-    Result res(PQgetResult(conn_), PQclear);
-    if (res == nullptr || PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) break;
-  }
-  if (PQexitPipelineMode(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "leaving pipeline mode");
-  for (size_t i = from + queued; i < to; ++i) out->push_back(sent);
-  // The first failure fails the transaction, as Run's does.
-  for (size_t i = from; i < to && txn_error_.ok(); ++i) {
-    if (!(*out)[i].ok()) txn_error_ = (*out)[i].status();
-  }
-  if (!sent.ok() && txn_error_.ok()) txn_error_ = sent;
-}
-
-absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
-                                                                           uint64_t from_seq, int max_batches) {
-  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
-  auto res = Run("load_batches", p, PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status();
-  std::vector<v1::SampleBatch> out;
-  out.reserve(PQntuples(res->get()));
-  for (int r = 0; r < PQntuples(res->get()); ++r) {
-    v1::SampleBatch& b = out.emplace_back();
-    b.set_task_id(task_id);
-    b.set_attempt(attempt);
-    b.set_seq(static_cast<uint64_t>(GetInt(res->get(), r, 0)));
-    b.set_phase(static_cast<v1::Phase>(GetInt(res->get(), r, 1)));
-    if (absl::Status s = DecodeSampleColumns(GetBytes(res->get(), r, 2), &b); !s.ok()) {
-      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
-    }
-  }
-  return out;
-}
-
-absl::StatusOr<bool> PgJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
-  if (auto s = EnsureWriting(); !s.ok()) return s;
-  Params p;
-  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Text(batch.sensor().name());
-  p.Int(batch.t_ns_size()).Int(options_.epoch).Bytes(batch.SerializeAsString());
-  auto res = Run("put_power", p, PGRES_COMMAND_OK);
-  if (!res.ok()) return res.status();
-  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
-}
-
-absl::StatusOr<std::vector<v1::PowerBatch>> PgJobStore::LoadPowerBatches(const std::string& task_id, int attempt,
-                                                                         uint64_t from_seq, int max_batches) {
-  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
-  auto res = Run("load_power", p, PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status();
-  std::vector<v1::PowerBatch> out;
-  for (int r = 0; r < PQntuples(res->get()); ++r) {
-    if (!ParseColumn(res->get(), r, 0, &out.emplace_back())) {
-      return absl::DataLossError(absl::StrCat("job store: a power batch of task '", task_id, "' does not parse"));
-    }
-  }
-  return out;
 }
 
 absl::StatusOr<int> PgJobStore::PruneRawBatches(double finished_before_unix, int max_jobs) {

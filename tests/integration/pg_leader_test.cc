@@ -75,6 +75,23 @@ std::string SqlValue(const std::string& url, const std::string& sql) {
   return value;
 }
 
+// One letter per batch column (power_batches', then sample_batches'): its
+// `attribute` in pg_attribute, e.g. attcompression ('l' lz4) or attstorage
+// ('m' main, 'x' extended).
+std::string BatchColumns(const std::string& url, const char* attribute) {
+  return SqlValue(url, absl::StrCat("SELECT string_agg(", attribute,
+                                    "::text, '' ORDER BY attrelid::regclass::text) FROM pg_attribute WHERE attname = "
+                                    "'batch' AND attrelid IN ('sample_batches'::regclass, 'power_batches'::regclass)"));
+}
+
+// Both batch columns SET `clause` and the schema version set back to
+// `version`, as a coordinator of that version left them; "" when done.
+std::string AsSchema(const std::string& url, const char* clause, int version) {
+  return Sql(url, absl::StrCat("ALTER TABLE sample_batches ALTER COLUMN batch SET ", clause,
+                               "; ALTER TABLE power_batches ALTER COLUMN batch SET ", clause,
+                               "; UPDATE hetbench_meta SET value = '", version, "' WHERE key = 'schema_version'"));
+}
+
 class PgLeaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -110,7 +127,25 @@ TEST_F(PgLeaderTest, ADeposedLeadersWritesAreRefusedByTheDatabase) {
   EXPECT_THAT(std::string(insert.message()), HasSubstr("fenced"));
   EXPECT_FALSE(store_a->Commit().ok());
   EXPECT_GE(fenced.load(), 1);
+  // So are its sample batches, many in one statement: none stored.
+  std::vector<v1::SampleBatch> late(3);
+  std::vector<const v1::SampleBatch*> late_refs;
+  for (size_t i = 0; i < late.size(); ++i) {
+    late[i].set_task_id("job-000001-t0");
+    late[i].set_attempt(1);
+    late[i].set_seq(i);
+    late[i].add_start_ns(0);
+    late[i].add_duration_ns(10);
+    late[i].add_items(1);
+    late_refs.push_back(&late[i]);
+  }
+  ASSERT_TRUE(store_a->Begin().ok());
+  for (const absl::StatusOr<bool>& r : store_a->PutSampleBatches(late_refs)) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  }
+  EXPECT_FALSE(store_a->Commit().ok());
   auto store_b = Store(url_, *epoch_b, nullptr);
+  EXPECT_TRUE(store_b->LoadSampleBatches("job-000001-t0", 1)->empty());
   EXPECT_FALSE(store_b->GetJob("job-000002")->has_value());
   EXPECT_EQ(*store_b->FindRequest("req-late"), "");
   // Not by the client's good will: a row written with the old epoch without
@@ -129,6 +164,15 @@ TEST_F(PgLeaderTest, ADeposedLeadersWritesAreRefusedByTheDatabase) {
                                                    *epoch_a, ", ''); COMMIT;"));
   EXPECT_THAT(mixed, HasSubstr("fenced"));
   EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM tasks WHERE job_number = 1 AND idx IN (6, 7)"), "0");
+  // What a transaction remembers goes with its lock: a savepoint rolled back
+  // after the check (the share lock released with it) forgets the check.
+  EXPECT_EQ(SqlValue(url_, absl::StrCat("BEGIN; SELECT hetbench_fence(", *epoch_b,
+                                        "); SELECT current_setting('hetbench.fenced_epoch', true)")),
+            absl::StrCat(*epoch_b));
+  EXPECT_EQ(SqlValue(url_, absl::StrCat("BEGIN; SAVEPOINT s; SELECT hetbench_fence(", *epoch_b,
+                                        "); ROLLBACK TO s; SELECT coalesce(current_setting('hetbench.fenced_epoch', "
+                                        "true), '')")),
+            "");
   // The leader of the new epoch writes; the history names both.
   ASSERT_TRUE(store_b->Begin().ok());
   ASSERT_TRUE(store_b->InsertJob(MakeJob(2), "req-b").ok());
@@ -220,21 +264,27 @@ TEST_F(PgLeaderTest, AStoppedLeaderLosesTheLockAfterItsLeaseAndAStandbyTakesOver
 // database of schema 1 is converted when it is next opened.
 TEST_F(PgLeaderTest, BatchesCompressWithLz4AndAnOlderSchemaIsConverted) {
   if (std::stoi(SqlValue(url_, "SHOW server_version_num")) < 140000) GTEST_SKIP() << "PostgreSQL < 14: no lz4";
-  const char* kCompression =
-      "SELECT string_agg(attcompression::text, '' ORDER BY attrelid::regclass::text) FROM pg_attribute WHERE "
-      "attname = 'batch' AND attrelid IN ('sample_batches'::regclass, 'power_batches'::regclass)";
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
-  if (SqlValue(url_, kCompression) != "ll") GTEST_SKIP() << "this PostgreSQL is built without lz4";
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "2");
+  if (BatchColumns(url_, "attcompression") != "ll") GTEST_SKIP() << "this PostgreSQL is built without lz4";
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
   // Back to schema 1 as it was (pglz): the next open converts it.
-  EXPECT_EQ(Sql(url_, "ALTER TABLE sample_batches ALTER COLUMN batch SET COMPRESSION pglz; ALTER TABLE power_batches "
-                      "ALTER COLUMN batch SET COMPRESSION pglz; UPDATE hetbench_meta SET value = '1' WHERE key = "
-                      "'schema_version'"),
-            "");
-  EXPECT_EQ(SqlValue(url_, kCompression), "pp");
+  EXPECT_EQ(AsSchema(url_, "COMPRESSION pglz", 1), "");
+  EXPECT_EQ(BatchColumns(url_, "attcompression"), "pp");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
-  EXPECT_EQ(SqlValue(url_, kCompression), "ll");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "2");
+  EXPECT_EQ(BatchColumns(url_, "attcompression"), "ll");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
+}
+
+// Schema 3: a batch stays in its row (storage MAIN), and a database of
+// schema 2 is converted when it is next opened.
+TEST_F(PgLeaderTest, BatchesStayInTheirRowAndAnOlderSchemaIsConverted) {
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(BatchColumns(url_, "attstorage"), "mm");
+  EXPECT_EQ(AsSchema(url_, "STORAGE EXTENDED", 2), "");
+  EXPECT_EQ(BatchColumns(url_, "attstorage"), "xx");
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(BatchColumns(url_, "attstorage"), "mm");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
 }
 
 }  // namespace

@@ -133,7 +133,7 @@ TEST_P(StoreContractTest, SampleBatchIsStoredOncePerSequenceNumber) {
   EXPECT_EQ((*page)[0].seq(), 1u);
 }
 
-// Many batches at once (PostgreSQL sends them as pipelines of 256): each
+// Many batches at once (PostgreSQL sends them as multi-row INSERTs of 512): each
 // stored once, a repeat inside the call or of an earlier one answered false,
 // every result in order; and the lot still commits or rolls back as one.
 TEST_P(StoreContractTest, ManyBatchesAtOnceAreStoredOnceEachInOrder) {
@@ -142,6 +142,9 @@ TEST_P(StoreContractTest, ManyBatchesAtOnceAreStoredOnceEachInOrder) {
   std::vector<v1::SampleBatch> owned;
   for (int seq = 0; seq < 600; ++seq) owned.push_back(Batch("job-000003-t0", 1, seq, 2));
   owned.push_back(Batch("job-000003-t0", 1, 7, 2));  // again, inside the call
+  // Keys that differ by task or attempt only are different batches.
+  owned.push_back(Batch("job-000003-t0", 2, 7, 3));
+  owned.push_back(Batch("job-000003-t1", 1, 7, 4));
   std::vector<const v1::SampleBatch*> batches;
   for (const v1::SampleBatch& b : owned) batches.push_back(&b);
   const std::vector<absl::StatusOr<bool>> results = store_->PutSampleBatches(batches);
@@ -153,7 +156,15 @@ TEST_P(StoreContractTest, ManyBatchesAtOnceAreStoredOnceEachInOrder) {
   }
   auto stored = store_->LoadSampleBatches("job-000003-t0", 1);
   ASSERT_TRUE(stored.ok()) << stored.status();
-  EXPECT_EQ(stored->size(), 600u);
+  ASSERT_EQ(stored->size(), 600u);
+  EXPECT_EQ((*stored)[7].duration_ns_size(), 2);
+  auto other_attempt = store_->LoadSampleBatches("job-000003-t0", 2);
+  auto other_task = store_->LoadSampleBatches("job-000003-t1", 1);
+  ASSERT_TRUE(other_attempt.ok() && other_task.ok());
+  ASSERT_EQ(other_attempt->size(), 1u);
+  EXPECT_EQ((*other_attempt)[0].duration_ns_size(), 3);
+  ASSERT_EQ(other_task->size(), 1u);
+  EXPECT_EQ((*other_task)[0].duration_ns_size(), 4);
 
   // Rolled back: none of them is kept.
   ASSERT_TRUE(store_->Begin().ok());

@@ -1,0 +1,199 @@
+// PgJobStore's sample and power batches: one at a time, many at once (one
+// multi-row INSERT, or a pipeline), and pages of them read back (their
+// statements are prepared with the others in pg_job_store.cc).
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "server/store/pg_columns.h"
+#include "server/store/pg_job_store.h"
+#include "server/store/sample_codec.h"
+
+namespace hetbench::server {
+
+using pg::GetBytes;
+using pg::GetInt;
+using pg::ParseColumn;
+
+PgJobStore::Params PgJobStore::PageParams(const std::string& task_id, int attempt, uint64_t from_seq, int max_rows) {
+  Params p;
+  p.Text(task_id).Int(attempt).Int(static_cast<int64_t>(from_seq));
+  if (max_rows < 0) {
+    p.Null();  // LIMIT NULL: no limit
+  } else {
+    p.Int(max_rows);
+  }
+  return p;
+}
+
+PgJobStore::Params PgJobStore::BatchParams(const v1::SampleBatch& batch) const {
+  Params p;
+  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Int(batch.phase());
+  p.Int(batch.duration_ns_size()).Int(options_.epoch).Bytes(EncodeSampleColumns(batch));
+  return p;
+}
+
+absl::StatusOr<bool> PgJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  auto res = Run("put_batch", BatchParams(batch), PGRES_COMMAND_OK);
+  if (!res.ok()) return res.status();
+  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
+}
+
+std::vector<absl::StatusOr<bool>> PgJobStore::PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) {
+  using Writes = PgStoreOptions::BatchWrites;
+  if (batches.size() < 2 || options_.batch_writes == Writes::kOneByOne) return JobStore::PutSampleBatches(batches);
+  std::vector<absl::StatusOr<bool>> out;
+  out.reserve(batches.size());
+  // Multi-row: at most 512 rows (~2.5 MB of 1,000-step batches) a statement.
+  // Pipelined: at most 256 statements per sync; their results (~25 bytes
+  // each) stay far below what the sockets buffer, so neither side blocks the
+  // other while libpq sends in blocking mode.
+  const size_t per_round_trip = options_.batch_writes == Writes::kMultiRow ? 512 : 256;
+  for (size_t at = 0; at < batches.size(); at += per_round_trip) {
+    const size_t to = std::min(batches.size(), at + per_round_trip);
+    if (options_.batch_writes == Writes::kMultiRow) {
+      MultiRowChunk(batches, at, to, &out);
+    } else {
+      PipelineChunk(batches, at, to, &out);
+    }
+  }
+  return out;
+}
+
+void PgJobStore::MultiRowChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                               std::vector<absl::StatusOr<bool>>* out) {
+  if (absl::Status ready = EnsureWriting(); !ready.ok()) {
+    out->insert(out->end(), to - from, ready);
+    return;
+  }
+  using pg::BinaryArray;
+  const size_t n = to - from;
+  BinaryArray task_ids(BinaryArray::kText, n), attempts(BinaryArray::kInt4, n), seqs(BinaryArray::kInt8, n),
+      phases(BinaryArray::kInt4, n), counts(BinaryArray::kInt4, n), blobs(BinaryArray::kBytea, n);
+  for (size_t i = from; i < to; ++i) {
+    const v1::SampleBatch& b = *batches[i];
+    task_ids.Bytes(b.task_id());
+    attempts.Int4(b.attempt());
+    seqs.Int8(static_cast<int64_t>(b.seq()));
+    phases.Int4(b.phase());
+    counts.Int4(b.duration_ns_size());
+    blobs.Bytes(EncodeSampleColumns(b));
+  }
+  Params p;
+  p.Bytes(task_ids.Take()).Bytes(attempts.Take()).Bytes(seqs.Take()).Bytes(phases.Take()).Bytes(counts.Take());
+  p.Int(options_.epoch).Bytes(blobs.Take());
+  auto res = Run("put_batches", p, PGRES_TUPLES_OK);
+  if (!res.ok()) {  // Run remembered it: the transaction fails
+    out->insert(out->end(), n, res.status());
+    return;
+  }
+  // Each key RETURNING names is stored once: the first batch of the call with
+  // that key answers true, a repeat (or a key stored before) false.
+  absl::flat_hash_map<std::tuple<std::string_view, int64_t, int64_t>, int> stored;
+  const PGresult* r = res->get();
+  for (int row = 0; row < PQntuples(r); ++row) {
+    ++stored[{pg::GetBytes(r, row, 0), pg::GetInt(r, row, 1), pg::GetInt(r, row, 2)}];
+  }
+  for (size_t i = from; i < to; ++i) {
+    const v1::SampleBatch& b = *batches[i];
+    auto it = stored.find({b.task_id(), b.attempt(), static_cast<int64_t>(b.seq())});
+    const bool first = it != stored.end() && it->second > 0;
+    if (first) --it->second;
+    out->push_back(first);
+  }
+}
+
+void PgJobStore::PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                               std::vector<absl::StatusOr<bool>>* out) {
+  absl::Status ready = EnsureWriting();
+  if (ready.ok() && PQenterPipelineMode(conn_) != 1) ready = ErrorOf(nullptr, "entering pipeline mode");
+  if (!ready.ok()) {
+    out->insert(out->end(), to - from, ready);
+    return;
+  }
+  absl::Status sent = absl::OkStatus();
+  size_t queued = 0;
+  for (size_t i = from; i < to; ++i) {
+    const Params p = BatchParams(*batches[i]);  // libpq copies the parameters as it sends
+    const Params::Arrays a = p.ForLibpq();
+    if (PQsendQueryPrepared(conn_, "put_batch", a.n(), a.values.data(), a.lengths.data(), a.formats.data(), 1) != 1) {
+      sent = ErrorOf(nullptr, "put_batch (pipeline)");
+      break;
+    }
+    ++queued;
+  }
+  if (PQpipelineSync(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "pipeline sync");
+  // One result per statement sent (each followed by a null), then the sync.
+  for (size_t i = 0; i < queued; ++i) {
+    Result res(PQgetResult(conn_), PQclear);
+    while (PGresult* end = PQgetResult(conn_)) PQclear(end);
+    const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK) {
+      out->push_back(std::strcmp(PQcmdTuples(res.get()), "1") == 0);
+    } else if (st == PGRES_PIPELINE_ABORTED) {
+      out->push_back(absl::AbortedError("job store: put_batch: an earlier statement of its pipeline failed"));
+    } else {
+      out->push_back(ErrorOf(res.get(), "put_batch"));
+    }
+  }
+  for (;;) {
+    Result res(PQgetResult(conn_), PQclear);
+    if (res == nullptr || PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) break;
+  }
+  if (PQexitPipelineMode(conn_) != 1 && sent.ok()) sent = ErrorOf(nullptr, "leaving pipeline mode");
+  for (size_t i = from + queued; i < to; ++i) out->push_back(sent);
+  // The first failure fails the transaction, as Run's does.
+  for (size_t i = from; i < to && txn_error_.ok(); ++i) {
+    if (!(*out)[i].ok()) txn_error_ = (*out)[i].status();
+  }
+  if (!sent.ok() && txn_error_.ok()) txn_error_ = sent;
+}
+
+absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
+                                                                           uint64_t from_seq, int max_batches) {
+  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
+  auto res = Run("load_batches", p, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<v1::SampleBatch> out;
+  out.reserve(PQntuples(res->get()));
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    v1::SampleBatch& b = out.emplace_back();
+    b.set_task_id(task_id);
+    b.set_attempt(attempt);
+    b.set_seq(static_cast<uint64_t>(GetInt(res->get(), r, 0)));
+    b.set_phase(static_cast<v1::Phase>(GetInt(res->get(), r, 1)));
+    if (absl::Status s = DecodeSampleColumns(GetBytes(res->get(), r, 2), &b); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<bool> PgJobStore::PutPowerBatch(const v1::PowerBatch& batch) {
+  if (auto s = EnsureWriting(); !s.ok()) return s;
+  Params p;
+  p.Text(batch.task_id()).Int(batch.attempt()).Int(static_cast<int64_t>(batch.seq())).Text(batch.sensor().name());
+  p.Int(batch.t_ns_size()).Int(options_.epoch).Bytes(batch.SerializeAsString());
+  auto res = Run("put_power", p, PGRES_COMMAND_OK);
+  if (!res.ok()) return res.status();
+  return std::strcmp(PQcmdTuples(res->get()), "1") == 0;
+}
+
+absl::StatusOr<std::vector<v1::PowerBatch>> PgJobStore::LoadPowerBatches(const std::string& task_id, int attempt,
+                                                                         uint64_t from_seq, int max_batches) {
+  const Params p = PageParams(task_id, attempt, from_seq, max_batches);
+  auto res = Run("load_power", p, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  std::vector<v1::PowerBatch> out;
+  for (int r = 0; r < PQntuples(res->get()); ++r) {
+    if (!ParseColumn(res->get(), r, 0, &out.emplace_back())) {
+      return absl::DataLossError(absl::StrCat("job store: a power batch of task '", task_id, "' does not parse"));
+    }
+  }
+  return out;
+}
+
+}  // namespace hetbench::server
