@@ -95,7 +95,7 @@ void PgJobStore::MultiRowChunk(const std::vector<const v1::SampleBatch*>& batche
   absl::flat_hash_map<std::tuple<std::string_view, int64_t, int64_t>, int> stored;
   const PGresult* r = res->get();
   for (int row = 0; row < PQntuples(r); ++row) {
-    ++stored[{pg::GetBytes(r, row, 0), pg::GetInt(r, row, 1), pg::GetInt(r, row, 2)}];
+    ++stored[{GetBytes(r, row, 0), GetInt(r, row, 1), GetInt(r, row, 2)}];
   }
   for (size_t i = from; i < to; ++i) {
     const v1::SampleBatch& b = *batches[i];
