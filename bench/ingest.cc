@@ -3,8 +3,8 @@
 // batches through the same JobStore in one transaction. Prints samples/s and
 // the ratio. With --pg URL (a PostgreSQL database the bench may write to),
 // also the coordinator's path on PostgreSQL (sample batches as multi-row
-// INSERTs, the default; pipelined INSERTs; one statement per batch), after SQLite's in each of
-// --rounds, and the ratios PostgreSQL / SQLite of each round.
+// INSERTs, the default; pipelined INSERTs; one statement per batch), after
+// SQLite's in each of --rounds, and the ratios PostgreSQL / SQLite of each round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

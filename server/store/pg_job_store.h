@@ -9,9 +9,10 @@
 /// starts with hetbench_fence(epoch), which share-locks the leader row and
 /// raises when the epoch is no longer the current one, and every row carries
 /// the epoch, checked again by a trigger (once per transaction and epoch: the
-/// share lock taken by the first check holds to the transaction's end). A new leader's epoch bump waits for
-/// the old leader's open transaction; after it, the old leader's writes are
-/// refused by the database (FAILED_PRECONDITION "fenced"), never acknowledged.
+/// share lock taken by the first check holds to the transaction's end). A new
+/// leader's epoch bump waits for the old leader's open transaction; after it,
+/// the old leader's writes are refused by the database (FAILED_PRECONDITION
+/// "fenced"), never acknowledged.
 
 #include <libpq-fe.h>
 
