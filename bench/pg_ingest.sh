@@ -5,7 +5,7 @@
 # postgres process (utime + stime, sampled every 0.2 s) and prints it per million samples
 # acknowledged: the database's share of the 2 cores, which samples/s alone hides in this VM's noise.
 # Prints each run's RESULT figures and, per round, PostgreSQL / SQLite (samples/s, and each run's
-# ratio to its own bare sink), with the CPU.
+# ratio to its own bare sink), with the CPU, and last the rounds' medians.
 # ADMIN_URL: a database the bench may create and drop databases from (e.g.
 # postgresql://postgres@127.0.0.1:25433/postgres); it uses hetbench_pg_ingest_bench on the same server.
 # A fresh database each round: a table that has grown for days adds autovacuum's and analyze's work
@@ -18,7 +18,7 @@ FLEET=$1 SERVER=$2 ADMIN=$3 ROUNDS=${4:-3} PG_SERVER=${5:-$2}
 DB=hetbench_pg_ingest_bench
 URL="${ADMIN%/*}/$DB"
 LOG=$(mktemp /tmp/hetbench-pg-ingest.XXXXXX)
-trap 'rm -f "$LOG"; psql -q -X "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
+trap 'rm -f "$LOG" "$LOG.rounds"; psql -q -X "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
 field() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
 postgres_ticks() {  # the CPU ticks of every postgres process now, as "pid ticks" lines
   local p
@@ -63,5 +63,18 @@ for round in $(seq "$ROUNDS"); do
     -v sb="$(field ratio_to_bare_sink "$sqlite")" -v pb="$(field ratio_to_bare_sink "$pg")" \
     -v t="$(field postgres_ticks "$pg")" -v hz="$hz" -v a="$acked" 'BEGIN {
       printf "round %d: PostgreSQL / SQLite %.2f (samples/s), %.2f (each against its bare sink); " \
-             "postgres CPU %.3f s per million samples\n", r, p / s, pb / sb, t / hz / (a / 1e6) }'
+             "postgres CPU %.3f s per million samples\n", r, p / s, pb / sb, t / hz / (a / 1e6) }' | tee -a "$LOG.rounds"
 done
+# The rounds together: the median of each figure, and in how many rounds PostgreSQL reached 0.8 of SQLite.
+awk '{ gsub(/[(),;]/, " "); for (i = 1; i <= NF; ++i) {
+         if ($i == "SQLite") r[NR] = $(i + 1)
+         if ($i == "sink") b[NR] = $(i - 5)
+         if ($i == "CPU") c[NR] = $(i + 1) } }
+     function median(v, n,   s, i, j, t) {
+       for (i = 1; i <= n; ++i) s[i] = v[i]
+       for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
+       return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2 }
+     END { for (i = 1; i <= NR; ++i) if (r[i] >= 0.8) ++met
+           printf "rounds %d: PostgreSQL / SQLite median %.2f (samples/s), %.2f (each against its bare sink), " \
+                  "0.8 or more in %d of %d; postgres CPU median %.3f s per million samples\n",
+                  NR, median(r, NR), median(b, NR), met, NR, median(c, NR) }' "$LOG.rounds"

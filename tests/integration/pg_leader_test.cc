@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "server/store/pg_job_store.h"
 #include "tests/testing/postgres.h"
@@ -268,13 +269,13 @@ TEST_F(PgLeaderTest, BatchesCompressWithLz4AndAnOlderSchemaIsConverted) {
   if (std::stoi(SqlValue(url_, "SHOW server_version_num")) < 140000) GTEST_SKIP() << "PostgreSQL < 14: no lz4";
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   if (BatchColumns(url_, "attcompression") != "ll") GTEST_SKIP() << "this PostgreSQL is built without lz4";
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
   // Back to schema 1 as it was (pglz): the next open converts it.
   EXPECT_EQ(AsSchema(url_, "COMPRESSION pglz", 1), "");
   EXPECT_EQ(BatchColumns(url_, "attcompression"), "pp");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(BatchColumns(url_, "attcompression"), "ll");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
 }
 
 // The store contract suite runs the default (multi-row INSERTs); the forms
@@ -323,7 +324,62 @@ TEST_F(PgLeaderTest, BatchesStayInTheirRowAndAnOlderSchemaIsConverted) {
   EXPECT_EQ(BatchColumns(url_, "attstorage"), "xx");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(BatchColumns(url_, "attstorage"), "mm");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
+}
+
+// Schema 4: a batch that fits a page is stored as it is, a longer one
+// compressed; a database of schema 3 is converted when it is next opened.
+TEST_F(PgLeaderTest, ABatchThatFitsAPageIsNotCompressedAndAnOlderSchemaIsConverted) {
+  auto store = Store(url_, 0, nullptr);
+  ASSERT_NE(store, nullptr);
+  const std::string targets =
+      "SELECT count(*) FROM pg_class WHERE oid IN ('sample_batches'::regclass, 'power_batches'::regclass) AND "
+      "reloptions @> ARRAY['toast_tuple_target=8160']";
+  EXPECT_EQ(SqlValue(url_, targets), "2");
+  // seq 1: 600 steps of ~10 ms with jitter (~5 KB);
+  // seq 2: 40,000 identical steps, far longer than a page but compressible.
+  for (const int steps : {600, 40000}) {
+    v1::SampleBatch b;
+    b.set_task_id("job-000001-t0");
+    b.set_attempt(1);
+    b.set_seq(steps == 600 ? 1 : 2);
+    for (int i = 0; i < steps; ++i) {
+      b.add_start_ns(int64_t{i} * 10'500'000);
+      b.add_duration_ns(steps == 600 ? 10'000'000 + (i * 7919) % 400'000 : 10'000'000);
+      b.add_items(64);
+    }
+    ASSERT_TRUE(store->Begin().ok());
+    auto stored = store->PutSampleBatch(b);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_TRUE(*stored);
+    ASSERT_TRUE(store->Commit().ok());
+  }
+  const std::string how =
+      "SELECT string_agg(length(batch) || ':' || coalesce(pg_column_compression(batch), 'none'), ' ' ORDER BY seq) "
+      "FROM sample_batches";
+  const std::vector<std::string> rows = absl::StrSplit(SqlValue(url_, how), ' ');
+  ASSERT_EQ(rows.size(), 2u);
+  const std::vector<std::string> fits = absl::StrSplit(rows[0], ':');
+  const std::vector<std::string> longer = absl::StrSplit(rows[1], ':');
+  EXPECT_GT(std::stoi(fits[0]), 2100) << "longer than PostgreSQL's default toast_tuple_target";
+  EXPECT_LT(std::stoi(fits[0]), 8000);
+  EXPECT_EQ(fits[1], "none");
+  EXPECT_GT(std::stoi(longer[0]), 8160);
+  EXPECT_NE(longer[1], "none");
+  auto loaded = store->LoadSampleBatches("job-000001-t0", 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 2u);
+  EXPECT_EQ((*loaded)[0].duration_ns(599), 10'000'000 + (599 * 7919) % 400'000);
+  EXPECT_EQ((*loaded)[1].duration_ns_size(), 40000);
+  store.reset();
+  // Back to schema 3 as it was (the default target): the next open converts it.
+  EXPECT_EQ(Sql(url_, "ALTER TABLE sample_batches RESET (toast_tuple_target); ALTER TABLE power_batches RESET "
+                      "(toast_tuple_target); UPDATE hetbench_meta SET value = '3' WHERE key = 'schema_version'"),
+            "");
+  EXPECT_EQ(SqlValue(url_, targets), "0");
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(SqlValue(url_, targets), "2");
+  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
 }
 
 }  // namespace
