@@ -349,9 +349,11 @@ void Metrics::SetTasksByState(const std::map<v1::TaskState, int64_t>& counts) {
 }
 
 namespace {
+constexpr std::array<double, Metrics::kStepBuckets - 1> kStepBounds = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
 const prometheus::Histogram::BucketBoundaries& StepBuckets() {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  static const prometheus::Histogram::BucketBoundaries kBuckets(kStepBounds.begin(), kStepBounds.end());
   return kBuckets;
 }
 }  // namespace
@@ -366,9 +368,9 @@ Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<in
     for (double b : bounds) ns.push_back(static_cast<int64_t>(std::llround(b * 1e9)));
     return ns;
   }();
-  const size_t nb = kBoundsNs.size();
+  const size_t nb = kBoundsNs.size();  // kStepBuckets - 1
   StepCounts c;
-  std::vector<int64_t> counts(nb + 1, 0);
+  auto& counts = c.bucket_increments;
   int64_t total_ns = 0;
   size_t b = 0;
   for (int64_t d : durations_ns) {
@@ -381,7 +383,6 @@ Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<in
     b = static_cast<size_t>(std::lower_bound(kBoundsNs.begin(), kBoundsNs.end(), d) - kBoundsNs.begin());
     ++counts[b];
   }
-  c.bucket_increments.assign(counts.begin(), counts.end());
   c.sum_seconds = static_cast<double>(total_ns) * 1e-9;
   return c;
 }
@@ -389,7 +390,8 @@ Metrics::StepCounts Metrics::CountSteps(const google::protobuf::RepeatedField<in
 void Metrics::ObserveSteps(const std::string& model, v1::DeviceKind kind, v1::Phase phase, const StepCounts& counts) {
   step_seconds_
       ->Add({{"model", model}, {"device_kind", DeviceKindName(kind)}, {"phase", PhaseName(phase)}}, StepBuckets())
-      .ObserveMultiple(counts.bucket_increments, counts.sum_seconds);
+      .ObserveMultiple(std::vector<double>(counts.bucket_increments.begin(), counts.bucket_increments.end()),
+                       counts.sum_seconds);
 }
 
 void Metrics::SetTaskFigures(const std::string& model, v1::DeviceKind kind, const v1::TaskResult& result) {

@@ -9,6 +9,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,8 +64,12 @@ class Metrics {
   /// Step durations of one stored batch, pre-counted per histogram bucket so
   /// the hot ingest path takes the histogram's lock once per batch, not once
   /// per sample. Counting needs no lock and may run anywhere.
+  static constexpr size_t kStepBuckets = 17;  // the step histogram's bounds, and +Inf
   struct StepCounts {
-    std::vector<double> bucket_increments;  // one per bucket, +Inf last
+    /// One per bucket, +Inf last. In place: the counts are made on a stream's
+    /// thread and dropped on the loop, where a heap block would be freed into
+    /// the other thread's cache.
+    std::array<int64_t, kStepBuckets> bucket_increments{};
     double sum_seconds = 0;
   };
   static StepCounts CountSteps(const google::protobuf::RepeatedField<int64_t>& durations_ns);

@@ -53,10 +53,14 @@ bool GetVarint(const unsigned char*& p, const unsigned char* end, uint64_t* v) {
 
 std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
   const int n = batch.duration_ns_size();
-  std::string out;
-  // At most 10 bytes per varint: the header's and three per step.
-  out.resize(2 + 10 + static_cast<size_t>(n) * 30);
-  char* p = out.data();
+  // At most 10 bytes per varint: the header's and three per step. Written
+  // into this thread's scratch (grown once, never cleared), then copied out
+  // at its length: a fresh string that size would be zeroed first.
+  thread_local std::string scratch;
+  const size_t most = 2 + 10 + static_cast<size_t>(n) * 30;
+  if (scratch.size() < most) scratch.resize(most);
+  char* const begin = scratch.data();
+  char* p = begin;
   *p++ = static_cast<char>(kMagic);
   *p++ = static_cast<char>(kVersion);
   p = PutVarint(p, static_cast<uint64_t>(n));
@@ -81,8 +85,7 @@ std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
                i < batch.items_size() ? batch.items(i) : previous_items);
     }
   }
-  out.resize(static_cast<size_t>(p - out.data()));
-  return out;
+  return std::string(begin, static_cast<size_t>(p - begin));
 }
 
 absl::Status DecodeSampleColumns(std::string_view blob, v1::SampleBatch* out) {
