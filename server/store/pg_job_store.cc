@@ -121,13 +121,18 @@ absl::Status CreatePgSchema(PGconn* conn) {
   // transactions, and hold up the ones after. So it runs only on a database
   // that does not have this schema version yet (an older one is upgraded:
   // every statement of the schema is idempotent).
-  const std::string probe = absl::StrCat(
-      "SELECT 1 FROM pg_class WHERE relname = 'hetbench_meta' AND relkind = 'r' AND pg_table_is_visible(oid) AND "
-      "EXISTS (SELECT 1 FROM hetbench_meta WHERE key = 'schema_version' AND value = '",
-      pg::kSchemaVersion, "')");
-  PGresult* found = PQexec(conn, probe.c_str());
-  const bool current = PQresultStatus(found) == PGRES_TUPLES_OK && PQntuples(found) == 1;
-  PQclear(found);
+  // Two queries: one naming hetbench_meta on a fresh database would fail
+  // (and fill the server's log with an error for every new database).
+  auto one_row = [conn](const std::string& sql) {
+    PGresult* res = PQexec(conn, sql.c_str());
+    const bool found = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    PQclear(res);
+    return found;
+  };
+  const bool current =
+      one_row("SELECT 1 FROM pg_class WHERE relname = 'hetbench_meta' AND relkind = 'r' AND pg_table_is_visible(oid)") &&
+      one_row(absl::StrCat("SELECT 1 FROM hetbench_meta WHERE key = 'schema_version' AND value = '",
+                           pg::kSchemaVersion, "'"));
   if (current) return absl::OkStatus();
   const std::string sql =
       absl::StrCat("BEGIN; SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(", pg::kSchemaLockKey,
