@@ -126,10 +126,9 @@ BEGIN
 EXCEPTION WHEN feature_not_supported THEN
   NULL;  -- built without lz4
 END $$;
--- Schema 3: a batch stays in its row, compressed (storage MAIN), instead of
--- in the TOAST table, chunked and indexed; it goes there only when it does
--- not fit a page. A real agent's 1,000-step batch (~5 KB, ~4 KB in lz4)
--- fits. With the fence remembered, PostgreSQL's CPU per stored sample is
+-- Schema 3: a batch stays in its row (storage MAIN) instead of in the TOAST
+-- table, chunked and indexed; it goes there only when it does not fit a
+-- page, compressed. A real agent's 1,000-step batch (~5 KB) fits. With the fence remembered, PostgreSQL's CPU per stored sample is
 -- about 0.6-0.8 of what it was (docs/operating.md, bench/pg_ingest.sh).
 DO $$
 BEGIN

@@ -54,8 +54,9 @@ bool GetVarint(const unsigned char*& p, const unsigned char* end, uint64_t* v) {
 std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
   const int n = batch.duration_ns_size();
   // At most 10 bytes per varint: the header's and three per step. Written
-  // into this thread's scratch (grown once, never cleared), then copied out
-  // at its length: a fresh string that size would be zeroed first.
+  // into this thread's scratch (kept at its largest: 3 MB for a batch at the
+  // coordinator's default limit of 100,000 steps), then copied out at its length: a
+  // fresh string that size would be zeroed first.
   thread_local std::string scratch;
   const size_t most = 2 + 10 + static_cast<size_t>(n) * 30;
   if (scratch.size() < most) scratch.resize(most);
