@@ -61,15 +61,14 @@ for round in $(seq "$ROUNDS"); do
   acked=$(field samples_acked "$pg")
   awk -v r="$round" -v s="$(field samples_per_second "$sqlite")" -v p="$(field samples_per_second "$pg")" \
     -v sb="$(field ratio_to_bare_sink "$sqlite")" -v pb="$(field ratio_to_bare_sink "$pg")" \
-    -v t="$(field postgres_ticks "$pg")" -v hz="$hz" -v a="$acked" 'BEGIN {
+    -v t="$(field postgres_ticks "$pg")" -v hz="$hz" -v a="$acked" -v out="$LOG.rounds" 'BEGIN {
       printf "round %d: PostgreSQL / SQLite %.2f (samples/s), %.2f (each against its bare sink); " \
-             "postgres CPU %.3f s per million samples\n", r, p / s, pb / sb, t / hz / (a / 1e6) }' | tee -a "$LOG.rounds"
+             "postgres CPU %.3f s per million samples\n", r, p / s, pb / sb, t / hz / (a / 1e6)
+      # The same three figures, unrounded, for the summary below.
+      printf "%.17g %.17g %.17g\n", p / s, pb / sb, t / hz / (a / 1e6) >> out }'
 done
 # The rounds together: the median of each figure, and in how many rounds PostgreSQL reached 0.8 of SQLite.
-awk '{ gsub(/[(),;]/, " "); for (i = 1; i <= NF; ++i) {
-         if ($i == "SQLite") r[NR] = $(i + 1)
-         if ($i == "sink") b[NR] = $(i - 5)
-         if ($i == "CPU") c[NR] = $(i + 1) } }
+awk '{ r[NR] = $1; b[NR] = $2; c[NR] = $3 }
      function median(v, n,   s, i, j, t) {
        for (i = 1; i <= n; ++i) s[i] = v[i]
        for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }

@@ -87,6 +87,11 @@ std::string BatchColumns(const std::string& url, const char* attribute) {
                                     "'batch' AND attrelid IN ('sample_batches'::regclass, 'power_batches'::regclass)"));
 }
 
+// The schema version the database records.
+std::string StoredSchemaVersion(const std::string& url) {
+  return SqlValue(url, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'");
+}
+
 // Both batch columns SET `clause` and the schema version set back to
 // `version`, as a coordinator of that version left them; "" when done.
 std::string AsSchema(const std::string& url, const char* clause, int version) {
@@ -269,13 +274,13 @@ TEST_F(PgLeaderTest, BatchesCompressWithLz4AndAnOlderSchemaIsConverted) {
   if (std::stoi(SqlValue(url_, "SHOW server_version_num")) < 140000) GTEST_SKIP() << "PostgreSQL < 14: no lz4";
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   if (BatchColumns(url_, "attcompression") != "ll") GTEST_SKIP() << "this PostgreSQL is built without lz4";
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(StoredSchemaVersion(url_), "4");
   // Back to schema 1 as it was (pglz): the next open converts it.
   EXPECT_EQ(AsSchema(url_, "COMPRESSION pglz", 1), "");
   EXPECT_EQ(BatchColumns(url_, "attcompression"), "pp");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(BatchColumns(url_, "attcompression"), "ll");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(StoredSchemaVersion(url_), "4");
 }
 
 // The store contract suite runs the default (multi-row INSERTs); the forms
@@ -324,7 +329,7 @@ TEST_F(PgLeaderTest, BatchesStayInTheirRowAndAnOlderSchemaIsConverted) {
   EXPECT_EQ(BatchColumns(url_, "attstorage"), "xx");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(BatchColumns(url_, "attstorage"), "mm");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(StoredSchemaVersion(url_), "4");
 }
 
 // Schema 4: a batch that fits a page is stored as it is, a longer one
@@ -379,7 +384,7 @@ TEST_F(PgLeaderTest, ABatchThatFitsAPageIsNotCompressedAndAnOlderSchemaIsConvert
   EXPECT_EQ(SqlValue(url_, targets), "0");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(SqlValue(url_, targets), "2");
-  EXPECT_EQ(SqlValue(url_, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(StoredSchemaVersion(url_), "4");
 }
 
 }  // namespace
