@@ -117,6 +117,7 @@ bool Agent::RunConnection() {
   const int resuming = hello->resume_size();
 
   bool welcomed = false;
+  sample_columns_ = false;  // until this stream's Welcome says so
   connected_ = Write(hello_msg);
   last_heard_ns_ = control_clock_->MonotonicNowNs();
   std::thread pump;
@@ -133,6 +134,7 @@ bool Agent::RunConnection() {
         ++counters_.connections;
         if (msg.welcome().heartbeat_seconds() > 0) heartbeat_seconds_ = msg.welcome().heartbeat_seconds();
         if (msg.welcome().lease_seconds() > 0) lease_seconds_ = msg.welcome().lease_seconds();
+        sample_columns_ = msg.welcome().sample_columns();
         LogInfo(kLog, "connected to ", config_.server_address, " as ", config_.agent_id,
                 resuming > 0 ? absl::StrCat("; resuming ", resuming, " task(s)") : "");
         break;
@@ -371,6 +373,7 @@ Outlet Agent::MakeOutlet() {
   out.observer = &observer_;
   out.counters = &counters_;
   out.clock = [this] { return clock_offset_.Estimate(); };
+  out.sample_columns = &sample_columns_;
   return out;
 }
 

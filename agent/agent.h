@@ -106,6 +106,7 @@ class Agent {
   grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
 
   std::atomic<bool> connected_{false};
+  std::atomic<bool> sample_columns_{false};  // this stream's Welcome: the coordinator takes SampleBatch.columns
   const Clock* const control_clock_;         // config_.clock, or a RealClock
   std::atomic<int64_t> last_heard_ns_{0};    // last message, or the start of this stream
   std::atomic<int64_t> last_contact_ns_{0};  // last message from the coordinator on any stream

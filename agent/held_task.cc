@@ -8,6 +8,7 @@
 #include "agent/power/sensors.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/sample_codec.h"
 
 namespace hetbench::agent {
 
@@ -61,7 +62,17 @@ bool HeldTask::ResendOutstanding(const Outlet& out) {
     if (done_.has_value() && !done_acked_) again.push_back(*done_);
   }
   done_written_ = false;
-  for (const v1::AgentMessage& m : again) {
+  const bool columns = out.sample_columns != nullptr && out.sample_columns->load();
+  for (v1::AgentMessage& m : again) {
+    // Packed for an earlier stream's coordinator; this one has not said it
+    // takes columns (its Welcome may not have come yet): the arrays again.
+    if (m.has_samples() && !m.samples().columns().empty() && !columns) {
+      v1::SampleBatch* b = m.mutable_samples();
+      if (absl::Status s = DecodeSampleColumns(b->columns(), b); !s.ok()) {
+        LogError(kLog, "a held sample batch of ", b->task_id(), " no longer decodes: ", s.ToString());
+      }
+      b->clear_columns();
+    }
     if (!out.write(m)) return false;
     ++out.counters->messages_resent;
     if (m.has_done()) done_written_ = true;
@@ -124,6 +135,10 @@ bool HeldTask::DrainSamples(const Outlet& out) {
     samples_sent_ += b->duration_ns_size();
     out.counters->samples_sent += b->duration_ns_size();
     if (out.observer != nullptr && *out.observer) (*out.observer)(*b);
+    if (out.sample_columns != nullptr && out.sample_columns->load()) {
+      PackSampleColumns(b);
+      ++out.counters->sample_batches_as_columns;
+    }
     {
       absl::MutexLock o(&out_mu_);
       unacked_samples_[b->seq()] = msg;

@@ -36,6 +36,8 @@ bool IsRetryable(const absl::Status& status);
 struct AgentCounters {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> samples_sent{0};
+  /// Sample batches sent as compact columns (the stream's coordinator takes them).
+  std::atomic<int64_t> sample_batches_as_columns{0};
   std::atomic<int64_t> tasks_finished{0};
   /// Messages sent again on a new stream because their ack had not come.
   std::atomic<int64_t> messages_resent{0};
@@ -60,6 +62,9 @@ struct Outlet {
   AgentCounters* counters = nullptr;
   /// The agent's clock offset to the coordinator, put in the TaskDone.
   std::function<v1::ClockSync()> clock;
+  /// The current stream's Welcome said the coordinator takes sample batches
+  /// as compact columns (SampleBatch.columns); until then they go as arrays.
+  const std::atomic<bool>* sample_columns = nullptr;
 };
 
 struct HeldTask {

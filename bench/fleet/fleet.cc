@@ -579,6 +579,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000));
   app.add_flag("--synchronized-heartbeats", opt.synchronized_heartbeats,
                "a shortcut: every agent's heartbeat at the same instant (real agents beat on their own phase)");
+  app.add_flag("--sample-arrays", opt.sample_arrays,
+               "sample batches as arrays, as agents before the compact columns sent them (hetbench-agent sends "
+               "columns to a coordinator whose Welcome takes them)");
   app.add_option("--seed", opt.seed, "the simulated agents' noise; the faulty devices stay the same")
       ->capture_default_str();
   app.add_option("--agents", opt.agents, "simulated agents")->capture_default_str();
@@ -666,6 +669,7 @@ int main(int argc, char** argv) {
   // How the simulated agents met the coordinator: as real agents (one connection each, beats on their own
   // phase), or through a labelled shortcut.
   std::cout << result << " agents_per_connection=" << opt.agents_per_connection
-            << " heartbeats=" << (opt.synchronized_heartbeats ? "synchronized" : "independent") << std::endl;
+            << " heartbeats=" << (opt.synchronized_heartbeats ? "synchronized" : "independent")
+            << " samples=" << (opt.sample_arrays ? "arrays" : "columns") << std::endl;
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/names.h"
+#include "common/sample_codec.h"
 
 namespace hetbench::fleet {
 
@@ -222,7 +223,9 @@ double QuantileBetween(const Buckets& before, const Buckets& after, double q) {
 namespace {
 
 /// What ingest and idle cost with nothing behind them: a callback
-/// AgentGateway that welcomes, acks every batch at once, echoes each
+/// AgentGateway that welcomes, reads each batch's samples into values (the
+/// columns decoded, as the protobuf parse decodes arrays), acks every batch
+/// at once, echoes each
 /// heartbeat that carries the agent's clock (as the coordinator must, for
 /// the agent's clock offset), and stores nothing.
 class BareSink final : public v1::AgentGateway::CallbackService {
@@ -234,9 +237,13 @@ class BareSink final : public v1::AgentGateway::CallbackService {
         Finish(grpc::Status::OK);
         return;
       }
+      // The samples read as values, as any receiver of them must: for
+      // arrays the protobuf parse did it; compact columns are decoded.
+      if (in_.has_samples()) (void)UnpackSampleColumns(in_.mutable_samples());
       v1::CoordinatorMessage out;
       if (in_.has_hello()) {
         out.mutable_welcome()->set_lease_seconds(60);
+        out.mutable_welcome()->set_sample_columns(true);  // it takes what the coordinator takes
       } else if (in_.has_samples()) {
         out.mutable_ack()->set_task_id(in_.samples().task_id());
         out.mutable_ack()->set_attempt(in_.samples().attempt());

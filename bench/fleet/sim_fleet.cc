@@ -1,5 +1,7 @@
 #include "bench/fleet/sim_fleet.h"
 
+#include "common/sample_codec.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "common/serving_spec.h"
 #include "common/clock.h"
 #include "common/names.h"
+#include "common/sample_codec.h"
 #include "common/validate_spec.h"
 
 namespace hetbench::fleet {
@@ -134,9 +137,14 @@ void SimAgent::Send(v1::AgentMessage m) {
   if (out_.size() == 1) StartWrite(&out_.front());
 }
 
+void SimAgent::Pack(v1::SampleBatch* b) {
+  if (columns_.load()) PackSampleColumns(b);
+}
+
 void SimAgent::Handle(const v1::CoordinatorMessage& m) {
   switch (m.kind_case()) {
     case v1::CoordinatorMessage::kWelcome: {
+      columns_ = m.welcome().sample_columns() && !opt_.sample_arrays;
       ++stats_->connected;
       // Resumed: what the earlier stream left unacknowledged goes again.
       std::vector<v1::AgentMessage> again;
@@ -301,6 +309,7 @@ void SimAgent::RunServing(const v1::Assign& a) {
   for (v1::SampleBatch& b : sim.batches) {
     v1::AgentMessage m;
     *m.mutable_samples() = std::move(b);
+    Pack(m.mutable_samples());
     messages.push_back(std::move(m));
   }
   messages.push_back(done);
@@ -353,6 +362,7 @@ void SimAgent::RunAtOnce(const v1::Assign& a) {
     b->add_items(a.batch_size());
     t += d;
   }
+  Pack(b);
   {
     std::lock_guard<std::mutex> l(stats_->mu);
     stats_->samples_sent[absl::StrCat(a.task_id(), "/", a.attempt())] = steps;
@@ -406,6 +416,7 @@ void SimAgent::Pump(Streaming& s) {
       b->add_items(s.assign.batch_size());
       s.t_ns += d;
     }
+    Pack(b);
     s.sent += opt_.batch_samples;
     ++s.unacked;
     Send(std::move(m));

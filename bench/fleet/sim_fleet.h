@@ -70,6 +70,9 @@ struct Options {
   // options, labelled in the RESULT line.
   int agents_per_connection = 1;
   bool synchronized_heartbeats = false;
+  /// Sample batches as arrays (an agent before the compact columns), not as
+  /// the columns hetbench-agent sends a coordinator that takes them.
+  bool sample_arrays = false;
   std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 
@@ -110,6 +113,9 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Coor
   };
 
   void Send(v1::AgentMessage m);
+  /// The batch's columns packed as hetbench-agent sends them to a coordinator
+  /// that said it takes them (Welcome.sample_columns), unless --sample-arrays.
+  void Pack(v1::SampleBatch* b);
   void Handle(const v1::CoordinatorMessage& m);
   void OnAck(const v1::SampleAck& ack);
   void OnAssign(const v1::Assign& a);
@@ -131,6 +137,7 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Coor
   std::mt19937_64 rng_;
   grpc::ClientContext ctx_;
   v1::CoordinatorMessage in_;
+  std::atomic<bool> columns_{false};  // this stream's Welcome said sample_columns
   std::mutex mu_;
   std::deque<v1::AgentMessage> out_;
   std::mutex task_mu_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "common/log.h"
+#include "common/sample_codec.h"
 #include "common/names.h"
 #include "common/serving_spec.h"
 #include "server/ingest/energy_cost.h"
@@ -20,10 +21,23 @@ bool IsTerminalTaskState(v1::TaskState s) {
 }
 }  // namespace
 
-AgentMessages::Checked AgentMessages::Check(const v1::AgentMessage& m, int max_samples_per_batch) {
+AgentMessages::Checked AgentMessages::Check(v1::AgentMessage* message, int max_samples_per_batch) {
   // Runs at the edge, on the stream's thread: O(message) checks and the
   // histogram counts, so the loop only stores and adds.
   Checked c;
+  const v1::AgentMessage& m = *message;
+  if (m.has_samples() && !m.samples().columns().empty()) {
+    const v1::SampleBatch& b = m.samples();
+    const int64_t declared = SampleColumnsCount(b.columns());
+    if (b.start_ns_size() + b.duration_ns_size() + b.items_size() > 0) {
+      c.problem = "samples: both columns and start_ns/duration_ns/items are set; send one form";
+    } else if (declared > max_samples_per_batch) {
+      c.problem = absl::StrCat("samples.columns: ", declared, " samples in one batch: at most ", max_samples_per_batch);
+    } else if (absl::Status s = UnpackSampleColumns(message->mutable_samples()); !s.ok()) {
+      c.problem = absl::StrCat("samples.columns: ", s.message());
+    }
+    if (!c.problem.empty()) return c;
+  }
   if (m.has_samples()) {
     const v1::SampleBatch& b = m.samples();
     const int n = b.duration_ns_size();

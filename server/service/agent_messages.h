@@ -44,8 +44,9 @@ class AgentMessages {
     Metrics::StepCounts steps;
     BatchSummary summary;  // samples only
   };
-  /// The edge's checks of `m`.
-  static Checked Check(const v1::AgentMessage& m, int max_samples_per_batch);
+  /// The edge's checks of `m`; a sample batch sent as `columns` is decoded
+  /// into its arrays here (the columns stay, for the store).
+  static Checked Check(v1::AgentMessage* m, int max_samples_per_batch);
 
   struct Parts {
     SessionTable* sessions;

@@ -97,6 +97,7 @@ void AgentSessions::Hello(uint64_t session_id, Session& session, const v1::Hello
   v1::CoordinatorMessage welcome;
   welcome.mutable_welcome()->set_heartbeat_seconds(options_.heartbeat_seconds);
   welcome.mutable_welcome()->set_lease_seconds(options_.lease_seconds);
+  welcome.mutable_welcome()->set_sample_columns(true);
   session.sink->Send(welcome);
   Resume(session, hello);  // before scheduling: resumed tasks keep their devices
   p_.placer->Request();

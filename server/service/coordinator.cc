@@ -143,7 +143,7 @@ void Coordinator::CloseStreams() {
 uint64_t Coordinator::NewSessionId() { return next_session_.fetch_add(1); }
 
 void Coordinator::OnAgentMessage(uint64_t session_id, std::shared_ptr<AgentSink> sink, v1::AgentMessage msg) {
-  auto checked = std::make_shared<AgentMessages::Checked>(AgentMessages::Check(msg, options_.max_samples_per_batch));
+  auto checked = std::make_shared<AgentMessages::Checked>(AgentMessages::Check(&msg, options_.max_samples_per_batch));
   std::shared_ptr<const v1::AgentMessage> shared = std::make_shared<v1::AgentMessage>(std::move(msg));
   // Not sheddable: each stream bounds its own in-flight messages (Handled).
   loop_.Post([this, session_id, sink = std::move(sink), shared, checked] {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/store/pg_columns.h"
 #include "server/store/pg_job_store.h"
-#include "server/store/sample_codec.h"
+#include "common/sample_codec.h"
 
 namespace hetbench::server {
 

@@ -93,7 +93,7 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   phase integer NOT NULL,
   sample_count integer NOT NULL,
   epoch bigint NOT NULL,
-  batch bytea NOT NULL,            -- the columns, compact (server/store/sample_codec.h)
+  batch bytea NOT NULL,            -- the columns, compact (common/sample_codec.h)
   PRIMARY KEY (task_id, attempt, seq)
 );
 CREATE TABLE IF NOT EXISTS power_batches (

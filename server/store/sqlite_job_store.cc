@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "server/store/job_rows.h"
-#include "server/store/sample_codec.h"
+#include "common/sample_codec.h"
 #include "server/store/sqlite_schema.h"
 
 namespace hetbench::server {

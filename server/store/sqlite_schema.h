@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   seq INTEGER NOT NULL,
   phase INTEGER NOT NULL,
   sample_count INTEGER NOT NULL,
-  batch BLOB NOT NULL,           -- the columns, compact (server/store/sample_codec.h)
+  batch BLOB NOT NULL,           -- the columns, compact (common/sample_codec.h)
   UNIQUE (task_id, attempt, seq)  -- a rowid table: rows of kilobytes append (schema 3)
 );
 CREATE TABLE IF NOT EXISTS power_batches (

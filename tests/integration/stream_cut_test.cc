@@ -76,6 +76,9 @@ TEST_F(StreamCutTest, AStreamCutAgainAndAgainResumesFromTheLastAcknowledgedBatch
   // The cuts did catch messages in flight: some went again, and those the
   // coordinator already had were recognised rather than stored twice.
   EXPECT_GT(agent_->counters().messages_resent.load(), 0);
+  // Sent as compact columns once a stream was welcomed; what went again
+  // before its Welcome went as arrays: both forms are in what was stored.
+  EXPECT_GT(agent_->counters().sample_batches_as_columns.load(), 0);
   EXPECT_EQ(Counter("hetbench_tasks_resumed_total"), task.resumes());
   CliResult shown = Cli({"--server", address_, "get", "job", "job-000001"});
   EXPECT_THAT(shown.out, HasSubstr(absl::StrCat("resumed after ", task.resumes(), " broken stream(s)")));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/sample_codec.h"
 #include "tests/unit/coordinator_fixture.h"
 
 namespace hetbench::server::coordinator_testing {
@@ -250,6 +251,64 @@ TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDrop
   v1::Job job = WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
   EXPECT_THAT(job.tasks(0).error(), HasSubstr("malformed samples message"));
   EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());  // nothing half-applied
+}
+
+TEST_F(CoordinatorTest, BatchesSentAsColumnsAreStoredAsSentAndBadColumnsAreRejectedNamingTheField) {
+  Started t = StartOneTask();
+  EXPECT_TRUE(t.sink->messages().front().has_welcome() && t.sink->messages().front().welcome().sample_columns());
+  v1::AgentMessage m;
+  v1::SampleBatch* b = m.mutable_samples();
+  b->set_task_id(t.assign.task_id());
+  b->set_attempt(t.assign.attempt());
+  b->set_phase(v1::PHASE_TRAIN);
+  for (int i = 0; i < 300; ++i) {
+    b->add_start_ns(i * 1000);
+    b->add_duration_ns(900 + i);
+    b->add_items(8);
+  }
+  const v1::SampleBatch arrays = *b;
+  PackSampleColumns(b);
+  const std::string columns = b->columns();
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  ASSERT_TRUE(t.sink->WaitFor([](auto& v) { return CountAcks(v, false) == 1; }));
+  auto stored = store_->LoadSampleBatches(t.assign.task_id(), 1);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].duration_ns_size(), 300);
+  EXPECT_EQ((*stored)[0].start_ns(299), arrays.start_ns(299));
+  EXPECT_EQ((*stored)[0].duration_ns(299), arrays.duration_ns(299));
+  EXPECT_EQ((*stored)[0].items(7), 8);
+
+  // The next batch cut short: refused, naming the field and the step.
+  b->set_seq(1);
+  b->set_columns(columns.substr(0, columns.size() - 5));
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  std::optional<v1::Rejected> rejected = WaitForRejected(*t.sink);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_THAT(rejected->reason(), HasSubstr("samples.columns: truncated at step 299 of 300"));
+  WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  EXPECT_EQ(store_->LoadSampleBatches(t.assign.task_id(), 1)->size(), 1u);  // the bad one not stored
+}
+
+TEST_F(CoordinatorTest, ABatchWithBothColumnsAndArraysIsRejected) {
+  Started t = StartOneTask();
+  v1::AgentMessage m;
+  v1::SampleBatch* b = m.mutable_samples();
+  b->set_task_id(t.assign.task_id());
+  b->set_attempt(t.assign.attempt());
+  b->set_phase(v1::PHASE_TRAIN);
+  b->add_start_ns(0);
+  b->add_duration_ns(10);
+  b->add_items(1);
+  v1::SampleBatch other = *b;
+  PackSampleColumns(&other);
+  b->set_columns(other.columns());
+  coordinator_->OnAgentMessage(t.session, t.sink, m);
+  const std::optional<v1::Rejected> rejected = WaitForRejected(*t.sink);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_EQ(rejected->reason(), "samples: both columns and start_ns/duration_ns/items are set; send one form");
+  WaitForJobState(t.job_id, v1::JOB_STATE_FAILED);
+  EXPECT_TRUE(store_->LoadSampleBatches(t.assign.task_id(), 1)->empty());
 }
 
 TEST_F(CoordinatorTest, ANegativeStepIsRejectedNamingItsIndex) {

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "server/ingest/step_aggregator.h"
 #include "server/service/ingest_gate.h"
-#include "server/store/sample_codec.h"
+#include "common/sample_codec.h"
 
 namespace hetbench::server {
 namespace {
@@ -96,6 +96,52 @@ TEST(SampleCodecTest, RefusesCorruptBlobs) {
   const absl::Status s = DecodeSampleColumns(future, &back);
   EXPECT_NE(s.message().find("version 9"), std::string::npos) << s;
   EXPECT_FALSE(DecodeSampleColumns(std::string("\xff\x01\xff\xff\xff\xff\x0f", 7), &back).ok());  // count too big
+}
+
+TEST(SampleCodecTest, PackedColumnsUnpackToTheSameArraysAndTheCountIsReadFirst) {
+  const v1::SampleBatch arrays = Batch(1000, 5);
+  v1::SampleBatch packed = arrays;
+  PackSampleColumns(&packed);  // what the agent sends
+  EXPECT_EQ(packed.duration_ns_size(), 0);
+  EXPECT_EQ(packed.start_ns_size(), 0);
+  EXPECT_LT(packed.ByteSizeLong() * 3, arrays.ByteSizeLong() * 2) << "the columns should be under two thirds of the arrays";
+  EXPECT_EQ(SampleColumnsCount(packed.columns()), 1000);
+  EXPECT_EQ(SampleColumnsCount("\x08\x01"), -1);  // a protobuf, not the compact form
+  ASSERT_TRUE(UnpackSampleColumns(&packed).ok());  // what the coordinator's edge does
+  EXPECT_EQ(packed.start_ns().size(), 1000);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(packed.start_ns(i), arrays.start_ns(i)) << i;
+    ASSERT_EQ(packed.duration_ns(i), arrays.duration_ns(i)) << i;
+    ASSERT_EQ(packed.items(i), arrays.items(i)) << i;
+  }
+  // The store keeps the agent's columns as they came.
+  EXPECT_EQ(EncodeSampleColumns(packed), packed.columns());
+  EXPECT_EQ(EncodeSampleColumns(packed), EncodeSampleColumns(arrays));
+}
+
+TEST(SampleCodecTest, UnpackRefusesWhatIsNotTheCompactFormAndLeavesNoHalfColumns) {
+  v1::SampleBatch b = Batch(50, 6);
+  PackSampleColumns(&b);
+  v1::SampleBatch truncated = b;
+  truncated.set_columns(b.columns().substr(0, b.columns().size() - 4));
+  absl::Status s = UnpackSampleColumns(&truncated);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("truncated at step 4"), std::string::npos) << s;
+  EXPECT_EQ(truncated.duration_ns_size(), 0);  // nothing half-decoded
+  v1::SampleBatch other = b;
+  other.set_columns(Batch(5, 1).SerializeAsString());
+  s = UnpackSampleColumns(&other);
+  EXPECT_NE(s.message().find("not the compact form"), std::string::npos) << s;
+  v1::SampleBatch big_items;
+  big_items.add_start_ns(0);
+  big_items.add_duration_ns(1);
+  big_items.add_items(2'000'000'000);
+  big_items.add_start_ns(1);
+  big_items.add_duration_ns(1);
+  big_items.add_items(-2'000'000'000);
+  PackSampleColumns(&big_items);
+  ASSERT_TRUE(UnpackSampleColumns(&big_items).ok());  // a change of 4e9 still lands in range
+  EXPECT_EQ(big_items.items(1), -2'000'000'000);
 }
 
 std::vector<StepSample> Steps(const std::vector<v1::SampleBatch>& batches) {
