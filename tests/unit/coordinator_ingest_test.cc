@@ -230,14 +230,20 @@ TEST_F(CoordinatorTest, ATaskDoneWhoseStateIsNotTerminalIsRejectedAndFailsTheAtt
   EXPECT_TRUE(t.sink->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
 }
 
-TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDropped) {
-  Started t = StartOneTask();
+// A sample batch of `a` (seq 0, TRAIN) with no steps yet.
+v1::AgentMessage EmptyTrainBatch(const v1::Assign& a) {
   v1::AgentMessage m;
   v1::SampleBatch* b = m.mutable_samples();
-  b->set_task_id(t.assign.task_id());
-  b->set_attempt(t.assign.attempt());
-  b->set_seq(0);
+  b->set_task_id(a.task_id());
+  b->set_attempt(a.attempt());
   b->set_phase(v1::PHASE_TRAIN);
+  return m;
+}
+
+TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDropped) {
+  Started t = StartOneTask();
+  v1::AgentMessage m = EmptyTrainBatch(t.assign);
+  v1::SampleBatch* b = m.mutable_samples();
   b->add_start_ns(0);
   b->add_start_ns(10);
   b->add_duration_ns(10);
@@ -256,11 +262,8 @@ TEST_F(CoordinatorTest, AMalformedBatchIsRejectedNamingTheFieldNeverSilentlyDrop
 TEST_F(CoordinatorTest, BatchesSentAsColumnsAreStoredAsSentAndBadColumnsAreRejectedNamingTheField) {
   Started t = StartOneTask();
   EXPECT_TRUE(t.sink->messages().front().has_welcome() && t.sink->messages().front().welcome().sample_columns());
-  v1::AgentMessage m;
+  v1::AgentMessage m = EmptyTrainBatch(t.assign);
   v1::SampleBatch* b = m.mutable_samples();
-  b->set_task_id(t.assign.task_id());
-  b->set_attempt(t.assign.attempt());
-  b->set_phase(v1::PHASE_TRAIN);
   for (int i = 0; i < 300; ++i) {
     b->add_start_ns(i * 1000);
     b->add_duration_ns(900 + i);
@@ -292,11 +295,8 @@ TEST_F(CoordinatorTest, BatchesSentAsColumnsAreStoredAsSentAndBadColumnsAreRejec
 
 TEST_F(CoordinatorTest, ABatchWithBothColumnsAndArraysIsRejected) {
   Started t = StartOneTask();
-  v1::AgentMessage m;
+  v1::AgentMessage m = EmptyTrainBatch(t.assign);
   v1::SampleBatch* b = m.mutable_samples();
-  b->set_task_id(t.assign.task_id());
-  b->set_attempt(t.assign.attempt());
-  b->set_phase(v1::PHASE_TRAIN);
   b->add_start_ns(0);
   b->add_duration_ns(10);
   b->add_items(1);
@@ -313,11 +313,8 @@ TEST_F(CoordinatorTest, ABatchWithBothColumnsAndArraysIsRejected) {
 
 TEST_F(CoordinatorTest, ANegativeStepIsRejectedNamingItsIndex) {
   Started t = StartOneTask();
-  v1::AgentMessage m;
+  v1::AgentMessage m = EmptyTrainBatch(t.assign);
   v1::SampleBatch* b = m.mutable_samples();
-  b->set_task_id(t.assign.task_id());
-  b->set_attempt(t.assign.attempt());
-  b->set_phase(v1::PHASE_TRAIN);
   for (int i = 0; i < 4; ++i) {
     b->add_start_ns(i * 10);
     b->add_duration_ns(i == 2 ? -5 : 10);
