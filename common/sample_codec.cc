@@ -1,6 +1,8 @@
 #include "common/sample_codec.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -224,6 +226,11 @@ int64_t SampleColumnsCount(std::string_view blob) {
   const unsigned char* steps = nullptr;
   if (!GetHeader(blob, &n, &steps).ok()) return -1;
   return static_cast<int64_t>(n);
+}
+
+int64_t SampleCount(const v1::SampleBatch& batch) {
+  if (batch.columns().empty()) return batch.duration_ns_size();
+  return std::max<int64_t>(0, SampleColumnsCount(batch.columns()));
 }
 
 absl::Status DecodeSampleColumns(std::string_view blob, v1::SampleBatch* out) {

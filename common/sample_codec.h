@@ -36,6 +36,10 @@ void PackSampleColumns(v1::SampleBatch* batch);
 /// its header is not the compact form's.
 int64_t SampleColumnsCount(std::string_view blob);
 
+/// The steps `batch` carries: its arrays', or what its columns' header says
+/// (0 when that is not the compact form's: the edge refuses the batch).
+int64_t SampleCount(const v1::SampleBatch& batch);
+
 /// Fills the start_ns, duration_ns and items columns of `out` from a blob in
 /// the compact form, or (older stores) from a whole serialized SampleBatch.
 /// Errors name what is wrong with the blob ("truncated at step 7 of 1000").

@@ -106,6 +106,8 @@ TEST(SampleCodecTest, PackedColumnsUnpackToTheSameArraysAndTheCountIsReadFirst) 
   EXPECT_EQ(packed.start_ns_size(), 0);
   EXPECT_LT(packed.ByteSizeLong() * 3, arrays.ByteSizeLong() * 2) << "the columns should be under two thirds of the arrays";
   EXPECT_EQ(SampleColumnsCount(packed.columns()), 1000);
+  EXPECT_EQ(SampleCount(packed), 1000);  // what the ingest gate counts for it
+  EXPECT_EQ(SampleCount(arrays), 1000);
   EXPECT_EQ(SampleColumnsCount("\x08\x01"), -1);  // a protobuf, not the compact form
   ASSERT_TRUE(UnpackSampleColumns(&packed).ok());  // what the coordinator's edge does
   EXPECT_EQ(packed.start_ns().size(), 1000);
