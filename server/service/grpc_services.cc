@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/sample_codec.h"
 #include "common/status_util.h"
 
 namespace hetbench::server {
@@ -116,10 +115,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
     // those units and a stream's window keep a stale entry, until every
     // stream waited on a gate that would never open (bench_fleet --mode
     // serving at 1,000 agents x 20,000 q/s stalled at ~2 M samples).
-    // A batch sent as columns counts the steps its header declares.
-    sink_->Accepted(GateUnits(in_.has_samples() ? SampleCount(in_.samples())
-                              : in_.has_power() ? in_.power().t_ns_size()
-                                                : 0));
+    sink_->Accepted(GateUnits(in_));
     coordinator_->OnAgentMessage(session_, sink_, std::move(in_));
     in_.Clear();
     sink_->ReadNext();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/sample_codec.h"
+
 namespace hetbench::server {
 
 void IngestGate::Add(int64_t units) {
@@ -35,5 +37,11 @@ int64_t IngestGate::queued() {
 }
 
 int64_t GateUnits(int64_t samples) { return std::max<int64_t>(1, samples); }
+
+int64_t GateUnits(const v1::AgentMessage& m) {
+  if (m.has_samples()) return GateUnits(SampleCount(m.samples()));
+  if (m.has_power()) return GateUnits(m.power().t_ns_size());
+  return 1;
+}
 
 }  // namespace hetbench::server

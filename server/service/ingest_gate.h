@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "hetbench/v1/agent.pb.h"
 
 namespace hetbench::server {
 
@@ -47,5 +48,9 @@ class IngestGate {
 
 /// What a message costs the gate: its samples or readings, at least 1.
 int64_t GateUnits(int64_t samples);
+/// The same for an agent's message: a sample batch's steps (those its
+/// columns' header declares when it came as columns), a power batch's
+/// readings, 1 for anything else.
+int64_t GateUnits(const v1::AgentMessage& m);
 
 }  // namespace hetbench::server

@@ -265,6 +265,22 @@ TEST(IngestGateTest, ParksReadersPastTheBudgetAndResumesThemUnderIt) {
   EXPECT_EQ(gate.queued(), 1000);
 }
 
+TEST(IngestGateTest, ABatchSentAsColumnsWeighsTheStepsItDeclares) {
+  v1::AgentMessage arrays;
+  *arrays.mutable_samples() = Batch(1000, 8);
+  v1::AgentMessage columns = arrays;
+  PackSampleColumns(columns.mutable_samples());
+  EXPECT_EQ(GateUnits(arrays), 1000);
+  EXPECT_EQ(GateUnits(columns), 1000);  // not 1: its arrays are empty until the edge decodes it
+  v1::AgentMessage power;
+  power.mutable_power()->add_t_ns(1);
+  power.mutable_power()->add_t_ns(2);
+  EXPECT_EQ(GateUnits(power), 2);
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat();
+  EXPECT_EQ(GateUnits(beat), 1);
+}
+
 TEST(IngestGateTest, AGoneStreamIsNotResumed) {
   IngestGate gate(10);
   gate.Add(10);
