@@ -1,7 +1,5 @@
 #include "bench/fleet/sim_fleet.h"
 
-#include "common/sample_codec.h"
-
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
