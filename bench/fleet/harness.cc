@@ -225,9 +225,8 @@ namespace {
 /// What ingest and idle cost with nothing behind them: a callback
 /// AgentGateway that welcomes, reads each batch's samples into values (the
 /// columns decoded, as the protobuf parse decodes arrays), acks every batch
-/// at once, echoes each
-/// heartbeat that carries the agent's clock (as the coordinator must, for
-/// the agent's clock offset), and stores nothing.
+/// at once, echoes each heartbeat that carries the agent's clock (as the
+/// coordinator must, for the agent's clock offset), and stores nothing.
 class BareSink final : public v1::AgentGateway::CallbackService {
   class Stream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
    public:
