@@ -369,7 +369,9 @@ class Run {
         opt_.serving_window > 0 ? absl::StrCat(opt_.serving_window) : std::string("none"));
   }
 
-  std::string Ingest(double bare_before, const Profiles& profiles) {
+  /// `floors_before`: the bare and the storing sink's samples/s, measured before the coordinator.
+  std::string Ingest(std::pair<double, double> floors_before, const Profiles& profiles) {
+    const auto [bare_before, stored_before] = floors_before;
     // One job: a task per agent (cpu targets, distinct batch sizes), each streaming for --seconds.
     std::vector<std::string> jobs;
     for (int first = 0; first < opt_.agents; first += 64) {
@@ -417,10 +419,12 @@ class Run {
     int64_t ended = 0, checked = 0;
     const std::string exactly = CheckExactlyOnce(*client_, jobs, stats_, &ended, &checked);
     const double rate = static_cast<double>(stats_.samples_acked.load()) / elapsed;
-    // The bare sink again, after: this VM's speed drifts, and the ratio is
-    // taken against the faster of the two (the conservative choice).
+    // The sinks again, after, in the mirrored order (bare, storing, coordinator, storing, bare): this VM's
+    // speed drifts, and each ratio is taken against the faster of the two (the conservative choice).
+    const double stored_after = MeasureBareSink(opt_, profiles, /*storing=*/true);
     const double bare_after = MeasureBareSink(opt_, profiles);
     const double bare = std::max(bare_before, bare_after);
+    const double stored = std::max(stored_before, stored_after);
     if (loop_before.ok() && loop_after.ok()) {
       std::cerr << "loop latency (seconds: waits in the window):";
       for (const auto& [bound, count] : *loop_after) {
@@ -433,11 +437,13 @@ class Run {
         loop_before.ok() && loop_after.ok() ? 1e3 * QuantileBetween(*loop_before, *loop_after, 0.99) : NAN;
     return absl::StrFormat(
         "RESULT mode=ingest agents=%d batch_samples=%d window=%d samples_acked=%lld samples_per_second=%.0f "
-        "bare_sink_before=%.0f bare_sink_after=%.0f ratio_to_bare_sink=%.2f loop_latency_p99_ms_at_most=%g "
+        "bare_sink_before=%.0f bare_sink_after=%.0f ratio_to_bare_sink=%.2f storing_sink_before=%.0f "
+        "storing_sink_after=%.0f ratio_to_storing_sink=%.2f storing_sink_store=sqlite loop_latency_p99_ms_at_most=%g "
         "huge_specs_refused=%lld huge_specs_accepted=%lld %s tasks_checked=%lld server_cpu_fraction=%.3f "
         "server_rss_mb=%.0f simulated=true",
         opt_.agents, opt_.batch_samples, opt_.window, static_cast<long long>(stats_.samples_acked.load()), rate,
-        bare_before, bare_after, bare > 0 ? rate / bare : 0.0, loop_p99_ms, static_cast<long long>(huge_refused.load()),
+        bare_before, bare_after, bare > 0 ? rate / bare : 0.0, stored_before, stored_after,
+        stored > 0 ? rate / stored : 0.0, loop_p99_ms, static_cast<long long>(huge_refused.load()),
         static_cast<long long>(huge_accepted.load()), exactly, static_cast<long long>(checked),
         (after.cpu_seconds - before_.cpu_seconds) / elapsed, after.rss_mb);
   }
@@ -639,8 +645,12 @@ int main(int argc, char** argv) {
     std::cout << History(opt, server_binary, cli_binary, keep) << std::endl;
     return 0;
   }
-  // ingest: the bare sink first, in this process, with the same agents and batches.
-  const double bare_before = opt.mode == "ingest" ? MeasureBareSink(opt, profiles) : 0;
+  // ingest: the bare sink first, then the storing sink, in this process, with the same agents and batches.
+  std::pair<double, double> floors_before = {0, 0};
+  if (opt.mode == "ingest") {
+    floors_before.first = MeasureBareSink(opt, profiles);
+    floors_before.second = MeasureBareSink(opt, profiles, /*storing=*/true);
+  }
   std::string result;
   {
     Server server;
@@ -657,7 +667,7 @@ int main(int argc, char** argv) {
     } else if (opt.mode == "bigjob") {
       result = run.BigJob();
     } else if (opt.mode == "ingest") {
-      result = run.Ingest(bare_before, profiles);
+      result = run.Ingest(floors_before, profiles);
     } else if (opt.mode == "validate") {
       result = run.Validate();
     } else if (opt.mode == "serving") {

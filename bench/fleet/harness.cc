@@ -26,6 +26,9 @@
 #include "common/clock.h"
 #include "common/names.h"
 #include "common/sample_codec.h"
+#include "server/ingest/batch_writer.h"
+#include "server/service/reactor_sink.h"
+#include "server/store/sqlite_job_store.h"
 
 namespace hetbench::fleet {
 
@@ -224,16 +227,36 @@ namespace {
 
 /// What ingest and idle cost with nothing behind them: a callback
 /// AgentGateway that welcomes, reads each batch's samples into values (the
-/// columns decoded, as the protobuf parse decodes arrays), acks every batch
-/// at once, echoes each heartbeat that carries the agent's clock (as the
-/// coordinator must, for the agent's clock offset), and stores nothing.
+/// columns decoded, as the protobuf parse decodes arrays), acks every batch,
+/// echoes each heartbeat that carries the agent's clock (as the coordinator
+/// must, for the agent's clock offset), and stores nothing. With a `writer`
+/// (the storing sink) each sample batch is acked only once that writer (the
+/// coordinator's own BatchWriter, on a SQLite store of its own) has
+/// committed it: what any coordinator must do for exactly once, with no
+/// event loop, aggregate, gate or metrics behind it.
 class BareSink final : public v1::AgentGateway::CallbackService {
+ public:
+  explicit BareSink(server::BatchWriter* writer = nullptr) : writer_(writer) {}
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext*) override {
+    return new Stream(writer_);
+  }
+
+ private:
   class Stream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
+    // One write in flight, the rest queued: the coordinator's own send queue.
+    using Outbox = server::ReactorSink<Stream, v1::CoordinatorMessage>;
+
    public:
-    Stream() { StartRead(&in_); }
+    explicit Stream(server::BatchWriter* writer)
+        : writer_(writer),
+          out_(std::make_shared<Outbox>(this, server::RpcTimer(nullptr, "Connect"), nullptr, "agent",
+                                        /*coalesce=*/false, size_t{1} << 20)) {
+      StartRead(&in_);
+    }
     void OnReadDone(bool ok) override {
       if (!ok) {
-        Finish(grpc::Status::OK);
+        out_->Close(grpc::Status::OK);
         return;
       }
       // The samples read as values, as any receiver of them must: for
@@ -247,6 +270,16 @@ class BareSink final : public v1::AgentGateway::CallbackService {
         out.mutable_ack()->set_task_id(in_.samples().task_id());
         out.mutable_ack()->set_attempt(in_.samples().attempt());
         out.mutable_ack()->set_seq(in_.samples().seq());
+        if (writer_ != nullptr) {
+          auto m = std::make_shared<v1::AgentMessage>(std::move(in_));
+          in_.Clear();
+          writer_->Write(std::shared_ptr<const v1::SampleBatch>(m, &m->samples()),
+                         [outbox = out_, ack = std::move(out)](const absl::StatusOr<bool>& stored) {
+                           if (stored.ok()) outbox->Send(ack);  // else not acked: sent again
+                         });
+          StartRead(&in_);
+          return;
+        }
       } else if (in_.has_done()) {
         out.mutable_ack()->set_task_id(in_.done().task_id());
         out.mutable_ack()->set_done(true);
@@ -258,34 +291,50 @@ class BareSink final : public v1::AgentGateway::CallbackService {
         StartRead(&in_);
         return;
       }
-      std::lock_guard<std::mutex> l(mu_);
-      queue_.push_back(std::move(out));
-      if (queue_.size() == 1) StartWrite(&queue_.front());
+      out_->Send(std::move(out));
       StartRead(&in_);
     }
-    void OnWriteDone(bool ok) override {
-      std::lock_guard<std::mutex> l(mu_);
-      queue_.pop_front();
-      if (ok && !queue_.empty()) StartWrite(&queue_.front());
+    void OnWriteDone(bool ok) override { out_->WriteDone(ok); }
+    void OnDone() override {
+      out_->Detach();
+      delete this;
     }
-    void OnDone() override { delete this; }
 
    private:
+    server::BatchWriter* const writer_;
+    const std::shared_ptr<Outbox> out_;
     v1::AgentMessage in_;
-    std::mutex mu_;
-    std::deque<v1::CoordinatorMessage> queue_;
   };
 
- public:
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext*) override {
-    return new Stream();
-  }
+  server::BatchWriter* const writer_;
 };
 
 }  // namespace
 
-double MeasureBareSink(const Options& opt, const Profiles& profiles) {
-  BareSink sink;
+double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storing) {
+  // The storing sink's store: a fresh SQLite file, opened as hetbench-server
+  // opens its own (WAL, synchronous=FULL, its checkpointer), and written by
+  // the coordinator's BatchWriter over a second connection, as Ingest does.
+  std::string dir;
+  std::unique_ptr<server::SqliteJobStore> store;
+  std::unique_ptr<server::BatchWriter> writer;
+  if (storing) {
+    dir = MakeScratchDir();
+    auto opened = server::SqliteJobStore::Open(dir + "/hetbench.db");
+    auto connection = opened.ok() ? (*opened)->Connect() : absl::StatusOr<std::unique_ptr<server::JobStore>>(opened.status());
+    if (!connection.ok()) {
+      std::cerr << "bench_fleet: the storing sink's store: " << connection.status() << "\n";
+      std::filesystem::remove_all(dir);
+      return 0;
+    }
+    store = std::move(*opened);
+    // The acks go out from the writer's thread (there is no event loop).
+    writer = std::make_unique<server::BatchWriter>(std::move(*connection), [](std::function<void()> then) {
+      then();
+      return true;
+    });
+  }
+  BareSink sink(writer.get());
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -298,16 +347,22 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles) {
     Options ingest = opt;
     ingest.mode = "ingest";
     Fleet fleet(absl::StrCat("127.0.0.1:", port), ingest, profiles, &st);
-    fleet.Connect(0, opt.agents, "bare-");
+    const std::string prefix = storing ? "stored-" : "bare-";
+    fleet.Connect(0, opt.agents, prefix);
     WaitFor([&] { return st.connected.load() >= opt.agents; }, 60);
     // No coordinator assigns here: each agent is handed the task it would get.
     const double start = Now();
-    fleet.AssignEach("bare-job");
+    fleet.AssignEach(prefix + "job");
     WaitFor([&] { return st.tasks_done_acked.load() >= opt.agents; }, opt.seconds + 60);
     rate = static_cast<double>(st.samples_acked.load()) / (Now() - start);
     fleet.Stop();
   }
+  if (writer) writer->Stop();
   server->Shutdown();
+  server.reset();
+  writer.reset();
+  store.reset();
+  if (!dir.empty()) std::filesystem::remove_all(dir);
   return rate;
 }
 

@@ -57,8 +57,10 @@ absl::StatusOr<Buckets> ScrapeHistogram(int port, const std::string& name);
 double QuantileBetween(const Buckets& before, const Buckets& after, double q);
 
 /// Samples/s the agents of `opt` reach against a callback sink in this
-/// process that acks every batch at once and stores nothing.
-double MeasureBareSink(const Options& opt, const Profiles& profiles);
+/// process that acks every batch at once and stores nothing; or, `storing`,
+/// acks each batch once the coordinator's BatchWriter has committed it to a
+/// SQLite store of its own (the floor of durable exactly-once ingest).
+double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storing = false);
 
 /// `bench_fleet --serve-bare --listen ADDR --port-file F`: the same bare
 /// gateway as a process of its own, spawned in place of hetbench-server
