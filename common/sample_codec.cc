@@ -13,7 +13,6 @@ constexpr unsigned char kMagic = 0xFF;
 constexpr unsigned char kVersion = 1;
 
 uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 inline char* PutVarint(char* p, uint64_t v) {
   // Most values of a step fit one to three bytes: those without a loop.
@@ -37,25 +36,6 @@ inline char* PutVarint(char* p, uint64_t v) {
   }
   *p++ = static_cast<char>(v);
   return p;
-}
-
-// A varint of at most 10 bytes; false when it runs past `end` or is longer.
-inline bool GetVarint(const unsigned char*& p, const unsigned char* end, uint64_t* v) {
-  // The common case, one byte, first; then the loop.
-  if (p < end && *p < 0x80) {
-    *v = *p++;
-    return true;
-  }
-  uint64_t out = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    const unsigned char b = *p++;
-    out |= static_cast<uint64_t>(b & 0x7F) << shift;
-    if ((b & 0x80) == 0) {
-      *v = out;
-      return true;
-    }
-  }
-  return false;
 }
 
 // Encodes n steps at `p` (room for 30 bytes a step); returns the end.
@@ -89,100 +69,25 @@ std::string Encode(const int64_t* start, const int64_t* duration, const int32_t*
   return std::string(begin, static_cast<size_t>(p - begin));
 }
 
-// A varint where at least 10 bytes remain: no bound check per byte. False
-// when it runs past 10 bytes.
-inline bool GetVarintUnchecked(const unsigned char*& p, uint64_t* v) {
-  // A step's values mostly take one to three bytes: those unrolled.
-  uint64_t b = p[0];
-  if (b < 0x80) {
-    *v = b;
-    p += 1;
-    return true;
-  }
-  uint64_t out = b & 0x7F;
-  b = p[1];
-  out |= (b & 0x7F) << 7;
-  if (b < 0x80) {
-    *v = out;
-    p += 2;
-    return true;
-  }
-  b = p[2];
-  out |= (b & 0x7F) << 14;
-  if (b < 0x80) {
-    *v = out;
-    p += 3;
-    return true;
-  }
-  for (int i = 3; i < 10; ++i) {
-    b = p[i];
-    out |= (b & 0x7F) << (7 * i);
-    if (b < 0x80) {
-      *v = out;
-      p += i + 1;
-      return true;
-    }
-  }
-  return false;
-}
-
-// After the header: n steps into the three arrays (room for n each).
-absl::Status GetSteps(const unsigned char* p, const unsigned char* end, uint64_t n, int64_t* start, int64_t* duration,
-                      int32_t* items) {
-  int64_t previous_end = 0;
-  int64_t previous_items = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t gap = 0, d = 0, di = 0;
-    // A step takes at most 30 bytes: while that many remain, no bound checks.
-    const bool ok = end - p >= 30 ? GetVarintUnchecked(p, &gap) && GetVarintUnchecked(p, &d) &&
-                                        GetVarintUnchecked(p, &di)
-                                  : GetVarint(p, end, &gap) && GetVarint(p, end, &d) && GetVarint(p, end, &di);
-    if (!ok) return absl::DataLossError(absl::StrCat("truncated at step ", i, " of ", n));
-    start[i] = static_cast<int64_t>(static_cast<uint64_t>(previous_end) + static_cast<uint64_t>(UnZigZag(gap)));
-    duration[i] = UnZigZag(d);
-    previous_items += UnZigZag(di);
-    if (previous_items != static_cast<int32_t>(previous_items)) {
-      return absl::DataLossError(absl::StrCat("items at step ", i, " out of range"));
-    }
-    items[i] = static_cast<int32_t>(previous_items);
-    previous_end = static_cast<int64_t>(static_cast<uint64_t>(start[i]) + static_cast<uint64_t>(duration[i]));
-  }
-  if (p != end) return absl::DataLossError("bytes after the last step");
-  return absl::OkStatus();
-}
-
-// The header: the step count, checked against the bytes left (each step
-// takes at least 3), and where the steps start.
-absl::Status GetHeader(std::string_view blob, uint64_t* n, const unsigned char** steps) {
-  const auto* p = reinterpret_cast<const unsigned char*>(blob.data());
-  const unsigned char* end = p + blob.size();
-  if (blob.size() < 2 || p[1] != kVersion) {
-    return absl::DataLossError(absl::StrCat("compact form version ", blob.size() < 2 ? -1 : p[1],
-                                            " is not known (this build reads ", kVersion, ")"));
-  }
-  p += 2;
-  if (!GetVarint(p, end, n) || *n > static_cast<uint64_t>(end - p) / 3) return absl::DataLossError("bad step count");
-  *steps = p;
-  return absl::OkStatus();
-}
-
 // The three arrays of `out` set to n steps decoded from the compact form.
 absl::Status DecodeCompact(std::string_view blob, v1::SampleBatch* out) {
-  uint64_t n = 0;
-  const unsigned char* steps = nullptr;
-  if (absl::Status s = GetHeader(blob, &n, &steps); !s.ok()) return s;
-  const int count = static_cast<int>(n);  // at most a third of the blob's bytes
+  const int64_t n = SampleColumnsCount(blob);
   out->clear_start_ns();
   out->clear_duration_ns();
   out->clear_items();
+  if (n < 0) return ForEachSampleStep(blob, [](int64_t, int64_t, int32_t) {});  // the header's own error
+  const int count = static_cast<int>(n);  // at most a third of the blob's bytes
   out->mutable_start_ns()->Reserve(count);
   out->mutable_duration_ns()->Reserve(count);
   out->mutable_items()->Reserve(count);
   int64_t* start = out->mutable_start_ns()->AddNAlreadyReserved(count);
   int64_t* duration = out->mutable_duration_ns()->AddNAlreadyReserved(count);
   int32_t* items = out->mutable_items()->AddNAlreadyReserved(count);
-  const auto* end = reinterpret_cast<const unsigned char*>(blob.data()) + blob.size();
-  absl::Status s = GetSteps(steps, end, n, start, duration, items);
+  absl::Status s = ForEachSampleStep(blob, [&](int64_t st, int64_t d, int32_t it) {
+    *start++ = st;
+    *duration++ = d;
+    *items++ = it;
+  });
   if (!s.ok()) {
     out->clear_start_ns();
     out->clear_duration_ns();
@@ -191,6 +96,30 @@ absl::Status DecodeCompact(std::string_view blob, v1::SampleBatch* out) {
   return s;
 }
 }  // namespace
+
+namespace sample_codec_detail {
+
+absl::Status Header(std::string_view blob, uint64_t* n, const unsigned char** steps) {
+  const auto* p = reinterpret_cast<const unsigned char*>(blob.data());
+  const unsigned char* end = p + blob.size();
+  if (blob.empty() || p[0] != kMagic) return absl::DataLossError("not the compact form (it starts with 0xFF 0x01)");
+  if (blob.size() < 2 || p[1] != kVersion) {
+    return absl::DataLossError(absl::StrCat("compact form version ", blob.size() < 2 ? -1 : p[1],
+                                            " is not known (this build reads ", kVersion, ")"));
+  }
+  p += 2;
+  // Each step takes at least 3 bytes: a count past that is not this form.
+  if (!GetVarint(p, end, n) || *n > static_cast<uint64_t>(end - p) / 3) return absl::DataLossError("bad step count");
+  *steps = p;
+  return absl::OkStatus();
+}
+
+absl::Status StepError(const char* what, uint64_t i, uint64_t n) {
+  if (what == nullptr) return absl::DataLossError("bytes after the last step");
+  return absl::DataLossError(absl::StrCat(what, " at step ", i, " of ", n));
+}
+
+}  // namespace sample_codec_detail
 
 std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
   if (!batch.columns().empty()) return batch.columns();
@@ -221,10 +150,9 @@ void PackSampleColumns(v1::SampleBatch* batch) {
 }
 
 int64_t SampleColumnsCount(std::string_view blob) {
-  if (blob.empty() || static_cast<unsigned char>(blob[0]) != kMagic) return -1;
   uint64_t n = 0;
   const unsigned char* steps = nullptr;
-  if (!GetHeader(blob, &n, &steps).ok()) return -1;
+  if (!sample_codec_detail::Header(blob, &n, &steps).ok()) return -1;
   return static_cast<int64_t>(n);
 }
 
@@ -246,16 +174,6 @@ absl::Status DecodeSampleColumns(std::string_view blob, v1::SampleBatch* out) {
   }
   absl::Status s = DecodeCompact(blob, out);
   if (!s.ok()) return absl::DataLossError(absl::StrCat("sample batch: ", s.message()));
-  return s;
-}
-
-absl::Status UnpackSampleColumns(v1::SampleBatch* batch) {
-  if (batch->columns().empty()) return absl::OkStatus();
-  if (static_cast<unsigned char>(batch->columns()[0]) != kMagic) {
-    return absl::InvalidArgumentError("not the compact form (it starts with 0xFF 0x01)");
-  }
-  absl::Status s = DecodeCompact(batch->columns(), batch);
-  if (!s.ok()) return absl::InvalidArgumentError(s.message());
   return s;
 }
 

@@ -8,36 +8,9 @@
 namespace hetbench::server {
 
 BatchSummary SummarizeBatch(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {
-  BatchSummary b;
-  if (n <= 0) return b;
-  const int64_t pivot = duration_ns[0];
-  int64_t lo = pivot, hi = pivot, first = start_ns[0], last = start_ns[0] + pivot;
-  int64_t item_sum = 0, item_min = items[0];
-  int64_t shifted = 0;  // sum of (d - pivot): exact
-  double shifted_sq = 0;
-  for (int i = 0; i < n; ++i) {
-    const int64_t d = duration_ns[i];
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-    first = std::min(first, start_ns[i]);
-    last = std::max(last, start_ns[i] + d);
-    item_sum += items[i];
-    item_min = std::min<int64_t>(item_min, items[i]);
-    const int64_t e = d - pivot;
-    shifted += e;
-    shifted_sq += static_cast<double>(e) * static_cast<double>(e);
-  }
-  b.n = n;
-  b.min = lo;
-  b.max = hi;
-  b.first_start = first;
-  b.last_end = last;
-  b.items = item_sum;
-  b.min_items = item_min;
-  const double s1 = static_cast<double>(shifted);
-  b.sum = static_cast<double>(pivot) * n + s1;
-  b.m2 = std::max(0.0, shifted_sq - s1 * s1 / n);
-  return b;
+  BatchSummarizer s;
+  for (int i = 0; i < n; ++i) s.Add(start_ns[i], duration_ns[i], items[i]);
+  return s.Finish();
 }
 
 void PhaseAccumulator::Add(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n) {

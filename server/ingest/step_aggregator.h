@@ -11,6 +11,7 @@
 /// buckets up to the longest step (12k counters for 1 ms steps, 55k at most).
 /// Not thread-safe: the event loop owns it.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -29,8 +30,54 @@ struct BatchSummary {
   int64_t items = 0, min_items = 0;
   double sum = 0, m2 = 0;  // sum of durations; squared deviations from their mean
 };
-/// One pass: sums about the first duration (exact in int64), so the batch's
-/// M2 needs no second pass and loses no precision to a large mean.
+/// A BatchSummary made step by step, in the pass that reads the steps (the
+/// edge decodes a batch's compact columns and summarizes them at once). Sums
+/// about the first duration (exact in int64), so the batch's M2 needs no
+/// second pass and loses no precision to a large mean.
+class BatchSummarizer {
+ public:
+  void Add(int64_t start_ns, int64_t duration_ns, int32_t items) {
+    if (n_ == 0) {
+      pivot_ = lo_ = hi_ = duration_ns;
+      first_ = start_ns;
+      last_ = start_ns + duration_ns;
+      item_min_ = items;
+    }
+    ++n_;
+    lo_ = std::min(lo_, duration_ns);
+    hi_ = std::max(hi_, duration_ns);
+    first_ = std::min(first_, start_ns);
+    last_ = std::max(last_, start_ns + duration_ns);
+    item_sum_ += items;
+    item_min_ = std::min<int64_t>(item_min_, items);
+    const int64_t e = duration_ns - pivot_;
+    shifted_ += e;
+    shifted_sq_ += static_cast<double>(e) * static_cast<double>(e);
+  }
+  BatchSummary Finish() const {
+    BatchSummary b;
+    if (n_ == 0) return b;
+    b.n = n_;
+    b.min = lo_;
+    b.max = hi_;
+    b.first_start = first_;
+    b.last_end = last_;
+    b.items = item_sum_;
+    b.min_items = item_min_;
+    const double s1 = static_cast<double>(shifted_);
+    b.sum = static_cast<double>(pivot_) * n_ + s1;
+    b.m2 = std::max(0.0, shifted_sq_ - s1 * s1 / n_);
+    return b;
+  }
+
+ private:
+  int n_ = 0;
+  int64_t pivot_ = 0, lo_ = 0, hi_ = 0, first_ = 0, last_ = 0, item_sum_ = 0, item_min_ = 0;
+  int64_t shifted_ = 0;  // sum of (d - pivot): exact
+  double shifted_sq_ = 0;
+};
+
+/// The summary of n steps held as arrays (a BatchSummarizer over them).
 BatchSummary SummarizeBatch(const int64_t* start_ns, const int64_t* duration_ns, const int32_t* items, int n);
 
 class PhaseAccumulator {

@@ -1,5 +1,6 @@
 #include "server/service/agent_messages.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -26,41 +27,62 @@ AgentMessages::Checked AgentMessages::Check(v1::AgentMessage* message, int max_s
   // histogram counts, so the loop only stores and adds.
   Checked c;
   const v1::AgentMessage& m = *message;
-  if (m.has_samples() && !m.samples().columns().empty()) {
-    const v1::SampleBatch& b = m.samples();
-    const int64_t declared = SampleColumnsCount(b.columns());
-    if (b.start_ns_size() + b.duration_ns_size() + b.items_size() > 0) {
-      c.problem = "samples: both columns and start_ns/duration_ns/items are set; send one form";
-    } else if (declared > max_samples_per_batch) {
-      c.problem = absl::StrCat("samples.columns: ", declared, " samples in one batch: at most ", max_samples_per_batch);
-    } else if (absl::Status s = UnpackSampleColumns(message->mutable_samples()); !s.ok()) {
-      c.problem = absl::StrCat("samples.columns: ", s.message());
+  if (m.has_samples()) {
+    v1::SampleBatch& b = *message->mutable_samples();
+    int first_negative = -1;  // the first step with a negative duration or items
+    if (!b.columns().empty()) {
+      const int64_t declared = SampleColumnsCount(b.columns());
+      if (b.start_ns_size() + b.duration_ns_size() + b.items_size() > 0) {
+        c.problem = "samples: both columns and start_ns/duration_ns/items are set; send one form";
+      } else if (declared > max_samples_per_batch) {
+        c.problem = absl::StrCat("samples.columns: ", declared, " samples in one batch: at most ", max_samples_per_batch);
+      } else {
+        // One pass: the durations kept (the aggregate keeps them), the start
+        // times and items summarized as they are read and not kept; the
+        // columns stay, for the store.
+        const int n = static_cast<int>(std::max<int64_t>(declared, 0));
+        b.mutable_duration_ns()->Reserve(n);
+        int64_t* duration = b.mutable_duration_ns()->AddNAlreadyReserved(n);
+        BatchSummarizer summary;
+        int i = 0;
+        absl::Status s = ForEachSampleStep(b.columns(), [&](int64_t start, int64_t d, int32_t items) {
+          if ((d < 0 || items < 0) && first_negative < 0) first_negative = i;
+          duration[i++] = d;
+          summary.Add(start, d, items);
+        });
+        if (s.ok()) {
+          c.summary = summary.Finish();
+        } else {
+          b.clear_duration_ns();
+          c.problem = absl::StrCat("samples.columns: ", s.message());
+        }
+      }
+    } else {
+      const int n = b.duration_ns_size();
+      if (n > max_samples_per_batch) {
+        c.problem = absl::StrCat("samples.duration_ns: ", n, " samples in one batch: at most ", max_samples_per_batch);
+      } else if (b.start_ns_size() != n) {
+        c.problem = absl::StrCat("samples.start_ns: ", b.start_ns_size(), " values, duration_ns has ", n);
+      } else if (b.items_size() != n) {
+        c.problem = absl::StrCat("samples.items: ", b.items_size(), " values, duration_ns has ", n);
+      } else {
+        // One pass for the checks and the aggregate's figures; the loop merges them.
+        c.summary = SummarizeBatch(b.start_ns().data(), b.duration_ns().data(), b.items().data(), n);
+        if (n > 0 && (c.summary.min < 0 || c.summary.min_items < 0)) {
+          first_negative = 0;
+          while (b.duration_ns(first_negative) >= 0 && b.items(first_negative) >= 0) ++first_negative;
+        }
+      }
     }
     if (!c.problem.empty()) return c;
-  }
-  if (m.has_samples()) {
-    const v1::SampleBatch& b = m.samples();
-    const int n = b.duration_ns_size();
-    if (n > max_samples_per_batch) {
-      c.problem = absl::StrCat("samples.duration_ns: ", n, " samples in one batch: at most ", max_samples_per_batch);
-    } else if (b.start_ns_size() != n) {
-      c.problem = absl::StrCat("samples.start_ns: ", b.start_ns_size(), " values, duration_ns has ", n);
-    } else if (b.items_size() != n) {
-      c.problem = absl::StrCat("samples.items: ", b.items_size(), " values, duration_ns has ", n);
-    } else if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER && b.phase() != v1::PHASE_SERVE &&
-               b.phase() != v1::PHASE_TTFT && b.phase() != v1::PHASE_TPOT) {
-      c.problem = absl::StrCat("samples.phase = ", static_cast<int>(b.phase()),
-                               ": must be TRAIN, INFER, SERVE, TTFT or TPOT");
+    if (b.phase() != v1::PHASE_TRAIN && b.phase() != v1::PHASE_INFER && b.phase() != v1::PHASE_SERVE &&
+        b.phase() != v1::PHASE_TTFT && b.phase() != v1::PHASE_TPOT) {
+      c.problem =
+          absl::StrCat("samples.phase = ", static_cast<int>(b.phase()), ": must be TRAIN, INFER, SERVE, TTFT or TPOT");
+    } else if (first_negative >= 0) {
+      c.problem = absl::StrCat("samples[", first_negative, "]: negative duration or items");
     } else {
-      // One pass for the checks and the aggregate's figures; the loop merges them.
-      c.summary = SummarizeBatch(b.start_ns().data(), b.duration_ns().data(), b.items().data(), n);
-      if (n > 0 && (c.summary.min < 0 || c.summary.min_items < 0)) {
-        int i = 0;
-        while (b.duration_ns(i) >= 0 && b.items(i) >= 0) ++i;
-        c.problem = absl::StrCat("samples[", i, "]: negative duration or items");
-      } else {
-        c.steps = Metrics::CountSteps(b.duration_ns());
-      }
+      c.steps = Metrics::CountSteps(b.duration_ns());
     }
   } else if (m.has_power()) {
     const v1::PowerBatch& b = m.power();

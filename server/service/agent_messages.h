@@ -44,8 +44,10 @@ class AgentMessages {
     Metrics::StepCounts steps;
     BatchSummary summary;  // samples only
   };
-  /// The edge's checks of `m`; a sample batch sent as `columns` is decoded
-  /// into its arrays here (the columns stay, for the store).
+  /// The edge's checks of `m`; a sample batch sent as `columns` is read here
+  /// in one pass into its durations (the aggregate keeps them) and `summary`
+  /// (start times and items are summed, not kept); the columns stay, for the
+  /// store. A refused batch keeps no half-read durations.
   static Checked Check(v1::AgentMessage* m, int max_samples_per_batch);
 
   struct Parts {

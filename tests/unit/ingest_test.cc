@@ -4,6 +4,7 @@
 #include "common/stats.h"
 #include "gtest/gtest.h"
 #include "server/ingest/step_aggregator.h"
+#include "server/service/agent_messages.h"
 #include "server/service/ingest_gate.h"
 #include "common/sample_codec.h"
 
@@ -98,7 +99,13 @@ TEST(SampleCodecTest, RefusesCorruptBlobs) {
   EXPECT_FALSE(DecodeSampleColumns(std::string("\xff\x01\xff\xff\xff\xff\x0f", 7), &back).ok());  // count too big
 }
 
-TEST(SampleCodecTest, PackedColumnsUnpackToTheSameArraysAndTheCountIsReadFirst) {
+// The values of a compact blob, read step by step as the coordinator's edge reads them.
+absl::Status ReadSteps(std::string_view blob, std::vector<StepSample>* out) {
+  out->clear();
+  return ForEachSampleStep(blob, [out](int64_t start, int64_t d, int32_t items) { out->push_back({start, d, items}); });
+}
+
+TEST(SampleCodecTest, PackedColumnsReadBackStepByStepAsTheArraysAndTheCountIsReadFirst) {
   const v1::SampleBatch arrays = Batch(1000, 5);
   v1::SampleBatch packed = arrays;
   PackSampleColumns(&packed);  // what the agent sends
@@ -109,31 +116,31 @@ TEST(SampleCodecTest, PackedColumnsUnpackToTheSameArraysAndTheCountIsReadFirst) 
   EXPECT_EQ(SampleCount(packed), 1000);  // what the ingest gate counts for it
   EXPECT_EQ(SampleCount(arrays), 1000);
   EXPECT_EQ(SampleColumnsCount("\x08\x01"), -1);  // a protobuf, not the compact form
-  ASSERT_TRUE(UnpackSampleColumns(&packed).ok());  // what the coordinator's edge does
-  EXPECT_EQ(packed.start_ns().size(), 1000);
+  std::vector<StepSample> steps;
+  ASSERT_TRUE(ReadSteps(packed.columns(), &steps).ok());
+  ASSERT_EQ(steps.size(), 1000u);
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_EQ(packed.start_ns(i), arrays.start_ns(i)) << i;
-    ASSERT_EQ(packed.duration_ns(i), arrays.duration_ns(i)) << i;
-    ASSERT_EQ(packed.items(i), arrays.items(i)) << i;
+    ASSERT_EQ(steps[i].start_ns, arrays.start_ns(i)) << i;
+    ASSERT_EQ(steps[i].duration_ns, arrays.duration_ns(i)) << i;
+    ASSERT_EQ(steps[i].items, arrays.items(i)) << i;
   }
   // The store keeps the agent's columns as they came.
   EXPECT_EQ(EncodeSampleColumns(packed), packed.columns());
   EXPECT_EQ(EncodeSampleColumns(packed), EncodeSampleColumns(arrays));
 }
 
-TEST(SampleCodecTest, UnpackRefusesWhatIsNotTheCompactFormAndLeavesNoHalfColumns) {
+TEST(SampleCodecTest, StepByStepReadingRefusesWhatIsNotTheCompactFormNamingTheStep) {
   v1::SampleBatch b = Batch(50, 6);
   PackSampleColumns(&b);
-  v1::SampleBatch truncated = b;
-  truncated.set_columns(b.columns().substr(0, b.columns().size() - 4));
-  absl::Status s = UnpackSampleColumns(&truncated);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<StepSample> steps;
+  absl::Status s = ReadSteps(b.columns().substr(0, b.columns().size() - 4), &steps);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("truncated at step 4"), std::string::npos) << s;
-  EXPECT_EQ(truncated.duration_ns_size(), 0);  // nothing half-decoded
-  v1::SampleBatch other = b;
-  other.set_columns(Batch(5, 1).SerializeAsString());
-  s = UnpackSampleColumns(&other);
+  s = ReadSteps(b.columns() + "x", &steps);
+  EXPECT_NE(s.message().find("bytes after the last step"), std::string::npos) << s;
+  s = ReadSteps(Batch(5, 1).SerializeAsString(), &steps);
   EXPECT_NE(s.message().find("not the compact form"), std::string::npos) << s;
+  EXPECT_TRUE(steps.empty());  // the header is read before any step
   v1::SampleBatch big_items;
   big_items.add_start_ns(0);
   big_items.add_duration_ns(1);
@@ -142,8 +149,55 @@ TEST(SampleCodecTest, UnpackRefusesWhatIsNotTheCompactFormAndLeavesNoHalfColumns
   big_items.add_duration_ns(1);
   big_items.add_items(-2'000'000'000);
   PackSampleColumns(&big_items);
-  ASSERT_TRUE(UnpackSampleColumns(&big_items).ok());  // a change of 4e9 still lands in range
-  EXPECT_EQ(big_items.items(1), -2'000'000'000);
+  ASSERT_TRUE(ReadSteps(big_items.columns(), &steps).ok());  // a change of 4e9 still lands in range
+  EXPECT_EQ(steps[1].items, -2'000'000'000);
+}
+
+// The edge reads a batch sent as columns in one pass, keeping only the
+// durations: what it hands the loop must be what the arrays would give.
+TEST(AgentMessagesCheckTest, ColumnsGiveTheSummaryDurationsAndCountsOfTheArrays) {
+  v1::AgentMessage as_arrays;
+  *as_arrays.mutable_samples() = Batch(1000, 8);
+  v1::AgentMessage as_columns = as_arrays;
+  PackSampleColumns(as_columns.mutable_samples());
+  const AgentMessages::Checked a = AgentMessages::Check(&as_arrays, 100'000);
+  const AgentMessages::Checked c = AgentMessages::Check(&as_columns, 100'000);
+  ASSERT_EQ(a.problem, "");
+  ASSERT_EQ(c.problem, "");
+  EXPECT_EQ(c.summary.n, 1000);
+  EXPECT_EQ(c.summary.min, a.summary.min);
+  EXPECT_EQ(c.summary.max, a.summary.max);
+  EXPECT_EQ(c.summary.first_start, a.summary.first_start);
+  EXPECT_EQ(c.summary.last_end, a.summary.last_end);
+  EXPECT_EQ(c.summary.items, a.summary.items);
+  EXPECT_EQ(c.summary.min_items, a.summary.min_items);
+  EXPECT_EQ(c.summary.sum, a.summary.sum);
+  EXPECT_EQ(c.summary.m2, a.summary.m2);
+  EXPECT_EQ(c.steps.bucket_increments, a.steps.bucket_increments);
+  EXPECT_EQ(c.steps.sum_seconds, a.steps.sum_seconds);
+  const v1::SampleBatch& cb = as_columns.samples();
+  EXPECT_EQ(std::vector<int64_t>(cb.duration_ns().begin(), cb.duration_ns().end()),
+            std::vector<int64_t>(as_arrays.samples().duration_ns().begin(), as_arrays.samples().duration_ns().end()));
+  EXPECT_EQ(cb.start_ns_size() + cb.items_size(), 0);  // read, summarized, not kept
+  EXPECT_EQ(SampleCount(cb), 1000);
+}
+
+TEST(AgentMessagesCheckTest, BadColumnsNameTheStepAndKeepNoHalfDecodedDurations) {
+  v1::AgentMessage m;
+  *m.mutable_samples() = Batch(50, 9);
+  m.mutable_samples()->set_duration_ns(7, -3);
+  v1::AgentMessage negative = m;
+  PackSampleColumns(negative.mutable_samples());
+  EXPECT_EQ(AgentMessages::Check(&negative, 100'000).problem, "samples[7]: negative duration or items");
+  PackSampleColumns(m.mutable_samples());
+  m.mutable_samples()->mutable_columns()->resize(m.samples().columns().size() - 4);
+  EXPECT_EQ(AgentMessages::Check(&m, 100'000).problem, "samples.columns: truncated at step 49 of 50");
+  EXPECT_EQ(m.samples().duration_ns_size(), 0);
+  v1::AgentMessage too_many;
+  *too_many.mutable_samples() = Batch(50, 10);
+  PackSampleColumns(too_many.mutable_samples());
+  EXPECT_EQ(AgentMessages::Check(&too_many, 49).problem, "samples.columns: 50 samples in one batch: at most 49");
+  EXPECT_EQ(too_many.samples().duration_ns_size(), 0);  // refused from the header, before decoding
 }
 
 std::vector<StepSample> Steps(const std::vector<v1::SampleBatch>& batches) {
