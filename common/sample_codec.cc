@@ -75,7 +75,8 @@ absl::Status DecodeCompact(std::string_view blob, v1::SampleBatch* out) {
   out->clear_start_ns();
   out->clear_duration_ns();
   out->clear_items();
-  if (n < 0) return ForEachSampleStep(blob, [](int64_t, int64_t, int32_t) {});  // the header's own error
+  // A bad header: its own error, from the reader.
+  if (n < 0) return ForEachSampleStep(blob, [](int64_t, int64_t, int32_t) {});
   const int count = static_cast<int>(n);  // at most a third of the blob's bytes
   out->mutable_start_ns()->Reserve(count);
   out->mutable_duration_ns()->Reserve(count);

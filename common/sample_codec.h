@@ -128,9 +128,9 @@ absl::Status ForEachSampleStep(std::string_view blob, Step&& step) {
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t gap = 0, d = 0, di = 0;
     // A step takes at most 30 bytes: while that many remain, no bound checks.
-    const bool ok = end - p >= 30 ? GetVarintUnchecked(p, &gap) && GetVarintUnchecked(p, &d) &&
-                                        GetVarintUnchecked(p, &di)
-                                  : GetVarint(p, end, &gap) && GetVarint(p, end, &d) && GetVarint(p, end, &di);
+    const bool ok = end - p >= 30
+                        ? GetVarintUnchecked(p, &gap) && GetVarintUnchecked(p, &d) && GetVarintUnchecked(p, &di)
+                        : GetVarint(p, end, &gap) && GetVarint(p, end, &d) && GetVarint(p, end, &di);
     if (!ok) return StepError("truncated", i, n);
     const auto start = static_cast<int64_t>(static_cast<uint64_t>(previous_end) + static_cast<uint64_t>(UnZigZag(gap)));
     const int64_t duration = UnZigZag(d);

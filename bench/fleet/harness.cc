@@ -10,9 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <thread>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -227,7 +227,7 @@ namespace {
 
 /// What ingest and idle cost with nothing behind them: a callback
 /// AgentGateway that welcomes, reads each batch's samples into values (the
-/// columns decoded, as the protobuf parse decodes arrays), acks every batch,
+/// columns step by step, as the protobuf parse reads arrays), acks every batch,
 /// echoes each heartbeat that carries the agent's clock (as the coordinator
 /// must, for the agent's clock offset), and stores nothing. With a `writer`
 /// (the storing sink) each sample batch is acked only once that writer (the
@@ -328,7 +328,8 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storin
   if (storing) {
     dir = MakeScratchDir();
     auto opened = server::SqliteJobStore::Open(dir + "/hetbench.db");
-    auto connection = opened.ok() ? (*opened)->Connect() : absl::StatusOr<std::unique_ptr<server::JobStore>>(opened.status());
+    auto connection =
+        opened.ok() ? (*opened)->Connect() : absl::StatusOr<std::unique_ptr<server::JobStore>>(opened.status());
     if (!connection.ok()) {
       std::cerr << "bench_fleet: the storing sink's store: " << connection.status() << "\n";
       std::filesystem::remove_all(dir);

@@ -35,7 +35,8 @@ AgentMessages::Checked AgentMessages::Check(v1::AgentMessage* message, int max_s
       if (b.start_ns_size() + b.duration_ns_size() + b.items_size() > 0) {
         c.problem = "samples: both columns and start_ns/duration_ns/items are set; send one form";
       } else if (declared > max_samples_per_batch) {
-        c.problem = absl::StrCat("samples.columns: ", declared, " samples in one batch: at most ", max_samples_per_batch);
+        c.problem =
+            absl::StrCat("samples.columns: ", declared, " samples in one batch: at most ", max_samples_per_batch);
       } else {
         // One pass: the durations kept (the aggregate keeps them), the start
         // times and items summarized as they are read and not kept; the

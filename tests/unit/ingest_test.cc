@@ -1,12 +1,12 @@
 // The stored form of sample columns and the aggregation done at ingest.
 #include <random>
 
+#include "common/sample_codec.h"
 #include "common/stats.h"
 #include "gtest/gtest.h"
 #include "server/ingest/step_aggregator.h"
 #include "server/service/agent_messages.h"
 #include "server/service/ingest_gate.h"
-#include "common/sample_codec.h"
 
 namespace hetbench::server {
 namespace {
