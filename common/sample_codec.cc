@@ -71,12 +71,12 @@ std::string Encode(const int64_t* start, const int64_t* duration, const int32_t*
 
 // The three arrays of `out` set to n steps decoded from the compact form.
 absl::Status DecodeCompact(std::string_view blob, v1::SampleBatch* out) {
-  const int64_t n = SampleColumnsCount(blob);
   out->clear_start_ns();
   out->clear_duration_ns();
   out->clear_items();
-  // A bad header: its own error, from the reader.
-  if (n < 0) return ForEachSampleStep(blob, [](int64_t, int64_t, int32_t) {});
+  uint64_t n = 0;
+  const unsigned char* steps = nullptr;
+  if (absl::Status s = sample_codec_detail::Header(blob, &n, &steps); !s.ok()) return s;
   const int count = static_cast<int>(n);  // at most a third of the blob's bytes
   out->mutable_start_ns()->Reserve(count);
   out->mutable_duration_ns()->Reserve(count);
