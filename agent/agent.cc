@@ -107,6 +107,7 @@ bool Agent::RunConnection() {
   for (const v1::AbsentDevice& a : config_.absent) *hello->add_absent() = a;
   hello->set_rendezvous_host(config_.rendezvous_host);
   hello->set_rendezvous_port_base(config_.rendezvous_port_base);
+  hello->set_ack_lists(true);
   for (HeldTask* t : HeldTasks()) {
     if (t->abandoned.load()) continue;
     v1::ResumeTask* r = hello->add_resume();
@@ -146,6 +147,9 @@ bool Agent::RunConnection() {
         break;
       case v1::CoordinatorMessage::kAck:
         HandleAck(msg.ack());
+        break;
+      case v1::CoordinatorMessage::kAcks:  // the batches of one commit, in order
+        for (const v1::SampleAck& ack : msg.acks().acks()) HandleAck(ack);
         break;
       case v1::CoordinatorMessage::kRejected:
         HandleRejected(msg.rejected());

@@ -588,6 +588,9 @@ int main(int argc, char** argv) {
   app.add_flag("--sample-arrays", opt.sample_arrays,
                "sample batches as arrays, as agents before the compact columns sent them (hetbench-agent sends "
                "columns to a coordinator whose Welcome takes them)");
+  app.add_flag("--single-acks", opt.single_acks,
+               "agents that do not read ack lists, as before them: one ack message per stored batch (hetbench-agent "
+               "declares Hello.ack_lists and gets one list per commit)");
   app.add_option("--seed", opt.seed, "the simulated agents' noise; the faulty devices stay the same")
       ->capture_default_str();
   app.add_option("--agents", opt.agents, "simulated agents")->capture_default_str();
@@ -680,6 +683,7 @@ int main(int argc, char** argv) {
   // phase), or through a labelled shortcut.
   std::cout << result << " agents_per_connection=" << opt.agents_per_connection
             << " heartbeats=" << (opt.synchronized_heartbeats ? "synchronized" : "independent")
-            << " samples=" << (opt.sample_arrays ? "arrays" : "columns") << std::endl;
+            << " samples=" << (opt.sample_arrays ? "arrays" : "columns")
+            << " acks=" << (opt.single_acks ? "single" : "lists") << std::endl;
   return 0;
 }

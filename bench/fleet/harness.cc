@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -233,13 +234,16 @@ namespace {
 /// (the storing sink) each sample batch is acked only once that writer (the
 /// coordinator's own BatchWriter, on a SQLite store of its own) has
 /// committed it: what any coordinator must do for exactly once, with no
-/// event loop, aggregate, gate or metrics behind it.
+/// event loop, aggregate, gate or metrics behind it. Its acks of one commit
+/// go to an agent that reads ack lists as one list, as the coordinator's do
+/// (`held` lists the streams to release after each commit's answers).
 class BareSink final : public v1::AgentGateway::CallbackService {
  public:
-  explicit BareSink(server::BatchWriter* writer = nullptr) : writer_(writer) {}
+  using HeldAcks = absl::flat_hash_map<server::AgentSink*, std::shared_ptr<server::AgentSink>>;
+  BareSink(server::BatchWriter* writer, HeldAcks* held) : writer_(writer), held_(held) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext*) override {
-    return new Stream(writer_);
+    return new Stream(writer_, held_);
   }
 
  private:
@@ -248,8 +252,9 @@ class BareSink final : public v1::AgentGateway::CallbackService {
     using Outbox = server::ReactorSink<Stream, v1::CoordinatorMessage>;
 
    public:
-    explicit Stream(server::BatchWriter* writer)
+    Stream(server::BatchWriter* writer, HeldAcks* held)
         : writer_(writer),
+          held_(held),
           out_(std::make_shared<Outbox>(this, server::RpcTimer(nullptr, "Connect"), nullptr, "agent",
                                         /*coalesce=*/false, size_t{1} << 20)) {
       StartRead(&in_);
@@ -270,6 +275,7 @@ class BareSink final : public v1::AgentGateway::CallbackService {
       }
       v1::CoordinatorMessage out;
       if (in_.has_hello()) {
+        ack_lists_ = in_.hello().ack_lists();
         out.mutable_welcome()->set_lease_seconds(60);
         out.mutable_welcome()->set_sample_columns(true);  // it takes what the coordinator takes
       } else if (in_.has_samples()) {
@@ -280,8 +286,15 @@ class BareSink final : public v1::AgentGateway::CallbackService {
           auto m = std::make_shared<v1::AgentMessage>(std::move(in_));
           in_.Clear();
           writer_->Write(std::shared_ptr<const v1::SampleBatch>(m, &m->samples()),
-                         [outbox = out_, ack = std::move(out)](const absl::StatusOr<bool>& stored) {
-                           if (stored.ok()) outbox->Send(ack);  // else not acked: sent again
+                         [outbox = out_, lists = ack_lists_, held = held_,
+                          ack = std::move(out)](const absl::StatusOr<bool>& stored) {
+                           if (!stored.ok()) return;  // not acked: sent again
+                           if (!lists) {
+                             outbox->Send(ack);
+                             return;
+                           }
+                           outbox->SendHeld(ack);  // released after the commit's answers (writer's thread)
+                           held->try_emplace(outbox.get(), outbox);
                          });
           StartRead(&in_);
           return;
@@ -308,12 +321,15 @@ class BareSink final : public v1::AgentGateway::CallbackService {
 
    private:
     server::BatchWriter* const writer_;
+    HeldAcks* const held_;
     const std::shared_ptr<Outbox> out_;
+    bool ack_lists_ = false;  // the agent's Hello
     v1::AgentMessage in_;
     int64_t checksum_ = 0;  // what the reading yields, kept so that the reading is not optimized away
   };
 
   server::BatchWriter* const writer_;
+  HeldAcks* const held_;
 };
 
 }  // namespace
@@ -324,6 +340,7 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storin
   // the coordinator's BatchWriter over a second connection, as Ingest does.
   std::string dir;
   std::unique_ptr<server::SqliteJobStore> store;
+  BareSink::HeldAcks held;  // before the writer, whose thread uses it until it stops
   std::unique_ptr<server::BatchWriter> writer;
   if (storing) {
     dir = MakeScratchDir();
@@ -336,13 +353,16 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storin
       return 0;
     }
     store = std::move(*opened);
-    // The acks go out from the writer's thread (there is no event loop).
-    writer = std::make_unique<server::BatchWriter>(std::move(*connection), [](std::function<void()> then) {
+    // The acks go out from the writer's thread (there is no event loop); a
+    // commit's held acks leave once its answers are done, as the coordinator's.
+    writer = std::make_unique<server::BatchWriter>(std::move(*connection), [&held](std::function<void()> then) {
       then();
+      for (auto& [raw, sink] : held) sink->Release();
+      held.clear();
       return true;
     });
   }
-  BareSink sink(writer.get());
+  BareSink sink(writer.get(), &held);
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -388,7 +408,7 @@ int ServeBare(int argc, char** argv) {
   signal(SIGTERM, StopBare);
   // As hetbench-server runs: without Abseil's per-lock deadlock graph (server/main.cc).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  BareSink sink;
+  BareSink sink(/*writer=*/nullptr, /*held=*/nullptr);
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);

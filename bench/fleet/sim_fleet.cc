@@ -61,6 +61,7 @@ void SimAgent::Start(v1::AgentGateway::Stub* stub) {
   h->set_agent_id(id_);
   h->set_hostname("fleet-sim");
   h->set_version(HetbenchVersion());
+  h->set_ack_lists(!opt_.single_acks);  // as hetbench-agent, unless the shortcut says otherwise
   const v1::DeviceKind kinds[] = {v1::DEVICE_KIND_CPU, v1::DEVICE_KIND_GPU, v1::DEVICE_KIND_TPU, v1::DEVICE_KIND_DPU,
                                   v1::DEVICE_KIND_QPU_SIM};
   for (int i = 0; i < opt_.devices; ++i) {
@@ -161,6 +162,9 @@ void SimAgent::Handle(const v1::CoordinatorMessage& m) {
       break;
     case v1::CoordinatorMessage::kAck:
       OnAck(m.ack());
+      break;
+    case v1::CoordinatorMessage::kAcks:
+      for (const v1::SampleAck& ack : m.acks().acks()) OnAck(ack);
       break;
     case v1::CoordinatorMessage::kCancel:
       if (m.cancel().fenced()) {

@@ -73,6 +73,9 @@ struct Options {
   /// Sample batches as arrays (an agent before the compact columns), not as
   /// the columns hetbench-agent sends a coordinator that takes them.
   bool sample_arrays = false;
+  /// Every ack alone: agents do not declare Hello.ack_lists (an agent before
+  /// them), so the coordinator sends one message per stored batch.
+  bool single_acks = false;
   std::vector<std::string> server_args;  // passed on to the spawned hetbench-server
 };
 

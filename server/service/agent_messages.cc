@@ -205,13 +205,15 @@ void AgentMessages::Samples(Session& session, const std::shared_ptr<const v1::Ag
   }
   std::shared_ptr<const v1::SampleBatch> batch(m, &m->samples());  // shares the message's lifetime
   p_.ingest->Write(batch, checked.summary,
-                [this, sink = session.sink, m, checked](const absl::StatusOr<bool>& stored, bool counted) {
-                  SampleStored(sink, m, checked, stored, counted);
-                });
+                   [this, sink = session.sink, lists = session.hello.ack_lists(), m, checked](
+                       const absl::StatusOr<bool>& stored, bool counted) {
+                     SampleStored(sink, lists, m, checked, stored, counted);
+                   });
 }
 
-void AgentMessages::SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
-                               const Checked& checked, const absl::StatusOr<bool>& stored, bool counted) {
+void AgentMessages::SampleStored(const std::shared_ptr<AgentSink>& sink, bool ack_lists,
+                                 const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked,
+                                 const absl::StatusOr<bool>& stored, bool counted) {
   const v1::SampleBatch& b = m->samples();
   if (!stored.ok()) {
     LogError(kLog, "storing samples of ", b.task_id(), ": ", stored.status().ToString());
@@ -225,7 +227,21 @@ void AgentMessages::SampleStored(const std::shared_ptr<AgentSink>& sink, const s
   } else if (!*stored) {
     p_.metrics->AddDuplicateBatch();
   }
-  sink->Send(AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
+  Acknowledge(sink, ack_lists, AckMessage(b.task_id(), b.attempt(), b.seq(), /*power=*/false));
+}
+
+void AgentMessages::Acknowledge(const std::shared_ptr<AgentSink>& sink, bool lists, v1::CoordinatorMessage ack) {
+  if (!lists) {
+    sink->Send(std::move(ack));
+    return;
+  }
+  sink->SendHeld(std::move(ack));
+  held_.try_emplace(sink.get(), sink);
+}
+
+void AgentMessages::ReleaseAcks() {
+  for (auto& [raw, sink] : held_) sink->Release();
+  held_.clear();
 }
 
 v1::Task* AgentMessages::Admit(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
@@ -268,7 +284,8 @@ void AgentMessages::Power(Session& session, const std::shared_ptr<const v1::Agen
     return;
   }
   std::shared_ptr<const v1::PowerBatch> batch(m, &m->power());
-  p_.ingest->Write(batch, [metrics = p_.metrics, sink = session.sink, batch, agent = session.hello.agent_id(),
+  p_.ingest->Write(batch, [this, metrics = p_.metrics, sink = session.sink, lists = session.hello.ack_lists(), batch,
+                        agent = session.hello.agent_id(),
                         kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
                            const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
     if (!stored.ok()) {
@@ -283,7 +300,7 @@ void AgentMessages::Power(Session& session, const std::shared_ptr<const v1::Agen
     } else if (!*stored) {
       metrics->AddDuplicateBatch();
     }
-    sink->Send(AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
+    Acknowledge(sink, lists, AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
   });
 }
 

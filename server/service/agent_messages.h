@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "server/ingest/ingest.h"
@@ -67,13 +68,23 @@ class AgentMessages {
   void Handle(uint64_t session_id, const std::shared_ptr<AgentSink>& sink,
               const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
 
+  /// Sends the acks held back since the last call: one ack list per stream
+  /// whose agent reads them (Hello.ack_lists). The loop calls it after the
+  /// answers of each commit, so a commit costs a stream one write, not one
+  /// per batch.
+  void ReleaseAcks();
+
  private:
+  /// Acks a stored batch: held back to join the others of its commit when
+  /// the agent reads ack lists (`lists`), otherwise sent alone.
+  void Acknowledge(const std::shared_ptr<AgentSink>& sink, bool lists, v1::CoordinatorMessage ack);
   void Progress(Session& session, const v1::Progress& p);
   /// Hands a batch of a running attempt to the batch writer; the ack, the
   /// aggregate and the metrics follow its commit (SampleStored).
   void Samples(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
-  void SampleStored(const std::shared_ptr<AgentSink>& sink, const std::shared_ptr<const v1::AgentMessage>& m,
-                    const Checked& checked, const absl::StatusOr<bool>& stored, bool counted);
+  void SampleStored(const std::shared_ptr<AgentSink>& sink, bool ack_lists,
+                    const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked,
+                    const absl::StatusOr<bool>& stored, bool counted);
   /// Hands a power batch to the batch writer; the ack and the metrics follow its commit.
   void Power(Session& session, const std::shared_ptr<const v1::AgentMessage>& m, const Checked& checked);
   /// A replica of a replicated serving run that ended well: its latencies
@@ -101,6 +112,8 @@ class AgentMessages {
 
   const Parts p_;
   const Attempts::Defer defer_;
+  /// The streams with an ack held back since ReleaseAcks (loop thread).
+  absl::flat_hash_map<AgentSink*, std::shared_ptr<AgentSink>> held_;
 };
 
 }  // namespace hetbench::server

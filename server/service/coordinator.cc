@@ -32,7 +32,14 @@ absl::Status Coordinator::Start() {
   if (auto s = loop_.CommitBeforeStart(); !s.ok()) return s;  // what the load changed
   auto connection = store_->Connect();
   if (!connection.ok()) return connection.status();
-  ingest_.Start(std::move(*connection), [this](std::function<void()> fn) { return loop_.Post(std::move(fn)); });
+  // Each commit's answers run as one closure; the acks they hold back leave
+  // after it, one ack list per stream (AgentMessages::ReleaseAcks).
+  ingest_.Start(std::move(*connection), [this](std::function<void()> fn) {
+    return loop_.Post([this, fn = std::move(fn)] {
+      fn();
+      messages_.ReleaseAcks();
+    });
+  });
   for (auto* reader : {&task_data_reader_, &ended_reader_}) {
     auto reader_connection = store_->Connect();
     if (!reader_connection.ok()) return reader_connection.status();

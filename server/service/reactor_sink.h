@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -40,6 +42,25 @@ class RpcTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+/// SendHeld's merge on agent streams: an ack (or ack list) followed by an
+/// ack becomes one ack list, in their order. Anything else stays apart.
+inline bool MergeHeld(v1::CoordinatorMessage* held, v1::CoordinatorMessage* msg) {
+  if (msg->kind_case() != v1::CoordinatorMessage::kAck) return false;
+  if (held->kind_case() == v1::CoordinatorMessage::kAck) {
+    v1::SampleAck first = std::move(*held->mutable_ack());
+    *held->mutable_acks()->add_acks() = std::move(first);
+  } else if (held->kind_case() != v1::CoordinatorMessage::kAcks) {
+    return false;
+  }
+  *held->mutable_acks()->add_acks() = std::move(*msg->mutable_ack());
+  return true;
+}
+/// Nothing else merges (job watches hold nothing back).
+template <typename W>
+bool MergeHeld(W*, W*) {
+  return false;
+}
+
 /// The outbound half of a server stream: a queue with one write in flight.
 /// Owned jointly by the reactor and the coordinator (shared_ptr); once the
 /// reactor is done, Send and Close do nothing. Thread-safe.
@@ -49,6 +70,11 @@ class RpcTimer {
 /// all a watcher needs); otherwise (agent streams, whose acks and assignments
 /// cannot be dropped) a queue reaching `max_queue` ends the stream with
 /// RESOURCE_EXHAUSTED, and the agent reconnects and resumes.
+///
+/// SendHeld keeps one message back, outside the queue, merging the next held
+/// ones into it (MergeHeld): the acks of one commit leave as one ack list
+/// once the coordinator Releases them, and any other Send (or Close) sends
+/// what is held first, so the stream's order is the order of the calls.
 template <typename Reactor, typename W>
 class ReactorSink : public MessageSink<W> {
  public:
@@ -63,35 +89,29 @@ class ReactorSink : public MessageSink<W> {
   void Send(W msg) override {
     absl::MutexLock l(&mu_);
     if (reactor_ == nullptr || closing_) return;
-    if (coalesce_ && queue_.size() == 2) {
-      queue_.back() = std::move(msg);  // the front is being written
-      return;
-    }
-    if (queue_.size() >= max_queue_) {
-      if (metrics_ != nullptr) metrics_->AddSendQueueOverflow(stream_);
-      // The write in flight still uses the front; nothing after it goes out.
-      if (writing_) {
-        queue_.erase(queue_.begin() + 1, queue_.end());
-      } else {
-        queue_.clear();
-      }
-      closing_ = true;
-      status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                             "the coordinator's send queue to this stream is full (the peer reads too slowly); "
-                             "reconnect");
-      if (!writing_) FinishLocked();
-      return;
-    }
-    queue_.push_back(std::move(msg));
-    if (!writing_) {
-      writing_ = true;
-      reactor_->StartWrite(&queue_.front());
-    }
+    ReleaseLocked();
+    EnqueueLocked(std::move(msg));
+  }
+
+  void SendHeld(W msg) override {
+    absl::MutexLock l(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    if (held_.has_value() && MergeHeld(&*held_, &msg)) return;
+    ReleaseLocked();
+    held_ = std::move(msg);
+  }
+
+  void Release() override {
+    absl::MutexLock l(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    ReleaseLocked();
   }
 
   void Close(const grpc::Status& status) override {
     absl::MutexLock l(&mu_);
     if (reactor_ == nullptr || closing_) return;
+    ReleaseLocked();
+    if (closing_) return;  // the held message overflowed the queue
     closing_ = true;
     status_ = status;
     if (!writing_) FinishLocked();
@@ -121,9 +141,45 @@ class ReactorSink : public MessageSink<W> {
     absl::MutexLock l(&mu_);
     reactor_ = nullptr;
     queue_.clear();
+    held_.reset();
   }
 
  protected:
+  void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!held_.has_value()) return;
+    W msg = std::move(*held_);
+    held_.reset();
+    EnqueueLocked(std::move(msg));
+  }
+
+  void EnqueueLocked(W msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closing_) return;
+    if (coalesce_ && queue_.size() == 2) {
+      queue_.back() = std::move(msg);  // the front is being written
+      return;
+    }
+    if (queue_.size() >= max_queue_) {
+      if (metrics_ != nullptr) metrics_->AddSendQueueOverflow(stream_);
+      // The write in flight still uses the front; nothing after it goes out.
+      if (writing_) {
+        queue_.erase(queue_.begin() + 1, queue_.end());
+      } else {
+        queue_.clear();
+      }
+      closing_ = true;
+      status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "the coordinator's send queue to this stream is full (the peer reads too slowly); "
+                             "reconnect");
+      if (!writing_) FinishLocked();
+      return;
+    }
+    queue_.push_back(std::move(msg));
+    if (!writing_) {
+      writing_ = true;
+      reactor_->StartWrite(&queue_.front());
+    }
+  }
+
   void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
@@ -139,6 +195,7 @@ class ReactorSink : public MessageSink<W> {
   const bool coalesce_;
   const size_t max_queue_;
   std::deque<W> queue_ ABSL_GUARDED_BY(mu_);
+  std::optional<W> held_ ABSL_GUARDED_BY(mu_);  // SendHeld's, not yet queued
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

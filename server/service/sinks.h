@@ -5,6 +5,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include <utility>
+
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
 
@@ -17,6 +19,12 @@ class MessageSink {
   virtual ~MessageSink() = default;
   /// Queues a message; dropped once the stream is closed or gone.
   virtual void Send(T msg) = 0;
+  /// Queues a message that may wait: it goes out, in order, with the next
+  /// Send, Close or Release, and merges with the held message before it
+  /// where the two merge (acks into one ack list). Default: Send at once.
+  virtual void SendHeld(T msg) { Send(std::move(msg)); }
+  /// Sends what SendHeld holds. Default: nothing is held.
+  virtual void Release() {}
   /// Ends the stream with `status` once queued messages are written. Idempotent.
   virtual void Close(const grpc::Status& status) = 0;
   /// The coordinator finished handling one message read from this stream:

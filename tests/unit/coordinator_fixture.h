@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "server/service/reactor_sink.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait.h"
@@ -30,18 +31,42 @@ namespace hetbench::server::coordinator_testing {
 
 using ::testing::HasSubstr;
 
+/// Holds back and merges what SendHeld gives it as the gRPC sink does
+/// (ReactorSink): until Release, or ahead of the next Send or Close.
 template <typename T>
 class FakeSink final : public MessageSink<T> {
  public:
   void Send(T msg) override {
     absl::MutexLock l(&mu_);
+    ReleaseLocked();
     if (!closed_) messages_.push_back(std::move(msg));
+  }
+  void SendHeld(T msg) override {
+    absl::MutexLock l(&mu_);
+    ++held_calls_;
+    if (closed_ || (held_.has_value() && MergeHeld(&*held_, &msg))) return;
+    ReleaseLocked();
+    held_ = std::move(msg);
+  }
+  void Release() override {
+    absl::MutexLock l(&mu_);
+    ReleaseLocked();
   }
   void Close(const grpc::Status& status) override {
     absl::MutexLock l(&mu_);
     if (closed_) return;
+    ReleaseLocked();
     closed_ = true;
     status_ = status;
+  }
+  /// How many messages came through SendHeld, and whether one is held now.
+  int held_calls() {
+    absl::MutexLock l(&mu_);
+    return held_calls_;
+  }
+  bool holding() {
+    absl::MutexLock l(&mu_);
+    return held_.has_value();
   }
   /// Waits until `pred(messages)` holds; false after 10 s.
   bool WaitFor(std::function<bool(const std::vector<T>&)> pred) {
@@ -68,7 +93,14 @@ class FakeSink final : public MessageSink<T> {
  private:
   std::atomic<bool> held_back_{false};
   absl::Mutex mu_;
+  void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (held_.has_value() && !closed_) messages_.push_back(std::move(*held_));
+    held_.reset();
+  }
+
   std::vector<T> messages_ ABSL_GUARDED_BY(mu_);
+  std::optional<T> held_ ABSL_GUARDED_BY(mu_);
+  int held_calls_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
@@ -168,10 +200,11 @@ class CoordinatorTest : public ::testing::Test {
 
   /// Connects a fake agent with `devices` CPU devices; returns its session id.
   uint64_t Connect(const std::string& agent_id, std::shared_ptr<FakeAgentSink> sink, int devices = 1,
-                   const std::vector<v1::ResumeTask>& resume = {}) {
+                   const std::vector<v1::ResumeTask>& resume = {}, bool ack_lists = false) {
     uint64_t session = coordinator_->NewSessionId();
     v1::AgentMessage m;
     m.mutable_hello()->set_agent_id(agent_id);
+    m.mutable_hello()->set_ack_lists(ack_lists);
     for (const v1::ResumeTask& r : resume) *m.mutable_hello()->add_resume() = r;
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = m.mutable_hello()->add_devices();

@@ -85,6 +85,53 @@ TEST_F(CoordinatorTest, ATaskDoneRightBehindItsBatchesWaitsForThemToBeStored) {
   EXPECT_EQ(stored->size(), static_cast<size_t>(kBatches));
 }
 
+// An agent that reads ack lists (Hello.ack_lists) gets the acks of one
+// commit held back and sent as one list per stream once the commit's answers
+// are done; every ack still comes, in the order of the batches, and the
+// TaskDone's after them. An agent that does not declare them gets each alone.
+TEST_F(CoordinatorTest, AnAgentThatReadsAckListsGetsEachCommitsAcksAsOneListInOrder) {
+  for (const bool lists : {true, false}) {
+    SCOPED_TRACE(lists ? "ack lists" : "single acks");
+    auto job = Submit(v1::JobSpec());
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto sink = std::make_shared<FakeAgentSink>();
+    const uint64_t s = Connect(lists ? "lists" : "single", sink, 1, {}, lists);
+    ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAssigns(v) == 1; }));
+    const v1::Assign a = Assigns(*sink).back();
+    constexpr int kBatches = 300;
+    for (int seq = 0; seq < kBatches; ++seq) {
+      SendSamples(s, sink, a, seq, v1::PHASE_TRAIN, std::vector<int64_t>(50, 1000 + seq));
+    }
+    // Every ack arrives with nothing sent after the batches: none stays held.
+    ASSERT_TRUE(sink->WaitFor([](auto& v) {
+      int acked = CountAcks(v, false);
+      for (const v1::CoordinatorMessage& m : v) acked += m.acks().acks_size();
+      return acked == kBatches;
+    }));
+    SendDone(s, sink, a, kBatches, 50 * kBatches);
+    ASSERT_TRUE(sink->WaitFor([](auto& v) { return CountAcks(v, true) == 1; }));
+    coordinator_->RunSync([] {});
+    std::vector<uint64_t> seqs;
+    int lists_sent = 0;
+    for (const v1::CoordinatorMessage& m : sink->messages()) {
+      if (m.has_ack() && !m.ack().done()) seqs.push_back(m.ack().seq());
+      if (m.has_acks()) {
+        ++lists_sent;
+        for (const v1::SampleAck& ack : m.acks().acks()) seqs.push_back(ack.seq());
+      }
+    }
+    std::vector<uint64_t> expected(kBatches);
+    for (int i = 0; i < kBatches; ++i) expected[i] = i;
+    EXPECT_EQ(seqs, expected);
+    EXPECT_TRUE(sink->messages().back().has_ack() && sink->messages().back().ack().done());
+    EXPECT_FALSE(sink->holding()) << "every held ack was released";
+    EXPECT_EQ(sink->held_calls(), lists ? kBatches : 0);
+    if (!lists) EXPECT_EQ(lists_sent, 0);
+    EXPECT_EQ(Get(job->id()).tasks(0).state(), v1::TASK_STATE_SUCCEEDED);
+    coordinator_->OnAgentGone(s, "the next round connects another agent");
+  }
+}
+
 // Stream resume: the stream breaks mid-task, the agent reconnects within its
 // lease listing the attempt, sends its unacknowledged batches again and goes
 // on. Same attempt, no re-queue, each batch stored once.
