@@ -120,7 +120,7 @@ def long_functions(path, limit):
     return found
 
 
-METHOD = re.compile(r"^  (?!//|using |friend |return |typedef |enum |struct |class |public:|private:|protected:)"
+METHOD = re.compile(r"^  (?! |//|using |friend |return |typedef |enum |struct |class |public:|private:|protected:)"
                     r"(?:[\w:<>,\*& ]+?\s)?(~?[A-Za-z_]\w*|operator\S+)\((?!.*\)\s*\{\s*\}\s*;)")
 
 
