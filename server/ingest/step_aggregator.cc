@@ -44,7 +44,11 @@ void PhaseAccumulator::Add(const BatchSummary& b, const int64_t* duration_ns) {
     exact_.insert(exact_.end(), duration_ns, duration_ns + n);
     if (exact_.size() > exact_limit_) MoveToHistogram();
   } else {
-    for (int i = 0; i < n; ++i) Count(duration_ns[i]);
+    // Bucket is monotonic: the batch's largest value sizes the histogram
+    // once, and the per-value loop only counts.
+    const auto top = static_cast<size_t>(Bucket(b.max));
+    if (top >= histogram_.size()) histogram_.resize(top + 1, 0);
+    for (int i = 0; i < n; ++i) ++histogram_[static_cast<size_t>(Bucket(duration_ns[i]))];
   }
 }
 

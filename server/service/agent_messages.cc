@@ -285,9 +285,9 @@ void AgentMessages::Power(Session& session, const std::shared_ptr<const v1::Agen
   }
   std::shared_ptr<const v1::PowerBatch> batch(m, &m->power());
   p_.ingest->Write(batch, [this, metrics = p_.metrics, sink = session.sink, lists = session.hello.ack_lists(), batch,
-                        agent = session.hello.agent_id(),
-                        kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
-                           const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
+                           agent = session.hello.agent_id(),
+                           kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
+                              const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
     if (!stored.ok()) {
       LogError(kLog, "storing power readings of ", batch->task_id(), ": ", stored.status().ToString());
       return;  // not acked: the agent sends it again
