@@ -21,7 +21,6 @@
 #include <sstream>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -29,6 +28,7 @@
 #include "common/sample_codec.h"
 #include "server/ingest/batch_writer.h"
 #include "server/service/reactor_sink.h"
+#include "server/service/sinks.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace hetbench::fleet {
@@ -239,7 +239,7 @@ namespace {
 /// (`held` lists the streams to release after each commit's answers).
 class BareSink final : public v1::AgentGateway::CallbackService {
  public:
-  using HeldAcks = absl::flat_hash_map<server::AgentSink*, std::shared_ptr<server::AgentSink>>;
+  using HeldAcks = server::HeldSends<v1::CoordinatorMessage>;
   BareSink(server::BatchWriter* writer, HeldAcks* held) : writer_(writer), held_(held) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(grpc::CallbackServerContext*) override {
@@ -293,8 +293,7 @@ class BareSink final : public v1::AgentGateway::CallbackService {
                              outbox->Send(ack);
                              return;
                            }
-                           outbox->SendHeld(ack);  // released after the commit's answers (writer's thread)
-                           held->try_emplace(outbox.get(), outbox);
+                           held->Hold(outbox, ack);  // released after the commit's answers (writer's thread)
                          });
           StartRead(&in_);
           return;
@@ -357,8 +356,7 @@ double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storin
     // commit's held acks leave once its answers are done, as the coordinator's.
     writer = std::make_unique<server::BatchWriter>(std::move(*connection), [&held](std::function<void()> then) {
       then();
-      for (auto& [raw, sink] : held) sink->Release();
-      held.clear();
+      held.ReleaseAll();
       return true;
     });
   }

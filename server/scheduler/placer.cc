@@ -46,9 +46,10 @@ bool Placer::TakeDue(int64_t monotonic_ns) {
   return due;
 }
 
-SchedulingPass Placer::BeginPass(const std::vector<const v1::Hello*>& agents) {
+SchedulingPass Placer::BeginPass(const std::vector<const v1::Hello*>& agents,
+                                 const std::vector<const std::vector<std::string>*>* resources) {
   gangs_waiting_ = false;
-  return SchedulingPass(agents, leases_, &quarantine_);
+  return SchedulingPass(agents, leases_, &quarantine_, resources);
 }
 
 void Placer::SetHealth(const std::string& agent_id, const v1::DeviceHealth& health) {

@@ -83,9 +83,11 @@ class Placer {
   /// waits (a pass each second, for its timeout and holds). Clears the request.
   bool TakeDue(int64_t monotonic_ns);
 
-  /// A pass over the connected agents' free devices, for PlaceJob. Resets the
-  /// waiting-gang flag: the pass's jobs set it again.
-  SchedulingPass BeginPass(const std::vector<const v1::Hello*>& agents);
+  /// A pass over the connected agents' free devices, for PlaceJob
+  /// (`resources`: as SchedulingPass's). Resets the waiting-gang flag: the
+  /// pass's jobs set it again.
+  SchedulingPass BeginPass(const std::vector<const v1::Hello*>& agents,
+                           const std::vector<const std::vector<std::string>*>* resources = nullptr);
   /// Decides `job`'s queued tasks in `pass` at `now_seconds` (unix time, for
   /// gang timeouts and holds). Does not change the job or the leases.
   JobPlacement PlaceJob(const v1::Job& job, SchedulingPass& pass, double now_seconds);

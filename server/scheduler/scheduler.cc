@@ -70,11 +70,20 @@ std::string TaskOnResource(const v1::Hello& hello, const v1::Device& device, con
 }
 
 namespace {
-// The resources of `hello` that some leased device holds.
-std::vector<std::string> BusyResources(const v1::Hello& hello, const DeviceLeases& leases) {
+// The resources of `hello` that some leased device holds: found from the
+// agent's leases (one ordered lookup, usually nothing), not a lookup per
+// device, since every scheduling pass asks it of every connected agent.
+// `kept`, when not null, is ResourceOf each of hello's devices.
+std::vector<std::string> BusyResources(const v1::Hello& hello, const DeviceLeases& leases,
+                                       const std::vector<std::string>* kept = nullptr) {
   std::vector<std::string> busy;
-  for (const v1::Device& d : hello.devices()) {
-    if (leases.IsLeased(hello.agent_id(), d.id())) busy.push_back(ResourceOf(d));
+  for (const std::string& device_id : leases.LeasedDevices(hello.agent_id())) {
+    for (int d = 0; d < hello.devices_size(); ++d) {
+      if (hello.devices(d).id() == device_id) {
+        busy.push_back(kept != nullptr ? (*kept)[static_cast<size_t>(d)] : ResourceOf(hello.devices(d)));
+        break;
+      }
+    }
   }
   return busy;
 }
@@ -190,15 +199,25 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
 }
 
 SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases,
-                               const Quarantine* quarantine)
+                               const Quarantine* quarantine,
+                               const std::vector<const std::vector<std::string>*>* resources)
     : agents_(agents), leases_(leases), quarantine_(quarantine) {
-  for (const v1::Hello* hello : agents) {
-    const std::vector<std::string> busy = BusyResources(*hello, leases);
+  if (resources != nullptr && resources->size() != agents.size()) resources = nullptr;
+  size_t devices = 0;
+  for (const v1::Hello* hello : agents) devices += static_cast<size_t>(hello->devices_size());
+  free_.reserve(devices);
+  for (size_t a = 0; a < agents.size(); ++a) {
+    const v1::Hello* hello = agents[a];
+    const std::vector<std::string>* kept = resources == nullptr ? nullptr : (*resources)[a];
+    if (kept != nullptr && kept->size() != static_cast<size_t>(hello->devices_size())) kept = nullptr;
+    const std::vector<std::string> busy = BusyResources(*hello, leases, kept);
     const size_t begin = free_.size();
-    for (const v1::Device& device : hello->devices()) {
-      std::string resource = ResourceOf(device);
+    for (int d = 0; d < hello->devices_size(); ++d) {
+      const v1::Device& device = hello->devices(d);
+      const std::string& resource =
+          kept != nullptr ? (*kept)[static_cast<size_t>(d)] : read_.emplace_back(ResourceOf(device));
       if (Contains(busy, resource)) continue;
-      free_.push_back(Free{hello, &device, std::move(resource)});
+      free_.push_back(Free{hello, &device, resource});
       free_.back().quarantined = IsQuarantined(hello->agent_id(), device.id());
     }
     for (size_t i = begin; i < free_.size(); ++i) free_[i].agent_begin = begin, free_[i].agent_end = free_.size();

@@ -2,9 +2,11 @@
 /// Matching tasks to devices, and the exclusive device leases that make sure
 /// no device ever runs two tasks at once.
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -83,8 +85,12 @@ class SchedulingPass {
  public:
   /// `quarantine` (may be null): devices no task is placed on unless it
   /// names the device (targets[].device_id, as a validation's tasks do).
+  /// `resources` (may be null): for each agent, ResourceOf each of its
+  /// devices in order, kept from its Hello; else read from every device
+  /// (its attributes map) in the pass.
   SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases,
-                 const Quarantine* quarantine = nullptr);
+                 const Quarantine* quarantine = nullptr,
+                 const std::vector<const std::vector<std::string>*>* resources = nullptr);
 
   /// A free device matching `target`, taken for the rest of the pass; or nothing.
   std::optional<Placement> Take(const v1::TargetSelector& target);
@@ -115,7 +121,7 @@ class SchedulingPass {
   struct Free {
     const v1::Hello* hello;
     const v1::Device* device;
-    std::string resource;  // ResourceOf(device)
+    std::string_view resource;              // ResourceOf(device): the agent's kept one, or read_'s
     size_t agent_begin = 0, agent_end = 0;  // this agent's free devices: free_[agent_begin, agent_end)
     bool taken = false;
     bool quarantined = false;
@@ -125,7 +131,7 @@ class SchedulingPass {
     return !f.taken && (!f.quarantined || !target.device_id().empty()) && Matches(target, *f.hello, *f.device);
   }
   bool IsQuarantined(const std::string& agent_id, const std::string& device_id) const {
-    return quarantine_ != nullptr && quarantine_->count({agent_id, device_id}) > 0;
+    return quarantine_ != nullptr && !quarantine_->empty() && quarantine_->count({agent_id, device_id}) > 0;
   }
   const std::vector<const v1::Hello*>& agents_;
   const DeviceLeases& leases_;
@@ -133,6 +139,7 @@ class SchedulingPass {
   /// Marks free_[i] and every free device on its resource taken; returns the indices marked.
   std::vector<size_t> TakeResource(size_t i);
   std::vector<Free> free_;
+  std::deque<std::string> read_;  // resources read in the pass (no kept ones); a deque: Free's views stay valid
   size_t free_left_ = 0;
   std::map<std::string, std::string> reasons_;  // by serialized target
   std::vector<std::string> holders_;            // of Hold, in order

@@ -235,14 +235,10 @@ void AgentMessages::Acknowledge(const std::shared_ptr<AgentSink>& sink, bool lis
     sink->Send(std::move(ack));
     return;
   }
-  sink->SendHeld(std::move(ack));
-  held_.try_emplace(sink.get(), sink);
+  held_.Hold(sink, std::move(ack));
 }
 
-void AgentMessages::ReleaseAcks() {
-  for (auto& [raw, sink] : held_) sink->Release();
-  held_.clear();
-}
+void AgentMessages::ReleaseAcks() { held_.ReleaseAll(); }
 
 v1::Task* AgentMessages::Admit(Session& session, const v1::CoordinatorMessage& ack, const Checked& checked,
                                       const char* what, const char* metric_reason, LiveJob** job) {
@@ -284,24 +280,24 @@ void AgentMessages::Power(Session& session, const std::shared_ptr<const v1::Agen
     return;
   }
   std::shared_ptr<const v1::PowerBatch> batch(m, &m->power());
-  p_.ingest->Write(batch, [this, metrics = p_.metrics, sink = session.sink, lists = session.hello.ack_lists(), batch,
-                           agent = session.hello.agent_id(),
-                           kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
-                              const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
-    if (!stored.ok()) {
-      LogError(kLog, "storing power readings of ", batch->task_id(), ": ", stored.status().ToString());
-      return;  // not acked: the agent sends it again
-    }
-    const v1::PowerSource source = batch->sensor().source();
-    if (counted) {  // metrics: the latest power and the energy between consecutive readings
-      if (!std::isnan(delta.watts)) metrics->SetPower(agent, kind, source, delta.watts);
-      metrics->AddEnergy(agent, kind, source, delta.joules);
-      metrics->AddPowerReadErrors(agent, source, batch->read_errors());
-    } else if (!*stored) {
-      metrics->AddDuplicateBatch();
-    }
-    Acknowledge(sink, lists, AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
-  });
+  p_.ingest->Write(
+      batch, [this, sink = session.sink, lists = session.hello.ack_lists(), batch, agent = session.hello.agent_id(),
+              kind = AgentSessions::SensorDeviceKind(session.hello, b.sensor().device_id())](
+                 const absl::StatusOr<bool>& stored, bool counted, PowerDelta delta) {
+        if (!stored.ok()) {
+          LogError(kLog, "storing power readings of ", batch->task_id(), ": ", stored.status().ToString());
+          return;  // not acked: the agent sends it again
+        }
+        const v1::PowerSource source = batch->sensor().source();
+        if (counted) {  // metrics: the latest power and the energy between consecutive readings
+          if (!std::isnan(delta.watts)) p_.metrics->SetPower(agent, kind, source, delta.watts);
+          p_.metrics->AddEnergy(agent, kind, source, delta.joules);
+          p_.metrics->AddPowerReadErrors(agent, source, batch->read_errors());
+        } else if (!*stored) {
+          p_.metrics->AddDuplicateBatch();
+        }
+        Acknowledge(sink, lists, AckMessage(batch->task_id(), batch->attempt(), batch->seq(), /*power=*/true));
+      });
 }
 
 void AgentMessages::Done(uint64_t session_id, Session& session, const std::shared_ptr<const v1::AgentMessage>& m,

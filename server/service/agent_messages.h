@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "common/clock.h"
 #include "hetbench/v1/agent.pb.h"
 #include "server/ingest/ingest.h"
@@ -28,6 +27,7 @@
 #include "server/service/attempts.h"
 #include "server/service/job_table.h"
 #include "server/service/session_table.h"
+#include "server/service/sinks.h"
 #include "server/service/watches.h"
 
 namespace hetbench::server {
@@ -113,7 +113,7 @@ class AgentMessages {
   const Parts p_;
   const Attempts::Defer defer_;
   /// The streams with an ack held back since ReleaseAcks (loop thread).
-  absl::flat_hash_map<AgentSink*, std::shared_ptr<AgentSink>> held_;
+  HeldSends<v1::CoordinatorMessage> held_;
 };
 
 }  // namespace hetbench::server

@@ -277,26 +277,31 @@ void Coordinator::Forget(const v1::Job& job) {
 // ---------------------------------------------------------------- gauges
 
 void Coordinator::UpdateGauges() {
-  // O(live tasks + agents): run when a count may have changed, at most every
-  // 20 ms (the loop's tick brings a skipped update within 100 ms).
+  // Run when a count may have changed, at most every 20 ms (the loop's tick
+  // brings a skipped update within 100 ms): the job and task counts are
+  // O(live tasks), the agents by kind O(agents) and only when agents come or go.
   const int64_t now = SteadyNowNs();
-  const bool jobs_changed = jobs_.TakeCountsChanged(), agents_changed = agents_.TakeChanged();
-  gauges_dirty_ = gauges_dirty_ || jobs_changed || agents_changed;
-  if (!gauges_dirty_ || now - last_gauges_ns_ < 20'000'000) return;
-  gauges_dirty_ = false;
+  job_gauges_dirty_ = jobs_.TakeCountsChanged() || job_gauges_dirty_;
+  agent_gauges_dirty_ = agents_.TakeChanged() || agent_gauges_dirty_;
+  if (!(job_gauges_dirty_ || agent_gauges_dirty_) || now - last_gauges_ns_ < 20'000'000) return;
   last_gauges_ns_ = now;
-  std::map<v1::JobState, int64_t> jobs;
-  std::map<v1::TaskState, int64_t> tasks;
-  jobs_.Count(&jobs, &tasks);
-  metrics_->SetJobsByState(jobs);
-  metrics_->SetTasksByState(tasks);
-  std::map<std::string, int64_t> agents;
-  sessions_.ForEachConnected([&](const std::string&, const Session& session) {
-    std::set<std::string> kinds;
-    for (const v1::Device& d : session.hello.devices()) kinds.insert(DeviceKindName(d.kind()));
-    for (const std::string& k : kinds) ++agents[k];
-  });
-  metrics_->SetAgentsByKind(agents);
+  if (job_gauges_dirty_) {
+    std::map<v1::JobState, int64_t> jobs;
+    std::map<v1::TaskState, int64_t> tasks;
+    jobs_.Count(&jobs, &tasks);
+    metrics_->SetJobsByState(jobs);
+    metrics_->SetTasksByState(tasks);
+  }
+  if (agent_gauges_dirty_) {
+    std::map<std::string, int64_t> agents;
+    sessions_.ForEachConnected([&](const std::string&, const Session& session) {
+      std::set<std::string> kinds;
+      for (const v1::Device& d : session.hello.devices()) kinds.insert(DeviceKindName(d.kind()));
+      for (const std::string& k : kinds) ++agents[k];
+    });
+    metrics_->SetAgentsByKind(agents);
+  }
+  job_gauges_dirty_ = agent_gauges_dirty_ = false;
   metrics_->SetLiveJobs(static_cast<int64_t>(jobs_.size()), static_cast<int64_t>(loop_.depth()));
 }
 
@@ -304,9 +309,14 @@ void Coordinator::UpdateGauges() {
 
 void Coordinator::Schedule() {
   std::vector<const v1::Hello*> agents;
+  std::vector<const std::vector<std::string>*> resources;  // each device's, kept from its Hello
   agents.reserve(sessions_.connected());
-  sessions_.ForEachConnected([&](const std::string&, const Session& session) { agents.push_back(&session.hello); });
-  SchedulingPass pass = placer_.BeginPass(agents);
+  resources.reserve(sessions_.connected());
+  sessions_.ForEachConnected([&](const std::string&, const Session& session) {
+    agents.push_back(&session.hello);
+    resources.push_back(&session.resources);
+  });
+  SchedulingPass pass = placer_.BeginPass(agents, &resources);
   const double now = clock_->SystemNowSeconds();
   for (auto& [number, live] : jobs_.live()) {  // oldest first: the oldest waiting gang holds first
     if (IsTerminal(live.job.state())) continue;

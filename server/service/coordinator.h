@@ -165,7 +165,8 @@ class Coordinator {
   std::unique_ptr<StoreReader> task_data_reader_;  // GetTaskData pages, off the loop
   std::unique_ptr<StoreReader> ended_reader_;      // ended jobs and tasks, off the loop
   int64_t last_gauges_ns_ = 0;
-  bool gauges_dirty_ = true;
+  bool job_gauges_dirty_ = true;    // job and task counts
+  bool agent_gauges_dirty_ = true;  // agents by kind: only when agents come or go
   int64_t last_prune_ns_ = 0;
   std::optional<int64_t> last_revalidate_ns_;  // unset until the first batch
   std::string revalidation_job_;  // the scheduled validation still live, if any

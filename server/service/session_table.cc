@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/scheduler/scheduler.h"
+
 namespace hetbench::server {
 
 Session& SessionTable::Open(uint64_t id, std::shared_ptr<AgentSink> sink, double now_unix, bool* opened) {
@@ -64,6 +66,8 @@ uint64_t SessionTable::Bind(uint64_t id, const v1::Hello& hello) {
   Session& session = sessions_.at(id);
   session.has_hello = true;
   session.hello = hello;
+  session.resources.clear();
+  for (const v1::Device& d : hello.devices()) session.resources.push_back(ResourceOf(d));
   uint64_t& current = by_agent_[hello.agent_id()];
   const uint64_t replaced = current != id ? current : 0;
   current = id;

@@ -32,6 +32,7 @@ struct Session {
   std::shared_ptr<AgentSink> sink;
   bool has_hello = false;
   v1::Hello hello;  // once has_hello
+  std::vector<std::string> resources;  // ResourceOf each of hello's devices, in order: read once, not per pass
   int64_t last_seen_ns = 0;  // monotonic, of its last message
   double connected_unix = 0;
   double last_seen_unix = 0;

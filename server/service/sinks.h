@@ -5,8 +5,10 @@
 
 #include <grpcpp/support/status.h>
 
+#include <memory>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
 
@@ -39,5 +41,25 @@ class MessageSink {
 
 using AgentSink = MessageSink<v1::CoordinatorMessage>;
 using WatchSink = MessageSink<v1::JobEvent>;
+
+/// The streams that hold messages back (SendHeld) until the next ReleaseAll:
+/// a commit's acks leave as one list per stream. One thread uses it.
+template <typename T>
+class HeldSends {
+ public:
+  /// `sink`->SendHeld(msg); the next ReleaseAll releases `sink`.
+  void Hold(const std::shared_ptr<MessageSink<T>>& sink, T msg) {
+    sink->SendHeld(std::move(msg));
+    held_.try_emplace(sink.get(), sink);
+  }
+  /// Releases every stream held since the last call.
+  void ReleaseAll() {
+    for (auto& [raw, sink] : held_) sink->Release();
+    held_.clear();
+  }
+
+ private:
+  absl::flat_hash_map<MessageSink<T>*, std::shared_ptr<MessageSink<T>>> held_;
+};
 
 }  // namespace hetbench::server

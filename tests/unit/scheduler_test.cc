@@ -86,6 +86,42 @@ TEST(SchedulerTest, DevicesOnOneHostResourceAreLeasedAsOne) {
   EXPECT_TRUE(pass.Take(gpu).has_value());
 }
 
+TEST(SchedulerTest, APassWithResourcesKeptFromTheHelloPlacesAsOneThatReadsThem) {
+  // The coordinator keeps each device's resource from the agent's Hello
+  // (Session::resources) so a pass need not read every device's attributes:
+  // the kept ones decide, in the pass and with leases held before it.
+  v1::Hello a =
+      Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}, {"gpu0", v1::DEVICE_KIND_GPU}});
+  v1::Hello b = Agent("b", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
+  const std::vector<std::string> kept_a = {"cpu0", "cpu0", "gpu0"};  // qpu0 on cpu0's cores
+  const std::vector<std::string> kept_b = {"cpu0", "qpu0"};
+  const std::vector<const v1::Hello*> agents = {&a, &b};
+  const std::vector<const std::vector<std::string>*> resources = {&kept_a, &kept_b};
+  v1::TargetSelector cpu, qpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  qpu.set_device_kind(v1::DEVICE_KIND_QPU_SIM);
+  DeviceLeases leases;
+  {
+    SchedulingPass pass(agents, leases, nullptr, &resources);
+    EXPECT_EQ(pass.free_devices(), 5u);
+    ASSERT_EQ(pass.Take(cpu)->agent_id, "a");
+    // a's simulator went with its CPU (the kept resources say they share one); b's did not.
+    EXPECT_EQ(pass.free_devices(), 3u);
+    const auto q = pass.Take(qpu);
+    ASSERT_TRUE(q.has_value());
+    EXPECT_EQ(q->agent_id, "b");
+  }
+  ASSERT_TRUE(leases.Acquire("a", "qpu0", "t1"));
+  SchedulingPass pass(agents, leases, nullptr, &resources);
+  EXPECT_EQ(pass.free_devices(), 3u);  // a's cpu0 and qpu0 are busy, its gpu0 and b's two are free
+  EXPECT_EQ(pass.Take(cpu)->agent_id, "b");
+  // Kept resources that do not match the Hello's devices are not used.
+  const std::vector<std::string> stale = {"x"};
+  const std::vector<const std::vector<std::string>*> wrong = {&stale, &kept_b};
+  SchedulingPass read(agents, leases, nullptr, &wrong);
+  EXPECT_EQ(read.free_devices(), 4u);  // a's qpu0 is leased, and read from a itself cpu0 is free
+}
+
 TEST(SchedulerTest, ATargetNamingAnExecutorGetsOnlyDevicesThatRunIt) {
   v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
   a.mutable_devices(0)->add_executors("torch");

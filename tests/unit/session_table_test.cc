@@ -37,6 +37,24 @@ TEST(SessionTableTest, AStreamIsOpenedOnceAndBoundToItsAgentByItsHello) {
   EXPECT_EQ(table.connected(), 1u);
 }
 
+TEST(SessionTableTest, AHelloKeepsEachDevicesResourceForTheSchedulingPasses) {
+  SessionTable table;
+  bool opened = false;
+  table.Open(3, std::make_shared<FakeAgentSink>(), 1, &opened);
+  v1::Hello hello = HelloOf("a1");
+  hello.clear_devices();
+  hello.add_devices()->set_id("cpu0");
+  v1::Device* qpu = hello.add_devices();
+  qpu->set_id("qpu0");
+  (*qpu->mutable_attributes())["host_device"] = "cpu0";  // the simulator on the CPU's cores
+  hello.add_devices()->set_id("gpu0");
+  table.Bind(3, hello);
+  EXPECT_EQ(table.OfAgent("a1")->resources, (std::vector<std::string>{"cpu0", "cpu0", "gpu0"}));
+  hello.mutable_devices()->DeleteSubrange(1, 2);
+  table.Bind(3, hello);  // the same stream's Hello again: kept anew, not appended
+  EXPECT_EQ(table.OfAgent("a1")->resources, std::vector<std::string>{"cpu0"});
+}
+
 TEST(SessionTableTest, ClosingAReplacedStreamLeavesTheAgentConnected) {
   SessionTable table;
   bool opened = false;
