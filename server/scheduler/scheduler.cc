@@ -201,28 +201,43 @@ std::optional<Placement> PickDevice(const v1::TargetSelector& target, const std:
 SchedulingPass::SchedulingPass(const std::vector<const v1::Hello*>& agents, const DeviceLeases& leases,
                                const Quarantine* quarantine,
                                const std::vector<const std::vector<std::string>*>* resources)
-    : agents_(agents), leases_(leases), quarantine_(quarantine) {
-  if (resources != nullptr && resources->size() != agents.size()) resources = nullptr;
-  size_t devices = 0;
-  for (const v1::Hello* hello : agents) devices += static_cast<size_t>(hello->devices_size());
-  free_.reserve(devices);
-  for (size_t a = 0; a < agents.size(); ++a) {
-    const v1::Hello* hello = agents[a];
-    const std::vector<std::string>* kept = resources == nullptr ? nullptr : (*resources)[a];
-    if (kept != nullptr && kept->size() != static_cast<size_t>(hello->devices_size())) kept = nullptr;
-    const std::vector<std::string> busy = BusyResources(*hello, leases, kept);
-    const size_t begin = free_.size();
-    for (int d = 0; d < hello->devices_size(); ++d) {
-      const v1::Device& device = hello->devices(d);
-      const std::string& resource =
-          kept != nullptr ? (*kept)[static_cast<size_t>(d)] : read_.emplace_back(ResourceOf(device));
-      if (Contains(busy, resource)) continue;
-      free_.push_back(Free{hello, &device, resource});
-      free_.back().quarantined = IsQuarantined(hello->agent_id(), device.id());
-    }
-    for (size_t i = begin; i < free_.size(); ++i) free_[i].agent_begin = begin, free_[i].agent_end = free_.size();
+    : agents_(agents),
+      leases_(leases),
+      quarantine_(quarantine),
+      resources_(resources != nullptr && resources->size() == agents.size() ? resources : nullptr) {}
+
+bool SchedulingPass::ListNextAgent() {
+  if (listed_ == agents_.size()) return false;
+  const size_t a = listed_++;
+  const v1::Hello* hello = agents_[a];
+  const std::vector<std::string>* kept = resources_ == nullptr ? nullptr : (*resources_)[a];
+  if (kept != nullptr && kept->size() != static_cast<size_t>(hello->devices_size())) kept = nullptr;
+  const std::vector<std::string> busy = BusyResources(*hello, leases_, kept);
+  const size_t begin = free_.size();
+  for (int d = 0; d < hello->devices_size(); ++d) {
+    const v1::Device& device = hello->devices(d);
+    const std::string& resource =
+        kept != nullptr ? (*kept)[static_cast<size_t>(d)] : read_.emplace_back(ResourceOf(device));
+    if (Contains(busy, resource)) continue;
+    free_.push_back(Free{hello, &device, resource});
+    free_.back().quarantined = IsQuarantined(hello->agent_id(), device.id());
   }
-  free_left_ = free_.size();
+  for (size_t i = begin; i < free_.size(); ++i) free_[i].agent_begin = begin, free_[i].agent_end = free_.size();
+  free_left_ += free_.size() - begin;
+  return true;
+}
+
+bool SchedulingPass::Listed(size_t i) {
+  while (i >= free_.size()) {
+    if (!ListNextAgent()) return false;
+  }
+  return true;
+}
+
+size_t SchedulingPass::free_devices() {
+  while (ListNextAgent()) {
+  }
+  return free_left_;
 }
 
 std::vector<size_t> SchedulingPass::TakeResource(size_t index) {
@@ -240,8 +255,8 @@ std::vector<size_t> SchedulingPass::TakeResource(size_t index) {
 }
 
 std::optional<Placement> SchedulingPass::Take(const v1::TargetSelector& target) {
-  if (free_left_ == 0) return std::nullopt;
-  for (size_t i = 0; i < free_.size(); ++i) {
+  if (free_left_ == 0 && listed_ == agents_.size()) return std::nullopt;
+  for (size_t i = 0; Listed(i); ++i) {
     const Free& f = free_[i];
     if (Usable(target, f)) {
       TakeResource(i);
@@ -288,7 +303,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
     std::vector<Placement> out;
     for (const v1::TargetSelector& target : targets) {
       bool found = false;
-      for (size_t i = 0; i < free_.size() && !found; ++i) {
+      for (size_t i = 0; !found && Listed(i); ++i) {
         const auto on_agent = [&](const Placement& p) { return p.agent_id == free_[i].hello->agent_id(); };
         if (distinct_agents && std::any_of(out.begin(), out.end(), on_agent)) continue;
         if (Usable(target, free_[i])) {
@@ -308,7 +323,7 @@ std::optional<std::vector<Placement>> SchedulingPass::TakeAll(const std::vector<
   }
   // One agent: the first whose free devices match every stage (a device may serve several).
   size_t best = 0;
-  for (size_t begin = 0; begin < free_.size(); begin = free_[begin].agent_end) {
+  for (size_t begin = 0; Listed(begin); begin = free_[begin].agent_end) {
     const size_t end = free_[begin].agent_end;
     std::vector<size_t> chosen;
     for (const v1::TargetSelector& target : targets) {

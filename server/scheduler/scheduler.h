@@ -78,9 +78,11 @@ std::string PendingReason(const v1::TargetSelector& target, const std::vector<co
 /// One scheduling pass: the cheap, serial decision of which queued task goes
 /// to which free device (the binding, sending Assign, happens after the
 /// commit). Built once per event-loop batch from the connected agents and the
-/// leases; it lists the free devices once, so placing T queued tasks costs
-/// O(T x free devices) and no more, and answers pending reasons from a cache
-/// per distinct target. Not thread-safe; borrows `agents` and `leases`.
+/// leases; it lists each agent's free devices once, in the agents' order and
+/// only as far as a search needs (placing a few tasks in a large, mostly idle
+/// fleet lists a few agents), so placing T queued tasks costs O(T x free
+/// devices) and no more, and answers pending reasons from a cache per
+/// distinct target. Not thread-safe; borrows `agents`, `leases` and `resources`.
 class SchedulingPass {
  public:
   /// `quarantine` (may be null): devices no task is placed on unless it
@@ -114,8 +116,8 @@ class SchedulingPass {
   /// Why `target` gets no device now (bounded; see PendingReason), cached per
   /// target; with holds in the pass, it says who holds free devices.
   std::string Reason(const v1::TargetSelector& target);
-  /// Free devices not yet taken in this pass.
-  size_t free_devices() const { return free_left_; }
+  /// Free devices not yet taken in this pass (lists every agent).
+  size_t free_devices();
 
  private:
   struct Free {
@@ -133,9 +135,15 @@ class SchedulingPass {
   bool IsQuarantined(const std::string& agent_id, const std::string& device_id) const {
     return quarantine_ != nullptr && !quarantine_->empty() && quarantine_->count({agent_id, device_id}) > 0;
   }
+  /// Whether free_[i] exists, listing more agents until it does or none is left.
+  bool Listed(size_t i);
+  /// Appends the next unlisted agent's free devices to free_; false when every agent is listed.
+  bool ListNextAgent();
   const std::vector<const v1::Hello*>& agents_;
   const DeviceLeases& leases_;
   const Quarantine* quarantine_;
+  const std::vector<const std::vector<std::string>*>* resources_;  // null, or one per agent
+  size_t listed_ = 0;  // agents_[0, listed_) have their free devices in free_
   /// Marks free_[i] and every free device on its resource taken; returns the indices marked.
   std::vector<size_t> TakeResource(size_t i);
   std::vector<Free> free_;

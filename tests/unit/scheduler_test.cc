@@ -122,6 +122,43 @@ TEST(SchedulerTest, APassWithResourcesKeptFromTheHelloPlacesAsOneThatReadsThem) 
   EXPECT_EQ(read.free_devices(), 4u);  // a's qpu0 is leased, and read from a itself cpu0 is free
 }
 
+TEST(SchedulerTest, APassListsAgentsOnlyAsFarAsItsSearchesGoAndPlacesAsIfItListedAll) {
+  // Agents are listed in order as a search reaches them: an agent with no
+  // free device lists nothing and the search goes on to the next; a search
+  // that finds nothing lists them all.
+  v1::Hello busy = Agent("busy", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  v1::Hello one = Agent("one", {{"cpu0", v1::DEVICE_KIND_CPU}});
+  v1::Hello two = Agent("two", {{"cpu0", v1::DEVICE_KIND_CPU}, {"gpu0", v1::DEVICE_KIND_GPU}});
+  DeviceLeases leases;
+  ASSERT_TRUE(leases.Acquire("busy", "cpu0", "t0"));
+  const std::vector<const v1::Hello*> agents = {&busy, &one, &two};
+  v1::TargetSelector cpu, gpu, tpu;
+  cpu.set_device_kind(v1::DEVICE_KIND_CPU);
+  gpu.set_device_kind(v1::DEVICE_KIND_GPU);
+  tpu.set_device_kind(v1::DEVICE_KIND_TPU);
+  SchedulingPass pass(agents, leases);
+  EXPECT_EQ(pass.Take(cpu)->agent_id, "one");
+  EXPECT_FALSE(pass.Take(tpu).has_value());  // lists every agent
+  EXPECT_EQ(pass.free_devices(), 2u);        // two's cpu0 and gpu0
+  // One agent for both stages: "one" has no free device left, "two" has both.
+  const auto both = pass.TakeAll({cpu, gpu}, /*same_agent=*/true);
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ((*both)[0].agent_id, "two");
+  EXPECT_EQ((*both)[1].agent_id, "two");
+  EXPECT_EQ(pass.free_devices(), 0u);
+  EXPECT_FALSE(pass.Take(cpu).has_value());
+  // Across agents, from a fresh pass that has listed nothing yet.
+  SchedulingPass fresh(agents, leases);
+  const auto spread = fresh.TakeAll({gpu, cpu, cpu}, /*same_agent=*/false);
+  ASSERT_TRUE(spread.has_value());
+  EXPECT_EQ((*spread)[0].agent_id, "two");
+  EXPECT_EQ((*spread)[1].agent_id, "one");
+  EXPECT_EQ((*spread)[2].agent_id, "two");
+  SchedulingPass short_of_one(agents, leases);
+  EXPECT_FALSE(short_of_one.TakeAll({cpu, cpu, cpu}, /*same_agent=*/false).has_value());
+  EXPECT_EQ(short_of_one.free_devices(), 3u) << "a failed TakeAll gives back what it took";
+}
+
 TEST(SchedulerTest, ATargetNamingAnExecutorGetsOnlyDevicesThatRunIt) {
   v1::Hello a = Agent("a", {{"cpu0", v1::DEVICE_KIND_CPU}, {"qpu0", v1::DEVICE_KIND_QPU_SIM}});
   a.mutable_devices(0)->add_executors("torch");
