@@ -95,6 +95,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-concurrent-streams", config.max_concurrent_streams, "gRPC streams per connection")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  int64_t grpc_memory_mib = hetbench::server::DefaultGrpcMemoryBytes() >> 20;
+  app.add_option("--grpc-memory-mib", grpc_memory_mib,
+                 "memory gRPC may use for its buffers, MiB (0 = no limit; default half the machine's memory); past a "
+                 "fifth of it gRPC narrows every connection's flow-control window")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   bool debug = false;
   app.add_flag("--debug", debug, "log every task assignment");
   AddWebUiFlags(app, &config);
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(deadlock_detection ? absl::OnDeadlockCycle::kReport
                                                          : absl::OnDeadlockCycle::kIgnore);
   config.coordinator.raw_retention_seconds = retention_hours * 3600.0;
+  config.grpc_memory_bytes = grpc_memory_mib << 20;
   if (debug) hetbench::SetMinLogLevel(hetbench::LogLevel::kDebug);
 
   // Signals are taken by a normal thread via sigwait, never in a handler.

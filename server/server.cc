@@ -16,6 +16,12 @@
 
 namespace hetbench::server {
 
+int64_t DefaultGrpcMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return int64_t{1} << 30;
+  return static_cast<int64_t>(pages) * page / 2;
+}
+
 HetbenchServer::HetbenchServer(ServerConfig config) : config_(std::move(config)) {}
 
 HetbenchServer::~HetbenchServer() { Shutdown(0.5); }
@@ -50,8 +56,10 @@ absl::Status HetbenchServer::Start() {
   builder.SetMaxSendMessageSize(config_.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config_.max_concurrent_streams);
   grpc::ResourceQuota quota("hetbench-server");
-  quota.Resize(static_cast<size_t>(config_.grpc_memory_bytes));
-  builder.SetResourceQuota(quota);
+  if (config_.grpc_memory_bytes > 0) {
+    quota.Resize(static_cast<size_t>(config_.grpc_memory_bytes));
+    builder.SetResourceQuota(quota);
+  }
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
     coordinator_->Stop();

@@ -23,6 +23,10 @@
 
 namespace hetbench::server {
 
+/// Half of the machine's physical memory (1 GiB when it cannot be read):
+/// hetbench-server's default for ServerConfig::grpc_memory_bytes.
+int64_t DefaultGrpcMemoryBytes();
+
 struct ServerConfig {
   /// gRPC address for both services. The embedded default is loopback only.
   std::string listen_address = "127.0.0.1:50051";
@@ -46,9 +50,14 @@ struct ServerConfig {
   CoordinatorOptions coordinator;
   int max_message_bytes = 16 << 20;
   /// gRPC: concurrent streams per connection, and the memory gRPC may use
-  /// for its buffers (grpc::ResourceQuota) before it pushes back.
+  /// for its buffers (grpc::ResourceQuota) before it pushes back; 0 = no
+  /// limit. gRPC shrinks every connection's flow-control window once its
+  /// buffers pass a fifth of the quota, and announces each new window to
+  /// the peer (a SETTINGS frame and its ack), so the quota is a bound for
+  /// emergencies, not a working size: hetbench-server's default is half the
+  /// machine's memory (DefaultGrpcMemoryBytes).
   int max_concurrent_streams = 100;
-  int64_t grpc_memory_bytes = int64_t{1} << 30;
+  int64_t grpc_memory_bytes = 0;
   /// Samples all agent streams together may have waiting for the event loop.
   int64_t max_queued_samples = 131072;
   /// Time source of the coordinator (leases, heartbeats, timestamps); null =

@@ -1,4 +1,5 @@
-// HetbenchServer's /metrics endpoint, scraped over a real socket.
+// HetbenchServer's /metrics endpoint, scraped over a real socket; its gRPC
+// memory limit.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "server/server.h"
 #include "tests/testing/temp_dir.h"
@@ -48,6 +50,34 @@ TEST(ServerMetricsTest, ExposesHetbenchFamiliesOnItsOwnPort) {
   EXPECT_THAT(body, ::testing::HasSubstr("hetbench_build_info{"));
   EXPECT_THAT(body, ::testing::HasSubstr("hetbench_jobs{state=\"queued\"} 0"));
   EXPECT_THAT(body, ::testing::HasSubstr("hetbench_agents_connected{device_kind=\"cpu\"} 0"));
+  server.Shutdown(0.5);
+}
+
+// gRPC narrows every connection's flow-control window once its buffers pass
+// a fifth of the quota (and tells each peer in a SETTINGS frame): at 5,000
+// agents a 1 GiB quota sat there. The default is half the machine's memory.
+TEST(ServerConfigTest, TheDefaultGrpcMemoryLimitIsHalfThePhysicalMemory) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t total_kib = 0;
+  while (meminfo >> key >> total_kib >> unit && key != "MemTotal:") {
+  }
+  ASSERT_EQ(key, "MemTotal:");
+  const double half = static_cast<double>(total_kib) * 1024 / 2;
+  EXPECT_NEAR(static_cast<double>(DefaultGrpcMemoryBytes()), half, half * 0.01);
+  EXPECT_EQ(ServerConfig{}.grpc_memory_bytes, 0) << "embedded servers (tests) set no limit unless asked";
+}
+
+TEST(ServerConfigTest, AServerWithAGrpcMemoryLimitServes) {
+  testing::TempDir dir("hetbench-quota");
+  ServerConfig config;
+  config.listen_address = "127.0.0.1:0";
+  config.db_path = dir.path() + "/jobs.db";
+  config.grpc_memory_bytes = int64_t{64} << 20;
+  HetbenchServer server(config);
+  absl::Status started = server.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_GT(server.grpc_port(), 0);
   server.Shutdown(0.5);
 }
 
