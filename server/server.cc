@@ -5,8 +5,10 @@
 #include <grpcpp/server_builder.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,10 +18,15 @@
 
 namespace hetbench::server {
 
-int64_t DefaultGrpcMemoryBytes() {
+int64_t DefaultGrpcMemoryBytes(const std::string& cgroup_memory_max) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return int64_t{1} << 30;
-  return static_cast<int64_t>(pages) * page / 2;
+  int64_t memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{2} << 30;
+  // In a container the machine's memory is not the process's: a cgroup v2
+  // limit ("max" when there is none) bounds it.
+  std::ifstream limit(cgroup_memory_max);
+  int64_t cgroup_bytes = 0;
+  if (limit >> cgroup_bytes && cgroup_bytes > 0) memory = std::min(memory, cgroup_bytes);
+  return memory / 2;
 }
 
 HetbenchServer::HetbenchServer(ServerConfig config) : config_(std::move(config)) {}

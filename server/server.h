@@ -23,9 +23,11 @@
 
 namespace hetbench::server {
 
-/// Half of the machine's physical memory (1 GiB when it cannot be read):
-/// hetbench-server's default for ServerConfig::grpc_memory_bytes.
-int64_t DefaultGrpcMemoryBytes();
+/// Half of the memory this process may use: the machine's physical memory,
+/// or the cgroup v2 limit read from `cgroup_memory_max` when that is lower
+/// (2 GiB assumed when neither can be read): hetbench-server's default for
+/// ServerConfig::grpc_memory_bytes.
+int64_t DefaultGrpcMemoryBytes(const std::string& cgroup_memory_max = "/sys/fs/cgroup/memory.max");
 
 struct ServerConfig {
   /// gRPC address for both services. The embedded default is loopback only.
@@ -55,7 +57,7 @@ struct ServerConfig {
   /// buffers pass a fifth of the quota, and announces each new window to
   /// the peer (a SETTINGS frame and its ack), so the quota is a bound for
   /// emergencies, not a working size: hetbench-server's default is half the
-  /// machine's memory (DefaultGrpcMemoryBytes).
+  /// memory the process may use (DefaultGrpcMemoryBytes).
   int max_concurrent_streams = 100;
   int64_t grpc_memory_bytes = 0;
   /// Samples all agent streams together may have waiting for the event loop.

@@ -55,8 +55,9 @@ TEST(ServerMetricsTest, ExposesHetbenchFamiliesOnItsOwnPort) {
 
 // gRPC narrows every connection's flow-control window once its buffers pass
 // a fifth of the quota (and tells each peer in a SETTINGS frame): at 5,000
-// agents a 1 GiB quota sat there. The default is half the machine's memory.
-TEST(ServerConfigTest, TheDefaultGrpcMemoryLimitIsHalfThePhysicalMemory) {
+// agents a 1 GiB quota sat there. The default is half the memory the process
+// may use: the machine's, or its container's limit when lower.
+TEST(ServerConfigTest, TheDefaultGrpcMemoryLimitIsHalfTheMemoryTheProcessMayUse) {
   std::ifstream meminfo("/proc/meminfo");
   std::string key, unit;
   int64_t total_kib = 0;
@@ -64,7 +65,13 @@ TEST(ServerConfigTest, TheDefaultGrpcMemoryLimitIsHalfThePhysicalMemory) {
   }
   ASSERT_EQ(key, "MemTotal:");
   const double half = static_cast<double>(total_kib) * 1024 / 2;
-  EXPECT_NEAR(static_cast<double>(DefaultGrpcMemoryBytes()), half, half * 0.01);
+  testing::TempDir dir("hetbench-cgroup");
+  const std::string no_limit = dir.path() + "/no-limit", limit = dir.path() + "/limit";
+  std::ofstream(no_limit) << "max\n";
+  std::ofstream(limit) << (int64_t{1} << 30) << "\n";
+  EXPECT_NEAR(static_cast<double>(DefaultGrpcMemoryBytes(no_limit)), half, half * 0.01);
+  EXPECT_NEAR(static_cast<double>(DefaultGrpcMemoryBytes(dir.path() + "/absent")), half, half * 0.01);
+  EXPECT_EQ(DefaultGrpcMemoryBytes(limit), int64_t{512} << 20) << "a container's limit below the machine's memory";
   EXPECT_EQ(ServerConfig{}.grpc_memory_bytes, 0) << "embedded servers (tests) set no limit unless asked";
 }
 
