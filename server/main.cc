@@ -98,8 +98,7 @@ int main(int argc, char** argv) {
   int64_t grpc_memory_mib = hetbench::server::DefaultGrpcMemoryBytes() >> 20;
   app.add_option("--grpc-memory-mib", grpc_memory_mib,
                  "memory gRPC may use for its buffers, MiB (0 = no limit; default half the machine's or its "
-                 "container's memory); past a "
-                 "fifth of it gRPC narrows every connection's flow-control window")
+                 "container's memory); past a fifth of it gRPC narrows every connection's flow-control window")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   bool debug = false;
