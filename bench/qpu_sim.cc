@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
     size_t chosen_passes;
     double chosen_s;
     double pick_s = 0;
+    std::vector<double> estimate_by_k = {};  // the cost model's seconds for each k's program
+    double chosen_estimate_s = 0;
   };
   std::vector<CircuitRow> rows;
   for (int n : qubits) {
@@ -140,31 +142,58 @@ int main(int argc, char** argv) {
       const qpu::Program unfused = qpu::Unfused(layered);
       state->Reset();
       row.unfused_s = BestSeconds(1, [&] { unfused.Run(*state); });
-      for (int k : ks) {
-        const qpu::Program p = qpu::FuseUpTo(layered, k);
-        state->Reset();
-        const qpu::Program complex_path = ComplexPath(p);
-        double real_s = 1e300, complex_s = 1e300;  // alternated, best of each
-        for (int r = 0; r < circuit_repeats; ++r) {
-          state->Reset();
-          real_s = std::min(real_s, BestSeconds(1, [&] { p.Run(*state); }));
-          state->Reset();
-          complex_s = std::min(complex_s, BestSeconds(1, [&] { complex_path.Run(*state); }));
-        }
-        row.by_k.emplace_back(p.size(), real_s);
-        row.complex_by_k.push_back(complex_s);
-      }
+      // The pick first (its costs' measurement timed the first time), then
+      // every k and the pick alternated, best of each, so the pick's time
+      // over the fastest k's compares runs taken under the same conditions.
       const int64_t pick_start = SteadyNowNs();
       const qpu::Program chosen = qpu::Fused(layered, false);
       row.pick_s = static_cast<double>(SteadyNowNs() - pick_start) * 1e-9;  // the costs' measurement, first time
-      state->Reset();
       row.chosen_k = chosen.max_block_qubits;  // the k asked for (blocks may be smaller)
       row.chosen_passes = chosen.size();
-      row.chosen_s = BestSeconds(circuit_repeats, [&] { chosen.Run(*state); });
+      const qpu::PassCosts& costs = qpu::MeasuredPassCosts(false, qpu::StreamsFromMemory(n, false));
+      row.chosen_estimate_s = qpu::EstimatedSeconds(chosen, costs);
+      std::vector<qpu::Program> programs, complex_paths;
+      for (int k : ks) {
+        programs.push_back(qpu::FuseUpTo(layered, k));
+        complex_paths.push_back(ComplexPath(programs.back()));
+        row.estimate_by_k.push_back(qpu::EstimatedSeconds(programs.back(), costs));
+      }
+      std::vector<double> real_s(ks.size(), 1e300), complex_s(ks.size(), 1e300);
+      row.chosen_s = 1e300;
+      for (int r = 0; r < circuit_repeats; ++r) {
+        for (size_t i = 0; i < ks.size(); ++i) {
+          state->Reset();
+          real_s[i] = std::min(real_s[i], BestSeconds(1, [&] { programs[i].Run(*state); }));
+          state->Reset();
+          complex_s[i] = std::min(complex_s[i], BestSeconds(1, [&] { complex_paths[i].Run(*state); }));
+        }
+        state->Reset();
+        row.chosen_s = std::min(row.chosen_s, BestSeconds(1, [&] { chosen.Run(*state); }));
+      }
+      for (size_t i = 0; i < ks.size(); ++i) {
+        row.by_k.emplace_back(programs[i].size(), real_s[i]);
+        row.complex_by_k.push_back(complex_s[i]);
+      }
       rows.push_back(row);
     }
   }
   std::printf("\nratio = gate_GB/s / rmw_GB/s for an unfused single-qubit gate (goal >= 0.85 at n >= 24, 1 thread).\n");
+  // The costs the model measured (one thread), in cache and past the caches.
+  for (const bool streamed : {false, true}) {
+    const qpu::PassCosts& c = qpu::MeasuredPassCosts(false, streamed);
+    std::printf("\ncost model, complex64, %s (last-level cache %lld MiB): ns per amplitude of a pass, k = 1..%d\n",
+                streamed ? "past the caches" : "in cache", static_cast<long long>(qpu::LastLevelCacheBytes() >> 20),
+                qpu::kernels::kMaxDenseQubits);
+    for (int low = 0; low < 2; ++low) {
+      for (int real = 0; real < 2; ++real) {
+        std::printf("  %-4s %-7s", low ? "low" : "high", real ? "real" : "complex");
+        for (int k = 1; k <= qpu::kernels::kMaxDenseQubits; ++k)
+          std::printf(" %7.3f", c.dense_s_per_amp[low][real][k] * 1e9);
+        std::printf("\n");
+      }
+    }
+    std::printf("  diagonal     %7.3f\n", c.diagonal_s_per_amp * 1e9);
+  }
   if (rows.empty()) return 0;
   std::printf("\nlayered circuit, depth %d: seconds (passes) unfused, fused into blocks of <= k qubits, and the k the "
               "cost model picks\n%-6s %-7s %6s %15s",
@@ -201,6 +230,10 @@ int main(int argc, char** argv) {
       std::printf(" %8.3f", 2 * r.bytes * static_cast<double>(r.by_k[i].first) / r.complex_by_k[i] / 1e9 / r.rmw_gb_s);
     }
     std::printf("   (the same blocks on the kernels' complex path)\n");
+    std::printf("%-6s %-7s", "", "model");
+    for (size_t i = 0; i < r.estimate_by_k.size(); ++i) std::printf(" %8.3f", r.estimate_by_k[i] / r.by_k[i].second);
+    std::printf("   (the cost model's estimate over the measured time, real path; the pick's %.3f)\n",
+                r.chosen_estimate_s / r.chosen_s);
     std::printf("RESULT qpu_sim qubits=%d threads=%d pick_k=%d best_k=%d pick_over_best=%.3f\n", r.n, r.t, r.chosen_k,
                 best_k, r.chosen_s / best);
   }

@@ -1,8 +1,13 @@
 #include "agent/qpu/circuit.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 namespace hetbench::agent::qpu {
 
@@ -186,83 +191,167 @@ Program FuseUpTo(const Circuit& c, int k) {
 
 namespace {
 
-// Seconds per amplitude of each kind of pass on a state of `n` qubits, best
-// of `reps`, one thread: dense blocks with their qubits all across vectors
-// (the top k) or with qubit 0 among them, and a diagonal one.
-template <typename Real>
-void MeasureOn(int n, int reps, double (*dense)[2][kernels::kMaxDenseQubits + 1], double* diagonal) {
-  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
-  auto seconds_per_amp = [&](const kernels::Block& b) {
-    kernels::ApplySerial(b, s.data(), n);  // warm
-    int64_t best = INT64_MAX;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels::ApplySerial(b, s.data(), n);
-      best = std::min<int64_t>(
-          best, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
-  };
-  for (int low = 0; low < 2; ++low) {
-    for (int real = 0; real < 2; ++real) {
-      for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
-        kernels::Block b;
-        if (low) b.qubits.push_back(0);
-        while (static_cast<int>(b.qubits.size()) < k) b.qubits.push_back(n - k + static_cast<int>(b.qubits.size()));
-        const int64_t dim = int64_t{1} << k;
-        b.matrix.assign(static_cast<size_t>(dim * dim),
-                        std::complex<double>(0.5 / static_cast<double>(dim), real ? 0.0 : 0.1));
-        dense[low][real][k] = seconds_per_amp(b);
-      }
-    }
-  }
+// The block each cost is measured on: a dense k-qubit block with its qubits
+// all across vectors (the top k) or with qubit 0 among them (`low`), real or
+// complex entries.
+kernels::Block CostBlock(int n, int low, int real, int k) {
+  kernels::Block b;
+  if (low) b.qubits.push_back(0);
+  while (static_cast<int>(b.qubits.size()) < k) b.qubits.push_back(n - k + static_cast<int>(b.qubits.size()));
+  const int64_t dim = int64_t{1} << k;
+  b.matrix.assign(static_cast<size_t>(dim * dim),
+                  std::complex<double>(0.5 / static_cast<double>(dim), real ? 0.0 : 0.1));
+  return b;
+}
+
+kernels::Block DiagonalCostBlock(int n) {
   kernels::Block diag;
   diag.qubits = {n / 2};
   diag.diagonal = true;
   diag.matrix = {std::complex<double>(0.6, 0.8), std::complex<double>(0.6, -0.8)};
-  *diagonal = seconds_per_amp(diag);
+  return diag;
 }
 
+// Seconds per amplitude of one pass of `b` over a state of `n` qubits, best
+// of `reps`, one thread; `warm`: one untimed pass first.
 template <typename Real>
-PassCosts Measure() {
+double SecondsPerAmp(std::vector<std::complex<Real>>& s, int n, const kernels::Block& b, int reps, bool warm) {
+  if (warm) kernels::ApplySerial(b, s.data(), n);
+  int64_t best = INT64_MAX;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::ApplySerial(b, s.data(), n);
+    best = std::min<int64_t>(
+        best, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
+}
+
+// In cache: a 1 MiB state, each pass warmed, best of 5: the arithmetic alone.
+template <typename Real>
+PassCosts MeasureInCache() {
+  const int n = std::is_same_v<Real, float> ? 17 : 16;
+  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
   PassCosts c;
-  // In cache (a 1 MiB state): the arithmetic alone. Past the caches (32 MiB):
-  // arithmetic and memory traffic together, as they combine in each kernel.
-  const int small = std::is_same_v<Real, float> ? 17 : 16, big = std::is_same_v<Real, float> ? 22 : 21;
-  MeasureOn<Real>(small, 5, c.dense_s_per_amp[0], &c.diagonal_s_per_amp[0]);
-  MeasureOn<Real>(big, 2, c.dense_s_per_amp[1], &c.diagonal_s_per_amp[1]);
+  for (int low = 0; low < 2; ++low) {
+    for (int real = 0; real < 2; ++real) {
+      for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+        c.dense_s_per_amp[low][real][k] = SecondsPerAmp(s, n, CostBlock(n, low, real, k), 5, /*warm=*/true);
+      }
+    }
+  }
+  c.diagonal_s_per_amp = SecondsPerAmp(s, n, DiagonalCostBlock(n), 5, /*warm=*/true);
+  return c;
+}
+
+// Past the caches: the smallest state of at least 4x the last-level cache (at
+// most 512 MiB), best of 2 (the vector's fill has touched its pages; every
+// pass reads the state from memory). The cheapest pass (a real 1-qubit block
+// across vectors) is the memory's time an amplitude; a kernel whose
+// arithmetic alone (in cache) takes more than 6 times that is
+// arithmetic-bound and is not timed again here: it costs its arithmetic plus
+// the memory's time (a bound, within ~10 % of a measurement on the
+// development VM), which keeps the measurement near a second.
+template <typename Real>
+PassCosts MeasureStreamed(const PassCosts& in_cache) {
+  constexpr int64_t kAmpBytes = 2 * sizeof(Real);
+  int n = 1;
+  while (n < 30 && (int64_t{1} << n) * kAmpBytes < std::min<int64_t>(4 * LastLevelCacheBytes(), 512LL << 20)) ++n;
+  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
+  PassCosts c;
+  const double memory = SecondsPerAmp(s, n, CostBlock(n, 0, 1, 1), 2, /*warm=*/false);
+  for (int low = 0; low < 2; ++low) {
+    for (int real = 0; real < 2; ++real) {
+      for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
+        const double arithmetic = in_cache.dense_s_per_amp[low][real][k];
+        double& cost = c.dense_s_per_amp[low][real][k];
+        if (!low && real && k == 1) {
+          cost = memory;
+        } else if (arithmetic > 6 * memory) {
+          cost = arithmetic + memory;
+        } else {
+          cost = SecondsPerAmp(s, n, CostBlock(n, low, real, k), 2, /*warm=*/false);
+        }
+      }
+    }
+  }
+  c.diagonal_s_per_amp = SecondsPerAmp(s, n, DiagonalCostBlock(n), 2, /*warm=*/false);
   return c;
 }
 
 }  // namespace
 
-const PassCosts& MeasuredPassCosts(bool is_double) {
+int64_t LargestCacheBytes(const std::string& cache_dir) {
+  int64_t largest = 0;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = cache_dir + "/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
+    int level = 0;
+    std::string size, type;
+    if (!(level_file >> level) || !(size_file >> size) || !(type_file >> type)) break;
+    if (type == "Instruction" || level < best_level) continue;
+    char* end = nullptr;
+    int64_t bytes = std::strtoll(size.c_str(), &end, 10);
+    if (*end == 'K') bytes <<= 10;
+    if (*end == 'M') bytes <<= 20;
+    if (*end == 'G') bytes <<= 30;
+    if (bytes > 0) {
+      best_level = level;
+      largest = bytes;
+    }
+  }
+  return largest;
+}
+
+int64_t LastLevelCacheBytes() {
+  static const int64_t bytes = [] {
+    if (const int64_t b = LargestCacheBytes("/sys/devices/system/cpu/cpu0/cache"); b > 0) return b;
+    if (const long b = sysconf(_SC_LEVEL3_CACHE_SIZE); b > 0) return static_cast<int64_t>(b);
+    if (const long b = sysconf(_SC_LEVEL2_CACHE_SIZE); b > 0) return static_cast<int64_t>(b);
+    return int64_t{32} << 20;
+  }();
+  return bytes;
+}
+
+bool StreamsFromMemory(int qubits, bool is_double) {
+  const int64_t amp_bytes = is_double ? 16 : 8;
+  return qubits >= 40 || (int64_t{1} << qubits) * amp_bytes >= LastLevelCacheBytes();
+}
+
+const PassCosts& MeasuredPassCosts(bool is_double, bool streamed) {
+  // Each measured on first use only; past the caches needs the in-cache costs.
   if (is_double) {
-    static const PassCosts d = Measure<double>();  // measured on first use only
+    static const PassCosts d = MeasureInCache<double>();
+    if (streamed) {
+      static const PassCosts ds = MeasureStreamed<double>(d);
+      return ds;
+    }
     return d;
   }
-  static const PassCosts f = Measure<float>();
+  static const PassCosts f = MeasureInCache<float>();
+  if (streamed) {
+    static const PassCosts fs = MeasureStreamed<float>(f);
+    return fs;
+  }
   return f;
 }
 
 double EstimatedSeconds(const Program& p, const PassCosts& costs) {
   const double amps = std::ldexp(1.0, p.qubits);
-  // A state past the caches pays what each kernel measured there; one that
-  // fits them, what it measured in cache.
-  const int streamed = p.qubits >= 21 ? 1 : 0;
   const int lanes = std::max(kernels::ComplexLanes(false), 1);
   double s = 0;
   for (const kernels::Block& b : p.blocks) {
     const int k = std::min<int>(static_cast<int>(b.qubits.size()), kernels::kMaxDenseQubits);
     const int low = (1 << b.qubits.front()) < lanes ? 1 : 0;
     const int real = std::all_of(b.matrix.begin(), b.matrix.end(), [](const auto& e) { return e.imag() == 0.0; });
-    s += amps * (b.diagonal ? costs.diagonal_s_per_amp[streamed] : costs.dense_s_per_amp[streamed][low][real][k]);
+    s += amps * (b.diagonal ? costs.diagonal_s_per_amp : costs.dense_s_per_amp[low][real][k]);
   }
   return s;
 }
 
 Program Fused(const Circuit& c, bool is_double) {
-  const PassCosts& costs = MeasuredPassCosts(is_double);
+  const PassCosts& costs = MeasuredPassCosts(is_double, StreamsFromMemory(c.qubits(), is_double));
   Program best = Unfused(c);
   double best_s = EstimatedSeconds(best, costs);
   for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {

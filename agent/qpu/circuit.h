@@ -91,24 +91,43 @@ Program Unfused(const Circuit& c);
 /// block of only diagonal gates stays a (cheaper) diagonal pass.
 Program FuseUpTo(const Circuit& c, int k);
 
-/// The machine's cost of a pass, measured once per process and precision
-/// (about 1 s on the development VM, AMD EPYC; 0.45 s before real blocks
-/// were measured apart):
-/// seconds per amplitude of a dense k-qubit block and of a diagonal one, on
-/// a state in cache (the arithmetic) and on one past the caches (arithmetic
-/// and memory traffic as they combine in that kernel: a pass is
-/// memory-bound for small k, arithmetic-bound for large k).
+/// The machine's cost of a pass in one regime, seconds per amplitude of a
+/// dense k-qubit block and of a diagonal one: on a state in cache (the
+/// arithmetic alone), or on one past the last-level cache (arithmetic and
+/// memory traffic as they combine in each kernel: a pass is memory-bound for
+/// small k, arithmetic-bound for large k).
 struct PassCosts {
-  // [streamed][low][real][k]: streamed = past the caches; low = the block has
-  // a qubit inside one SIMD vector (lane permutations) rather than all
-  // across; real = its entries are all real (the kernels' cheaper path).
-  double dense_s_per_amp[2][2][2][kernels::kMaxDenseQubits + 1] = {};
-  double diagonal_s_per_amp[2] = {};
+  // [low][real][k]: low = the block has a qubit inside one SIMD vector (lane
+  // permutations) rather than all across; real = its entries are all real
+  // (the kernels' cheaper path).
+  double dense_s_per_amp[2][2][kernels::kMaxDenseQubits + 1] = {};
+  double diagonal_s_per_amp = 0;
 };
-const PassCosts& MeasuredPassCosts(bool is_double);
 
-/// Estimated seconds of `p`: each pass costs what its kind measured, past
-/// the caches for states of 21 qubits or more, in cache below.
+/// The size of the highest-level data or unified cache a sysfs cache
+/// directory lists (index0/, index1/, ... with level, type and size such as
+/// "32768K"); 0 when it lists none.
+int64_t LargestCacheBytes(const std::string& cache_dir);
+
+/// The last-level cache's size in bytes: LargestCacheBytes of cpu0's sysfs
+/// directory, else glibc's sysconf, else 32 MiB.
+int64_t LastLevelCacheBytes();
+
+/// Whether a state of `qubits` qubits is past the last-level cache (its
+/// passes stream from memory).
+bool StreamsFromMemory(int qubits, bool is_double);
+
+/// The costs of one regime, measured once per process, precision and regime,
+/// on first use: in cache on a 1 MiB state (best of 5); past the caches on a
+/// state of at least 4x the last-level cache (128 MiB with a 32 MiB L3; best
+/// of 2), so none of it is served from that cache (measured on a 32 MiB
+/// state beside a 32 MiB L3, the model picked k = 1 for the layered circuit
+/// at n = 24, 1.55x the fastest k's time). There, kernels whose
+/// arithmetic (in cache) takes over 6x the memory's time an amplitude cost
+/// that arithmetic plus the memory's time, not timed again (circuit.cc).
+const PassCosts& MeasuredPassCosts(bool is_double, bool streamed);
+
+/// Estimated seconds of `p` at `costs` (the regime its state runs in).
 double EstimatedSeconds(const Program& p, const PassCosts& costs);
 
 /// Fusion that pays: FuseUpTo for every k, the one with the least estimated

@@ -2,7 +2,8 @@
 // the real hetbench-server binary (spawned here on loopback, or --server).
 //
 // Modes (one RESULT line each):
-//   idle     agents connect and heartbeat; the coordinator's CPU and RSS
+//   idle     agents connect and heartbeat; after --warmup-seconds, the
+//            coordinator's CPU and RSS over --seconds (the warm-up's apart)
 //   dispatch clients submit --tasks-per-job jobs; agents finish each task at
 //            once; tasks/s, Assign latency, the largest live Job message, RSS
 //   bigjob   one job of --tasks-per-job tasks on the fleet's devices: tasks/s,
@@ -98,14 +99,21 @@ class Run {
   }
 
   std::string Idle() {
+    // The warm-up, then the window: each with its own CPU figure, so the
+    // transient of young connections is shown, not hidden.
+    const double w0 = Now();
+    while (Now() - w0 < opt_.warmup_seconds) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const ProcStats warm = ReadProc(server_.pid);
     const double t0 = Now();
     while (Now() - t0 < opt_.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const ProcStats after = ReadProc(server_.pid);
+    const double warmup_cpu = t0 > w0 ? (warm.cpu_seconds - before_.cpu_seconds) / (t0 - w0) : 0.0;
     return absl::StrFormat(
         "RESULT mode=idle agents=%d devices=%d connected=%lld connect_seconds=%.2f heartbeat_seconds=%g "
-        "server_cpu_fraction=%.3f server_rss_mb=%.0f simulated=true",
+        "warmup_seconds=%g warmup_cpu_fraction=%.3f server_cpu_fraction=%.3f server_rss_mb=%.0f simulated=true",
         opt_.agents, opt_.agents * opt_.devices, static_cast<long long>(stats_.connected.load()), connect_seconds_,
-        opt_.heartbeat_seconds, (after.cpu_seconds - before_.cpu_seconds) / (Now() - t0), after.rss_mb);
+        opt_.heartbeat_seconds, opt_.warmup_seconds, warmup_cpu, (after.cpu_seconds - warm.cpu_seconds) / (Now() - t0),
+        after.rss_mb);
   }
 
   std::string Dispatch() {
@@ -549,12 +557,16 @@ std::string BareFloor(const Options& opt, const Profiles& profiles, const std::s
   bare.Connect();
   const std::string r = bare.Idle();
   auto field = [](const std::string& line, const std::string& key) {
-    const size_t at = line.find(key + "=");
-    return at == std::string::npos ? 0.0 : std::atof(line.c_str() + at + key.size() + 1);
+    const size_t at = line.find(" " + key + "=");
+    return at == std::string::npos ? 0.0 : std::atof(line.c_str() + at + key.size() + 2);
   };
   const double floor = field(r, "server_cpu_fraction"), server = field(server_result, "server_cpu_fraction");
-  return absl::StrFormat("bare_cpu_fraction=%.3f bare_rss_mb=%.0f ratio_to_bare=%.2f", floor,
-                         field(r, "server_rss_mb"), floor > 0 ? server / floor : 0.0);
+  const double warm_floor = field(r, "warmup_cpu_fraction"), warm = field(server_result, "warmup_cpu_fraction");
+  return absl::StrFormat(
+      "bare_warmup_cpu_fraction=%.3f warmup_ratio_to_bare=%.2f bare_cpu_fraction=%.3f bare_rss_mb=%.0f "
+      "ratio_to_bare=%.2f",
+      warm_floor, warm_floor > 0 ? warm / warm_floor : 0.0, floor, field(r, "server_rss_mb"),
+      floor > 0 ? server / floor : 0.0);
 }
 
 }  // namespace
@@ -597,6 +609,11 @@ int main(int argc, char** argv) {
   app.add_option("--devices", opt.devices, "devices per agent (kinds cycle cpu, gpu, tpu, dpu, qpu-sim)")
       ->capture_default_str();
   app.add_option("--seconds", opt.seconds, "length of the measured window")->capture_default_str();
+  app.add_option("--warmup-seconds", opt.warmup_seconds,
+                 "idle: seconds after the last agent connected before the measured window (young connections "
+                 "probe their bandwidth on every message; a real fleet's are old); its CPU is reported apart")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--heartbeat-seconds", opt.heartbeat_seconds, "agent and coordinator heartbeat")
       ->capture_default_str();
   app.add_option("--clients", opt.clients, "submitting clients (dispatch, chaos)")->capture_default_str();

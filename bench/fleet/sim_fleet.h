@@ -50,6 +50,12 @@ struct Options {
   std::string mode = "idle";
   int agents = 100, devices = 4;
   double seconds = 10, heartbeat_seconds = 1;
+  /// idle: seconds after the last agent connected before the measured
+  /// window. gRPC probes a young connection's bandwidth on every message
+  /// (a PING each way), backing off over tens of seconds; a real fleet's
+  /// connections are old, so the window waits for that to settle. The
+  /// warm-up's own CPU is reported beside the window's.
+  double warmup_seconds = 60;
   int clients = 8, tasks_per_job = 8;
   /// ingest: sample batches in flight per task, as hetbench-agent keeps them
   /// (AgentConfig::max_unacked_sample_batches, 64).

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "agent/qpu/circuit.h"
@@ -11,6 +13,7 @@
 #include "agent/qpu/qnn.h"
 #include "agent/qpu/statevector.h"
 #include "agent/qpu/tensor_backend.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetbench::agent::qpu {
 namespace {
@@ -164,6 +167,38 @@ TEST(FusionTest, DiagonalGatesStayDiagonalAndTheLayeredCircuitFusesDeeply) {
   const Circuit layered = LayeredCircuit(26, 10);
   EXPECT_EQ(layered.size(), 385u);
   EXPECT_LT(FuseUpTo(layered, 4).size(), 120u);
+}
+
+// The cost model's regime: a state at least the size of the last-level
+// cache streams from memory; that size comes from sysfs's cache directory
+// (the highest level that holds data; instruction caches do not count).
+TEST(FusionTest, TheLastLevelCacheIsTheHighestDataCacheSysfsLists) {
+  hetbench::testing::TempDir dir{"hetbench-cache"};
+  auto write = [&](int index, int level, const std::string& type, const std::string& size) {
+    const std::string d = dir.path() + "/index" + std::to_string(index);
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/level") << level << "\n";
+    std::ofstream(d + "/type") << type << "\n";
+    std::ofstream(d + "/size") << size << "\n";
+  };
+  EXPECT_EQ(LargestCacheBytes(dir.path()), 0);  // nothing listed: the caller falls back
+  write(0, 1, "Data", "32K");
+  write(1, 1, "Instruction", "64K");
+  EXPECT_EQ(LargestCacheBytes(dir.path()), 32 << 10);
+  write(2, 2, "Unified", "1024K");
+  write(3, 3, "Unified", "32768K");
+  write(4, 3, "Instruction", "65536K");  // an instruction cache never counts
+  EXPECT_EQ(LargestCacheBytes(dir.path()), int64_t{32} << 20);
+  EXPECT_EQ(LargestCacheBytes(dir.path() + "/absent"), 0);
+
+  const int64_t llc = LastLevelCacheBytes();
+  ASSERT_GT(llc, 0);
+  int n = 1;  // the smallest complex64 state of at least the cache's size
+  while ((int64_t{8} << n) < llc) ++n;
+  EXPECT_TRUE(StreamsFromMemory(n, /*is_double=*/false));
+  EXPECT_FALSE(StreamsFromMemory(n - 1, /*is_double=*/false));
+  EXPECT_TRUE(StreamsFromMemory(n - 1, /*is_double=*/true));  // twice the bytes an amplitude
+  EXPECT_FALSE(StreamsFromMemory(n - 2, /*is_double=*/true));
 }
 
 TYPED_TEST(StateVectorTest, TheTensorBackendGivesTheNativeKernelsAmplitudes) {
