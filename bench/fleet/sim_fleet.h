@@ -52,8 +52,9 @@ struct Options {
   double seconds = 10, heartbeat_seconds = 1;
   /// idle: seconds after the last agent connected before the measured
   /// window. gRPC probes a young connection's bandwidth on every message
-  /// (a PING each way), backing off over tens of seconds; a real fleet's
-  /// connections are old, so the window waits for that to settle. The
+  /// (a PING each way), backing off over tens of seconds, and a real
+  /// fleet's connections are old, so the window waits (the coordinator does
+  /// not always settle to the bare gateway's cost: docs/benchmarks.md). The
   /// warm-up's own CPU is reported beside the window's.
   double warmup_seconds = 60;
   int clients = 8, tasks_per_job = 8;
