@@ -6,8 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <string>
+
+#include "absl/strings/match.h"
 
 namespace hetbench::agent::qpu {
 
@@ -282,23 +283,27 @@ PassCosts MeasureStreamed(const PassCosts& in_cache) {
 
 }  // namespace
 
-int64_t LargestCacheBytes(const std::string& cache_dir) {
+int64_t LargestCacheBytes(const SysfsReader& sysfs, const std::string& cache_dir) {
+  const absl::StatusOr<std::vector<std::string>> entries = sysfs.ListDir(cache_dir);
+  if (!entries.ok()) return 0;
   int64_t largest = 0;
-  int best_level = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = cache_dir + "/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
-    int level = 0;
-    std::string size, type;
-    if (!(level_file >> level) || !(size_file >> size) || !(type_file >> type)) break;
-    if (type == "Instruction" || level < best_level) continue;
+  int64_t best_level = 0;
+  for (const std::string& entry : *entries) {
+    if (entry.rfind("index", 0) != 0) continue;
+    const std::string dir = cache_dir + "/" + entry + "/";
+    const absl::StatusOr<int64_t> level = ReadInt(sysfs, dir + "level");
+    const absl::StatusOr<std::string> type = sysfs.ReadFile(dir + "type");
+    const absl::StatusOr<std::string> size = sysfs.ReadFile(dir + "size");  // "32768K"
+    if (!level.ok() || !type.ok() || !size.ok() || absl::StartsWith(*type, "Instruction") || *level < best_level) {
+      continue;
+    }
     char* end = nullptr;
-    int64_t bytes = std::strtoll(size.c_str(), &end, 10);
+    int64_t bytes = std::strtoll(size->c_str(), &end, 10);
     if (*end == 'K') bytes <<= 10;
     if (*end == 'M') bytes <<= 20;
     if (*end == 'G') bytes <<= 30;
     if (bytes > 0) {
-      best_level = level;
+      best_level = *level;
       largest = bytes;
     }
   }
@@ -307,7 +312,7 @@ int64_t LargestCacheBytes(const std::string& cache_dir) {
 
 int64_t LastLevelCacheBytes() {
   static const int64_t bytes = [] {
-    if (const int64_t b = LargestCacheBytes("/sys/devices/system/cpu/cpu0/cache"); b > 0) return b;
+    if (const int64_t b = LargestCacheBytes(RealSysfsReader(), "/sys/devices/system/cpu/cpu0/cache"); b > 0) return b;
     if (const long b = sysconf(_SC_LEVEL3_CACHE_SIZE); b > 0) return static_cast<int64_t>(b);
     if (const long b = sysconf(_SC_LEVEL2_CACHE_SIZE); b > 0) return static_cast<int64_t>(b);
     return int64_t{32} << 20;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/platform/sysfs_reader.h"
 #include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
 
@@ -107,7 +108,7 @@ struct PassCosts {
 /// The size of the highest-level data or unified cache a sysfs cache
 /// directory lists (index0/, index1/, ... with level, type and size such as
 /// "32768K"); 0 when it lists none.
-int64_t LargestCacheBytes(const std::string& cache_dir);
+int64_t LargestCacheBytes(const SysfsReader& sysfs, const std::string& cache_dir);
 
 /// The last-level cache's size in bytes: LargestCacheBytes of cpu0's sysfs
 /// directory, else glibc's sysconf, else 32 MiB.

@@ -174,22 +174,25 @@ TEST(FusionTest, DiagonalGatesStayDiagonalAndTheLayeredCircuitFusesDeeply) {
 // (the highest level that holds data; instruction caches do not count).
 TEST(FusionTest, TheLastLevelCacheIsTheHighestDataCacheSysfsLists) {
   hetbench::testing::TempDir dir{"hetbench-cache"};
+  const RealSysfsReader sysfs(dir.path());  // a fake tree standing in for /sys
+  const std::string cache = "/devices/system/cpu/cpu0/cache";
   auto write = [&](int index, int level, const std::string& type, const std::string& size) {
-    const std::string d = dir.path() + "/index" + std::to_string(index);
+    const std::string d = dir.path() + cache + "/index" + std::to_string(index);
     std::filesystem::create_directories(d);
     std::ofstream(d + "/level") << level << "\n";
     std::ofstream(d + "/type") << type << "\n";
     std::ofstream(d + "/size") << size << "\n";
   };
-  EXPECT_EQ(LargestCacheBytes(dir.path()), 0);  // nothing listed: the caller falls back
+  EXPECT_EQ(LargestCacheBytes(sysfs, cache), 0);  // nothing listed: the caller falls back
   write(0, 1, "Data", "32K");
   write(1, 1, "Instruction", "64K");
-  EXPECT_EQ(LargestCacheBytes(dir.path()), 32 << 10);
+  EXPECT_EQ(LargestCacheBytes(sysfs, cache), 32 << 10);
   write(2, 2, "Unified", "1024K");
   write(3, 3, "Unified", "32768K");
   write(4, 3, "Instruction", "65536K");  // an instruction cache never counts
-  EXPECT_EQ(LargestCacheBytes(dir.path()), int64_t{32} << 20);
-  EXPECT_EQ(LargestCacheBytes(dir.path() + "/absent"), 0);
+  std::filesystem::create_directories(dir.path() + cache + "/uevent-dir");  // not an index: skipped
+  EXPECT_EQ(LargestCacheBytes(sysfs, cache), int64_t{32} << 20);
+  EXPECT_EQ(LargestCacheBytes(sysfs, cache + "/absent"), 0);
 
   const int64_t llc = LastLevelCacheBytes();
   ASSERT_GT(llc, 0);
