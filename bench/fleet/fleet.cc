@@ -107,7 +107,8 @@ class Run {
     const double t0 = Now();
     while (Now() - t0 < opt_.seconds) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const ProcStats after = ReadProc(server_.pid);
-    const double warmup_cpu = t0 > w0 ? (warm.cpu_seconds - before_.cpu_seconds) / (t0 - w0) : 0.0;
+    // No warm-up, no figure (a division by microseconds would print noise).
+    const double warmup_cpu = opt_.warmup_seconds > 0 ? (warm.cpu_seconds - before_.cpu_seconds) / (t0 - w0) : 0.0;
     return absl::StrFormat(
         "RESULT mode=idle agents=%d devices=%d connected=%lld connect_seconds=%.2f heartbeat_seconds=%g "
         "warmup_seconds=%g warmup_cpu_fraction=%.3f server_cpu_fraction=%.3f server_rss_mb=%.0f simulated=true",
