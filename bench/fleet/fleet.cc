@@ -77,7 +77,14 @@ class Run {
         keep_(keep),
         client_(ClientStub(server_.address)),
         fleet_(server_.address, opt, profiles, &stats_) {}
-  ~Run() {
+  ~Run() { Shutdown(); }
+
+  /// The agents cut and the coordinator stopped. A floor measured after the
+  /// coordinator runs only after this: measured beside it, the floor shared the
+  /// two cores with the coordinator and its agents. Idempotent.
+  void Shutdown() {
+    if (shut_down_) return;
+    shut_down_ = true;
     stop_ = true;
     if (heart_.joinable()) heart_.join();
     fleet_.Stop();
@@ -427,7 +434,9 @@ class Run {
     const ProcStats after = ReadProc(server_.pid);
     int64_t ended = 0, checked = 0;
     const std::string exactly = CheckExactlyOnce(*client_, jobs, stats_, &ended, &checked);
-    const double rate = static_cast<double>(stats_.samples_acked.load()) / elapsed;
+    const int64_t samples_acked = stats_.samples_acked.load();
+    const double rate = static_cast<double>(samples_acked) / elapsed;
+    Shutdown();  // the sinks after it alone on the machine, as before it
     // The sinks again, after, in the mirrored order (bare, storing, coordinator, storing, bare): this VM's
     // speed drifts, and each ratio is taken against the faster of the two (the conservative choice).
     const double stored_after = MeasureBareSink(opt_, profiles, /*storing=*/true);
@@ -450,11 +459,10 @@ class Run {
         "storing_sink_after=%.0f ratio_to_storing_sink=%.2f storing_sink_store=sqlite loop_latency_p99_ms_at_most=%g "
         "huge_specs_refused=%lld huge_specs_accepted=%lld %s tasks_checked=%lld server_cpu_fraction=%.3f "
         "server_rss_mb=%.0f simulated=true",
-        opt_.agents, opt_.batch_samples, opt_.window, static_cast<long long>(stats_.samples_acked.load()), rate,
-        bare_before, bare_after, bare > 0 ? rate / bare : 0.0, stored_before, stored_after,
-        stored > 0 ? rate / stored : 0.0, loop_p99_ms, static_cast<long long>(huge_refused.load()),
-        static_cast<long long>(huge_accepted.load()), exactly, static_cast<long long>(checked),
-        (after.cpu_seconds - before_.cpu_seconds) / elapsed, after.rss_mb);
+        opt_.agents, opt_.batch_samples, opt_.window, static_cast<long long>(samples_acked), rate, bare_before,
+        bare_after, bare > 0 ? rate / bare : 0.0, stored_before, stored_after, stored > 0 ? rate / stored : 0.0,
+        loop_p99_ms, static_cast<long long>(huge_refused.load()), static_cast<long long>(huge_accepted.load()), exactly,
+        static_cast<long long>(checked), (after.cpu_seconds - before_.cpu_seconds) / elapsed, after.rss_mb);
   }
 
  private:
@@ -468,6 +476,7 @@ class Run {
   std::atomic<bool> stop_{false};
   ProcStats before_;
   double connect_seconds_ = 0;
+  bool shut_down_ = false;
 };
 
 /// history: a store of finished jobs written with the store API (as the
@@ -684,7 +693,10 @@ int main(int argc, char** argv) {
     run.Connect();
     if (opt.mode == "idle") {
       result = run.Idle();
-      if (bare_floor) result = absl::StrCat(result, " ", BareFloor(opt, profiles, result));
+      if (bare_floor) {
+        run.Shutdown();  // the floor alone on the machine, as the coordinator was
+        result = absl::StrCat(result, " ", BareFloor(opt, profiles, result));
+      }
     } else if (opt.mode == "bigjob") {
       result = run.BigJob();
     } else if (opt.mode == "ingest") {
