@@ -3,14 +3,16 @@
 //
 // Modes (one RESULT line each):
 //   idle     agents connect and heartbeat; after --warmup-seconds, the
-//            coordinator's CPU and RSS over --seconds (the warm-up's apart)
+//            coordinator's CPU and RSS over --seconds (the warm-up's apart);
+//            --bare-floor: then, the coordinator stopped, a bare gateway's
 //   dispatch clients submit --tasks-per-job jobs; agents finish each task at
 //            once; tasks/s, Assign latency, the largest live Job message, RSS
 //   bigjob   one job of --tasks-per-job tasks on the fleet's devices: tasks/s,
 //            the Job message while queued, RSS before/peak/after
 //   ingest   one task per agent streams 1,000-sample batches for --seconds,
-//            into a bare callback sink run in this process (before and after)
-//            and into the coordinator; the ratio, loop latency p99, and
+//            into a bare and a storing callback sink run in this process
+//            (before, and after the coordinator stopped) and into the
+//            coordinator; the ratio, loop latency p99, and
 //            exactly-once (stored samples = sent samples per task). With
 //            --huge-specs a client submits 1,000,000-entry specs meanwhile.
 //   chaos    dispatch while agents are killed or cut off (alternately) at
