@@ -4,7 +4,8 @@
 // Modes (one RESULT line each):
 //   idle     agents connect and heartbeat; after --warmup-seconds, the
 //            coordinator's CPU and RSS over --seconds (the warm-up's apart);
-//            --bare-floor: then, the coordinator stopped, a bare gateway's
+//            --bare-floor: then, the coordinator stopped, the same for a
+//            bare gateway (bench_fleet --serve-bare), and the ratio
 //   dispatch clients submit --tasks-per-job jobs; agents finish each task at
 //            once; tasks/s, Assign latency, the largest live Job message, RSS
 //   bigjob   one job of --tasks-per-job tasks on the fleet's devices: tasks/s,
