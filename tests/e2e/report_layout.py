@@ -6,7 +6,9 @@ For each page, loaded in headless Chromium (Selenium) at 1,300 x 900 px:
   - the answer (ul.answer) starts above the fold (its top inside the first 900 px);
   - with every <details> opened, no table ends right of the page's text column, no box scrolls
     sideways, and neither does the page;
-  - nothing appears twice: no two headings, tables or figure titles with the same text;
+  - nothing appears twice: no two headings, tables or figures (their captions and charts' own
+    titles) with the same text, and no two marks of one chart with the same tooltip (two charts,
+    say batch 64 and 128, may each have a bar "cpu0 bwd · 1 ReLU: 0.02418");
   - the page's height as first seen (folded tables closed) is printed, and must be at most
     MAX_HEIGHT_PX when given.
 For each CSV, read with pandas: a cell is a plain number or text, never a number with a unit
@@ -56,7 +58,11 @@ document.querySelectorAll('table').forEach((t, i) => {
 const texts = sel => Array.from(document.querySelectorAll(sel)).map(e => (e.innerText || e.textContent || "").trim()).filter(t => t);
 out.headings = texts('h1, h2, h3, h4');
 out.tables = texts('table');
-out.figures = texts('figure figcaption, figure svg title');
+// Each figure once: its caption and its chart's own title (an svg's first <title>).
+out.figures = texts('figure figcaption, figure svg > title:first-of-type');
+// Each chart's marks: the tooltips inside one figure, checked within that figure only.
+out.marks = Array.from(document.querySelectorAll('figure')).map(f =>
+  Array.from(f.querySelectorAll('svg title')).slice(1).map(e => (e.textContent || "").trim()).filter(t => t));
 out.openedHeight = document.documentElement.scrollHeight;
 return out;
 """
@@ -86,6 +92,9 @@ def check_page(driver, name, path, max_height):
     for kind in ("headings", "tables", "figures"):
         for t in dupes(m[kind]):
             problems.append(f"{where}: {kind[:-1]} shown twice: {t[:80]!r}")
+    for i, marks in enumerate(m["marks"]):
+        for t in dupes(marks):
+            problems.append(f"{where}: figure {i + 1}: a mark shown twice in one chart: {t[:80]!r}")
     if max_height and m["height"] > max_height:
         problems.append(f"{where}: {m['height']} px tall, more than {max_height} px")
     print(f"layout {name}: {m['height']} px tall at {WIDTH} px ({m['openedHeight']} px with every table "
