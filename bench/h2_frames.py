@@ -8,9 +8,9 @@ Usage:
 Prints, per direction (to or from the server on PORT), each frame type's
 count and bytes, the PING and SETTINGS frames split into requests and acks,
 the TCP segments that carried data, and the commonest compositions of a
-segment (the frames that began in it, in order: "DATA WINDOW_UPDATE x2"),
-which show whether one side's frames leave together or one by one. Reads classic pcap files of the
-loopback (Linux "cooked" or Ethernet framing) with the standard library
+segment (the frames that end in it, in order: "DATA WINDOW_UPDATE x2"),
+which show whether one side's frames leave together or one by one. Reads
+classic pcap files of the loopback (Linux "cooked" or Ethernet framing) with the standard library
 only. A connection's frames are followed across segments; a capture that
 starts in the middle of a frame misreads that connection's first bytes
 (rare with frames of a few dozen bytes; capture idle connections).
@@ -45,8 +45,8 @@ def packets(path):
             yield f.read(length)[LINK_HEADER[link]:]
 
 
-def Shape(names):
-    """'DATA WINDOW_UPDATE x2' for DATA, WINDOW_UPDATE, WINDOW_UPDATE; '(frame continues)' for none."""
+def shape(names):
+    """'DATA WINDOW_UPDATE x2' for DATA, WINDOW_UPDATE, WINDOW_UPDATE; '(a frame continues)' for none."""
     if not names:
         return "(a frame continues)"
     runs = []
@@ -63,7 +63,7 @@ def main():
         raise SystemExit(__doc__)
     path, port = sys.argv[1], int(sys.argv[2])
     frames, frame_bytes, segments = collections.Counter(), collections.Counter(), collections.Counter()
-    shapes = collections.Counter()  # (direction, the frames that began in one segment)
+    shapes = collections.Counter()  # (direction, the frames that end in one segment)
     pending = collections.defaultdict(bytes)  # per (source, destination) port: bytes of an unfinished frame
     for ip in packets(path):
         if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 6:
@@ -78,7 +78,7 @@ def main():
         buf = pending[(src, dst)] + payload
         if buf.startswith(PREFACE):
             buf = buf[len(PREFACE):]
-        began = []
+        ended = []  # the frames that end in this segment
         while len(buf) >= 9:
             length, kind, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
             if len(buf) < 9 + length:
@@ -87,20 +87,20 @@ def main():
             if kind in (4, 6):
                 name += " ack" if flags & 1 else ""
             frames[(direction, name)] += 1
-            began.append(name)
+            ended.append(name)
             frame_bytes[(direction, name)] += 9 + length
             buf = buf[9 + length:]
         pending[(src, dst)] = buf
-        shapes[(direction, Shape(began))] += 1
+        shapes[(direction, shape(ended))] += 1
     for key in sorted(frames):
         print(f"{key[0]:12s} {key[1]:16s} {frames[key]:9d} frames {frame_bytes[key]:11d} bytes")
     for direction in sorted(segments):
         print(f"{direction:12s} {'TCP segments':16s} {segments[direction]:9d} with data")
     for direction in sorted(segments):
         print(f"segments {direction}, commonest compositions:")
-        for (d, shape), count in shapes.most_common():
+        for (d, composition), count in shapes.most_common():
             if d == direction and count * 100 >= segments[direction]:  # those of 1 % or more
-                print(f"  {count:9d} {shape}")
+                print(f"  {count:9d} {composition}")
 
 
 if __name__ == "__main__":
