@@ -335,7 +335,8 @@ class BareSink final : public v1::AgentGateway::CallbackService {
 
 double MeasureBareSink(const Options& opt, const Profiles& profiles, bool storing) {
   // The storing sink's store: a fresh SQLite file, opened as hetbench-server
-  // opens its own (WAL, synchronous=FULL, its checkpointer), and written by
+  // opens its own (WAL, synchronous=FULL, its checkpointer, batches' bytes in
+  // segment files beside it), and written by
   // the coordinator's BatchWriter over a second connection, as Ingest does.
   std::string dir;
   std::unique_ptr<server::SqliteJobStore> store;

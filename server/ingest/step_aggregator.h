@@ -52,7 +52,14 @@ class BatchSummarizer {
     item_min_ = std::min<int64_t>(item_min_, items);
     const int64_t e = duration_ns - pivot_;
     shifted_ += e;
-    shifted_sq_ += static_cast<double>(e) * static_cast<double>(e);
+    // Squares in integers while they stay far from overflow (a step within
+    // ~18 minutes of the batch's first: every real one): no chain of
+    // floating-point adds, one a step, and exact.
+    if (e > -kExactSquareLimit && e < kExactSquareLimit) {
+      shifted_sq_exact_ += static_cast<unsigned __int128>(static_cast<__int128>(e) * e);
+    } else {
+      shifted_sq_ += static_cast<double>(e) * static_cast<double>(e);
+    }
   }
   BatchSummary Finish() const {
     BatchSummary b;
@@ -66,7 +73,8 @@ class BatchSummarizer {
     b.min_items = item_min_;
     const double s1 = static_cast<double>(shifted_);
     b.sum = static_cast<double>(pivot_) * n_ + s1;
-    b.m2 = std::max(0.0, shifted_sq_ - s1 * s1 / n_);
+    const double sq = static_cast<double>(shifted_sq_exact_) + shifted_sq_;
+    b.m2 = std::max(0.0, sq - s1 * s1 / n_);
     return b;
   }
 
@@ -74,7 +82,10 @@ class BatchSummarizer {
   int n_ = 0;
   int64_t pivot_ = 0, lo_ = 0, hi_ = 0, first_ = 0, last_ = 0, item_sum_ = 0, item_min_ = 0;
   int64_t shifted_ = 0;  // sum of (d - pivot): exact
-  double shifted_sq_ = 0;
+  // Below 2^40 a square is below 2^80: 2^47 of them fit the 128-bit sum.
+  static constexpr int64_t kExactSquareLimit = int64_t{1} << 40;
+  unsigned __int128 shifted_sq_exact_ = 0;  // sum of (d - pivot)^2 for |d - pivot| < 2^40
+  double shifted_sq_ = 0;                   // ... and for the rest
 };
 
 /// The summary of n steps held as arrays (a BatchSummarizer over them).

@@ -3,14 +3,15 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
-#include "server/store/job_rows.h"
 #include "common/sample_codec.h"
+#include "server/store/job_rows.h"
 #include "server/store/sqlite_schema.h"
 
 namespace hetbench::server {
@@ -57,6 +58,12 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::OpenConnection(c
   }
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db));
   store->path_ = path;
+  if (path != ":memory:" && !path.empty()) {
+    store->segments_ = std::make_unique<SampleSegments>(path + ".samples");
+    if (primary) {
+      if (auto s = store->segments_->CreateDirectory(); !s.ok()) return s;
+    }
+  }
   sqlite3_busy_handler(db, ShortBusyWait, nullptr);
   for (const char* pragma : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA foreign_keys=ON;",
                              "PRAGMA cache_size=-65536;"}) {
@@ -85,12 +92,14 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::OpenConnection(c
       {"SELECT task FROM tasks WHERE job_number = ? ORDER BY idx", &store->get_tasks_},
       {"SELECT task FROM tasks WHERE job_number = ? AND idx = ?", &store->get_task_},
       {"SELECT id FROM jobs WHERE request_id = ?", &store->find_request_},
-      {"INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
-       "VALUES (?, ?, ?, ?, ?, ?)",
+      {"INSERT OR IGNORE INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch, segment, "
+       "segment_offset, segment_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
        &store->put_batch_},
-      {"SELECT seq, phase, batch FROM sample_batches WHERE task_id = ? AND attempt = ? AND seq >= ? ORDER BY seq "
-       "LIMIT ?",
+      {"SELECT seq, phase, batch, segment, segment_offset, segment_bytes FROM sample_batches WHERE task_id = ? AND "
+       "attempt = ? AND seq >= ? ORDER BY seq LIMIT ?",
        &store->load_batches_},
+      {"SELECT id, bytes FROM sample_segments ORDER BY id DESC LIMIT 1", &store->last_segment_},
+      {"INSERT OR REPLACE INTO sample_segments (id, bytes) VALUES (?, ?)", &store->put_segment_},
       {"INSERT OR IGNORE INTO power_batches (task_id, attempt, seq, sensor, reading_count, batch) "
        "VALUES (?, ?, ?, ?, ?, ?)",
        &store->put_power_},
@@ -113,7 +122,7 @@ SqliteJobStore::~SqliteJobStore() {
   }
   sqlite3_close(checkpoint_db_);
   for (sqlite3_stmt* s : {insert_job_, put_header_, put_task_, get_header_, get_tasks_, get_task_, find_request_,
-                          put_batch_, load_batches_, put_power_, load_power_}) {
+                          put_batch_, load_batches_, put_power_, load_power_, last_segment_, put_segment_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -212,14 +221,33 @@ absl::Status SqliteJobStore::Commit() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
   if (!writing) return absl::OkStatus();
+  if (txn_error_.ok() && segment_ != 0) {
+    // The batches' bytes durable first, then the rows naming them and the
+    // segment's new length, in one commit.
+    txn_error_ = segments_->Flush(segment_, segment_start_);
+    if (txn_error_.ok()) {
+      sqlite3_reset(put_segment_);
+      sqlite3_bind_int64(put_segment_, 1, segment_);
+      sqlite3_bind_int64(put_segment_, 2, segment_end_);
+      if (sqlite3_step(put_segment_) != SQLITE_DONE) txn_error_ = Error("store the segment's length");
+    }
+  }
+  segment_ = 0;
   if (!txn_error_.ok()) {
     // A failed write fails its whole transaction, as on PostgreSQL.
     absl::Status failed = std::move(txn_error_);
     txn_error_ = absl::OkStatus();
+    if (segments_) segments_->Discard();
+    released_.clear();
     (void)Exec("ROLLBACK;");
     return failed;
   }
-  return Exec("COMMIT;");
+  absl::Status committed = Exec("COMMIT;");
+  if (!committed.ok()) (void)Exec("ROLLBACK;");
+  // Pruned batches' blocks go back to the file system once their rows are gone for good.
+  if (committed.ok()) ReleasePruned();
+  released_.clear();
+  return committed;
 }
 
 absl::Status SqliteJobStore::Failed(absl::Status s) {
@@ -231,6 +259,9 @@ absl::Status SqliteJobStore::Rollback() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
   txn_error_ = absl::OkStatus();
+  segment_ = 0;
+  if (segments_) segments_->Discard();
+  released_.clear();
   return writing ? Exec("ROLLBACK;") : absl::OkStatus();
 }
 
@@ -423,18 +454,55 @@ absl::StatusOr<int64_t> SqliteJobStore::MaxJobNumber() {
   return sqlite3_column_int64(stmt.get(), 0);
 }
 
+absl::Status SqliteJobStore::StartAppending() {
+  if (segment_ != 0) return absl::OkStatus();
+  sqlite3_reset(last_segment_);
+  int64_t id = 0, bytes = 0;
+  const int rc = sqlite3_step(last_segment_);
+  if (rc == SQLITE_ROW) {
+    id = sqlite3_column_int64(last_segment_, 0);
+    bytes = sqlite3_column_int64(last_segment_, 1);
+  }
+  sqlite3_reset(last_segment_);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Failed(Error("read the last sample segment"));
+  if (id == 0 || bytes >= SampleSegments::kSegmentBytes) {
+    ++id;  // a new segment: its row is written at commit
+    bytes = 0;
+  }
+  segment_ = id;
+  segment_start_ = segment_end_ = bytes;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
   if (auto s = EnsureWriting(); !s.ok()) return s;
-  const std::string blob = EncodeSampleColumns(batch);
+  // The compact columns as the agent sent them, or encoded from the arrays.
+  std::string encoded;
+  if (batch.columns().empty()) encoded = EncodeSampleColumns(batch);
+  const std::string& blob = batch.columns().empty() ? encoded : batch.columns();
   sqlite3_reset(put_batch_);
   BindText(put_batch_, 1, batch.task_id());
   sqlite3_bind_int(put_batch_, 2, batch.attempt());
   sqlite3_bind_int64(put_batch_, 3, static_cast<sqlite3_int64>(batch.seq()));
   sqlite3_bind_int(put_batch_, 4, batch.phase());
-  sqlite3_bind_int(put_batch_, 5, batch.duration_ns_size());
-  BindBlob(put_batch_, 6, blob);
+  sqlite3_bind_int(put_batch_, 5, static_cast<int>(SampleCount(batch)));
+  if (segments_) {
+    if (auto s = StartAppending(); !s.ok()) return s;
+    sqlite3_bind_zeroblob(put_batch_, 6, 0);
+    sqlite3_bind_int64(put_batch_, 7, segment_);
+    sqlite3_bind_int64(put_batch_, 8, segment_end_);
+    sqlite3_bind_int64(put_batch_, 9, static_cast<sqlite3_int64>(blob.size()));
+  } else {
+    sqlite3_bind_blob(put_batch_, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+    for (int i = 7; i <= 9; ++i) sqlite3_bind_null(put_batch_, i);
+  }
   if (sqlite3_step(put_batch_) != SQLITE_DONE) return Failed(Error("store sample batch"));
-  return sqlite3_changes(db_) == 1;
+  const bool stored = sqlite3_changes(db_) == 1;
+  if (stored && segments_) {
+    segments_->Stage(blob);
+    segment_end_ += static_cast<int64_t>(blob.size());
+  }
+  return stored;
 }
 
 absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(const std::string& task_id, int attempt,
@@ -452,10 +520,29 @@ absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(c
     b.set_attempt(attempt);
     b.set_seq(static_cast<uint64_t>(sqlite3_column_int64(load_batches_, 0)));
     b.set_phase(static_cast<v1::Phase>(sqlite3_column_int(load_batches_, 1)));
-    const auto* data = static_cast<const char*>(sqlite3_column_blob(load_batches_, 2));
-    const absl::Status s =
-        DecodeSampleColumns(std::string_view(data == nullptr ? "" : data, sqlite3_column_bytes(load_batches_, 2)), &b);
+    std::string_view columns;
+    std::string from_segment;
+    if (sqlite3_column_type(load_batches_, 3) != SQLITE_NULL) {
+      if (!segments_) {
+        sqlite3_reset(load_batches_);
+        return absl::DataLossError("job store: a batch in a segment file, in a store without them");
+      }
+      absl::StatusOr<std::string> read =
+          segments_->Read(sqlite3_column_int64(load_batches_, 3), sqlite3_column_int64(load_batches_, 4),
+                          sqlite3_column_int64(load_batches_, 5));
+      if (!read.ok()) {
+        sqlite3_reset(load_batches_);
+        return read.status();
+      }
+      from_segment = std::move(*read);
+      columns = from_segment;
+    } else {
+      const auto* data = static_cast<const char*>(sqlite3_column_blob(load_batches_, 2));
+      columns = std::string_view(data == nullptr ? "" : data, sqlite3_column_bytes(load_batches_, 2));
+    }
+    const absl::Status s = DecodeSampleColumns(columns, &b);
     if (!s.ok()) {
+      sqlite3_reset(load_batches_);
       return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
     }
   }
@@ -504,6 +591,23 @@ absl::StatusOr<std::vector<v1::PowerBatch>> SqliteJobStore::LoadPowerBatches(con
   return LoadBlobs<v1::PowerBatch>(load_power_, task_id, attempt, from_seq, max_batches, "power batch");
 }
 
+void SqliteJobStore::ReleasePruned() {
+  // Adjacent batches as one range: a block they share is freed too.
+  std::sort(released_.begin(), released_.end(), [](const Released& a, const Released& b) {
+    return a.segment != b.segment ? a.segment < b.segment : a.offset < b.offset;
+  });
+  for (size_t i = 0; i < released_.size();) {
+    Released run = released_[i];
+    for (++i;
+         i < released_.size() && released_[i].segment == run.segment && released_[i].offset == run.offset + run.bytes;
+         ++i) {
+      run.bytes += released_[i].bytes;
+    }
+    segments_->Release(run.segment, run.offset, run.bytes);
+  }
+  released_.clear();
+}
+
 absl::StatusOr<int> SqliteJobStore::PruneRawBatches(double finished_before_unix, int max_jobs) {
   std::vector<std::pair<int64_t, std::string>> jobs;
   {
@@ -517,9 +621,25 @@ absl::StatusOr<int> SqliteJobStore::PruneRawBatches(double finished_before_unix,
       jobs.emplace_back(sqlite3_column_int64(stmt.get(), 0), ColumnText(stmt.get(), 1));
     }
   }
+  // Inside a transaction (Begin), a job's deletes and its mark commit together.
+  if (!jobs.empty()) {
+    if (auto s = EnsureWriting(); !s.ok()) return s;
+  }
   for (const auto& [number, id] : jobs) {
     // Task ids of a job share the prefix "<job>-t": a range over the key.
     const std::string lo = id + "-t", hi = id + "-u";
+    if (segments_) {  // their bytes are freed once the deletes commit
+      Stmt where(db_,
+                 "SELECT segment, segment_offset, segment_bytes FROM sample_batches WHERE task_id >= ? AND task_id < ? "
+                 "AND segment IS NOT NULL");
+      if (!where.ok()) return Error("prune");
+      BindText(where.get(), 1, lo);
+      BindText(where.get(), 2, hi);
+      while (sqlite3_step(where.get()) == SQLITE_ROW) {
+        released_.push_back(Released{sqlite3_column_int64(where.get(), 0), sqlite3_column_int64(where.get(), 1),
+                                     sqlite3_column_int64(where.get(), 2)});
+      }
+    }
     for (const char* sql : {"DELETE FROM sample_batches WHERE task_id >= ? AND task_id < ?",
                             "DELETE FROM power_batches WHERE task_id >= ? AND task_id < ?"}) {
       Stmt del(db_, sql);
@@ -532,6 +652,7 @@ absl::StatusOr<int> SqliteJobStore::PruneRawBatches(double finished_before_unix,
     sqlite3_bind_int64(mark.get(), 1, number);
     if (!mark.ok() || sqlite3_step(mark.get()) != SQLITE_DONE) return Error("prune");
   }
+  if (!writing_) ReleasePruned();  // no transaction: each delete committed by itself
   return static_cast<int>(jobs.size());
 }
 
@@ -541,6 +662,17 @@ absl::Status SqliteJobStore::CheckIntegrity() {
   std::string answer;
   if (sqlite3_step(stmt.get()) == SQLITE_ROW) answer = ColumnText(stmt.get(), 0);
   if (answer != "ok") return absl::DataLossError(absl::StrCat("job store: integrity_check: ", answer));
+  // Every segment holds the bytes its committed batches name.
+  Stmt segments(db_, "SELECT id, bytes FROM sample_segments ORDER BY id");
+  if (!segments.ok()) return Error("integrity_check");
+  while (sqlite3_step(segments.get()) == SQLITE_ROW) {
+    if (!segments_) return absl::DataLossError("job store: sample segments listed in a store without a directory");
+    if (auto s =
+            segments_->CheckLength(sqlite3_column_int64(segments.get(), 0), sqlite3_column_int64(segments.get(), 1));
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -2,6 +2,11 @@
 /// JobStore on SQLite in WAL mode with synchronous=FULL, so a commit survives
 /// a crash of the process or the machine.
 ///
+/// A sample batch's bytes go to an append-only segment file beside the
+/// database (`<path>.samples/`, sample_segments.h), written once and made
+/// durable before the transaction holding its row commits; the row (task,
+/// attempt, seq: stored once) names where they are.
+///
 /// Checkpoints (copying the WAL into the database file) run on a thread of
 /// their own with a second connection, in PASSIVE mode: they never block the
 /// writer, and the event loop that commits no longer pays for reading the
@@ -12,9 +17,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "server/store/job_store.h"
+#include "server/store/sample_segments.h"
 
 namespace hetbench::server {
 
@@ -76,8 +83,14 @@ class SqliteJobStore final : public JobStore {
   absl::Status Failed(absl::Status s);
   absl::Status Prepare(const char* sql, sqlite3_stmt** stmt);
   absl::Status MigrateFromBlobs();
-  /// Schema 2 -> 3: sample_batches from WITHOUT ROWID to a rowid table.
+  /// Schema 2 -> 3: sample_batches from WITHOUT ROWID to a rowid table; then AddSegmentColumns.
   absl::Status MigrateSampleTable();
+  /// Schema 3 -> 4: sample_batches' segment, segment_offset and segment_bytes.
+  absl::Status AddSegmentColumns();
+  /// The segment the open write transaction appends to, and where (read at its first batch).
+  absl::Status StartAppending();
+  /// Frees the bytes of the batches pruned (released_), adjacent ones as one range.
+  void ReleasePruned();
   /// The tasks of job `number`, in index order; `with_results` false clears them.
   absl::Status LoadTasks(int64_t number, bool with_results, v1::Job* job);
   /// Steps `stmt` (bound) once: its first column parsed, or none when no row.
@@ -92,6 +105,15 @@ class SqliteJobStore final : public JobStore {
   bool in_batch_ = false;  // between Begin and Commit/Rollback
   bool writing_ = false;   // ... and holding the write lock
   absl::Status txn_error_;  // first failed write of the transaction
+  // Sample batches' bytes (a file store; null for ":memory:", whose rows hold them).
+  std::unique_ptr<SampleSegments> segments_;
+  int64_t segment_ = 0;        // the write transaction's segment; 0 before its first batch
+  int64_t segment_start_ = 0;  // its committed length: where the staged bytes go
+  int64_t segment_end_ = 0;    // ... and where the next batch's go
+  struct Released {
+    int64_t segment, offset, bytes;
+  };
+  std::vector<Released> released_;  // batches pruned by the transaction: freed once it commits
   sqlite3* checkpoint_db_ = nullptr;
   std::thread checkpointer_;
   absl::Mutex checkpoint_mu_;
@@ -107,6 +129,8 @@ class SqliteJobStore final : public JobStore {
   sqlite3_stmt* load_batches_ = nullptr;
   sqlite3_stmt* put_power_ = nullptr;
   sqlite3_stmt* load_power_ = nullptr;
+  sqlite3_stmt* last_segment_ = nullptr;
+  sqlite3_stmt* put_segment_ = nullptr;
 };
 
 }  // namespace hetbench::server

@@ -23,7 +23,7 @@ absl::Status SqliteJobStore::MigrateSampleTable() {
       without_rowid = ColumnText(table.get(), 0).find("WITHOUT ROWID") != std::string::npos;
     }
   }
-  if (!without_rowid) return absl::OkStatus();
+  if (!without_rowid) return AddSegmentColumns();
   const absl::Status s = Exec(
       "BEGIN IMMEDIATE;"
       "ALTER TABLE sample_batches RENAME TO sample_batches_v2;"
@@ -38,6 +38,32 @@ absl::Status SqliteJobStore::MigrateSampleTable() {
     return absl::Status(s.code(), absl::StrCat("job store: moving sample batches to a rowid table: ", s.message()));
   }
   std::fprintf(stderr, "job store: sample batches moved to a rowid table (schema 3)\n");
+  return AddSegmentColumns();
+}
+
+absl::Status SqliteJobStore::AddSegmentColumns() {
+  // Schema 3 -> 4: where a batch's bytes are in a segment file. The rows
+  // already stored keep their bytes in `batch` (segment NULL).
+  bool has_table = false, has_segment = false;
+  {
+    Stmt info(db_, "PRAGMA table_info(sample_batches)");
+    if (!info.ok()) return Error("read schema");
+    while (sqlite3_step(info.get()) == SQLITE_ROW) {
+      has_table = true;
+      has_segment = has_segment || ColumnText(info.get(), 1) == "segment";
+    }
+  }
+  if (!has_table || has_segment) return absl::OkStatus();
+  const absl::Status s = Exec(
+      "BEGIN IMMEDIATE;"
+      "ALTER TABLE sample_batches ADD COLUMN segment INTEGER;"
+      "ALTER TABLE sample_batches ADD COLUMN segment_offset INTEGER;"
+      "ALTER TABLE sample_batches ADD COLUMN segment_bytes INTEGER;"
+      "COMMIT;");
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK;");
+    return absl::Status(s.code(), absl::StrCat("job store: adding the segment columns: ", s.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -9,8 +9,11 @@
 namespace hetbench::server::sqlite {
 
 // Schema 2: a row per job and a row per task. (Schema 1 kept a whole job,
-// tasks included, in one blob rewritten on every change.)
-inline constexpr int kSchemaVersion = 3;
+// tasks included, in one blob rewritten on every change.) Schema 3: sample
+// batches in a rowid table. Schema 4: a batch's bytes in a segment file
+// (sample_segments.h), the row naming where; `batch` holds them only in a
+// store without a directory (":memory:") and in rows written before.
+inline constexpr int kSchemaVersion = 4;
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
   number INTEGER PRIMARY KEY,     -- "job-000042" is 42
@@ -40,8 +43,15 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   seq INTEGER NOT NULL,
   phase INTEGER NOT NULL,
   sample_count INTEGER NOT NULL,
-  batch BLOB NOT NULL,           -- the columns, compact (common/sample_codec.h)
-  UNIQUE (task_id, attempt, seq)  -- a rowid table: rows of kilobytes append (schema 3)
+  batch BLOB NOT NULL,           -- the columns, compact (common/sample_codec.h); empty when in a segment
+  segment INTEGER,               -- schema 4: the segment file holding the columns, or NULL (in `batch`)
+  segment_offset INTEGER,
+  segment_bytes INTEGER,
+  UNIQUE (task_id, attempt, seq)  -- a rowid table: rows append (schema 3)
+);
+CREATE TABLE IF NOT EXISTS sample_segments (
+  id INTEGER PRIMARY KEY,        -- <db>.samples/<id as 6 digits>.seg
+  bytes INTEGER NOT NULL         -- committed length: bytes past it are not referenced by any row
 );
 CREATE TABLE IF NOT EXISTS power_batches (
   task_id TEXT NOT NULL,

@@ -491,8 +491,17 @@ TEST_P(StoreContractTest, ATransactionCutAtAnyPointLeavesAllOrNone) {
       ASSERT_TRUE(job.ok() && job->has_value()) << "job " << n << " of " << *max << " is missing";
       ASSERT_EQ((*job)->tasks_size(), kTasks) << "job " << n;
       for (int t = 0; t < kTasks; ++t) {
-        ASSERT_EQ(store_->LoadSampleBatches(absl::StrFormat("job-%06d-t%d", n, t), 1)->size(), size_t{kBatches})
-            << "job " << n << " task " << t;
+        // Every batch whole, as written (SQLite: its bytes in a segment file, written before the commit).
+        const std::string task = absl::StrFormat("job-%06d-t%d", n, t);
+        auto batches = store_->LoadSampleBatches(task, 1);
+        ASSERT_TRUE(batches.ok()) << task << ": " << batches.status();
+        ASSERT_EQ(batches->size(), size_t{kBatches}) << task;
+        for (int b = 0; b < kBatches; ++b) {
+          const v1::SampleBatch want = Batch(task, 1, b, 50);
+          ASSERT_EQ(std::vector<int64_t>((*batches)[b].start_ns().begin(), (*batches)[b].start_ns().end()),
+                    std::vector<int64_t>(want.start_ns().begin(), want.start_ns().end()))
+              << task << " batch " << b;
+        }
       }
     }
     // Nothing of the cut transaction: no batches of the job after the last.

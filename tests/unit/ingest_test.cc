@@ -258,6 +258,37 @@ TEST(StepAggregatorTest, OnePassSummaryKeepsTheSpreadOfLongSteps) {
   EXPECT_EQ(b.last_end, start[999] + duration[999]);
 }
 
+// Squares of deviations under 2^40 ns are summed in integers, larger ones in
+// doubles: a batch of both (steps of 5 ms and of an hour, and an absurd one
+// of 2^62 ns that would overflow any integer sum) keeps the two-pass spread.
+TEST(StepAggregatorTest, OnePassSpreadHoldsForSmallAndHugeDeviationsAlike) {
+  std::vector<int64_t> start, duration;
+  std::vector<int32_t> items;
+  for (int i = 0; i < 1000; ++i) {
+    start.push_back(i * int64_t{10'000'000});
+    duration.push_back(i % 10 == 9 ? int64_t{3'600'000'000'000} : int64_t{5'000'000} + (i % 13) * 1'000);
+    items.push_back(1);
+  }
+  duration[500] = int64_t{1} << 62;
+  const BatchSummary b = SummarizeBatch(start.data(), duration.data(), items.data(), 1000);
+  long double mean = 0;
+  for (int64_t d : duration) mean += static_cast<long double>(d);
+  mean /= 1000;
+  long double m2 = 0;
+  for (int64_t d : duration) m2 += (static_cast<long double>(d) - mean) * (static_cast<long double>(d) - mean);
+  EXPECT_NEAR(b.sum / 1000, static_cast<double>(mean), 1e-9 * static_cast<double>(mean));
+  EXPECT_NEAR(b.m2, static_cast<double>(m2), 1e-9 * static_cast<double>(m2));
+  // Without the huge step: every square in the integer sum, exact.
+  duration[500] = 5'000'000;
+  const BatchSummary small = SummarizeBatch(start.data(), duration.data(), items.data(), 1000);
+  mean = 0;
+  for (int64_t d : duration) mean += static_cast<long double>(d);
+  mean /= 1000;
+  m2 = 0;
+  for (int64_t d : duration) m2 += (static_cast<long double>(d) - mean) * (static_cast<long double>(d) - mean);
+  EXPECT_NEAR(small.m2, static_cast<double>(m2), 1e-12 * static_cast<double>(m2));
+}
+
 TEST(StepAggregatorTest, PastTheLimitPercentilesStayWithinTheStatedError) {
   std::vector<v1::SampleBatch> batches;
   TaskAggregate agg;

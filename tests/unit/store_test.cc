@@ -1,17 +1,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/names.h"
-#include "server/store/store_reader.h"
+#include "common/sample_codec.h"
 #include "server/store/sqlite_job_store.h"
+#include "server/store/store_reader.h"
 // The tests every store passes are in store_contract_test.cc; these are
 // SQLite's own (migrations, the old layouts, paths) and the data reader's.
 #include "tests/testing/store_rows.h"
@@ -181,7 +184,11 @@ TEST(SqliteJobStoreTest, OlderWholeProtobufBatchesLoadBesideCompactOnes) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db, "INSERT INTO sample_batches VALUES ('t0', 1, 1, 1, 4, ?)", -1, &stmt, nullptr);
+    // As an older hetbench wrote it: the whole batch in the row (no segment).
+    sqlite3_prepare_v2(db,
+                       "INSERT INTO sample_batches (task_id, attempt, seq, phase, sample_count, batch) "
+                       "VALUES ('t0', 1, 1, 1, 4, ?)",
+                       -1, &stmt, nullptr);
     const std::string whole = Batch("t0", 1, 1, 4).SerializeAsString();
     sqlite3_bind_blob(stmt, 1, whole.data(), static_cast<int>(whole.size()), SQLITE_TRANSIENT);
     ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
@@ -253,6 +260,148 @@ TEST(SqliteJobStoreTest, ASampleTableOfSchema2IsMovedToARowidTable) {
             std::string::npos);
   sqlite3_finalize(stmt);
   sqlite3_close(db);
+}
+
+// Schema 4: a file store writes a batch's bytes once, to a segment file
+// beside the database; its row names where (and stays empty itself).
+std::string SegmentPath(const std::string& db, int id) { return absl::StrFormat("%s.samples/%06d.seg", db, id); }
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+TEST(SqliteJobStoreTest, BatchBytesGoOnceToASegmentBesideTheDatabase) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/jobs.db";
+  int64_t bytes = 0;
+  {
+    auto store = SqliteJobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (uint64_t seq : {0u, 1u, 2u}) {
+      v1::SampleBatch b = Batch("t0", 1, seq, 5 + static_cast<int>(seq));
+      if (seq == 1) PackSampleColumns(&b);  // as an agent sends them
+      bytes += static_cast<int64_t>(EncodeSampleColumns(b).size());
+      ASSERT_TRUE(*(*store)->PutSampleBatch(b));
+    }
+    EXPECT_FALSE(*(*store)->PutSampleBatch(Batch("t0", 1, 1, 6)));  // a repeat: no bytes staged
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  EXPECT_EQ(FileSize(SegmentPath(path, 1)), bytes);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT length(batch), segment, segment_offset, segment_bytes, sample_count FROM sample_batches "
+                     "ORDER BY seq",
+                     -1, &stmt, nullptr);
+  int64_t offset = 0;
+  for (int seq = 0; seq < 3; ++seq) {
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(stmt, 0), 0);
+    EXPECT_EQ(sqlite3_column_int(stmt, 1), 1);
+    EXPECT_EQ(sqlite3_column_int64(stmt, 2), offset);
+    offset += sqlite3_column_int64(stmt, 3);
+    EXPECT_EQ(sqlite3_column_int(stmt, 4), 5 + seq);
+  }
+  EXPECT_EQ(offset, bytes);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto batches = (*store)->LoadSampleBatches("t0", 1);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 3u);
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    const v1::SampleBatch want = Batch("t0", 1, seq, 5 + static_cast<int>(seq));
+    EXPECT_EQ(std::vector<int64_t>((*batches)[seq].duration_ns().begin(), (*batches)[seq].duration_ns().end()),
+              std::vector<int64_t>(want.duration_ns().begin(), want.duration_ns().end()));
+  }
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+}
+
+// Bytes past a segment's committed length (a rollback, or a crash between the
+// segment's write and the commit) belong to no row: the next commit writes
+// over them, and every committed batch reads back as stored.
+TEST(SqliteJobStoreTest, BytesPastTheCommittedLengthAreWrittenOver) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/jobs.db";
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 0, 4)));
+  ASSERT_TRUE((*store)->Commit().ok());
+  const int64_t committed = FileSize(SegmentPath(path, 1));
+  ASSERT_GT(committed, 0);
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 1, 50)));
+  ASSERT_TRUE((*store)->Rollback().ok());
+  {  // what a crash after the segment's write would leave
+    FILE* f = std::fopen(SegmentPath(path, 1).c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(700, '\x5a');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 2, 7)));
+  ASSERT_TRUE((*store)->Commit().ok());
+  auto batches = (*store)->LoadSampleBatches("t0", 1);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 2u);
+  EXPECT_EQ((*batches)[0].seq(), 0u);
+  EXPECT_EQ((*batches)[1].seq(), 2u);
+  EXPECT_EQ((*batches)[1].duration_ns_size(), 7);
+  EXPECT_EQ((*batches)[1].duration_ns(6), Batch("t0", 1, 2, 7).duration_ns(6));
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+}
+
+// A segment shorter than its committed length is lost data, and said so.
+TEST(SqliteJobStoreTest, AShortenedSegmentIsDataLoss) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/jobs.db";
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Begin().ok());
+  for (uint64_t seq : {0u, 1u}) ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, seq, 40)));
+  ASSERT_TRUE((*store)->Commit().ok());
+  ASSERT_EQ(truncate(SegmentPath(path, 1).c_str(), FileSize(SegmentPath(path, 1)) - 10), 0);
+  const absl::Status integrity = (*store)->CheckIntegrity();
+  EXPECT_EQ(integrity.code(), absl::StatusCode::kDataLoss) << integrity;
+  EXPECT_THAT(std::string(integrity.message()), ::testing::HasSubstr("000001.seg"));
+  auto batches = (*store)->LoadSampleBatches("t0", 1);
+  ASSERT_FALSE(batches.ok());
+  EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss) << batches.status();
+}
+
+// Pruning a job's raw batches gives their segment blocks back (hole punching).
+TEST(SqliteJobStoreTest, PruningGivesTheSegmentBlocksBack) {
+  testing::TempDir dir("hetbench-store");
+  const std::string path = dir.path() + "/jobs.db";
+  auto store = SqliteJobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
+  old_job.set_finished_unix_seconds(100);
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE((*store)->InsertJob(old_job, "").ok());
+  for (uint64_t seq = 0; seq < 64; ++seq) ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("job-000001-t0", 1, seq, 2000)));
+  ASSERT_TRUE((*store)->Commit().ok());
+  auto blocks = [&] {
+    struct stat st;
+    return stat(SegmentPath(path, 1).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) : -1;
+  };
+  const int64_t before = blocks();
+  ASSERT_GT(before, 8);
+  ASSERT_TRUE((*store)->Begin().ok());
+  auto pruned = (*store)->PruneRawBatches(500, 8);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(blocks(), before);  // nothing freed before the deletes commit
+  ASSERT_TRUE((*store)->Commit().ok());
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_TRUE((*store)->LoadSampleBatches("job-000001-t0", 1)->empty());
+  EXPECT_LT(blocks(), before / 4) << "blocks before " << before;
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
 }
 
 TEST(SqliteJobStoreTest, UnopenablePathIsAClearError) {

@@ -1,0 +1,71 @@
+#pragma once
+/// The bytes of the SQLite store's sample batches, outside the database
+/// (internal to server/store): append-only segment files in a directory
+/// beside it (`<db>.samples/000001.seg`, ...). A batch's row in
+/// `sample_batches` names its segment, offset and length; the bytes are
+/// written once, here, instead of into the WAL and again into the database
+/// file by the checkpoint.
+///
+/// Order that keeps a commit whole: a write transaction stages the bytes of
+/// the rows it inserted, Flush writes them at the segment's committed length
+/// and makes them durable (fdatasync), and only then does the transaction
+/// that references them, and raises that length, commit. A crash before the
+/// commit leaves bytes past the committed length, which the next transaction
+/// overwrites. One object per connection (not thread-safe); SQLite's write
+/// lock orders the connections' appends.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace hetbench::server {
+
+class SampleSegments {
+ public:
+  /// A segment takes appends until it holds this much; then the next one starts.
+  static constexpr int64_t kSegmentBytes = int64_t{1} << 30;
+
+  /// `dir` is created by the primary connection (CreateDirectory).
+  explicit SampleSegments(std::string dir) : dir_(std::move(dir)) {}
+  ~SampleSegments();
+  SampleSegments(const SampleSegments&) = delete;
+  SampleSegments& operator=(const SampleSegments&) = delete;
+
+  /// The directory, made if missing (and its parent's entry made durable).
+  absl::Status CreateDirectory() const;
+  const std::string& dir() const { return dir_; }
+
+  /// Appends `bytes` to what the open transaction will write.
+  void Stage(std::string_view bytes) { staged_.append(bytes.data(), bytes.size()); }
+  int64_t staged_bytes() const { return static_cast<int64_t>(staged_.size()); }
+  /// Writes the staged bytes at `offset` of segment `id` (created if new) and
+  /// makes them durable; the staged bytes are dropped either way.
+  absl::Status Flush(int64_t id, int64_t offset);
+  /// Drops the staged bytes (a transaction rolled back).
+  void Discard() { staged_.clear(); }
+
+  /// `bytes` bytes at `offset` of segment `id`.
+  absl::StatusOr<std::string> Read(int64_t id, int64_t offset, int64_t bytes);
+  /// Frees the disk blocks of a deleted batch (best effort: a file system
+  /// without hole punching keeps them).
+  void Release(int64_t id, int64_t offset, int64_t bytes);
+  /// DATA_LOSS unless segment `id` holds at least `bytes` bytes.
+  absl::Status CheckLength(int64_t id, int64_t bytes);
+
+  std::string PathOf(int64_t id) const;
+
+ private:
+  absl::StatusOr<int> Fd(int64_t id, bool create);
+  absl::Status WriteStaged(int64_t id, int64_t offset);
+
+  std::string dir_;
+  std::map<int64_t, int> fds_;
+  std::string staged_;
+};
+
+}  // namespace hetbench::server
