@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,14 +41,18 @@ class SampleSegments {
   absl::Status CreateDirectory() const;
   const std::string& dir() const { return dir_; }
 
+  /// A write transaction's bytes will go to `offset` of segment `id`.
+  void StartAt(int64_t id, int64_t offset);
   /// Appends `bytes` to what the open transaction will write.
-  void Stage(std::string_view bytes) { staged_.append(bytes.data(), bytes.size()); }
-  int64_t staged_bytes() const { return static_cast<int64_t>(staged_.size()); }
-  /// Writes the staged bytes at `offset` of segment `id` (created if new) and
-  /// makes them durable; the staged bytes are dropped either way.
-  absl::Status Flush(int64_t id, int64_t offset);
+  void Stage(std::string_view bytes);
+  int64_t staged_bytes() const { return static_cast<int64_t>(staged_end_ - lead_); }
+  /// Writes the staged bytes where StartAt said (the segment created if new)
+  /// and makes them durable; the staged bytes are dropped either way.
+  /// A write of at least kDirectBytes goes past the page cache (O_DIRECT) from
+  /// its first block boundary on, where the file system allows it.
+  absl::Status Flush();
   /// Drops the staged bytes (a transaction rolled back).
-  void Discard() { staged_.clear(); }
+  void Discard() { staged_end_ = lead_ = 0; }
 
   /// `bytes` bytes at `offset` of segment `id`.
   absl::StatusOr<std::string> Read(int64_t id, int64_t offset, int64_t bytes);
@@ -60,12 +65,35 @@ class SampleSegments {
   std::string PathOf(int64_t id) const;
 
  private:
+  // Direct writes: their file offset, buffer address and length are
+  // multiples of this (the largest logical block size in use).
+  static constexpr size_t kBlock = 4096;
+  static constexpr size_t kDirectBytes = size_t{64} << 10;
+
   absl::StatusOr<int> Fd(int64_t id, bool create);
-  absl::Status WriteStaged(int64_t id, int64_t offset);
+  /// Segment `id` opened with O_DIRECT, or -1 where the file system refuses it.
+  int DirectFd(int64_t id);
+  absl::Status WriteStaged();
+  /// pwrite until all of it is written; `err`, when given, gets the errno of a failure.
+  absl::Status WriteAll(int fd, const char* data, size_t n, int64_t offset, int64_t id, int* err = nullptr);
+  void Reserve(size_t bytes);
 
   std::string dir_;
   std::map<int64_t, int> fds_;
-  std::string staged_;
+  std::map<int64_t, int> direct_fds_;
+  bool direct_refused_ = false;
+  // The staged bytes, at the file's alignment: file offset `offset_` is
+  // buffer byte `lead_` (offset_ % kBlock), so from the first block boundary
+  // on, buffer and file are aligned alike.
+  struct FreeDeleter {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, FreeDeleter> buffer_;
+  size_t capacity_ = 0;
+  size_t lead_ = 0;
+  size_t staged_end_ = 0;
+  int64_t segment_ = 0;
+  int64_t offset_ = 0;
 };
 
 }  // namespace hetbench::server

@@ -224,7 +224,7 @@ absl::Status SqliteJobStore::Commit() {
   if (txn_error_.ok() && segment_ != 0) {
     // The batches' bytes durable first, then the rows naming them and the
     // segment's new length, in one commit.
-    txn_error_ = segments_->Flush(segment_, segment_start_);
+    txn_error_ = segments_->Flush();
     if (txn_error_.ok()) {
       sqlite3_reset(put_segment_);
       sqlite3_bind_int64(put_segment_, 1, segment_);
@@ -470,7 +470,8 @@ absl::Status SqliteJobStore::StartAppending() {
     bytes = 0;
   }
   segment_ = id;
-  segment_start_ = segment_end_ = bytes;
+  segment_end_ = bytes;
+  segments_->StartAt(segment_, bytes);
   return absl::OkStatus();
 }
 

@@ -108,8 +108,7 @@ class SqliteJobStore final : public JobStore {
   // Sample batches' bytes (a file store; null for ":memory:", whose rows hold them).
   std::unique_ptr<SampleSegments> segments_;
   int64_t segment_ = 0;        // the write transaction's segment; 0 before its first batch
-  int64_t segment_start_ = 0;  // its committed length: where the staged bytes go
-  int64_t segment_end_ = 0;    // ... and where the next batch's go
+  int64_t segment_end_ = 0;    // where the next batch's bytes go
   struct Released {
     int64_t segment, offset, bytes;
   };
