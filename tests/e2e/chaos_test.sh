@@ -120,7 +120,15 @@ ATTEMPTS=$(jq '[.jobs[].tasks[].attempt] | add' "$WORK/jobs.json")
 RESUMED=$(jq '[.jobs[].tasks[] | (.resumes // 0)] | add' "$WORK/jobs.json")
 kill -9 "$SERVER_PID"
 [[ $(sqlite3 "$WORK/jobs.db" 'PRAGMA integrity_check;') == ok ]] || fail "store integrity_check"
+# Every sample segment holds the bytes its committed batches name (written before each commit).
+SEGMENTS=0
+while IFS='|' read -r seg bytes; do
+  file=$(printf '%s/jobs.db.samples/%06d.seg' "$WORK" "$seg")
+  [[ -f $file ]] && (($(stat -c %s "$file") >= bytes)) || fail "sample segment $seg shorter than its $bytes committed bytes"
+  SEGMENTS=$((SEGMENTS + 1))
+done < <(sqlite3 "$WORK/jobs.db" 'SELECT id, bytes FROM sample_segments;')
+((SEGMENTS > 0)) || fail "no sample segment was written"
 ok=1
 echo "chaos B: $ROUNDS coordinator kills (-9) survived; $ACKED acknowledged jobs all present and succeeded with" \
   "exactly their samples (attempts in all: $ATTEMPTS; attempts resumed across a restart: $RESUMED);" \
-  "PRAGMA integrity_check ok"
+  "PRAGMA integrity_check ok; $SEGMENTS sample segment(s) hold their committed bytes"
