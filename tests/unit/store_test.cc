@@ -264,33 +264,69 @@ TEST(SqliteJobStoreTest, ASampleTableOfSchema2IsMovedToARowidTable) {
 
 // Schema 4: a file store writes a batch's bytes once, to a segment file
 // beside the database; its row names where (and stays empty itself).
-std::string SegmentPath(const std::string& db, int id) { return absl::StrFormat("%s.samples/%06d.seg", db, id); }
-
-int64_t FileSize(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
-}
-
-TEST(SqliteJobStoreTest, BatchBytesGoOnceToASegmentBesideTheDatabase) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  int64_t bytes = 0;
-  {
-    auto store = SqliteJobStore::Open(path);
+class SegmentStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteJobStore::Open(path_);
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->Begin().ok());
-    for (uint64_t seq : {0u, 1u, 2u}) {
-      v1::SampleBatch b = Batch("t0", 1, seq, 5 + static_cast<int>(seq));
-      if (seq == 1) PackSampleColumns(&b);  // as an agent sends them
-      bytes += static_cast<int64_t>(EncodeSampleColumns(b).size());
-      ASSERT_TRUE(*(*store)->PutSampleBatch(b));
-    }
-    EXPECT_FALSE(*(*store)->PutSampleBatch(Batch("t0", 1, 1, 6)));  // a repeat: no bytes staged
-    ASSERT_TRUE((*store)->Commit().ok());
+    store_ = std::move(*store);
   }
-  EXPECT_EQ(FileSize(SegmentPath(path, 1)), bytes);
+  std::string SegmentPath(int id) const { return absl::StrFormat("%s.samples/%06d.seg", path_, id); }
+  int64_t SegmentStat(int id, bool blocks) const {
+    struct stat st;
+    if (stat(SegmentPath(id).c_str(), &st) != 0) return -1;
+    return static_cast<int64_t>(blocks ? st.st_blocks : st.st_size);
+  }
+  /// Stores `batches` in one transaction on `store` (this test's when null).
+  void CommitBatches(const std::vector<v1::SampleBatch>& batches, JobStore* store = nullptr) {
+    JobStore& s = store == nullptr ? *store_ : *store;
+    ASSERT_TRUE(s.Begin().ok());
+    for (const v1::SampleBatch& b : batches) {
+      auto stored = s.PutSampleBatch(b);
+      ASSERT_TRUE(stored.ok() && *stored) << stored.status();
+    }
+    ASSERT_TRUE(s.Commit().ok());
+  }
+  /// Task t0's stored batches, attempt 1, against `want` step by step (start times tell batches apart).
+  void ExpectStored(const std::vector<v1::SampleBatch>& want) {
+    auto batches = store_->LoadSampleBatches("t0", 1);
+    ASSERT_TRUE(batches.ok()) << batches.status();
+    ASSERT_EQ(batches->size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      v1::SampleBatch w = want[i];
+      if (!w.columns().empty()) ASSERT_TRUE(DecodeSampleColumns(w.columns(), &w).ok());
+      const v1::SampleBatch& got = (*batches)[i];
+      EXPECT_EQ(got.seq(), w.seq());
+      EXPECT_EQ(std::vector<int64_t>(got.start_ns().begin(), got.start_ns().end()),
+                std::vector<int64_t>(w.start_ns().begin(), w.start_ns().end()))
+          << "batch " << i;
+      EXPECT_EQ(std::vector<int64_t>(got.duration_ns().begin(), got.duration_ns().end()),
+                std::vector<int64_t>(w.duration_ns().begin(), w.duration_ns().end()))
+          << "batch " << i;
+    }
+    EXPECT_TRUE(store_->CheckIntegrity().ok()) << store_->CheckIntegrity();
+  }
+
+  testing::TempDir dir_{"hetbench-store"};
+  const std::string path_ = dir_.path() + "/jobs.db";
+  std::unique_ptr<SqliteJobStore> store_;
+};
+
+TEST_F(SegmentStoreTest, BatchBytesGoOnceToASegmentBesideTheDatabase) {
+  std::vector<v1::SampleBatch> batches;
+  int64_t bytes = 0;
+  for (uint64_t seq : {0u, 1u, 2u}) {
+    batches.push_back(Batch("t0", 1, seq, 5 + static_cast<int>(seq)));
+    if (seq == 1) PackSampleColumns(&batches.back());  // as an agent sends them
+    bytes += static_cast<int64_t>(EncodeSampleColumns(batches.back()).size());
+  }
+  ASSERT_TRUE(store_->Begin().ok());
+  for (const v1::SampleBatch& b : batches) ASSERT_TRUE(*store_->PutSampleBatch(b));
+  EXPECT_FALSE(*store_->PutSampleBatch(Batch("t0", 1, 1, 6)));  // a repeat: no bytes staged
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(SegmentStat(1, /*blocks=*/false), bytes);
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* stmt = nullptr;
   sqlite3_prepare_v2(db,
                      "SELECT length(batch), segment, segment_offset, segment_bytes, sample_count FROM sample_batches "
@@ -308,140 +344,88 @@ TEST(SqliteJobStoreTest, BatchBytesGoOnceToASegmentBesideTheDatabase) {
   EXPECT_EQ(offset, bytes);
   sqlite3_finalize(stmt);
   sqlite3_close(db);
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto batches = (*store)->LoadSampleBatches("t0", 1);
-  ASSERT_TRUE(batches.ok()) << batches.status();
-  ASSERT_EQ(batches->size(), 3u);
-  for (uint64_t seq = 0; seq < 3; ++seq) {
-    const v1::SampleBatch want = Batch("t0", 1, seq, 5 + static_cast<int>(seq));
-    EXPECT_EQ(std::vector<int64_t>((*batches)[seq].duration_ns().begin(), (*batches)[seq].duration_ns().end()),
-              std::vector<int64_t>(want.duration_ns().begin(), want.duration_ns().end()));
-  }
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  store_.reset();
+  SetUp();  // read back over a fresh open
+  ExpectStored(batches);
 }
 
 // Bytes past a segment's committed length (a rollback, or a crash between the
 // segment's write and the commit) belong to no row: the next commit writes
 // over them, and every committed batch reads back as stored.
-TEST(SqliteJobStoreTest, BytesPastTheCommittedLengthAreWrittenOver) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Begin().ok());
-  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 0, 4)));
-  ASSERT_TRUE((*store)->Commit().ok());
-  const int64_t committed = FileSize(SegmentPath(path, 1));
-  ASSERT_GT(committed, 0);
-  ASSERT_TRUE((*store)->Begin().ok());
-  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 1, 50)));
-  ASSERT_TRUE((*store)->Rollback().ok());
+TEST_F(SegmentStoreTest, BytesPastTheCommittedLengthAreWrittenOver) {
+  const v1::SampleBatch first = Batch("t0", 1, 0, 4), last = Batch("t0", 1, 2, 7);
+  CommitBatches({first});
+  ASSERT_GT(SegmentStat(1, /*blocks=*/false), 0);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(*store_->PutSampleBatch(Batch("t0", 1, 1, 50)));
+  ASSERT_TRUE(store_->Rollback().ok());
   {  // what a crash after the segment's write would leave
-    FILE* f = std::fopen(SegmentPath(path, 1).c_str(), "ab");
+    FILE* f = std::fopen(SegmentPath(1).c_str(), "ab");
     ASSERT_NE(f, nullptr);
     const std::string junk(700, '\x5a');
     std::fwrite(junk.data(), 1, junk.size(), f);
     std::fclose(f);
   }
-  ASSERT_TRUE((*store)->Begin().ok());
-  ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, 2, 7)));
-  ASSERT_TRUE((*store)->Commit().ok());
-  auto batches = (*store)->LoadSampleBatches("t0", 1);
-  ASSERT_TRUE(batches.ok()) << batches.status();
-  ASSERT_EQ(batches->size(), 2u);
-  EXPECT_EQ((*batches)[0].seq(), 0u);
-  EXPECT_EQ((*batches)[1].seq(), 2u);
-  EXPECT_EQ((*batches)[1].duration_ns_size(), 7);
-  EXPECT_EQ((*batches)[1].duration_ns(6), Batch("t0", 1, 2, 7).duration_ns(6));
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  CommitBatches({last});
+  ExpectStored({first, last});
 }
 
 // A large commit goes past the page cache from its first block boundary on
 // (O_DIRECT where the file system takes it), its last block padded; small
-// commits before and after it start mid-block. Every batch reads back whole.
-TEST(SqliteJobStoreTest, LargeAndSmallCommitsMidBlockReadBackWhole) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
+// commits before and after it start mid-block, as does a fresh connection's
+// first. Every batch reads back whole.
+TEST_F(SegmentStoreTest, LargeAndSmallCommitsMidBlockReadBackWhole) {
+  std::vector<v1::SampleBatch> all;
   uint64_t seq = 0;
-  std::vector<int> sizes;
   for (int commit : {0, 1, 2, 3}) {
-    ASSERT_TRUE((*store)->Begin().ok());
-    const int batches = commit % 2 == 1 ? 40 : 1;  // 40 of ~2,000 steps: past 64 KiB
-    for (int b = 0; b < batches; ++b, ++seq) {
-      const int n = commit % 2 == 1 ? 1990 + static_cast<int>(seq % 17) : 3 + commit;
-      sizes.push_back(n);
-      ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, seq, n)));
+    std::vector<v1::SampleBatch> batches;
+    const int count = commit % 2 == 1 ? 40 : 1;  // 40 of ~2,000 steps: past 64 KiB
+    for (int b = 0; b < count; ++b, ++seq) {
+      batches.push_back(Batch("t0", 1, seq, commit % 2 == 1 ? 1990 + static_cast<int>(seq % 17) : 3 + commit));
     }
-    ASSERT_TRUE((*store)->Commit().ok());
+    CommitBatches(batches);
+    all.insert(all.end(), batches.begin(), batches.end());
   }
-  {  // a fresh connection's first append, mid-block
-    auto other = (*store)->Connect();
-    ASSERT_TRUE(other.ok()) << other.status();
-    ASSERT_TRUE((*other)->Begin().ok());
-    sizes.push_back(9);
-    ASSERT_TRUE(*(*other)->PutSampleBatch(Batch("t0", 1, seq++, 9)));
-    ASSERT_TRUE((*other)->Commit().ok());
-  }
-  auto batches = (*store)->LoadSampleBatches("t0", 1);
-  ASSERT_TRUE(batches.ok()) << batches.status();
-  ASSERT_EQ(batches->size(), sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const v1::SampleBatch want = Batch("t0", 1, i, sizes[i]);
-    ASSERT_EQ(std::vector<int64_t>((*batches)[i].start_ns().begin(), (*batches)[i].start_ns().end()),
-              std::vector<int64_t>(want.start_ns().begin(), want.start_ns().end()))
-        << "batch " << i;
-  }
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  auto other = store_->Connect();
+  ASSERT_TRUE(other.ok()) << other.status();
+  all.push_back(Batch("t0", 1, seq, 9));
+  CommitBatches({all.back()}, other->get());
+  ExpectStored(all);
 }
 
 // A segment shorter than its committed length is lost data, and said so.
-TEST(SqliteJobStoreTest, AShortenedSegmentIsDataLoss) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Begin().ok());
-  for (uint64_t seq : {0u, 1u}) ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("t0", 1, seq, 40)));
-  ASSERT_TRUE((*store)->Commit().ok());
-  ASSERT_EQ(truncate(SegmentPath(path, 1).c_str(), FileSize(SegmentPath(path, 1)) - 10), 0);
-  const absl::Status integrity = (*store)->CheckIntegrity();
+TEST_F(SegmentStoreTest, AShortenedSegmentIsDataLoss) {
+  CommitBatches({Batch("t0", 1, 0, 40), Batch("t0", 1, 1, 40)});
+  ASSERT_EQ(truncate(SegmentPath(1).c_str(), SegmentStat(1, /*blocks=*/false) - 10), 0);
+  const absl::Status integrity = store_->CheckIntegrity();
   EXPECT_EQ(integrity.code(), absl::StatusCode::kDataLoss) << integrity;
   EXPECT_THAT(std::string(integrity.message()), ::testing::HasSubstr("000001.seg"));
-  auto batches = (*store)->LoadSampleBatches("t0", 1);
+  auto batches = store_->LoadSampleBatches("t0", 1);
   ASSERT_FALSE(batches.ok());
   EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss) << batches.status();
 }
 
 // Pruning a job's raw batches gives their segment blocks back (hole punching).
-TEST(SqliteJobStoreTest, PruningGivesTheSegmentBlocksBack) {
-  testing::TempDir dir("hetbench-store");
-  const std::string path = dir.path() + "/jobs.db";
-  auto store = SqliteJobStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
+TEST_F(SegmentStoreTest, PruningGivesTheSegmentBlocksBack) {
   v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
   old_job.set_finished_unix_seconds(100);
-  ASSERT_TRUE((*store)->Begin().ok());
-  ASSERT_TRUE((*store)->InsertJob(old_job, "").ok());
-  for (uint64_t seq = 0; seq < 64; ++seq) ASSERT_TRUE(*(*store)->PutSampleBatch(Batch("job-000001-t0", 1, seq, 2000)));
-  ASSERT_TRUE((*store)->Commit().ok());
-  auto blocks = [&] {
-    struct stat st;
-    return stat(SegmentPath(path, 1).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_blocks) : -1;
-  };
-  const int64_t before = blocks();
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->InsertJob(old_job, "").ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  std::vector<v1::SampleBatch> batches;
+  for (uint64_t seq = 0; seq < 64; ++seq) batches.push_back(Batch("job-000001-t0", 1, seq, 2000));
+  CommitBatches(batches);
+  const int64_t before = SegmentStat(1, /*blocks=*/true);
   ASSERT_GT(before, 8);
-  ASSERT_TRUE((*store)->Begin().ok());
-  auto pruned = (*store)->PruneRawBatches(500, 8);
+  ASSERT_TRUE(store_->Begin().ok());
+  auto pruned = store_->PruneRawBatches(500, 8);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
-  EXPECT_EQ(blocks(), before);  // nothing freed before the deletes commit
-  ASSERT_TRUE((*store)->Commit().ok());
+  EXPECT_EQ(SegmentStat(1, /*blocks=*/true), before);  // nothing freed before the deletes commit
+  ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(*pruned, 1);
-  EXPECT_TRUE((*store)->LoadSampleBatches("job-000001-t0", 1)->empty());
-  EXPECT_LT(blocks(), before / 4) << "blocks before " << before;
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  EXPECT_TRUE(store_->LoadSampleBatches("job-000001-t0", 1)->empty());
+  EXPECT_LT(SegmentStat(1, /*blocks=*/true), before / 4) << "blocks before " << before;
+  EXPECT_TRUE(store_->CheckIntegrity().ok());
 }
 
 TEST(SqliteJobStoreTest, UnopenablePathIsAClearError) {
