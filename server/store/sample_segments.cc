@@ -200,6 +200,7 @@ void SampleSegments::Release(int64_t id, int64_t offset, int64_t bytes) {
 }
 
 absl::Status SampleSegments::CheckLength(int64_t id, int64_t bytes) {
+  if (bytes <= 0) return absl::OkStatus();
   absl::StatusOr<int> fd = Fd(id, /*create=*/false);
   if (!fd.ok()) return fd.status();
   struct stat st;

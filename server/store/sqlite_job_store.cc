@@ -220,7 +220,7 @@ absl::Status SqliteJobStore::Commit() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
   if (!writing) return absl::OkStatus();
-  if (txn_error_.ok() && segment_ != 0) {
+  if (txn_error_.ok() && segment_ != 0 && segments_->staged_bytes() > 0) {
     // The batches' bytes durable first, then the rows naming them and the
     // segment's new length, in one commit.
     txn_error_ = segments_->Flush();

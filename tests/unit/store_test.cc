@@ -368,6 +368,12 @@ TEST_F(SegmentStoreTest, BytesPastTheCommittedLengthAreWrittenOver) {
   }
   CommitBatches({last});
   ExpectStored({first, last});
+  const int64_t size = SegmentStat(1, /*blocks=*/false);
+  ASSERT_TRUE(store_->Begin().ok());  // repeats only: nothing to write
+  EXPECT_FALSE(*store_->PutSampleBatch(first));
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(SegmentStat(1, /*blocks=*/false), size);
+  ExpectStored({first, last});
 }
 
 // A large commit goes past the page cache from its first block boundary on
