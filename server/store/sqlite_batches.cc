@@ -105,7 +105,9 @@ absl::StatusOr<std::vector<v1::SampleBatch>> SqliteJobStore::LoadSampleBatches(c
     const absl::Status s = DecodeSampleColumns(columns, &b);
     if (!s.ok()) {
       sqlite3_reset(load_batches_);
-      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
+      return absl::DataLossError(absl::StrCat(
+          "job store: batch ", b.seq(), " of task '", task_id, "': ", s.message(),
+          from_segment.empty() ? "" : " (in a segment file: pruned while it was read, or the file was changed)"));
     }
   }
   if (rc != SQLITE_DONE) return Error("load sample batches");

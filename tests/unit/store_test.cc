@@ -411,6 +411,22 @@ TEST_F(SegmentStoreTest, AShortenedSegmentIsDataLoss) {
   EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss) << batches.status();
 }
 
+// Bytes of a batch that no longer decode (zeros where a prune punched its
+// hole under a read that began before it) are lost data, and the error says
+// where they were.
+TEST_F(SegmentStoreTest, ZeroedSegmentBytesAreDataLossNamingTheSegment) {
+  CommitBatches({Batch("t0", 1, 0, 40)});
+  FILE* f = std::fopen(SegmentPath(1).c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  const std::string zeros(16, '\0');
+  std::fwrite(zeros.data(), 1, zeros.size(), f);
+  std::fclose(f);
+  auto batches = store_->LoadSampleBatches("t0", 1);
+  ASSERT_FALSE(batches.ok());
+  EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss) << batches.status();
+  EXPECT_THAT(std::string(batches.status().message()), ::testing::HasSubstr("in a segment file"));
+}
+
 // Pruning a job's raw batches gives their segment blocks back (hole punching).
 TEST_F(SegmentStoreTest, PruningGivesTheSegmentBlocksBack) {
   v1::Job old_job = MakeJob(1, v1::JOB_STATE_SUCCEEDED, 1);
