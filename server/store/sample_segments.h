@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,7 +39,6 @@ class SampleSegments {
 
   /// The directory, made if missing (and its parent's entry made durable).
   absl::Status CreateDirectory() const;
-  const std::string& dir() const { return dir_; }
 
   /// A write transaction's bytes will go to `offset` of segment `id`.
   void StartAt(int64_t id, int64_t offset);
@@ -62,9 +61,8 @@ class SampleSegments {
   /// DATA_LOSS unless segment `id` holds at least `bytes` bytes.
   absl::Status CheckLength(int64_t id, int64_t bytes);
 
-  std::string PathOf(int64_t id) const;
-
  private:
+  std::string PathOf(int64_t id) const;
   // Direct writes: their file offset, buffer address and length are
   // multiples of this (the largest logical block size in use).
   static constexpr size_t kBlock = 4096;
