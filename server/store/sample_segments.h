@@ -42,6 +42,11 @@ class SampleSegments {
 
   /// A write transaction's bytes will go to `offset` of segment `id`.
   void StartAt(int64_t id, int64_t offset);
+  /// Whether StartAt was called since the last Flush or Discard.
+  bool started() const { return segment_ != 0; }
+  int64_t segment() const { return segment_; }
+  /// Where the next staged byte goes in the segment (the segment's length once flushed).
+  int64_t end() const { return offset_ + staged_bytes(); }
   /// Appends `bytes` to what the open transaction will write.
   void Stage(std::string_view bytes);
   int64_t staged_bytes() const { return static_cast<int64_t>(staged_end_ - lead_); }
@@ -50,8 +55,11 @@ class SampleSegments {
   /// A write of at least kDirectBytes goes past the page cache (O_DIRECT) from
   /// its first block boundary on, where the file system allows it.
   absl::Status Flush();
-  /// Drops the staged bytes (a transaction rolled back).
-  void Discard() { staged_end_ = lead_ = 0; }
+  /// Drops the staged bytes (a transaction rolled back, or they were written).
+  void Discard() {
+    staged_end_ = lead_ = 0;
+    segment_ = 0;
+  }
 
   /// `bytes` bytes at `offset` of segment `id`.
   absl::StatusOr<std::string> Read(int64_t id, int64_t offset, int64_t bytes);
@@ -90,7 +98,7 @@ class SampleSegments {
   size_t capacity_ = 0;
   size_t lead_ = 0;
   size_t staged_end_ = 0;
-  int64_t segment_ = 0;
+  int64_t segment_ = 0;  // 0: not started
   int64_t offset_ = 0;
 };
 

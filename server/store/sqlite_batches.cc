@@ -16,7 +16,7 @@ using sqlite::ColumnText;
 using sqlite::Stmt;
 
 absl::Status SqliteJobStore::StartAppending() {
-  if (segment_ != 0) return absl::OkStatus();
+  if (segments_->started()) return absl::OkStatus();
   sqlite3_reset(last_segment_);
   int64_t id = 0, bytes = 0;
   const int rc = sqlite3_step(last_segment_);
@@ -30,13 +30,23 @@ absl::Status SqliteJobStore::StartAppending() {
     ++id;  // a new segment: its row is written at commit
     bytes = 0;
   }
-  segment_ = id;
-  segment_end_ = bytes;
-  segments_->StartAt(segment_, bytes);
+  segments_->StartAt(id, bytes);
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch) {
+  if (!in_batch_) {
+    // Outside Begin a write commits at once; a batch's bytes must be in its
+    // segment first, so it is a transaction of its own.
+    if (auto s = Begin(); !s.ok()) return s;
+    absl::StatusOr<bool> stored = PutSampleBatch(batch);
+    if (!stored.ok()) {
+      (void)Rollback();
+      return stored;
+    }
+    if (auto s = Commit(); !s.ok()) return s;
+    return stored;
+  }
   if (auto s = EnsureWriting(); !s.ok()) return s;
   // The compact columns as the agent sent them, or encoded from the arrays.
   std::string encoded;
@@ -51,8 +61,8 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
   if (segments_) {
     if (auto s = StartAppending(); !s.ok()) return s;
     sqlite3_bind_zeroblob(put_batch_, 6, 0);
-    sqlite3_bind_int64(put_batch_, 7, segment_);
-    sqlite3_bind_int64(put_batch_, 8, segment_end_);
+    sqlite3_bind_int64(put_batch_, 7, segments_->segment());
+    sqlite3_bind_int64(put_batch_, 8, segments_->end());
     sqlite3_bind_int64(put_batch_, 9, static_cast<sqlite3_int64>(blob.size()));
   } else {
     sqlite3_bind_blob(put_batch_, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
@@ -60,10 +70,7 @@ absl::StatusOr<bool> SqliteJobStore::PutSampleBatch(const v1::SampleBatch& batch
   }
   if (sqlite3_step(put_batch_) != SQLITE_DONE) return Failed(Error("store sample batch"));
   const bool stored = sqlite3_changes(db_) == 1;
-  if (stored && segments_) {
-    segments_->Stage(blob);
-    segment_end_ += static_cast<int64_t>(blob.size());
-  }
+  if (stored && segments_) segments_->Stage(blob);
   return stored;
 }
 

@@ -220,23 +220,23 @@ absl::Status SqliteJobStore::Commit() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
   if (!writing) return absl::OkStatus();
-  if (txn_error_.ok() && segment_ != 0 && segments_->staged_bytes() > 0) {
+  if (txn_error_.ok() && segments_ && segments_->staged_bytes() > 0) {
     // The batches' bytes durable first, then the rows naming them and the
     // segment's new length, in one commit.
+    const int64_t segment = segments_->segment(), length = segments_->end();
     txn_error_ = segments_->Flush();
     if (txn_error_.ok()) {
       sqlite3_reset(put_segment_);
-      sqlite3_bind_int64(put_segment_, 1, segment_);
-      sqlite3_bind_int64(put_segment_, 2, segment_end_);
+      sqlite3_bind_int64(put_segment_, 1, segment);
+      sqlite3_bind_int64(put_segment_, 2, length);
       if (sqlite3_step(put_segment_) != SQLITE_DONE) txn_error_ = Error("store the segment's length");
     }
   }
-  segment_ = 0;
+  if (segments_) segments_->Discard();  // a transaction that stored no new bytes started one too
   if (!txn_error_.ok()) {
     // A failed write fails its whole transaction, as on PostgreSQL.
     absl::Status failed = std::move(txn_error_);
     txn_error_ = absl::OkStatus();
-    if (segments_) segments_->Discard();
     released_.clear();
     (void)Exec("ROLLBACK;");
     return failed;
@@ -258,7 +258,6 @@ absl::Status SqliteJobStore::Rollback() {
   const bool writing = writing_;
   in_batch_ = writing_ = false;
   txn_error_ = absl::OkStatus();
-  segment_ = 0;
   if (segments_) segments_->Discard();
   released_.clear();
   return writing ? Exec("ROLLBACK;") : absl::OkStatus();

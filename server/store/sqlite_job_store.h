@@ -107,8 +107,6 @@ class SqliteJobStore final : public JobStore {
   absl::Status txn_error_;  // first failed write of the transaction
   // Sample batches' bytes (a file store; null for ":memory:", whose rows hold them).
   std::unique_ptr<SampleSegments> segments_;
-  int64_t segment_ = 0;      // the write transaction's segment; 0 before its first batch
-  int64_t segment_end_ = 0;  // where the next batch's bytes go
   struct Released {
     int64_t segment, offset, bytes;
   };

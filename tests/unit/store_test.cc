@@ -399,6 +399,17 @@ TEST_F(SegmentStoreTest, LargeAndSmallCommitsMidBlockReadBackWhole) {
   ExpectStored(all);
 }
 
+// A batch stored outside Begin/Commit is a transaction of its own: its bytes
+// are written before its row commits, and read back over a fresh open.
+TEST_F(SegmentStoreTest, ABatchOutsideATransactionIsWrittenBeforeItsRow) {
+  const v1::SampleBatch batch = Batch("t0", 1, 0, 30);
+  auto stored = store_->PutSampleBatch(batch);
+  ASSERT_TRUE(stored.ok() && *stored) << stored.status();
+  store_.reset();
+  SetUp();
+  ExpectStored({batch});
+}
+
 // A segment shorter than its committed length is lost data, and said so.
 TEST_F(SegmentStoreTest, AShortenedSegmentIsDataLoss) {
   CommitBatches({Batch("t0", 1, 0, 40), Batch("t0", 1, 1, 40)});
