@@ -6,10 +6,11 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/sample_codec.h"
 #include "server/store/pg_columns.h"
 #include "server/store/pg_job_store.h"
-#include "common/sample_codec.h"
 
 namespace hetbench::server {
 
@@ -47,20 +48,101 @@ std::vector<absl::StatusOr<bool>> PgJobStore::PutSampleBatches(const std::vector
   if (batches.size() < 2 || options_.batch_writes == Writes::kOneByOne) return JobStore::PutSampleBatches(batches);
   std::vector<absl::StatusOr<bool>> out;
   out.reserve(batches.size());
-  // Multi-row: at most 512 rows (~2.5 MB of 1,000-step batches) a statement.
-  // Pipelined: at most 256 statements per sync; their results (~25 bytes
-  // each) stay far below what the sockets buffer, so neither side blocks the
-  // other while libpq sends in blocking mode.
-  const size_t per_round_trip = options_.batch_writes == Writes::kMultiRow ? 512 : 256;
+  // COPY and multi-row: at most 512 rows (~2.5 MB of 1,000-step batches) a
+  // statement. Pipelined: at most 256 statements per sync; their results
+  // (~25 bytes each) stay far below what the sockets buffer, so neither side
+  // blocks the other while libpq sends in blocking mode.
+  const size_t per_round_trip = options_.batch_writes == Writes::kPipelined ? 256 : 512;
   for (size_t at = 0; at < batches.size(); at += per_round_trip) {
     const size_t to = std::min(batches.size(), at + per_round_trip);
-    if (options_.batch_writes == Writes::kMultiRow) {
-      MultiRowChunk(batches, at, to, &out);
-    } else {
-      PipelineChunk(batches, at, to, &out);
+    switch (options_.batch_writes) {
+      case Writes::kCopy:
+        CopyChunk(batches, at, to, &out);
+        break;
+      case Writes::kMultiRow:
+        MultiRowChunk(batches, at, to, &out);
+        break;
+      default:
+        PipelineChunk(batches, at, to, &out);
     }
   }
   return out;
+}
+
+void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                           std::vector<absl::StatusOr<bool>>* out) {
+  if (absl::Status ready = EnsureWriting(); !ready.ok()) {
+    out->insert(out->end(), to - from, ready);
+    return;
+  }
+  // COPY stores all its rows or fails: a key twice in the group needs the
+  // INSERT's per-row answers, and so does COPY outside a transaction (no
+  // savepoint to return to).
+  absl::flat_hash_set<std::tuple<std::string_view, int, uint64_t>> keys;
+  keys.reserve(to - from);
+  bool repeated = !writing_;
+  for (size_t i = from; i < to && !repeated; ++i) {
+    repeated = !keys.insert({batches[i]->task_id(), batches[i]->attempt(), batches[i]->seq()}).second;
+  }
+  if (repeated) {
+    MultiRowChunk(batches, from, to, out);
+    return;
+  }
+  absl::Status s;
+  const Result res = CopyRows(batches, from, to);
+  const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+  if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
+    s = RunCommand("RELEASE SAVEPOINT hetbench_copy");
+    if (s.ok()) {
+      out->insert(out->end(), to - from, true);
+      return;
+    }
+  } else if (state != nullptr && std::strcmp(state, "23505") == 0) {
+    // A key stored before (an agent's batch sent again after a reconnect):
+    // the rows COPY wrote are undone, and the INSERT answers which are new.
+    s = RunCommand("ROLLBACK TO SAVEPOINT hetbench_copy; RELEASE SAVEPOINT hetbench_copy");
+    if (s.ok()) {
+      MultiRowChunk(batches, from, to, out);
+      return;
+    }
+  } else {
+    s = ErrorOf(res.get(), "put_batches (COPY)");
+  }
+  if (txn_error_.ok()) txn_error_ = s;  // the transaction fails, as Run's failures do
+  out->insert(out->end(), to - from, s);
+}
+
+PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to) {
+  // The savepoint and the COPY in one round trip (PQexec stops at COPY's start).
+  Result res(PQexec(conn_,
+                    "SAVEPOINT hetbench_copy; COPY sample_batches (task_id, attempt, seq, phase, sample_count, epoch, "
+                    "batch) FROM STDIN (FORMAT binary)"),
+             PQclear);
+  if (PQresultStatus(res.get()) != PGRES_COPY_IN) return res;
+  // Sent in pieces of ~256 KiB: libpq copies each into its output buffer.
+  pg::BinaryCopy rows;
+  bool sent = true;
+  for (size_t i = from; i < to && sent; ++i) {
+    const v1::SampleBatch& b = *batches[i];
+    rows.Row(7);
+    rows.Bytes(b.task_id());
+    rows.Int4(b.attempt());
+    rows.Int8(static_cast<int64_t>(b.seq()));
+    rows.Int4(b.phase());
+    rows.Int4(b.duration_ns_size());
+    rows.Int8(options_.epoch);
+    rows.Bytes(EncodeSampleColumns(b));
+    if (i + 1 == to) rows.End();
+    if (rows.bytes().size() >= (256 << 10) || i + 1 == to) {
+      sent = PQputCopyData(conn_, rows.bytes().data(), static_cast<int>(rows.bytes().size())) == 1;
+      rows.Clear();
+    }
+  }
+  // A failed send ends the COPY with an error: nothing of it is stored.
+  (void)PQputCopyEnd(conn_, sent ? nullptr : "hetbench: sending the rows failed");
+  res.reset(PQgetResult(conn_));
+  while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+  return res;
 }
 
 void PgJobStore::MultiRowChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,

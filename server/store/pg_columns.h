@@ -58,10 +58,38 @@ struct PgJobStore::Params {
 
 namespace pg {
 
+/// Integers in network byte order and length-prefixed bytes, appended to a
+/// string: what PostgreSQL's binary formats are made of.
+class BinaryWriter {
+ public:
+  std::string Take() { return std::move(out_); }
+  const std::string& bytes() const { return out_; }
+  void Clear() { out_.clear(); }
+
+ protected:
+  void Put16(uint16_t v) {
+    const uint16_t be = htobe16(v);
+    out_.append(reinterpret_cast<const char*>(&be), 2);
+  }
+  void Put32(uint32_t v) {
+    const uint32_t be = htobe32(v);
+    out_.append(reinterpret_cast<const char*>(&be), 4);
+  }
+  void Put64(uint64_t v) {
+    const uint64_t be = htobe64(v);
+    out_.append(reinterpret_cast<const char*>(&be), 8);
+  }
+  void Field(std::string_view b) {
+    Put32(static_cast<uint32_t>(b.size()));
+    out_.append(b);
+  }
+  std::string out_;
+};
+
 /// A one-dimensional array parameter in PostgreSQL's binary array format
 /// (what array_recv reads): dimensions, no nulls, the element type's OID,
 /// then each element as its length and bytes (integers in network order).
-class BinaryArray {
+class BinaryArray : public BinaryWriter {
  public:
   static constexpr uint32_t kText = 25, kInt4 = 23, kInt8 = 20, kBytea = 17;  // pg_type OIDs
   BinaryArray(uint32_t element_type, size_t count) {
@@ -77,21 +105,32 @@ class BinaryArray {
   }
   void Int8(int64_t v) {
     Put32(8);
-    const uint64_t be = htobe64(static_cast<uint64_t>(v));
-    out_.append(reinterpret_cast<const char*>(&be), 8);
+    Put64(static_cast<uint64_t>(v));
   }
-  void Bytes(std::string_view b) {
-    Put32(static_cast<uint32_t>(b.size()));
-    out_.append(b);
-  }
-  std::string Take() { return std::move(out_); }
+  void Bytes(std::string_view b) { Field(b); }
+};
 
- private:
-  void Put32(uint32_t v) {
-    const uint32_t be = htobe32(v);
-    out_.append(reinterpret_cast<const char*>(&be), 4);
+/// COPY ... FROM STDIN (FORMAT binary)'s data: the signature, then rows of
+/// fields (each its length and bytes, integers in network order), then the
+/// trailer. Taken in pieces: Take() or Clear() after the header keeps going.
+class BinaryCopy : public BinaryWriter {
+ public:
+  BinaryCopy() {
+    out_.append("PGCOPY\n\377\r\n\0", 11);
+    Put32(0);  // flags: no OIDs
+    Put32(0);  // no header extension
   }
-  std::string out_;
+  void Row(int fields) { Put16(static_cast<uint16_t>(fields)); }
+  void Int4(int32_t v) {
+    Put32(4);
+    Put32(static_cast<uint32_t>(v));
+  }
+  void Int8(int64_t v) {
+    Put32(8);
+    Put64(static_cast<uint64_t>(v));
+  }
+  void Bytes(std::string_view b) { Field(b); }
+  void End() { Put16(0xffff); }  // -1 fields: no more rows
 };
 
 // Binary result columns: integers and float8 in network byte order.

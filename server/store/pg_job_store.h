@@ -36,12 +36,15 @@ struct PgStoreOptions {
   /// Runs when the database refused a write as fenced (a newer leader): the
   /// server steps down. Tests leave it empty and see the error.
   std::function<void(const absl::Status&)> on_fenced;
-  /// How PutSampleBatches sends a group of sample batches: one INSERT of
-  /// many rows (arrays unnested, the default); one INSERT per batch in
-  /// libpq's pipeline mode (one round trip per 256); or one statement and
-  /// round trip per batch. The last two are kept for bench_ingest's comparison.
-  enum class BatchWrites { kMultiRow, kPipelined, kOneByOne };
-  BatchWrites batch_writes = BatchWrites::kMultiRow;
+  /// How PutSampleBatches sends a group of sample batches inside a write
+  /// transaction: COPY in binary (the default; under a savepoint, and when a
+  /// key is already stored or repeated in the group, the group again as one
+  /// multi-row INSERT ... ON CONFLICT DO NOTHING); that INSERT of many rows
+  /// (arrays unnested) always; one INSERT per batch in libpq's pipeline mode
+  /// (one round trip per 256); or one statement and round trip per batch.
+  /// The last three are kept for bench_ingest's comparison.
+  enum class BatchWrites { kCopy, kMultiRow, kPipelined, kOneByOne };
+  BatchWrites batch_writes = BatchWrites::kCopy;
 };
 
 /// True for "postgresql://..." and "postgres://..." (--db's PostgreSQL form).
@@ -81,8 +84,9 @@ class PgJobStore final : public JobStore {
   absl::StatusOr<std::optional<v1::Baseline>> GetBaseline(const std::string& name, int version) override;
   absl::StatusOr<std::vector<v1::Baseline>> ListBaselines(const std::string& name, int limit) override;
   absl::StatusOr<bool> PutSampleBatch(const v1::SampleBatch& batch) override;
-  /// As PgStoreOptions::batch_writes says: by default one INSERT of up to
-  /// 512 rows per round trip, the rows a RETURNING names answered true.
+  /// As PgStoreOptions::batch_writes says: by default one COPY of up to
+  /// 512 rows, all answered true; a repeated key makes those rows one
+  /// INSERT, the rows its RETURNING names answered true.
   std::vector<absl::StatusOr<bool>> PutSampleBatches(const std::vector<const v1::SampleBatch*>& batches) override;
   using JobStore::LoadPowerBatches;
   using JobStore::LoadSampleBatches;
@@ -118,6 +122,13 @@ class PgJobStore final : public JobStore {
   /// PutSampleBatches of batches[from, to) as one multi-row INSERT; appends their results.
   void MultiRowChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
                      std::vector<absl::StatusOr<bool>>* out);
+  /// PutSampleBatches of batches[from, to) as one COPY under a savepoint, or,
+  /// when a key is repeated or already stored, as MultiRowChunk; appends their results.
+  void CopyChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
+                 std::vector<absl::StatusOr<bool>>* out);
+  /// Sets the savepoint hetbench_copy and sends batches[from, to) as COPY's
+  /// binary rows; the COPY's result (or the savepoint's failure).
+  Result CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to);
   /// PutSampleBatches of batches[from, to) as one pipeline; appends their results.
   void PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
                      std::vector<absl::StatusOr<bool>>* out);

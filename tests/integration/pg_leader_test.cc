@@ -46,7 +46,7 @@ std::unique_ptr<PgLeaderLock> Leader(const std::string& url, const std::string& 
 }
 
 std::unique_ptr<PgJobStore> Store(const std::string& url, int64_t epoch, std::function<void(const absl::Status&)> on,
-                                  PgStoreOptions::BatchWrites writes = PgStoreOptions::BatchWrites::kMultiRow) {
+                                  PgStoreOptions::BatchWrites writes = PgStoreOptions{}.batch_writes) {
   PgStoreOptions o;
   o.url = url;
   o.epoch = epoch;
@@ -283,12 +283,13 @@ TEST_F(PgLeaderTest, BatchesCompressWithLz4AndAnOlderSchemaIsConverted) {
   EXPECT_EQ(StoredSchemaVersion(url_), "4");
 }
 
-// The store contract suite runs the default (multi-row INSERTs); the forms
-// bench_ingest compares it with keep the same answers: each batch stored
-// once, a repeat inside the call or of an earlier one answered false.
+// The store contract suite runs the default (COPY); the forms bench_ingest
+// compares it with keep the same answers: each batch stored once, a repeat
+// inside the call or of an earlier one answered false (COPY's group then
+// goes again as one INSERT).
 TEST_F(PgLeaderTest, EveryFormOfManyBatchesAtOnceStoresEachOnceInOrder) {
   using Writes = PgStoreOptions::BatchWrites;
-  for (const Writes writes : {Writes::kMultiRow, Writes::kPipelined, Writes::kOneByOne}) {
+  for (const Writes writes : {Writes::kCopy, Writes::kMultiRow, Writes::kPipelined, Writes::kOneByOne}) {
     const std::string task = absl::StrCat("job-000009-t", static_cast<int>(writes));
     auto store = Store(url_, 0, nullptr, writes);
     ASSERT_NE(store, nullptr);
@@ -318,6 +319,62 @@ TEST_F(PgLeaderTest, EveryFormOfManyBatchesAtOnceStoresEachOnceInOrder) {
     EXPECT_EQ((*stored)[7].duration_ns(0), 7) << "the first of the repeats is the one stored";
     EXPECT_EQ(store->LoadSampleBatches(task, 2)->size(), 1u);
   }
+}
+
+// The default: a group of batches is one COPY under a savepoint (its rows
+// carry the savepoint's subtransaction id as xmin); a key stored before
+// fails that COPY, which is undone, and the group goes again as one INSERT
+// in the transaction itself; the transaction goes on and commits both.
+TEST_F(PgLeaderTest, AGroupIsOneCopyAndAKeyStoredBeforeMakesItAnInsert) {
+  auto store = Store(url_, 0, nullptr);
+  ASSERT_NE(store, nullptr);
+  const std::string task = "job-000010-t0";
+  std::vector<v1::SampleBatch> b(6);
+  for (size_t i = 0; i < b.size(); ++i) {
+    b[i].set_task_id(task);
+    b[i].set_attempt(1);
+    b[i].set_seq(i < 5 ? i : 20);
+    b[i].add_start_ns(0);
+    b[i].add_duration_ns(static_cast<int64_t>(100 + i));
+    b[i].add_items(1);
+  }
+  v1::SampleBatch first = b[1];
+  first.set_duration_ns(0, 7);
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(*store->PutSampleBatch(first));
+  ASSERT_TRUE(store->Commit().ok());
+
+  ASSERT_TRUE(store->Begin().ok());
+  ASSERT_TRUE(*store->PutSampleBatch(b[5]));  // seq 20, in the transaction itself
+  const auto with_stored = store->PutSampleBatches({&b[0], &b[1], &b[2]});
+  const auto fresh = store->PutSampleBatches({&b[3], &b[4]});
+  ASSERT_TRUE(store->Commit().ok());
+  ASSERT_EQ(with_stored.size(), 3u);
+  ASSERT_EQ(fresh.size(), 2u);
+  for (const auto& r : with_stored) ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& r : fresh) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*with_stored[0]);
+  EXPECT_FALSE(*with_stored[1]) << "stored before";
+  EXPECT_TRUE(*with_stored[2]);
+  EXPECT_TRUE(*fresh[0]);
+  EXPECT_TRUE(*fresh[1]);
+
+  auto stored = store->LoadSampleBatches(task, 1);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 6u);
+  EXPECT_EQ((*stored)[1].duration_ns(0), 7) << "the batch stored first stays";
+  for (size_t i : {0, 2, 3, 4}) EXPECT_EQ((*stored)[i].duration_ns(0), static_cast<int64_t>(100 + i)) << i;
+  // Which (sub)transaction wrote each row: seq 0, 2 and 20 the transaction
+  // itself (the INSERT after the COPY was undone), 3 and 4 the COPY's savepoint.
+  const std::string xmin =
+      absl::StrCat("(SELECT xmin::text FROM sample_batches WHERE task_id = '", task, "' AND seq = ");
+  const std::string top = SqlValue(url_, xmin + "20)");
+  ASSERT_FALSE(top.empty());
+  EXPECT_EQ(SqlValue(url_, xmin + "0)"), top);
+  EXPECT_EQ(SqlValue(url_, xmin + "2)"), top);
+  const std::string copied = SqlValue(url_, xmin + "3)");
+  EXPECT_NE(copied, top) << "seq 3 and 4 were not written by a COPY under a savepoint";
+  EXPECT_EQ(SqlValue(url_, xmin + "4)"), copied);
 }
 
 // Schema 3: a batch stays in its row (storage MAIN), and a database of
