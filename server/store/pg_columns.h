@@ -58,10 +58,23 @@ struct PgJobStore::Params {
 
 namespace pg {
 
-/// Integers in network byte order and length-prefixed bytes, appended to a
-/// string: what PostgreSQL's binary formats are made of.
+/// Fields as PostgreSQL's binary formats write them (an array's elements, a
+/// COPY row's columns): each its length, then its bytes, integers in network
+/// byte order; appended to a string.
 class BinaryWriter {
  public:
+  void Int4(int32_t v) {
+    Put32(4);
+    Put32(static_cast<uint32_t>(v));
+  }
+  void Int8(int64_t v) {
+    Put32(8);
+    Put64(static_cast<uint64_t>(v));
+  }
+  void Bytes(std::string_view b) {
+    Put32(static_cast<uint32_t>(b.size()));
+    out_.append(b);
+  }
   std::string Take() { return std::move(out_); }
   const std::string& bytes() const { return out_; }
   void Clear() { out_.clear(); }
@@ -79,10 +92,6 @@ class BinaryWriter {
     const uint64_t be = htobe64(v);
     out_.append(reinterpret_cast<const char*>(&be), 8);
   }
-  void Field(std::string_view b) {
-    Put32(static_cast<uint32_t>(b.size()));
-    out_.append(b);
-  }
   std::string out_;
 };
 
@@ -99,15 +108,6 @@ class BinaryArray : public BinaryWriter {
     Put32(static_cast<uint32_t>(count));
     Put32(1);  // lower bound
   }
-  void Int4(int32_t v) {
-    Put32(4);
-    Put32(static_cast<uint32_t>(v));
-  }
-  void Int8(int64_t v) {
-    Put32(8);
-    Put64(static_cast<uint64_t>(v));
-  }
-  void Bytes(std::string_view b) { Field(b); }
 };
 
 /// COPY ... FROM STDIN (FORMAT binary)'s data: the signature, then rows of
@@ -121,15 +121,6 @@ class BinaryCopy : public BinaryWriter {
     Put32(0);  // no header extension
   }
   void Row(int fields) { Put16(static_cast<uint16_t>(fields)); }
-  void Int4(int32_t v) {
-    Put32(4);
-    Put32(static_cast<uint32_t>(v));
-  }
-  void Int8(int64_t v) {
-    Put32(8);
-    Put64(static_cast<uint64_t>(v));
-  }
-  void Bytes(std::string_view b) { Field(b); }
   void End() { Put16(0xffff); }  // -1 fields: no more rows
 };
 
