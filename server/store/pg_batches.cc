@@ -1,6 +1,6 @@
 // PgJobStore's sample and power batches: one at a time, many at once (one
-// multi-row INSERT, or a pipeline), and pages of them read back (their
-// statements are prepared with the others in pg_job_store.cc).
+// binary COPY, one multi-row INSERT, or a pipeline), and pages of them read
+// back (their statements are prepared with the others in pg_job_store.cc).
 #include <algorithm>
 #include <cstring>
 #include <tuple>

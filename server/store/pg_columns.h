@@ -1,6 +1,7 @@
 #pragma once
 /// What the PostgreSQL job store's files share (internal to server/store):
-/// statement parameters, and reading binary result columns (integers in
+/// statement parameters, PostgreSQL's binary formats written (array
+/// parameters, COPY rows), and reading binary result columns (integers in
 /// network byte order, bytes, protobuf messages).
 
 #include <endian.h>
