@@ -93,7 +93,29 @@ Server Spawn(const std::string& binary, const Options& opt, std::string dir) {
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
-  WaitFor([&] { return access(port_file.c_str(), R_OK) == 0; }, 120);
+  // Until it listens; a server that exits first (a --db it cannot open, say)
+  // ends the bench with its log's last lines rather than a run with no server.
+  int status = 0;
+  bool exited = false;
+  auto listening_or_exited = [&] {
+    exited = exited || waitpid(s.pid, &status, WNOHANG) == s.pid;
+    return exited || access(port_file.c_str(), R_OK) == 0;
+  };
+  if (!WaitFor(listening_or_exited, 120) || exited) {
+    std::cerr << "bench_fleet: the server (" << binary << ") "
+              << (exited ? absl::StrCat("exited with status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+                         : std::string("did not listen within 120 s"))
+              << " before writing its port file; the last lines of its log, " << s.dir << "/server.log:\n";
+    std::ifstream log(s.dir + "/server.log");
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(log, line);) {
+      tail.push_back(line.substr(0, 300));
+      if (tail.size() > 5) tail.pop_front();
+    }
+    for (const std::string& line : tail) std::cerr << "  " << line << "\n";
+    if (!exited) kill(s.pid, SIGKILL);
+    std::exit(1);
+  }
   s.start_seconds = Now() - t0;
   std::ifstream in(port_file);
   std::string grpc_part, metrics_part;
