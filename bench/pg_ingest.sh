@@ -16,6 +16,9 @@ set -euo pipefail
 export PGOPTIONS="-c client_min_messages=warning"
 FLEET=$1 SERVER=$2 ADMIN=$3 ROUNDS=${4:-3} PG_SERVER=${5:-$2}
 DB=hetbench_pg_ingest_bench
+# One at a time on this machine: two would drop each other's database, and share the cores.
+exec 9>"${TMPDIR:-/tmp}/hetbench-pg-ingest.lock"
+flock -n 9 || { echo "pg_ingest: another bench/pg_ingest.sh is running on this machine; wait for it" >&2; exit 1; }
 URL="${ADMIN%/*}/$DB"
 LOG=$(mktemp /tmp/hetbench-pg-ingest.XXXXXX)
 trap 'rm -f "$LOG" "$LOG.rounds"; psql -q -X "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
