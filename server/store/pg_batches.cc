@@ -11,6 +11,7 @@
 #include "common/sample_codec.h"
 #include "server/store/pg_columns.h"
 #include "server/store/pg_job_store.h"
+#include "server/store/pg_schema.h"
 
 namespace hetbench::server {
 
@@ -91,12 +92,9 @@ void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, s
   absl::Status s;
   const Result res = CopyRows(batches, from, to);
   const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-  if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
-    s = RunCommand("RELEASE SAVEPOINT hetbench_copy");
-    if (s.ok()) {
-      out->insert(out->end(), to - from, true);
-      return;
-    }
+  if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) {  // the savepoint released
+    out->insert(out->end(), to - from, true);
+    return;
   } else if (state != nullptr && std::strcmp(state, "23505") == 0) {
     // A key stored before (an agent's batch sent again after a reconnect):
     // the rows COPY wrote are undone, and the INSERT answers which are new.
@@ -112,28 +110,27 @@ void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, s
   out->insert(out->end(), to - from, s);
 }
 
-PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to) {
-  // The savepoint and the COPY in one round trip (PQexec stops at COPY's start).
-  Result res(PQexec(conn_,
-                    "SAVEPOINT hetbench_copy; COPY sample_batches (task_id, attempt, seq, phase, sample_count, epoch, "
-                    "batch) FROM STDIN (FORMAT binary)"),
-             PQclear);
+absl::StatusOr<int64_t> PgJobStore::TakeGroupId() {
+  if (next_group_ == groups_end_) {
+    auto res = Run("take_groups", Params(), PGRES_TUPLES_OK);
+    if (!res.ok()) return res.status();
+    if (PQntuples(res->get()) != 1) return absl::InternalError("job store: the sequence sample_group_ids is missing");
+    next_group_ = GetInt(res->get(), 0, 0);
+    groups_end_ = next_group_ + std::max<int64_t>(1, GetInt(res->get(), 0, 1));
+  }
+  return next_group_++;
+}
+
+PgJobStore::Result PgJobStore::SendCopy(const char* sql, const std::function<bool(pg::BinaryCopy*)>& next_row) {
+  Result res(PQexec(conn_, sql), PQclear);
   if (PQresultStatus(res.get()) != PGRES_COPY_IN) return res;
   // Sent in pieces of ~256 KiB: libpq copies each into its output buffer.
   pg::BinaryCopy rows;
   bool sent = true;
-  for (size_t i = from; i < to && sent; ++i) {
-    const v1::SampleBatch& b = *batches[i];
-    rows.Row(7);
-    rows.Bytes(b.task_id());
-    rows.Int4(b.attempt());
-    rows.Int8(static_cast<int64_t>(b.seq()));
-    rows.Int4(b.phase());
-    rows.Int4(b.duration_ns_size());
-    rows.Int8(options_.epoch);
-    rows.Bytes(EncodeSampleColumns(b));
-    if (i + 1 == to) rows.End();
-    if (rows.bytes().size() >= (256 << 10) || i + 1 == to) {
+  for (bool more = true; more && sent;) {
+    more = next_row(&rows);
+    if (!more) rows.End();
+    if (rows.bytes().size() >= (256 << 10) || !more) {
       sent = PQputCopyData(conn_, rows.bytes().data(), static_cast<int>(rows.bytes().size())) == 1;
       rows.Clear();
     }
@@ -143,6 +140,92 @@ PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*
   res.reset(PQgetResult(conn_));
   while (PGresult* more = PQgetResult(conn_)) PQclear(more);
   return res;
+}
+
+PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to) {
+  // Each batch's columns (the agent's own bytes where it sent columns,
+  // encoded here where it did not) and where they go: groups of batches one
+  // after another, a new group when one would pass max_group_bytes.
+  struct Place {
+    std::string_view bytes;
+    int64_t grp, offset;
+  };
+  const int64_t max_group_bytes = std::min(options_.max_group_bytes, int64_t{1} << 30);
+  std::vector<std::string> encoded;
+  std::vector<Place> places;
+  std::vector<std::pair<int64_t, int64_t>> groups;  // id, batches
+  encoded.reserve(to - from);
+  places.reserve(to - from);
+  int64_t offset = 0;
+  for (size_t i = from; i < to; ++i) {
+    const v1::SampleBatch& b = *batches[i];
+    const std::string_view bytes = b.columns().empty() ? std::string_view(encoded.emplace_back(EncodeSampleColumns(b)))
+                                                       : std::string_view(b.columns());
+    if (groups.empty() || (offset > 0 && offset + static_cast<int64_t>(bytes.size()) > max_group_bytes)) {
+      absl::StatusOr<int64_t> grp = TakeGroupId();
+      if (!grp.ok()) return Result(nullptr, PQclear);  // Run kept the failure for the transaction
+      groups.emplace_back(*grp, 0);
+      offset = 0;
+    }
+    places.push_back({bytes, groups.back().first, offset});
+    offset += static_cast<int64_t>(bytes.size());
+    ++groups.back().second;
+  }
+  // The savepoint and the rows' COPY in one round trip (PQexec stops at COPY's start).
+  size_t i = from;
+  Result res = SendCopy(
+      "SAVEPOINT hetbench_copy; COPY sample_batches (task_id, attempt, seq, phase, sample_count, epoch, grp, "
+      "grp_offset, grp_bytes) FROM STDIN (FORMAT binary)",
+      [&](pg::BinaryCopy* rows) {
+        if (i == to) return false;
+        const v1::SampleBatch& b = *batches[i];
+        const Place& place = places[i - from];
+        rows->Row(9);
+        rows->Bytes(b.task_id());
+        rows->Int4(b.attempt());
+        rows->Int8(static_cast<int64_t>(b.seq()));
+        rows->Int4(b.phase());
+        rows->Int4(b.duration_ns_size());
+        rows->Int8(options_.epoch);
+        rows->Int8(place.grp);
+        rows->Int4(static_cast<int32_t>(place.offset));
+        rows->Int4(static_cast<int32_t>(place.bytes.size()));
+        ++i;
+        return true;
+      });
+  if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return res;
+  // No key was stored before: the savepoint goes, and the groups' rows
+  // (fenced: they carry the epoch) and their pieces are written, in one
+  // round trip. The numbers are the store's own, never an agent's text.
+  std::string sql = "RELEASE SAVEPOINT hetbench_copy; INSERT INTO sample_groups (grp, live, epoch) VALUES ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    absl::StrAppend(&sql, g == 0 ? "" : ", ", "(", groups[g].first, ", ", groups[g].second, ", ", options_.epoch, ")");
+  }
+  absl::StrAppend(&sql, "; COPY sample_pieces (grp, idx, bytes) FROM STDIN (FORMAT binary)");
+  // Each group's bytes cut into pieces of kSamplePieceBytes, its last piece shorter.
+  std::string piece;
+  piece.reserve(pg::kSamplePieceBytes);
+  size_t next = 0, at = 0;  // the next byte to pack: places[next].bytes[at]
+  int32_t idx = 0;
+  return SendCopy(sql.c_str(), [&](pg::BinaryCopy* rows) {
+    if (next == places.size()) return false;
+    const int64_t grp = places[next].grp;
+    piece.clear();
+    while (piece.size() < static_cast<size_t>(pg::kSamplePieceBytes) && next < places.size() &&
+           places[next].grp == grp) {
+      const std::string_view bytes = places[next].bytes;
+      const size_t n = std::min(pg::kSamplePieceBytes - piece.size(), bytes.size() - at);
+      piece.append(bytes.substr(at, n));
+      at += n;
+      if (at == bytes.size()) ++next, at = 0;
+    }
+    rows->Row(3);
+    rows->Int8(grp);
+    rows->Int4(idx);
+    rows->Bytes(piece);
+    idx = next < places.size() && places[next].grp == grp ? idx + 1 : 0;
+    return true;
+  });
 }
 
 void PgJobStore::MultiRowChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
@@ -247,7 +330,13 @@ absl::StatusOr<std::vector<v1::SampleBatch>> PgJobStore::LoadSampleBatches(const
     b.set_attempt(attempt);
     b.set_seq(static_cast<uint64_t>(GetInt(res->get(), r, 0)));
     b.set_phase(static_cast<v1::Phase>(GetInt(res->get(), r, 1)));
-    if (absl::Status s = DecodeSampleColumns(GetBytes(res->get(), r, 2), &b); !s.ok()) {
+    const std::string_view bytes = GetBytes(res->get(), r, 2);
+    if (!PQgetisnull(res->get(), r, 3) && static_cast<int64_t>(bytes.size()) != GetInt(res->get(), r, 3)) {
+      return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", bytes.size(),
+                                              " of its ", GetInt(res->get(), r, 3),
+                                              " bytes found; a piece of its group is missing"));
+    }
+    if (absl::Status s = DecodeSampleColumns(bytes, &b); !s.ok()) {
       return absl::DataLossError(absl::StrCat("job store: batch ", b.seq(), " of task '", task_id, "': ", s.message()));
     }
   }

@@ -97,9 +97,19 @@ constexpr Statement kStatements[] = {
      "u.attempt, u.seq, u.phase, u.sample_count, $6::bigint, u.batch FROM unnest($1::text[], $2::integer[], "
      "$3::bigint[], $4::integer[], $5::integer[], $7::bytea[]) AS u(task_id, attempt, seq, phase, sample_count, batch) "
      "ON CONFLICT DO NOTHING RETURNING task_id, attempt, seq"},
+    // A batch's bytes from its row, or from the pieces of its group that
+    // hold them (8000: pg::kSamplePieceBytes); with the length its row says
+    // they have (NULL for bytes in the row), which a missing piece breaks.
     {"load_batches",
-     "SELECT seq, phase, batch FROM sample_batches WHERE task_id = $1 AND attempt = $2 AND seq >= $3 ORDER BY seq "
-     "LIMIT $4"},
+     "SELECT b.seq, b.phase, COALESCE(b.batch, (SELECT substring(string_agg(p.bytes, ''::bytea ORDER BY p.idx) FROM "
+     "b.grp_offset % 8000 + 1 FOR b.grp_bytes) FROM sample_pieces p WHERE p.grp = b.grp AND p.idx BETWEEN "
+     "b.grp_offset / 8000 AND (b.grp_offset + b.grp_bytes - 1) / 8000)), b.grp_bytes FROM sample_batches b WHERE "
+     "b.task_id = $1 AND b.attempt = $2 AND b.seq >= $3 ORDER BY b.seq LIMIT $4"},
+    // The first of the group ids this writer may use, and how many it took.
+    {"take_groups",
+     "SELECT nextval('sample_group_ids'), increment_by FROM pg_sequences WHERE schemaname = current_schema() AND "
+     "sequencename = 'sample_group_ids'"},
+    {"put_group", "INSERT INTO sample_groups (grp, live, epoch) VALUES ($1, $2, $3)"},
     {"put_power",
      "INSERT INTO power_batches (task_id, attempt, seq, sensor, reading_count, epoch, batch) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7) ON CONFLICT DO NOTHING"},
@@ -108,7 +118,15 @@ constexpr Statement kStatements[] = {
     {"to_prune",
      "SELECT number, id FROM jobs WHERE NOT raw_pruned AND state >= 3 AND finished_unix_seconds < $1 "
      "ORDER BY finished_unix_seconds LIMIT $2"},
-    {"prune_samples", "DELETE FROM sample_batches WHERE task_id >= $1 AND task_id < $2"},
+    // The batches, and of their groups those left with none: the others'
+    // live counts lowered (one statement, so each group row is written once).
+    {"prune_samples",
+     "WITH d AS (DELETE FROM sample_batches WHERE task_id >= $1 AND task_id < $2 RETURNING grp), "
+     "c AS (SELECT g.grp, g.live - count(*) AS left_live FROM d JOIN sample_groups g ON g.grp = d.grp "
+     "GROUP BY g.grp, g.live), "
+     "u AS (UPDATE sample_groups g SET live = c.left_live, epoch = $3 FROM c WHERE g.grp = c.grp AND c.left_live > 0), "
+     "p AS (DELETE FROM sample_pieces x USING c WHERE x.grp = c.grp AND c.left_live <= 0) "
+     "DELETE FROM sample_groups g USING c WHERE g.grp = c.grp AND c.left_live <= 0"},
     {"prune_power", "DELETE FROM power_batches WHERE task_id >= $1 AND task_id < $2"},
     {"mark_pruned", "UPDATE jobs SET raw_pruned = true, epoch = $2 WHERE number = $1"},
 };
@@ -441,8 +459,12 @@ absl::StatusOr<int> PgJobStore::PruneRawBatches(double finished_before_unix, int
     const int64_t number = GetInt(jobs->get(), r, 0);
     const std::string id(GetBytes(jobs->get(), r, 1));
     // Task ids of a job share the prefix "<job>-t": a range over the key (COLLATE "C").
-    for (const char* stmt : {"prune_samples", "prune_power"}) {
-      if (auto d = Run(stmt, Params().Text(id + "-t").Text(id + "-u"), PGRES_COMMAND_OK); !d.ok()) return d.status();
+    if (auto d = Run("prune_samples", Params().Text(id + "-t").Text(id + "-u").Int(options_.epoch), PGRES_COMMAND_OK);
+        !d.ok()) {
+      return d.status();
+    }
+    if (auto d = Run("prune_power", Params().Text(id + "-t").Text(id + "-u"), PGRES_COMMAND_OK); !d.ok()) {
+      return d.status();
     }
     if (auto m = Run("mark_pruned", Params().Int(number).Int(options_.epoch), PGRES_COMMAND_OK); !m.ok()) {
       return m.status();

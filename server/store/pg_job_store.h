@@ -2,7 +2,11 @@
 /// JobStore on PostgreSQL (libpq), chosen by `--db postgresql://...`.
 ///
 /// The layout is SQLite's (server/store/sqlite_schema.h): a row per job, a
-/// row per task, compact sample batches as bytea keyed (task, attempt, seq).
+/// row per task, compact sample batches keyed (task, attempt, seq). As
+/// SQLite keeps a batch's bytes in segment files, a group of batches written
+/// by one COPY keeps its bytes packed in page-sized pieces, which their rows
+/// name (server/store/pg_schema.h, schema 6); a batch written on its own
+/// keeps them in its row.
 ///
 /// Fencing: every connection writes with the epoch its coordinator was given
 /// when it became leader (server/store/pg_leader.h). A write transaction
@@ -24,6 +28,9 @@
 #include "server/store/job_store.h"
 
 namespace hetbench::server {
+namespace pg {
+class BinaryCopy;
+}
 
 struct PgStoreOptions {
   /// A libpq connection URI or keyword string ("postgresql://host/db").
@@ -37,14 +44,20 @@ struct PgStoreOptions {
   /// server steps down. Tests leave it empty and see the error.
   std::function<void(const absl::Status&)> on_fenced;
   /// How PutSampleBatches sends a group of sample batches inside a write
-  /// transaction: COPY in binary (the default; under a savepoint, and when a
-  /// key is already stored or repeated in the group, the group again as one
+  /// transaction: COPY in binary (the default: the rows by one COPY under a
+  /// savepoint, their bytes packed into pieces by a second; when a key is
+  /// already stored or repeated in the group, the group again as one
   /// multi-row INSERT ... ON CONFLICT DO NOTHING); that INSERT of many rows
   /// (arrays unnested) always; one INSERT per batch in libpq's pipeline mode
   /// (one round trip per 256); or one statement and round trip per batch.
   /// The last three are kept for bench_ingest's comparison.
   enum class BatchWrites { kCopy, kMultiRow, kPipelined, kOneByOne };
   BatchWrites batch_writes = BatchWrites::kCopy;
+  /// A COPY's batches start a new group of packed bytes rather than make one
+  /// longer than this (one batch longer than it is a group of its own): a
+  /// group's offsets are 4-byte integers (at most 1 GiB is used). Tests set
+  /// it small.
+  int64_t max_group_bytes = int64_t{64} << 20;
 };
 
 /// True for "postgresql://..." and "postgres://..." (--db's PostgreSQL form).
@@ -127,8 +140,17 @@ class PgJobStore final : public JobStore {
   void CopyChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
                  std::vector<absl::StatusOr<bool>>* out);
   /// Sets the savepoint hetbench_copy and sends batches[from, to) as COPY's
-  /// binary rows; the COPY's result (or the savepoint's failure).
+  /// binary rows, their bytes as one group's pieces; the first failure's
+  /// result (the rows' COPY's first: a key stored before fails it), else the
+  /// pieces' COPY's.
   Result CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to);
+  /// A group id no other writer uses (ids are taken from the database's
+  /// sequence a block at a time).
+  absl::StatusOr<int64_t> TakeGroupId();
+  /// Runs `sql`, which ends in COPY ... FROM STDIN (FORMAT binary), and sends
+  /// the rows `next_row` appends (it returns false when there are no more);
+  /// the COPY's result, or the first failing statement's.
+  Result SendCopy(const char* sql, const std::function<bool(pg::BinaryCopy*)>& next_row);
   /// PutSampleBatches of batches[from, to) as one pipeline; appends their results.
   void PipelineChunk(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to,
                      std::vector<absl::StatusOr<bool>>* out);
@@ -138,6 +160,8 @@ class PgJobStore final : public JobStore {
   bool in_batch_ = false;
   bool writing_ = false;
   absl::Status txn_error_;  // first failure inside the write transaction
+  int64_t next_group_ = 0;  // group ids taken and not used: [next_group_, groups_end_)
+  int64_t groups_end_ = 0;
 };
 
 }  // namespace hetbench::server

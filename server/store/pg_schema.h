@@ -11,7 +11,15 @@ namespace hetbench::server::pg {
 ///    (toast_tuple_target at its maximum).
 /// 5: the fence triggers fire only for a row whose epoch this transaction
 ///    has not checked (a WHEN clause), not on every row.
-inline constexpr int kSchemaVersion = 5;
+/// 6: the batches of a COPY keep their bytes packed in sample_pieces (a
+///    group's bytes in pieces of kSamplePieceBytes); their rows name where.
+inline constexpr int kSchemaVersion = 6;
+
+/// A piece of a group's packed sample bytes: one piece fills a page (8 KB
+/// less the page's and the row's headers). The read statement (load_batches)
+/// spells it too; stored data depends on it, so it changes only with a new
+/// schema that converts them.
+inline constexpr int kSamplePieceBytes = 8000;
 
 /// Advisory lock keys: the leader's session lock and the schema creation's
 /// transaction lock ("hetb" and "hets" as integers).
@@ -95,7 +103,10 @@ CREATE TABLE IF NOT EXISTS sample_batches (
   phase integer NOT NULL,
   sample_count integer NOT NULL,
   epoch bigint NOT NULL,
-  batch bytea NOT NULL,            -- the columns, compact (common/sample_codec.h)
+  batch bytea,                     -- the columns, compact (common/sample_codec.h); or NULL and:
+  grp bigint,                      -- the sample_groups row whose pieces hold them,
+  grp_offset integer,              -- from this byte of the group's bytes,
+  grp_bytes integer,               -- this long
   PRIMARY KEY (task_id, attempt, seq)
 );
 CREATE TABLE IF NOT EXISTS power_batches (
@@ -154,6 +165,43 @@ BEGIN
     ALTER TABLE power_batches SET (toast_tuple_target = 8160);
   END IF;
 END $$;
+-- Schema 6: one row per page. A 1,000-step batch (~5 KB) in its row takes a
+-- page of its own, and PostgreSQL's work per page (extending the table,
+-- writing the page out) was about half its CPU in bench/pg_ingest.sh. A COPY
+-- of many batches (server/store/pg_batches.cc) stores their bytes as one
+-- group, cut into pieces that each fill a page; each batch's row names its
+-- group, offset and length. Batches written one at a time, and rows written
+-- before, keep their bytes in the row. A group's rows are freed when its last
+-- batch is pruned (live counts them). The pieces carry no epoch: a group's
+-- pieces are written in the transaction that inserts its fenced row.
+CREATE SEQUENCE IF NOT EXISTS sample_group_ids INCREMENT BY 1024;  -- a writer takes 1,024 ids at a time
+CREATE TABLE IF NOT EXISTS sample_groups (
+  grp bigint PRIMARY KEY,
+  live integer NOT NULL,           -- its batches not pruned yet
+  epoch bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sample_pieces (
+  grp bigint NOT NULL,
+  idx integer NOT NULL,            -- bytes [idx * 8000, (idx + 1) * 8000) of the group's
+  bytes bytea NOT NULL,
+  PRIMARY KEY (grp, idx)
+);
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'sample_batches'::regclass AND attname = 'grp') THEN
+    ALTER TABLE sample_batches ALTER COLUMN batch DROP NOT NULL, ADD COLUMN grp bigint, ADD COLUMN grp_offset integer,
+      ADD COLUMN grp_bytes integer;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'sample_batches_bytes_once') THEN
+    -- Not validated on the rows already there (all have their bytes in the row).
+    ALTER TABLE sample_batches ADD CONSTRAINT sample_batches_bytes_once
+      CHECK (CASE WHEN batch IS NULL THEN grp IS NOT NULL AND COALESCE(grp_offset >= 0 AND grp_bytes > 0, false)
+             ELSE grp IS NULL END) NOT VALID;
+  END IF;
+  IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'sample_pieces'::regclass AND attname = 'bytes') <> 'p' THEN
+    ALTER TABLE sample_pieces ALTER COLUMN bytes SET STORAGE PLAIN;  -- a piece fits its page: never compressed
+  END IF;
+END $$;
 -- The fence triggers (below, after their tables). Schema 5: a trigger's
 -- WHEN clause is hetbench_check_epoch's own test, evaluated without calling
 -- the function (a PL/pgSQL call per row, ~5 % of a COPY of batches' CPU):
@@ -186,6 +234,9 @@ CREATE OR REPLACE TRIGGER tasks_fenced BEFORE INSERT OR UPDATE ON tasks
   FOR EACH ROW WHEN (current_setting('hetbench.fenced_epoch', true) IS DISTINCT FROM NEW.epoch::text)
   EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER sample_batches_fenced BEFORE INSERT OR UPDATE ON sample_batches
+  FOR EACH ROW WHEN (current_setting('hetbench.fenced_epoch', true) IS DISTINCT FROM NEW.epoch::text)
+  EXECUTE FUNCTION hetbench_check_epoch();
+CREATE OR REPLACE TRIGGER sample_groups_fenced BEFORE INSERT OR UPDATE ON sample_groups
   FOR EACH ROW WHEN (current_setting('hetbench.fenced_epoch', true) IS DISTINCT FROM NEW.epoch::text)
   EXECUTE FUNCTION hetbench_check_epoch();
 CREATE OR REPLACE TRIGGER power_batches_fenced BEFORE INSERT OR UPDATE ON power_batches

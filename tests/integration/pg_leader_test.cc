@@ -398,15 +398,15 @@ TEST_F(PgLeaderTest, TheFenceTriggersFireOnlyForAnUncheckedEpochAndAnOlderSchema
   const std::string guarded =
       "SELECT count(*) FROM pg_trigger WHERE tgname LIKE '%\\_fenced' AND tgqual IS NOT NULL AND NOT tgisinternal";
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
-  EXPECT_EQ(SqlValue(url_, guarded), "6");
+  EXPECT_EQ(SqlValue(url_, guarded), "7");
   EXPECT_EQ(Sql(url_,
                 "CREATE OR REPLACE TRIGGER sample_batches_fenced BEFORE INSERT OR UPDATE ON sample_batches FOR EACH "
                 "ROW EXECUTE FUNCTION hetbench_check_epoch(); UPDATE hetbench_meta SET value = '4' WHERE key = "
                 "'schema_version'"),
             "");
-  EXPECT_EQ(SqlValue(url_, guarded), "5");
-  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(SqlValue(url_, guarded), "6");
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(SqlValue(url_, guarded), "7");
   EXPECT_EQ(StoredSchemaVersion(url_), absl::StrCat(pg::kSchemaVersion));
 }
 
@@ -463,6 +463,147 @@ TEST_F(PgLeaderTest, ABatchThatFitsAPageIsNotCompressedAndAnOlderSchemaIsConvert
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
   EXPECT_EQ(SqlValue(url_, targets), "2");
   EXPECT_EQ(StoredSchemaVersion(url_), absl::StrCat(pg::kSchemaVersion));
+}
+
+// A batch as an agent sends it: `steps` steps of ~10 ms with jitter (~5 bytes a step).
+v1::SampleBatch Steps(const std::string& task, uint64_t seq, int steps) {
+  v1::SampleBatch b;
+  b.set_task_id(task);
+  b.set_attempt(1);
+  b.set_seq(seq);
+  for (int i = 0; i < steps; ++i) {
+    b.add_start_ns(int64_t{i} * 10'500'000);
+    b.add_duration_ns(10'000'000 + (i * 7919 + static_cast<int>(seq) * 104729) % 400'000);
+    b.add_items(64);
+  }
+  return b;
+}
+
+// Schema 6: a COPY's batches keep their bytes packed in pieces that each
+// fill a page; a batch across two pieces reads whole, a missing piece is
+// DATA_LOSS, and a group's pieces go with its last pruned batch. A database
+// of schema 5 (every batch in its row) is converted when next opened, and its
+// rows still read.
+TEST_F(PgLeaderTest, ACopysBatchesArePackedIntoPagesAndAnOlderSchemaIsConverted) {
+  const v1::SampleBatch in_row = Steps("job-000001-t0", 0, 1000);
+  {
+    auto store = Store(url_, 0, nullptr);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Begin().ok());
+    ASSERT_TRUE(*store->PutSampleBatch(in_row));
+    ASSERT_TRUE(store->Commit().ok());
+  }
+  // Back to schema 5 as it was: no groups, every batch in its row.
+  EXPECT_EQ(Sql(url_,
+                "DROP TABLE sample_pieces, sample_groups; DROP SEQUENCE sample_group_ids; ALTER TABLE "
+                "sample_batches DROP CONSTRAINT sample_batches_bytes_once, DROP COLUMN grp, DROP COLUMN "
+                "grp_offset, DROP COLUMN grp_bytes, ALTER COLUMN batch SET NOT NULL; UPDATE hetbench_meta SET "
+                "value = '5' WHERE key = 'schema_version'"),
+            "");
+  auto store = Store(url_, 0, nullptr);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(StoredSchemaVersion(url_), absl::StrCat(pg::kSchemaVersion));
+  EXPECT_EQ(SqlValue(url_,
+                     "SELECT attstorage FROM pg_attribute WHERE attrelid = 'sample_pieces'::regclass AND "
+                     "attname = 'bytes'"),
+            "p");
+
+  ASSERT_TRUE(store->Begin().ok());
+  for (auto [number, finished] : {std::pair{1, 100.0}, {2, 900.0}, {3, 900.0}, {4, 900.0}}) {
+    v1::Job job = MakeJob(number);
+    job.set_state(v1::JOB_STATE_SUCCEEDED);
+    job.set_finished_unix_seconds(finished);
+    ASSERT_TRUE(store->InsertJob(job, "").ok());
+  }
+  // One group: jobs 1 and 2 interleaved, ~5 KB each, so batches cross pieces.
+  std::vector<v1::SampleBatch> owned;
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    owned.push_back(Steps("job-000001-t0", seq, 1000));
+    owned.push_back(Steps("job-000002-t0", seq, 1000));
+  }
+  std::vector<const v1::SampleBatch*> refs;
+  for (const v1::SampleBatch& b : owned) refs.push_back(&b);
+  for (const auto& r : store->PutSampleBatches(refs)) ASSERT_TRUE(r.ok() && *r) << r.status();
+  ASSERT_TRUE(store->Commit().ok());
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_batches WHERE batch IS NULL"), "6");
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) || ' ' || live FROM sample_groups GROUP BY live"), "1 6");
+  const int total = std::stoi(SqlValue(url_, "SELECT sum(grp_bytes) FROM sample_batches"));
+  EXPECT_GT(total, 6 * 4000);
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_pieces"),
+            absl::StrCat((total + pg::kSamplePieceBytes - 1) / pg::kSamplePieceBytes));
+  EXPECT_EQ(SqlValue(url_, "SELECT max(length(bytes)) FROM sample_pieces"), absl::StrCat(pg::kSamplePieceBytes));
+  EXPECT_GE(std::stoi(SqlValue(url_,
+                               "SELECT count(*) FROM sample_batches WHERE grp_offset / 8000 <> "
+                               "(grp_offset + grp_bytes - 1) / 8000")),
+            2)
+      << "the test means batches across two pieces";
+  auto check = [&](const std::string& task, std::vector<const v1::SampleBatch*> want) {
+    auto got = store->LoadSampleBatches(task, 1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size()) << task;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*got)[i].seq(), want[i]->seq());
+      EXPECT_THAT((*got)[i].duration_ns(), ::testing::ElementsAreArray(want[i]->duration_ns())) << task << " " << i;
+      EXPECT_THAT((*got)[i].start_ns(), ::testing::ElementsAreArray(want[i]->start_ns())) << task << " " << i;
+    }
+  };
+  check("job-000001-t0", {&in_row, &owned[0], &owned[2], &owned[4]});
+  check("job-000002-t0", {&owned[1], &owned[3], &owned[5]});
+
+  // Job 1's batches pruned: the group keeps its pieces for job 2's.
+  ASSERT_TRUE(store->Begin().ok());
+  auto pruned = store->PruneRawBatches(500, 8);
+  ASSERT_TRUE(store->Commit().ok());
+  ASSERT_TRUE(pruned.ok() && *pruned == 1) << pruned.status();
+  EXPECT_EQ(SqlValue(url_, "SELECT live FROM sample_groups"), "3");
+  check("job-000001-t0", {});
+  check("job-000002-t0", {&owned[1], &owned[3], &owned[5]});
+  // A COPY longer than max_group_bytes is several groups, each its own pieces from 0.
+  {
+    PgStoreOptions o;
+    o.url = url_;
+    o.max_group_bytes = 12'000;
+    auto small = PgJobStore::Open(o);
+    ASSERT_TRUE(small.ok()) << small.status();
+    std::vector<v1::SampleBatch> four;
+    for (uint64_t seq = 0; seq < 4; ++seq) four.push_back(Steps("job-000004-t0", seq, 1000));
+    ASSERT_TRUE((*small)->Begin().ok());
+    for (const auto& r : (*small)->PutSampleBatches({&four[0], &four[1], &four[2], &four[3]})) {
+      ASSERT_TRUE(r.ok() && *r) << r.status();
+    }
+    ASSERT_TRUE((*small)->Commit().ok());
+    const std::string groups = "(SELECT DISTINCT grp FROM sample_batches WHERE task_id = 'job-000004-t0')";
+    const int n = std::stoi(SqlValue(url_, "SELECT count(*) FROM " + groups + " g"));
+    EXPECT_GE(n, 2);
+    EXPECT_EQ(SqlValue(url_, "SELECT sum(live) FROM sample_groups WHERE grp IN " + groups), "4");
+    EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_pieces WHERE idx = 0 AND grp IN " + groups), absl::StrCat(n));
+    EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_batches WHERE grp IN " + groups +
+                                 " AND grp_offset > 0 AND grp_offset + grp_bytes > 12000"),
+              "0");
+    check("job-000004-t0", {&four[0], &four[1], &four[2], &four[3]});
+  }
+  // A piece lost (by hand): DATA_LOSS that says so, not a batch cut short.
+  ASSERT_TRUE(store->Begin().ok());
+  const v1::SampleBatch third = Steps("job-000003-t0", 0, 1000), fourth = Steps("job-000003-t0", 1, 1000);
+  for (const auto& r : store->PutSampleBatches({&third, &fourth})) ASSERT_TRUE(r.ok() && *r) << r.status();
+  ASSERT_TRUE(store->Commit().ok());
+  EXPECT_EQ(Sql(url_,
+                "DELETE FROM sample_pieces WHERE idx = 1 AND grp = (SELECT grp FROM sample_batches WHERE "
+                "task_id = 'job-000003-t0' AND seq = 1)"),
+            "");
+  auto lost = store->LoadSampleBatches("job-000003-t0", 1);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(lost.status().message(), HasSubstr(" of task 'job-000003-t0'"));
+  EXPECT_THAT(lost.status().message(), HasSubstr("a piece of its group is missing"));
+  // The last batches of both groups pruned: their groups and pieces go too.
+  ASSERT_TRUE(store->Begin().ok());
+  pruned = store->PruneRawBatches(1000, 8);
+  ASSERT_TRUE(store->Commit().ok());
+  ASSERT_TRUE(pruned.ok() && *pruned == 3) << pruned.status();
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_groups"), "0");
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_pieces"), "0");
+  EXPECT_EQ(SqlValue(url_, "SELECT count(*) FROM sample_batches"), "0");
 }
 
 }  // namespace
