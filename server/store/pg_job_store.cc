@@ -107,9 +107,7 @@ constexpr Statement kStatements[] = {
      "b.task_id = $1 AND b.attempt = $2 AND b.seq >= $3 ORDER BY b.seq LIMIT $4"},
     // The first of the group ids this writer may use, and how many it took.
     {"take_groups",
-     "SELECT nextval('sample_group_ids'), increment_by FROM pg_sequences WHERE schemaname = current_schema() AND "
-     "sequencename = 'sample_group_ids'"},
-    {"put_group", "INSERT INTO sample_groups (grp, live, epoch) VALUES ($1, $2, $3)"},
+     "SELECT nextval(seqrelid), seqincrement FROM pg_sequence WHERE seqrelid = 'sample_group_ids'::regclass"},
     {"put_power",
      "INSERT INTO power_batches (task_id, attempt, seq, sensor, reading_count, epoch, batch) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7) ON CONFLICT DO NOTHING"},

@@ -165,8 +165,8 @@ BEGIN
     ALTER TABLE power_batches SET (toast_tuple_target = 8160);
   END IF;
 END $$;
--- Schema 6: one row per page. A 1,000-step batch (~5 KB) in its row takes a
--- page of its own, and PostgreSQL's work per page (extending the table,
+-- Schema 6: full pages. A 1,000-step batch (~5 KB) in its row takes a page
+-- of its own, and PostgreSQL's work per page (extending the table,
 -- writing the page out) was about half its CPU in bench/pg_ingest.sh. A COPY
 -- of many batches (server/store/pg_batches.cc) stores their bytes as one
 -- group, cut into pieces that each fill a page; each batch's row names its
