@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -122,8 +123,10 @@ absl::Status StepError(const char* what, uint64_t i, uint64_t n) {
 
 }  // namespace sample_codec_detail
 
-std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
-  if (!batch.columns().empty()) return batch.columns();
+namespace {
+
+// The arrays of `batch` in the compact form.
+std::string EncodeArrays(const v1::SampleBatch& batch) {
   const int n = batch.duration_ns_size();
   if (batch.start_ns_size() == n && batch.items_size() == n) {
     // The checked form (every stored batch): plain arrays.
@@ -141,6 +144,20 @@ std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
     previous_items = items[i];
   }
   return Encode(start.data(), duration.data(), items.data(), n);
+}
+
+}  // namespace
+
+std::string_view SampleColumnsView(const v1::SampleBatch& batch, std::string* encoded) {
+  if (!batch.columns().empty()) return batch.columns();
+  *encoded = EncodeArrays(batch);
+  return *encoded;
+}
+
+std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
+  std::string encoded;
+  const std::string_view view = SampleColumnsView(batch, &encoded);
+  return view.data() == encoded.data() ? std::move(encoded) : std::string(view);
 }
 
 void PackSampleColumns(v1::SampleBatch* batch) {

@@ -29,6 +29,11 @@ namespace hetbench {
 /// them), else encoded from the arrays.
 std::string EncodeSampleColumns(const v1::SampleBatch& batch);
 
+/// The same without copying what the agent sent: a view of `batch.columns()`
+/// when it has them, else of `*encoded`, which it fills from the arrays. The
+/// view lives as long as the batch and `*encoded`, unmoved.
+std::string_view SampleColumnsView(const v1::SampleBatch& batch, std::string* encoded);
+
 /// The agent's side: the batch's arrays encoded into `columns` and cleared.
 void PackSampleColumns(v1::SampleBatch* batch);
 

@@ -89,8 +89,14 @@ void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, s
     MultiRowChunk(batches, from, to, out);
     return;
   }
+  absl::StatusOr<Result> copied = CopyRows(batches, from, to);
+  if (!copied.ok()) {  // nothing sent: the batches' group ids could not be taken
+    if (txn_error_.ok()) txn_error_ = copied.status();
+    out->insert(out->end(), to - from, copied.status());
+    return;
+  }
   absl::Status s;
-  const Result res = CopyRows(batches, from, to);
+  const Result& res = *copied;
   const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
   if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) {  // the savepoint released
     out->insert(out->end(), to - from, true);
@@ -142,7 +148,8 @@ PgJobStore::Result PgJobStore::SendCopy(const char* sql, const std::function<boo
   return res;
 }
 
-PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to) {
+absl::StatusOr<PgJobStore::Result> PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from,
+                                                        size_t to) {
   // Each batch's columns (the agent's own bytes where it sent columns,
   // encoded here where it did not) and where they go: groups of batches one
   // after another, a new group when one would pass max_group_bytes.
@@ -159,11 +166,10 @@ PgJobStore::Result PgJobStore::CopyRows(const std::vector<const v1::SampleBatch*
   int64_t offset = 0;
   for (size_t i = from; i < to; ++i) {
     const v1::SampleBatch& b = *batches[i];
-    const std::string_view bytes = b.columns().empty() ? std::string_view(encoded.emplace_back(EncodeSampleColumns(b)))
-                                                       : std::string_view(b.columns());
+    const std::string_view bytes = SampleColumnsView(b, &encoded.emplace_back());  // `encoded` never reallocates
     if (groups.empty() || (offset > 0 && offset + static_cast<int64_t>(bytes.size()) > max_group_bytes)) {
       absl::StatusOr<int64_t> grp = TakeGroupId();
-      if (!grp.ok()) return Result(nullptr, PQclear);  // Run kept the failure for the transaction
+      if (!grp.ok()) return grp.status();
       groups.emplace_back(*grp, 0);
       offset = 0;
     }

@@ -142,8 +142,9 @@ class PgJobStore final : public JobStore {
   /// Sets the savepoint hetbench_copy and sends batches[from, to) as COPY's
   /// binary rows, their bytes as one group's pieces; the first failure's
   /// result (the rows' COPY's first: a key stored before fails it), else the
-  /// pieces' COPY's.
-  Result CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to);
+  /// pieces' COPY's; an error with nothing sent when no group id could be
+  /// taken.
+  absl::StatusOr<Result> CopyRows(const std::vector<const v1::SampleBatch*>& batches, size_t from, size_t to);
   /// A group id no other writer uses (ids are taken from the database's
   /// sequence a block at a time).
   absl::StatusOr<int64_t> TakeGroupId();

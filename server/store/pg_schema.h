@@ -13,7 +13,9 @@ namespace hetbench::server::pg {
 ///    has not checked (a WHEN clause), not on every row.
 /// 6: the batches of a COPY keep their bytes packed in sample_pieces (a
 ///    group's bytes in pieces of kSamplePieceBytes); their rows name where.
-inline constexpr int kSchemaVersion = 6;
+/// 7: sample_pieces is not vacuumed after inserts (pruning vacuums it), and
+///    ANALYZE samples 3,000 of its rows and keeps no statistics of the bytes.
+inline constexpr int kSchemaVersion = 7;
 
 /// A piece of a group's packed sample bytes: one piece fills a page (8 KB
 /// less the page's and the row's headers). The read statement (load_batches)
@@ -200,6 +202,20 @@ BEGIN
   END IF;
   IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'sample_pieces'::regclass AND attname = 'bytes') <> 'p' THEN
     ALTER TABLE sample_pieces ALTER COLUMN bytes SET STORAGE PLAIN;  -- a piece fits its page: never compressed
+  END IF;
+  -- Schema 7: pieces are written once and deleted by pruning, which is what
+  -- vacuums them; a vacuum after inserts would read every new page and write
+  -- it again (autovacuum was up to a fifth of PostgreSQL's CPU in
+  -- bench/pg_ingest.sh). ANALYZE keeps no statistics of the bytes (nothing
+  -- filters on them) and samples 3,000 pieces, not 30,000 (each read from a
+  -- page of its own; reads go by the primary key).
+  IF NOT COALESCE((SELECT reloptions @> ARRAY['autovacuum_vacuum_insert_threshold=-1'] FROM pg_class
+                   WHERE oid = 'sample_pieces'::regclass), false) THEN
+    ALTER TABLE sample_pieces SET (autovacuum_vacuum_insert_threshold = -1);
+  END IF;
+  IF (SELECT attstattarget FROM pg_attribute WHERE attrelid = 'sample_pieces'::regclass AND attname = 'bytes') <> 0 THEN
+    ALTER TABLE sample_pieces ALTER COLUMN bytes SET STATISTICS 0, ALTER COLUMN grp SET STATISTICS 10,
+      ALTER COLUMN idx SET STATISTICS 10;
   END IF;
 END $$;
 -- The fence triggers (below, after their tables). Schema 5: a trigger's

@@ -32,9 +32,10 @@ std::string BatchColumns(const std::string& url, const char* attribute) {
 // Both batch columns SET `clause` and the schema version set back to
 // `version`, as a coordinator of that version left them; "" when done.
 std::string AsSchema(const std::string& url, const char* clause, int version) {
-  return Sql(url, absl::StrCat("ALTER TABLE sample_batches ALTER COLUMN batch SET ", clause,
-                               "; ALTER TABLE power_batches ALTER COLUMN batch SET ", clause,
-                               "; UPDATE hetbench_meta SET value = '", version, "' WHERE key = 'schema_version'"));
+  return AsOlderSchema(url,
+                       absl::StrCat("ALTER TABLE sample_batches ALTER COLUMN batch SET ", clause,
+                                    "; ALTER TABLE power_batches ALTER COLUMN batch SET ", clause),
+                       version);
 }
 
 class PgLayoutTest : public PgDatabaseTest {};
@@ -206,9 +207,10 @@ TEST_F(PgLayoutTest, ABatchThatFitsAPageIsNotCompressedAndAnOlderSchemaIsConvert
   EXPECT_EQ((*loaded)[1].duration_ns_size(), 40000);
   store.reset();
   // Back to schema 3 as it was (the default target): the next open converts it.
-  EXPECT_EQ(Sql(url_,
-                "ALTER TABLE sample_batches RESET (toast_tuple_target); ALTER TABLE power_batches RESET "
-                "(toast_tuple_target); UPDATE hetbench_meta SET value = '3' WHERE key = 'schema_version'"),
+  EXPECT_EQ(AsOlderSchema(url_,
+                          "ALTER TABLE sample_batches RESET (toast_tuple_target); ALTER TABLE power_batches RESET "
+                          "(toast_tuple_target)",
+                          3),
             "");
   EXPECT_EQ(SqlValue(url_, targets), "0");
   ASSERT_NE(Store(url_, 0, nullptr), nullptr);
@@ -245,11 +247,11 @@ TEST_F(PgLayoutTest, ACopysBatchesArePackedIntoPagesAndAnOlderSchemaIsConverted)
     ASSERT_TRUE(store->Commit().ok());
   }
   // Back to schema 5 as it was: no groups, every batch in its row.
-  EXPECT_EQ(Sql(url_,
-                "DROP TABLE sample_pieces, sample_groups; DROP SEQUENCE sample_group_ids; ALTER TABLE "
-                "sample_batches DROP CONSTRAINT sample_batches_bytes_once, DROP COLUMN grp, DROP COLUMN "
-                "grp_offset, DROP COLUMN grp_bytes, ALTER COLUMN batch SET NOT NULL; UPDATE hetbench_meta SET "
-                "value = '5' WHERE key = 'schema_version'"),
+  EXPECT_EQ(AsOlderSchema(url_,
+                          "DROP TABLE sample_pieces, sample_groups; DROP SEQUENCE sample_group_ids; ALTER TABLE "
+                          "sample_batches DROP CONSTRAINT sample_batches_bytes_once, DROP COLUMN grp, DROP COLUMN "
+                          "grp_offset, DROP COLUMN grp_bytes, ALTER COLUMN batch SET NOT NULL",
+                          5),
             "");
   auto store = Store(url_, 0, nullptr);
   ASSERT_NE(store, nullptr);
@@ -358,4 +360,28 @@ TEST_F(PgLayoutTest, ACopysBatchesArePackedIntoPagesAndAnOlderSchemaIsConverted)
 }
 
 }  // namespace
+// Schema 7: pieces are vacuumed by pruning, not after inserts, and ANALYZE
+// samples few of them and keeps no statistics of their bytes; a database of
+// schema 6 is converted when it is next opened.
+TEST_F(PgLayoutTest, PiecesAreNotVacuumedAfterInsertsAndAnOlderSchemaIsConverted) {
+  const std::string options = "SELECT reloptions::text FROM pg_class WHERE oid = 'sample_pieces'::regclass";
+  const std::string targets =
+      "SELECT string_agg(attname || '=' || attstattarget, ' ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = "
+      "'sample_pieces'::regclass AND attnum > 0";
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(SqlValue(url_, options), "{autovacuum_vacuum_insert_threshold=-1}");
+  EXPECT_EQ(SqlValue(url_, targets), "grp=10 idx=10 bytes=0");
+  // Back to schema 6 as it was: the next open converts it.
+  EXPECT_EQ(AsOlderSchema(url_,
+                          "ALTER TABLE sample_pieces RESET (autovacuum_vacuum_insert_threshold), ALTER COLUMN grp SET "
+                          "STATISTICS -1, ALTER COLUMN idx SET STATISTICS -1, ALTER COLUMN bytes SET STATISTICS -1",
+                          6),
+            "");
+  EXPECT_EQ(SqlValue(url_, targets), "grp=-1 idx=-1 bytes=-1");
+  ASSERT_NE(Store(url_, 0, nullptr), nullptr);
+  EXPECT_EQ(StoredSchemaVersion(url_), absl::StrCat(pg::kSchemaVersion));
+  EXPECT_EQ(SqlValue(url_, options), "{autovacuum_vacuum_insert_threshold=-1}");
+  EXPECT_EQ(SqlValue(url_, targets), "grp=10 idx=10 bytes=0");
+}
+
 }  // namespace hetbench::server

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/store/pg_job_store.h"
 #include "tests/testing/postgres.h"
@@ -65,6 +66,12 @@ inline std::string SqlValue(const std::string& url, const std::string& sql) {
 // The schema version the database records.
 inline std::string StoredSchemaVersion(const std::string& url) {
   return SqlValue(url, "SELECT value FROM hetbench_meta WHERE key = 'schema_version'");
+}
+
+// `ddl` run and the schema version set back to `version`, as a coordinator
+// of that version left the database (the next open converts it); "" when done.
+inline std::string AsOlderSchema(const std::string& url, const std::string& ddl, int version) {
+  return Sql(url, absl::StrCat(ddl, "; UPDATE hetbench_meta SET value = '", version, "' WHERE key = 'schema_version'"));
 }
 
 // Each test on a database of its own.

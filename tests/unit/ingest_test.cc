@@ -127,6 +127,14 @@ TEST(SampleCodecTest, PackedColumnsReadBackStepByStepAsTheArraysAndTheCountIsRea
   // The store keeps the agent's columns as they came.
   EXPECT_EQ(EncodeSampleColumns(packed), packed.columns());
   EXPECT_EQ(EncodeSampleColumns(packed), EncodeSampleColumns(arrays));
+  // The PostgreSQL store's COPY takes them by view: the agent's own bytes, not a copy.
+  std::string encoded;
+  const std::string_view view = SampleColumnsView(packed, &encoded);
+  EXPECT_EQ(view.data(), packed.columns().data());
+  EXPECT_TRUE(encoded.empty());
+  const std::string_view from_arrays = SampleColumnsView(arrays, &encoded);
+  EXPECT_EQ(from_arrays.data(), encoded.data());
+  EXPECT_EQ(from_arrays, packed.columns());
 }
 
 TEST(SampleCodecTest, StepByStepReadingRefusesWhatIsNotTheCompactFormNamingTheStep) {
