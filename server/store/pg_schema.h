@@ -123,7 +123,7 @@ CREATE TABLE IF NOT EXISTS power_batches (
 );
 -- Batches compress with lz4 rather than the default pglz: the coordinator's
 -- ingest into PostgreSQL went from 0.57-0.70 to 0.91 of SQLite's in
--- bench_ingest (docs/operating.md). lz4 needs PostgreSQL 14 built with it
+-- bench_ingest (docs/postgres-ingest.md). lz4 needs PostgreSQL 14 built with it
 -- (Debian's is); elsewhere the default stays. Set only where it is not yet,
 -- so a database already converted takes no lock for it.
 DO $$
@@ -144,7 +144,7 @@ END $$;
 -- Schema 3: a batch stays in its row (storage MAIN) instead of in the TOAST
 -- table, chunked and indexed; it goes there only when it does not fit a
 -- page, compressed. A real agent's 1,000-step batch (~5 KB) fits. With the fence remembered, PostgreSQL's CPU per stored sample is
--- about 0.6-0.8 of what it was (docs/operating.md, bench/pg_ingest.sh).
+-- about 0.6-0.8 of what it was (docs/postgres-ingest.md, bench/pg_ingest.sh).
 DO $$
 BEGIN
   IF (SELECT count(*) FROM pg_attribute WHERE attname = 'batch' AND attstorage = 'm' AND attrelid IN
