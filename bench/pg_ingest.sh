@@ -30,12 +30,13 @@ exec 9>"${TMPDIR:-/tmp}/hetbench-pg-ingest.lock"
 flock -n 9 || { echo "pg_ingest: another bench/pg_ingest.sh is running on this machine; wait for it" >&2; exit 1; }
 URL="${ADMIN%/*}/$DB"
 LOG=$(mktemp /tmp/hetbench-pg-ingest.XXXXXX)
-trap 'rm -f "$LOG" "$LOG.rounds"; psql -q -X "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
+FLOOR_DIR=$(mktemp -d /tmp/hetbench-pg-floor.XXXXXX)  # pg_floor's files (~100 MB)
+trap 'rm -rf "$LOG" "$LOG.rounds" "$FLOOR_DIR"; psql -q -X "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true' EXIT
 field() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
 postgres_ticks() {  # the CPU ticks of every postgres process now, as "pid ticks kind" lines
   local p kind
   for p in $(pgrep -u postgres 2>/dev/null || pgrep -x postgres); do
-    case $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) in
+    case $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") in
       *autovacuum*) kind=autovacuum ;;
       *checkpointer* | *"background writer"* | *walwriter*) kind=writers ;;
       *) kind=backends ;;
@@ -72,10 +73,9 @@ run() {
 }
 # The database's floor (see the top): prints "samples batches bytes ticks" for the batches copied again.
 pg_floor() {
-  local dir
   # A server binary from before schema 6 keeps every batch in its row: no packed batches to copy.
   [[ $(psql -X -At "$URL" -c "SELECT to_regclass('sample_groups') IS NOT NULL") == t ]] || return 0
-  dir=$(mktemp -d /tmp/hetbench-pg-floor.XXXXXX)
+  local dir=$FLOOR_DIR
   psql -q -X -v ON_ERROR_STOP=1 "$URL" >/dev/null <<SQL
 CREATE TABLE floor_groups AS
   SELECT grp FROM (SELECT grp, sum(live) OVER (ORDER BY grp) AS upto FROM sample_groups) g WHERE upto <= 20000;
@@ -86,6 +86,10 @@ CREATE TABLE floor_rows (LIKE sample_batches INCLUDING ALL);
 CREATE TABLE floor_grps (LIKE sample_groups INCLUDING ALL);
 CREATE TABLE floor_pieces (LIKE sample_pieces INCLUDING ALL);
 ALTER TABLE floor_pieces ALTER COLUMN bytes SET STORAGE PLAIN;
+-- Storing alone: no autovacuum of these tables during the count.
+ALTER TABLE floor_rows SET (autovacuum_enabled = false);
+ALTER TABLE floor_grps SET (autovacuum_enabled = false);
+ALTER TABLE floor_pieces SET (autovacuum_enabled = false);
 CREATE TRIGGER floor_rows_fenced BEFORE INSERT ON floor_rows FOR EACH ROW
   WHEN (current_setting('hetbench.fenced_epoch', true) IS DISTINCT FROM NEW.epoch::text) EXECUTE FUNCTION hetbench_check_epoch();
 CREATE TRIGGER floor_grps_fenced BEFORE INSERT ON floor_grps FOR EACH ROW
@@ -108,7 +112,7 @@ CHECKPOINT;
 SQL
   echo "$(psql -X -At -F ' ' "$URL" -c "SELECT sum(sample_count), count(*), sum(grp_bytes) FROM floor_rows")" \
     "$(($(cat "$dir/after") - $(cat "$dir/before")))"
-  rm -rf "$dir"
+  rm -f "$dir"/*
 }
 echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
 hz=$(getconf CLK_TCK)
