@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -157,7 +156,8 @@ std::string_view SampleColumnsView(const v1::SampleBatch& batch, std::string* en
 std::string EncodeSampleColumns(const v1::SampleBatch& batch) {
   std::string encoded;
   const std::string_view view = SampleColumnsView(batch, &encoded);
-  return view.data() == encoded.data() ? std::move(encoded) : std::string(view);
+  if (encoded.empty()) return std::string(view);  // the agent's columns: a copy
+  return encoded;
 }
 
 void PackSampleColumns(v1::SampleBatch* batch) {

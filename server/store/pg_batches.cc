@@ -89,16 +89,13 @@ void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, s
     MultiRowChunk(batches, from, to, out);
     return;
   }
-  absl::StatusOr<Result> copied = CopyRows(batches, from, to);
-  if (!copied.ok()) {  // nothing sent: the batches' group ids could not be taken
-    if (txn_error_.ok()) txn_error_ = copied.status();
-    out->insert(out->end(), to - from, copied.status());
-    return;
-  }
   absl::Status s;
-  const Result& res = *copied;
-  const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-  if (PQresultStatus(res.get()) == PGRES_COMMAND_OK) {  // the savepoint released
+  const absl::StatusOr<Result> copied = CopyRows(batches, from, to);
+  const PGresult* res = copied.ok() ? copied->get() : nullptr;
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  if (!copied.ok()) {
+    s = copied.status();                                 // nothing sent: the batches' group ids could not be taken
+  } else if (PQresultStatus(res) == PGRES_COMMAND_OK) {  // the savepoint released
     out->insert(out->end(), to - from, true);
     return;
   } else if (state != nullptr && std::strcmp(state, "23505") == 0) {
@@ -110,7 +107,7 @@ void PgJobStore::CopyChunk(const std::vector<const v1::SampleBatch*>& batches, s
       return;
     }
   } else {
-    s = ErrorOf(res.get(), "put_batches (COPY)");
+    s = ErrorOf(res, "put_batches (COPY)");
   }
   if (txn_error_.ok()) txn_error_ = s;  // the transaction fails, as Run's failures do
   out->insert(out->end(), to - from, s);
