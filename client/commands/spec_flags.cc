@@ -47,8 +47,8 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--seed", f->seed, "random seed");
   submit->add_option("--threads", f->threads, "threads per task (0 = all cores)");
   submit->add_option("--repeats", f->repeats,
-                     "runs of every task, interleaved across targets (A B A B), so compare counts the noise between "
-                     "runs (default 1)");
+                     "runs of every task, interleaved across targets (A B A B), a configuration's runs one after "
+                     "another, so compare counts the noise between runs (default 1)");
   submit->add_option("--idle-baseline", f->idle_baseline, "seconds of idle power measured before each task");
   submit->add_option("--cost", f->costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
   submit->add_option("--parallel", f->parallel, "data-parallel training: a gang per device count, e.g. 1,2,4")

@@ -66,13 +66,47 @@ void Placer::SetHealth(const std::string& agent_id, const v1::DeviceHealth& heal
   }
 }
 
+namespace {
+
+bool Ended(const v1::Task& t) { return t.state() != v1::TASK_STATE_QUEUED && t.state() != v1::TASK_STATE_RUNNING; }
+
+}  // namespace
+
+int EarlierRun(const v1::Job& job, int index) {
+  const v1::Task& task = job.tasks(index);
+  const int repeats = job.spec().repeats();
+  // JobTable makes the tasks run by run, each run one block of the same configurations.
+  if (task.run() <= 1 || repeats <= 1 || job.tasks_size() % repeats != 0) return -1;
+  const int earlier = index - job.tasks_size() / repeats;
+  return earlier >= 0 && job.tasks(earlier).run() == task.run() - 1 ? earlier : -1;
+}
+
+std::string WaitForEarlierRun(const v1::Job& job, int index, int ranks) {
+  const int earlier = EarlierRun(job, index);
+  if (earlier < 0) return "";
+  for (int r = 0; r < ranks && earlier + r < job.tasks_size(); ++r) {
+    const v1::Task& e = job.tasks(earlier + r);
+    if (!Ended(e)) {
+      return absl::StrCat("run ", job.tasks(index).run(), " waits for run ", e.run(), " (", e.id(),
+                          ") to end: the runs of one configuration run one after another");
+    }
+  }
+  return "";
+}
+
 JobPlacement Placer::PlaceJob(const v1::Job& job, SchedulingPass& pass, double now_seconds) {
   JobPlacement out;
   for (int i = 0; i < job.tasks_size(); ++i) {
     const v1::Task& task = job.tasks(i);
     if (task.state() != v1::TASK_STATE_QUEUED) continue;
+    const int ranks = task.gang().world_size() > 0 ? task.gang().world_size() : 1;
+    if (task.gang().world_size() > 0 && task.gang().rank() != 0) continue;  // placed with rank 0
+    if (std::string why = WaitForEarlierRun(job, i, ranks); !why.empty()) {
+      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, why);
+      continue;
+    }
     if (task.gang().world_size() > 0) {
-      if (task.gang().rank() == 0) PlaceGang(job, i, pass, now_seconds, &out);  // the other ranks with it
+      PlaceGang(job, i, pass, now_seconds, &out);  // the other ranks with it
       continue;
     }
     std::string why;
@@ -120,7 +154,11 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   size_t got = 0;
   auto placements = pass.TakeAll(targets, /*same_agent=*/false, &got, /*distinct_agents=*/replicas);
   if (!placements) {
-    const double waited = now_seconds - head.queued_unix_seconds();
+    // Waiting for the configuration's earlier run does not count towards the timeout.
+    const int earlier = EarlierRun(job, first);
+    const double since =
+        std::max(head.queued_unix_seconds(), earlier < 0 ? 0.0 : job.tasks(earlier).finished_unix_seconds());
+    const double waited = now_seconds - since;
     const bool expired = gang_timeout > 0 && waited > gang_timeout;
     std::string why;
     // The pass's reason speaks of a target with no free device; with some free, the count says it.

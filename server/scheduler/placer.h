@@ -48,6 +48,18 @@ struct JobPlacement {
   std::vector<std::pair<int, std::string>> waiting;
 };
 
+/// Runs of one configuration (a spec's `repeats`) do not overlap: run r of
+/// a task starts only after run r - 1 has ended, so the runs are apart in
+/// time and two of them never share a machine's memory and caches (two CPU
+/// agents on one host are two devices but one machine). Configurations still
+/// run side by side on free devices.
+/// The index of task `index`'s earlier run in `job` (the same configuration,
+/// run - 1), or -1 when it has none.
+int EarlierRun(const v1::Job& job, int index);
+/// Why task `index` (and the `ranks` - 1 ranks after it, for a gang) waits for
+/// its earlier run, or "" when that run has ended or there is none.
+std::string WaitForEarlierRun(const v1::Job& job, int index, int ranks);
+
 struct PlacerOptions {
   /// A gang queued this long holds the free devices it could use in each
   /// pass. < 0: never hold.

@@ -4,7 +4,8 @@
 # table), and --verify, which submits the advised split, waits for it and
 # prints predicted against measured. Then mlp and cnn over two CPU agents:
 # a plan given with --plan --across-agents, the link measured by an mlp
-# split across the agents (--link-from), verified as a split across agents.
+# split across the agents (--link-from), verified as a split across agents;
+# cnn profiled with --repeats 3, its runs one after another though both agents are free.
 # The errors are printed, not judged: a timing threshold would make the test
 # depend on the machine's load.
 # Usage: advise_test.sh SERVER AGENT CLI
@@ -59,11 +60,19 @@ submitted() {  # submitted SUBMIT_FLAGS...: submits, waits for the end, prints t
 link_job=$(submitted -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
   --min-duration 0)
 [[ $("$CLI" get job "$link_job" -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "the link job $link_job failed"
-# cnn is profiled 3 times (--repeats 3): the advice is the median of the runs, with a prediction interval.
+# cnn is profiled 3 times (--repeats 3), one run after another: the advice is the median of the runs, with a
+# prediction interval.
 for case in "mlp 0-2:cpu,3-:cpu 100 1" "cnn 0-7:cpu,8-:cpu 30 3"; do
   read -r model plan steps repeats <<<"$case"
   timed=$(submitted -m "$model" -b 64 -t cpu --layers --layer-steps 5 --warmup-steps 5 --min-steps "$steps" \
     --min-duration 0 --infer-max-batches 1 --repeats "$repeats")
+  if ((repeats > 1)); then
+    # Two agents were free, yet the runs of the one configuration ran one after another.
+    "$CLI" get job "$timed" -o json >"$WORK/timed.json"
+    jq -e '[.tasks[] | [.started_unix_seconds, .finished_unix_seconds]] as $w | ($w | length) == 3 and
+      all(range(1; $w | length); $w[.][0] >= $w[. - 1][1])' "$WORK/timed.json" >/dev/null ||
+      fail "the runs of $timed overlapped: $(jq -c '[.tasks[] | [.agent_id, .started_unix_seconds, .finished_unix_seconds]]' "$WORK/timed.json")"
+  fi
   "$CLI" advise "$timed" --plan "$plan" --across-agents --link-from "$link_job" -o json >"$WORK/plan.json" \
     || fail "advise --plan for $model failed"
   [[ $(jq -r '.plan_given and .across_agents' "$WORK/plan.json") == true ]] || fail "the advice does not say the plan was given"

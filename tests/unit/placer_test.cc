@@ -84,6 +84,95 @@ TEST(PlacerTest, SingleTasksTakeFreeDevicesAndTheRestWaitWithAReason) {
   EXPECT_EQ(placer.leases().size(), 1u);
 }
 
+// Two configurations (A, B) x 3 runs, made as JobTable makes them: run 1 of
+// each, then run 2 of each, ...
+v1::Job Repeated(const std::string& id, int configurations, int runs) {
+  v1::Job job = Job(id, configurations * runs);
+  job.mutable_spec()->set_repeats(runs);
+  for (int i = 0; i < job.tasks_size(); ++i) job.mutable_tasks(i)->set_run(1 + i / configurations);
+  return job;
+}
+
+TEST(PlacerTest, RunsOfOneConfigurationNeverOverlapWhileConfigurationsRunSideBySide) {
+  Placer placer({});
+  v1::Hello a = Agent("a", 2), b = Agent("b", 2);
+  std::vector<const v1::Hello*> agents{&a, &b};  // 4 free devices
+  v1::Job job = Repeated("j1", 2, 3);            // A1 B1 A2 B2 A3 B3
+  auto place = [&](double now) {
+    SchedulingPass pass = placer.BeginPass(agents);
+    JobPlacement p = placer.PlaceJob(job, pass, now);
+    for (const TaskStart& s : p.starts) Apply(placer, job, s);
+    return p;
+  };
+  JobPlacement p = place(0);
+  // A1 and B1 start; the later runs wait although two devices are free.
+  ASSERT_EQ(p.starts.size(), 2u);
+  EXPECT_EQ(p.starts[0].index, 0);
+  EXPECT_EQ(p.starts[1].index, 1);
+  ASSERT_EQ(p.waiting.size(), 4u);
+  EXPECT_EQ(p.waiting[0].first, 2);
+  EXPECT_THAT(p.waiting[0].second, HasSubstr("run 2 waits for run 1 (j1-t0) to end"));
+  EXPECT_THAT(p.waiting[2].second, HasSubstr("run 3 waits for run 2 (j1-t2) to end"));
+  // A1 ends: A2 starts, B2 still waits for B1.
+  job.mutable_tasks(0)->set_state(v1::TASK_STATE_SUCCEEDED);
+  placer.Release(job.tasks(0));
+  p = place(1);
+  ASSERT_EQ(p.starts.size(), 1u);
+  EXPECT_EQ(p.starts[0].index, 2);
+  // B1 failed for good: its run 2 goes on.
+  job.mutable_tasks(1)->set_state(v1::TASK_STATE_FAILED);
+  placer.Release(job.tasks(1));
+  p = place(2);
+  ASSERT_EQ(p.starts.size(), 1u);
+  EXPECT_EQ(p.starts[0].index, 3);
+  // A job without repeats is not held back: all start at once.
+  Placer fresh({});
+  v1::Job once = Job("j2", 3);
+  SchedulingPass pass = fresh.BeginPass(agents);
+  EXPECT_EQ(fresh.PlaceJob(once, pass, 0).starts.size(), 3u);
+}
+
+TEST(PlacerTest, AGangRunWaitsForItsEarlierRunAndItsTimeoutCountsFromThatRunsEnd) {
+  Placer placer({});
+  v1::Hello a = Agent("a", 1, 29500), b = Agent("b", 1, 29600);
+  std::vector<const v1::Hello*> agents{&a, &b};
+  // One gang of 2 ranks, 2 runs: tasks r1 rank 0, r1 rank 1, r2 rank 0, r2 rank 1.
+  v1::Job job = Job("j1", 0, 2);
+  job.mutable_spec()->set_repeats(2);
+  job.mutable_spec()->mutable_parallel()->set_gang_timeout_seconds(10);
+  for (int r = 0; r < 2; ++r) {
+    v1::Task* t = job.add_tasks();
+    *t = job.tasks(r);
+    t->set_id("j1-t" + std::to_string(2 + r));
+    t->set_index(2 + r);
+    t->mutable_gang()->set_id("j1-g1");
+  }
+  for (int i = 0; i < 4; ++i) job.mutable_tasks(i)->set_run(1 + i / 2);
+  SchedulingPass pass = placer.BeginPass(agents);
+  JobPlacement p = placer.PlaceJob(job, pass, 0);
+  ASSERT_EQ(p.starts.size(), 2u);
+  ASSERT_EQ(p.waiting.size(), 2u);  // both ranks of run 2, with one reason
+  EXPECT_EQ(p.waiting[0].first, 2);
+  EXPECT_EQ(p.waiting[1].first, 3);
+  EXPECT_THAT(p.waiting[1].second, HasSubstr("run 2 waits for run 1"));
+  for (const TaskStart& s : p.starts) Apply(placer, job, s);
+  // Run 1 ends at t = 100, far past the gang timeout of 10 s after run 2 was queued (t = 0).
+  for (int r = 0; r < 2; ++r) {
+    job.mutable_tasks(r)->set_state(v1::TASK_STATE_SUCCEEDED);
+    job.mutable_tasks(r)->set_finished_unix_seconds(100);
+    placer.Release(job.tasks(r));
+  }
+  // Only one device is connected now: run 2 waits for the second, and does not fail at once.
+  std::vector<const v1::Hello*> one{&a};
+  SchedulingPass pass2 = placer.BeginPass(one);
+  p = placer.PlaceJob(job, pass2, 105);
+  EXPECT_TRUE(p.failed.empty());
+  EXPECT_EQ(p.waiting.size(), 2u);
+  SchedulingPass pass3 = placer.BeginPass(one);
+  p = placer.PlaceJob(job, pass3, 111);
+  EXPECT_EQ(p.failed.size(), 2u);  // 11 s after run 1 ended
+}
+
 TEST(PlacerTest, AGangStartsEveryRankAtOnceWithOneRendezvousOrNone) {
   Placer placer({});
   v1::Hello a = Agent("a", 1, 29500), b = Agent("b", 1, 29600);
