@@ -1,5 +1,6 @@
 // hetbench-agent: flags into NodeOptions, the BLAS kernels settled, then a
 // Node (agent/node) runs until SIGTERM/SIGINT.
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -8,18 +9,17 @@
 #include <iostream>
 #include <thread>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/devices/calibration.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/node/blas_settle.h"
 #include "agent/node/node.h"
+#include "agent/platform/malloc_arenas.h"
 #include "common/log.h"
-#include "common/validate_spec.h"
 #include "common/names.h"
 #include "common/security.h"
+#include "common/validate_spec.h"
 
 namespace {
 
@@ -188,6 +188,8 @@ int RunUntilSignal(ag::NodeOptions node, hetbench::v1::Device cpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: may start the agent again with one malloc arena (agent/platform/malloc_arenas.h).
+  const std::string malloc_note = hetbench::agent::UseOneMallocArena(argv);
   Flags f;
   f.node.agent.hostname = Hostname();
   CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};
@@ -209,7 +211,7 @@ int main(int argc, char** argv) {
   }
   const ag::BlasCheck blas = ag::SettleOpenBlasKernel(f.blas_mode, *cpu, argv);
   hetbench::LogInfo("agent", "cpu0: ", cpu->model(), ", ", cpu->cores(), " cores, ", cpu->memory_bytes() >> 20,
-                    " MiB; BLAS: ", ag::DescribeBlas(), "; ", blas.text);
+                    " MiB; BLAS: ", ag::DescribeBlas(), "; ", blas.text, "; ", malloc_note);
   f.node.executor.blas = blas;
   (*cpu->mutable_attributes())["blas"] = ag::DescribeBlas();
   (*cpu->mutable_attributes())["blas_check"] = blas.text;

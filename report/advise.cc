@@ -22,8 +22,11 @@ namespace {
 
 struct Profile {
   const v1::Task* task = nullptr;
-  std::vector<double> layer_ns;  // scaled to the measured step
-  double measured_step_ns = 0, profiled_sum_ns = 0;
+  // Each layer's forward + backward and its backward alone, scaled so that
+  // with the optimizer they sum to the measured step; its optimizer share as
+  // timed (LayerTiming.optimizer; zeros when the profile has none).
+  std::vector<double> layer_ns, backward_ns, optimizer_ns;
+  double measured_step_ns = 0, profiled_sum_ns = 0, optimizer_sum_ns = 0;
   double watts = 0;
   bool watts_modeled = false;
   // Each layer's own training power, when the job resolved all of them
@@ -51,11 +54,11 @@ double Score(const Prediction& p, Objective o) {
   return o == Objective::kTime ? p.step_ns : o == Objective::kEnergy ? p.energy_joules : p.usd_per_1000_samples;
 }
 
+}  // namespace
+
 const char* ObjectiveName(Objective o) {
   return o == Objective::kTime ? "time" : o == Objective::kEnergy ? "energy" : "cost";
 }
-
-}  // namespace
 
 absl::StatusOr<Objective> ParseObjective(const std::string& name) {
   if (name == "time") return Objective::kTime;
@@ -128,13 +131,23 @@ absl::StatusOr<Profiles> BuildProfiles(const KindTasks& chosen, size_t layers, A
     Profile p;
     p.task = task;
     for (const v1::LayerTiming& l : task->result().layers()) {
-      const double ns = l.forward().p50_ns() + std::max(0.0, l.backward().p50_ns());
+      const double backward = std::max(0.0, l.backward().p50_ns());
+      const double ns = l.forward().p50_ns() + backward;
       p.layer_ns.push_back(ns);
+      p.backward_ns.push_back(backward);
+      p.optimizer_ns.push_back(l.optimizer().count() > 0 ? std::max(0.0, l.optimizer().p50_ns()) : 0.0);
       p.profiled_sum_ns += ns;
+      p.optimizer_sum_ns += p.optimizer_ns.back();
     }
     p.measured_step_ns = render::FindPhase(*task, v1::PHASE_TRAIN)->stats().p50_ns();
+    if (!(p.optimizer_sum_ns < p.measured_step_ns)) {  // cannot be the step's share: spread it with the rest
+      std::fill(p.optimizer_ns.begin(), p.optimizer_ns.end(), 0.0);
+      p.optimizer_sum_ns = 0;
+    }
     if (p.profiled_sum_ns > 0) {
-      for (double& ns : p.layer_ns) ns *= p.measured_step_ns / p.profiled_sum_ns;
+      const double scale = (p.measured_step_ns - p.optimizer_sum_ns) / p.profiled_sum_ns;
+      for (double& ns : p.layer_ns) ns *= scale;
+      for (double& ns : p.backward_ns) ns *= scale;
     }
     for (const v1::EnergyResult& e : task->result().energy()) {
       if (e.phase() == v1::PHASE_TRAIN && e.average_watts() > 0) {
@@ -225,12 +238,20 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
   p.stages = stages;
   double rate = 0;
   std::vector<v1::DeviceKind> held;
+  // Per stage: its optimizer share, its backward, its forward, and the
+  // transfer time of one direction over the boundary after it.
+  std::vector<double> optimizer(stages.size(), 0), backward(stages.size(), 0), forward(stages.size(), 0),
+      one_way(stages.size(), 0);
   for (size_t s = 0; s < stages.size(); ++s) {
     const Profile& prof = profiles.at(stages[s].kind);
     for (int l = stages[s].begin; l < stages[s].end; ++l) {
-      p.step_ns += prof.layer_ns[static_cast<size_t>(l)];
-      const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[static_cast<size_t>(l)];
-      p.energy_joules += prof.layer_ns[static_cast<size_t>(l)] * 1e-9 * watts;
+      const auto i = static_cast<size_t>(l);
+      p.step_ns += prof.layer_ns[i];
+      optimizer[s] += prof.optimizer_ns[i];
+      backward[s] += prof.backward_ns[i];
+      forward[s] += prof.layer_ns[i] - prof.backward_ns[i];
+      const double watts = prof.layer_watts.empty() ? prof.watts : prof.layer_watts[i];
+      p.energy_joules += (prof.layer_ns[i] + prof.optimizer_ns[i]) * 1e-9 * watts;
     }
     p.energy_modeled = p.energy_modeled || prof.watts_modeled;
     p.energy_known = p.energy_known && (prof.watts > 0 || !prof.layer_watts.empty());
@@ -245,10 +266,29 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
                               static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
                                   advice.link_gbytes_per_second);
       p.transfer_ns += t;
+      one_way[s] = t / 2;
       p.energy_joules += t * 1e-9 * (prof.watts + profiles.at(stages[s + 1].kind).watts);
     }
   }
-  p.step_ns += p.transfer_ns;
+  // On one agent one optimizer steps every layer after the backward. Across
+  // agents each stage steps its own after its backward, while the earlier
+  // stages still run theirs: a later stage delays the step only if its
+  // optimizer is still running when the next step's forward reaches it.
+  p.optimizer_ns = 0;
+  if (!advice.across_agents) {
+    for (double ns : optimizer) p.optimizer_ns += ns;
+  } else if (!stages.empty()) {
+    double delay = 0, back = 0,
+           ahead =
+               0;  // stage s's backward ends `back` before stage 0's; its next forward starts `ahead` after stage 0's
+    for (size_t s = 1; s < stages.size(); ++s) {
+      back += backward[s - 1] + one_way[s - 1];
+      ahead += forward[s - 1] + one_way[s - 1];
+      delay = std::max(delay, optimizer[s] - back - (optimizer[0] + ahead));
+    }
+    p.optimizer_ns = optimizer[0] + delay;
+  }
+  p.step_ns += p.transfer_ns + p.optimizer_ns;
   p.usd_per_1000_samples = rate / 3600.0 * p.step_ns * 1e-9 / batch * 1000.0;
   return p;
 }
@@ -346,9 +386,11 @@ void MedianOverRuns(const std::vector<Profiles>& runs, Profiles& profiles) {
     for (const Profiles& r : runs) v.push_back(r.at(kind).measured_step_ns);
     p.measured_step_ns = MedianInPlace(v);
     for (size_t l = 0; l < p.layer_ns.size(); ++l) {
-      v.clear();
-      for (const Profiles& r : runs) v.push_back(r.at(kind).layer_ns[l]);
-      p.layer_ns[l] = MedianInPlace(v);
+      for (auto field : {&Profile::layer_ns, &Profile::backward_ns, &Profile::optimizer_ns}) {
+        v.clear();
+        for (const Profiles& r : runs) v.push_back((r.at(kind).*field)[l]);
+        (p.*field)[l] = MedianInPlace(v);
+      }
     }
   }
 }
@@ -379,8 +421,13 @@ void PredictionInterval(const std::vector<Profiles>& runs, const std::vector<int
 // What the prediction assumes, in the order the report lists it.
 void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   advice.assumptions = {
-      "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
-      "kind's layers sum to its measured step p50",
+      advice.optimizer_timed
+          ? "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so "
+            "that with its optimizer share (zero_grad + step over its parameters, timed per layer) the kind's layers "
+            "sum to its measured step p50"
+          : "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
+            "kind's layers sum to its measured step p50 (the profile has no optimizer timings: the optimizer is "
+            "spread over the layers)",
       advice.link_latency_ns > 0
           ? absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x (%.1f us + "
                             "bytes x batch / %.3g GB/s) (%s)",
@@ -388,8 +435,12 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
           : absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x batch / "
                             "%.3g GB/s (%s)",
                             advice.link_gbytes_per_second, advice.link_source),
-      "stages run one after another (no micro-batches): the step is their sum; loss and optimizer are in the "
-      "measured steps",
+      advice.across_agents
+          ? "stages run one after another (no micro-batches): the step is their sum, then stage 0's optimizer; each "
+            "later stage steps its own optimizer after its backward, beside the earlier stages' backward, and adds "
+            "to the step only what is left of it when the next step's forward reaches the stage"
+          : "stages run one after another (no micro-batches): the step is their sum, then one optimizer step over "
+            "every layer",
       absl::StrCat(advice.per_layer_power.empty()
                        ? "energy: each layer's time x its kind's average training power"
                        : absl::StrCat("energy: each layer's time x its own training power, measured by the layer "
@@ -452,104 +503,18 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
   }
   for (const auto& [kind, prof] : *profiles) {
     SingleRun s;
+    advice.optimizer_timed = advice.optimizer_timed || prof.optimizer_sum_ns > 0;
     s.kind = kind;
     s.task_id = prof.task->id();
     s.measured_step_ns = prof.measured_step_ns;
     s.profiled_sum_ns = prof.profiled_sum_ns;
+    s.profiled_optimizer_ns = prof.optimizer_sum_ns;
     s.as_plan = Evaluate({Stage{0, static_cast<int>(layers), kind}}, *profiles, out_bytes, advice);
     advice.singles.push_back(std::move(s));
   }
   PredictionInterval(*per_run, out_bytes, advice);
   AddAssumptions(options, advice);
   return advice;
-}
-
-std::string RenderAdvice(const Advice& a, OutputFormat format) {
-  const size_t layers = a.layer_names.size();
-  auto plan_text = [&](const Prediction& p) {
-    std::vector<std::string> parts;
-    for (const Stage& s : p.stages) {
-      parts.push_back(absl::StrCat(s.begin, s.end - s.begin > 1 ? absl::StrCat("-", s.end - 1) : "", " on ",
-                                   DeviceKindName(s.kind)));
-    }
-    return absl::StrJoin(parts, " | ");
-  };
-  if (format == OutputFormat::kJson) {
-    nlohmann::json j;
-    j["job_id"] = a.job_id;
-    j["model"] = a.model;
-    j["batch_size"] = a.batch_size;
-    j["objective"] = ObjectiveName(a.objective);
-    j["layers"] = a.layer_names;
-    auto pred = [&](const Prediction& p) {
-      nlohmann::json o;
-      o["stages"] = nlohmann::json::array();
-      for (const Stage& s : p.stages) {
-        o["stages"].push_back({{"first_layer", s.begin}, {"last_layer", s.end - 1}, {"device_kind", DeviceKindName(s.kind)}});
-      }
-      o["step_ms"] = p.step_ns / 1e6;
-      o["transfer_ms"] = p.transfer_ns / 1e6;
-      o["energy_joules_per_step"] = p.energy_known ? nlohmann::json(p.energy_joules) : nlohmann::json();
-      o["energy_modeled"] = p.energy_modeled;
-      o["usd_per_1000_samples"] = p.cost_known ? nlohmann::json(p.usd_per_1000_samples) : nlohmann::json();
-      o["split_flag"] = SplitFlag(p, layers);
-      return o;
-    };
-    j["best"] = pred(a.best);
-    j["single_devices"] = nlohmann::json::array();
-    for (const SingleRun& s : a.singles) {
-      nlohmann::json o = pred(s.as_plan);
-      o["task_id"] = s.task_id;
-      o["measured_step_ms"] = s.measured_step_ns / 1e6;
-      o["profiled_layers_sum_ms"] = s.profiled_sum_ns / 1e6;
-      j["single_devices"].push_back(o);
-    }
-    j["runs"] = a.runs;
-    j["run_step_ms"] = nlohmann::json::array();
-    for (double ns : a.run_step_ns) j["run_step_ms"].push_back(ns / 1e6);
-    j["prediction_interval_ms"] = a.interval_high_ns > 0
-                                      ? nlohmann::json::array({a.interval_low_ns / 1e6, a.interval_high_ns / 1e6})
-                                      : nlohmann::json();
-    j["link_gbytes_per_second"] = a.link_gbytes_per_second;
-    j["link_latency_us"] = a.link_latency_ns / 1e3;
-    j["link_source"] = a.link_source;
-    j["plans_considered"] = a.plans_considered;
-    j["plan_given"] = a.plan_given;
-    j["across_agents"] = a.across_agents;
-    j["assumptions"] = a.assumptions;
-    return j.dump(1) + "\n";
-  }
-  std::vector<std::vector<std::string>> rows;
-  auto row = [&](const std::string& what, const Prediction& p, const std::string& measured) {
-    rows.push_back({what, plan_text(p), render::Ms(p.step_ns), render::Ms(p.transfer_ns),
-                    p.energy_known ? absl::StrFormat("%.4f%s", p.energy_joules, p.energy_modeled ? "*" : "") : "-",
-                    p.cost_known ? absl::StrFormat("%.6f", p.usd_per_1000_samples) : "-", measured});
-  };
-  row(a.plan_given ? std::string("given plan") : absl::StrCat("advised (", ObjectiveName(a.objective), ")"), a.best,
-      "-");
-  for (const SingleRun& s : a.singles) row(absl::StrCat(DeviceKindName(s.kind), " alone"), s.as_plan, render::Ms(s.measured_step_ns));
-  std::string out = absl::StrCat("placement advice for ", a.model, ", batch ", a.batch_size, " (", a.plans_considered,
-                                 " plans considered):\n",
-                                 FormatTable({"PLAN", "LAYERS", "STEP_MS", "TRANSFER_MS", "J_PER_STEP", "USD_PER_1K",
-                                              "MEASURED_STEP_MS"},
-                                             rows));
-  absl::StrAppend(&out, "J_PER_STEP: * = from MODELED power, not measured; - = no power figure. USD_PER_1K: - = no "
-                       "hourly rate (give --cost KIND=USD_PER_HOUR).\n");
-  if (a.interval_high_ns > 0) {
-    std::vector<std::string> each;
-    for (double ns : a.run_step_ns) each.push_back(render::Ms(ns));
-    absl::StrAppend(&out, "95% prediction interval for a run of the ", a.plan_given ? "plan" : "advised plan", ": ",
-                    render::Ms(a.interval_low_ns), "-", render::Ms(a.interval_high_ns), " ms per step, from ", a.runs,
-                    " runs' profiles (each run predicts ", absl::StrJoin(each, ", "), " ms)\n");
-  } else {
-    absl::StrAppend(&out, "no prediction interval: one run of each kind (profile with --repeats 3 for one)\n");
-  }
-  absl::StrAppend(&out, "run it: hetbench submit -m ", a.model, " -b ", a.batch_size, " --split ",
-                  SplitFlag(a.best, layers), a.across_agents ? " --split-across-agents" : "",
-                  "   (or: hetbench advise ", a.job_id, " ... --verify)\n");
-  absl::StrAppend(&out, "assumptions:\n");
-  for (const std::string& s : a.assumptions) absl::StrAppend(&out, "  - ", s, "\n");
-  return out;
 }
 
 }  // namespace hetbench::report

@@ -8,14 +8,20 @@
 ///
 /// The model (stated with every answer):
 ///  - a layer's training time on a kind is its profiled forward + backward
-///    p50, scaled so the kind's layers sum to its measured step p50 (the
-///    profile synchronises at every layer, the step does not);
+///    p50, scaled so that with the layer's optimizer share (LayerTiming.
+///    optimizer, when the profile timed it) the kind's layers sum to its
+///    measured step p50 (the profile synchronises at every layer, the step
+///    does not);
 ///  - a boundary between two kinds moves the layer's output forward and its
 ///    gradient back: 2 x (latency + output bytes x batch / bandwidth), the
 ///    latency and bandwidth probed by a split across agents (its links'
 ///    ping-pong at 1 KiB and 4 MiB); without a probe, latency 0 and the
 ///    bandwidth of the split's own transfers (bytes / time) or as given;
-///  - stages run one after another (no micro-batches): the step is the sum;
+///  - stages run one after another (no micro-batches): the step is the sum,
+///    plus the optimizer: on one agent one step over every layer after the
+///    backward; across agents each stage's own after its backward, so a later
+///    stage's overlaps the earlier stages' backward and adds only what is
+///    left of it when the next step's forward reaches that stage;
 ///  - energy: each layer's time x its kind's measured (or modeled) average
 ///    training power, a transfer's time x both kinds' power;
 ///  - cost: the step time x the hourly rates of every kind the plan holds;
@@ -37,6 +43,8 @@ namespace hetbench::report {
 
 enum class Objective { kTime, kEnergy, kCost };
 absl::StatusOr<Objective> ParseObjective(const std::string& name);
+/// "time", "energy" or "cost".
+const char* ObjectiveName(Objective o);
 
 struct AdviseOptions {
   Objective objective = Objective::kTime;
@@ -64,6 +72,7 @@ struct Stage {
 struct Prediction {
   std::vector<Stage> stages;
   double step_ns = 0, transfer_ns = 0;
+  double optimizer_ns = 0;           // the optimizer's time on the step's critical path
   double energy_joules = 0;          // per step
   double usd_per_1000_samples = 0;
   bool energy_modeled = false;       // some power figure was MODELED
@@ -76,6 +85,7 @@ struct SingleRun {
   std::string task_id;
   double measured_step_ns = 0;       // the task's training p50
   double profiled_sum_ns = 0;        // its layers' forward + backward p50s
+  double profiled_optimizer_ns = 0;  // its layers' optimizer shares (0: not timed, or not below the step)
   Prediction as_plan;                // the kind alone under the model
 };
 
@@ -93,6 +103,7 @@ struct Advice {
   size_t plans_considered = 0;
   bool plan_given = false;     // --plan: predicted, not searched
   bool across_agents = false;
+  bool optimizer_timed = false;              // some kind's profile timed the layers' optimizer shares
   std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
   int runs = 1;                              // runs of each kind the figures are the median over
   std::vector<double> run_step_ns;           // the plan under each run's profile (runs >= 2)
@@ -105,6 +116,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options);
 std::string StageLayers(const Stage& stage, size_t layers);
 /// "0-3:cpu,4-:qpu-sim": the --split flag that runs the plan.
 std::string SplitFlag(const Prediction& plan, size_t layers);
+/// The advice as a table (with the assumptions) or JSON (advise_render.cc).
 std::string RenderAdvice(const Advice& advice, OutputFormat format);
 
 }  // namespace hetbench::report

@@ -161,11 +161,51 @@ void RepeatEachLayer(torch::nn::Sequential& net, const torch::Tensor& images, in
   }
 }
 
+// Each layer's share of the optimizer step, `steps` times: a fresh optimizer
+// over its parameters alone, stepped once untimed (its state is allocated on
+// the first step), then zero_grad + step timed, as the training step runs
+// them. The gradients are zeros; the weights are saved before and restored
+// after, whatever the optimizer does with zeros.
+void TimeOptimizerShares(torch::nn::Sequential& net, const OptimizerFactory& optimizer, int steps, int64_t batch_size,
+                         const torch::Device& device, std::vector<v1::LayerTiming>& out) {
+  size_t i = 0;
+  for (auto& layer : *net) {
+    std::vector<torch::Tensor> params = layer.ptr()->parameters();
+    std::unique_ptr<torch::optim::Optimizer> opt = params.empty() ? nullptr : optimizer(params);
+    if (opt != nullptr) {
+      std::vector<torch::Tensor> saved;
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : params) saved.push_back(p.detach().clone());
+      }
+      for (auto& p : params) p.mutable_grad() = torch::zeros_like(p);
+      opt->step();
+      std::vector<int64_t> times;
+      for (int s = 0; s < steps; ++s) {
+        SyncDevice(device);
+        const int64_t t0 = SteadyNowNs();
+        opt->zero_grad();
+        opt->step();
+        SyncDevice(device);
+        times.push_back(SteadyNowNs() - t0);
+      }
+      *out[i].mutable_optimizer() = Stats(times, batch_size);
+      torch::NoGradGuard no_grad;
+      for (size_t k = 0; k < params.size(); ++k) {
+        params[k].mutable_grad() = torch::Tensor();
+        params[k].copy_(saved[k]);
+      }
+    }
+    ++i;
+  }
+}
+
 }  // namespace
 
 std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const LossFn& loss, const torch::Tensor& images,
                                            const torch::Tensor& labels, int64_t batch_size, int steps,
-                                           const torch::Device& device, const LayerEnergyOptions& energy) {
+                                           const torch::Device& device, const LayerEnergyOptions& energy,
+                                           const OptimizerFactory& optimizer) {
   const size_t n = net->size();
   std::vector<std::vector<int64_t>> forward(n), backward(n), inference(n);
   std::vector<v1::LayerTiming> out(n);
@@ -211,6 +251,7 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
     }
   }
   for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+  if (optimizer) TimeOptimizerShares(net, optimizer, steps, batch_size, device, out);
 
   net->eval();
   {

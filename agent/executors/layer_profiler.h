@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "hetbench/v1/common.pb.h"
@@ -24,6 +25,9 @@ struct LayerEnergyOptions {
   double seconds = 0;     // > 0: each layer alone, per phase, for this long
 };
 
+/// A new optimizer like the training step's, over the parameters given.
+using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+
 /// Times every top-level layer of `net` over `steps` batches drawn in order
 /// from (images, labels): the training-mode forward, its share of the
 /// backward (from the moment the gradient of its output is ready to the
@@ -34,8 +38,13 @@ struct LayerEnergyOptions {
 /// parameters) have no backward share (count 0). Every timed stretch is also
 /// kept as a LayerWindow for the coordinator's per-layer energy; with
 /// `energy.seconds` > 0 each layer is then run alone in a loop per phase.
+/// With `optimizer`, each layer with parameters also gets its share of the
+/// optimizer step (LayerTiming.optimizer): zero_grad and step of a fresh
+/// optimizer over its parameters alone, on zero gradients, the weights
+/// restored after.
 std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const LossFn& loss, const torch::Tensor& images,
                                            const torch::Tensor& labels, int64_t batch_size, int steps,
-                                           const torch::Device& device, const LayerEnergyOptions& energy = {});
+                                           const torch::Device& device, const LayerEnergyOptions& energy = {},
+                                           const OptimizerFactory& optimizer = {});
 
 }  // namespace hetbench::agent

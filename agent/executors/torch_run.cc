@@ -13,6 +13,7 @@
 #include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
 #include "agent/models/models.h"
+#include "agent/platform/malloc_arenas.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/names.h"
@@ -172,6 +173,7 @@ absl::Status TorchRun::BuildWorkload(const ImageDataset& dataset, const std::str
   env->set_blas(DescribeBlas());
   env->set_threads(torch::get_num_threads());
   env->set_threads_note(threads_note);
+  env->set_malloc(MallocArenaNote());
   env->set_seed(spec_.seed());
   env->set_device_model(device_.model());
   env->set_hostname(config_.hostname);
@@ -541,9 +543,11 @@ void TorchRun::ProfileAfter() {
   torch::AutoGradMode grad(true);
   control_->phase = v1::PHASE_UNSPECIFIED;
   auto timings = ProfileLayers(
-      *layers, [&w](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) { return w.Loss(out, x, y); },
+      *layers,
+      [&w](const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) { return w.Loss(out, x, y); },
       ds.train.images, ds.train.labels, bs_, spec_.layers().steps(), torch_device_,
-      LayerEnergyOptions{control_->task_start_ns, spec_.layers().energy_seconds()});
+      LayerEnergyOptions{control_->task_start_ns, spec_.layers().energy_seconds()},
+      [&w](std::vector<torch::Tensor> params) { return w.NewOptimizer(std::move(params)); });
   for (auto& t : timings) *result_.add_layers() = std::move(t);
 }
 

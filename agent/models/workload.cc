@@ -32,7 +32,11 @@ class SequentialWorkload final : public Workload {
   SequentialWorkload(BuiltModel built, double lr, const ImageDataset& ds)
       : built_(std::move(built)),
         ds_(ds),
+        lr_(lr),
         optimizer_(built_.net->parameters(), torch::optim::AdamOptions(lr)) {}
+  std::unique_ptr<torch::optim::Optimizer> NewOptimizer(std::vector<torch::Tensor> params) const override {
+    return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(lr_));
+  }
   const ImageDataset& Data() const override { return ds_; }
   std::string Architecture() const override { return built_.architecture; }
   std::vector<torch::Tensor> Parameters() const override { return built_.net->parameters(); }
@@ -85,6 +89,7 @@ class SequentialWorkload final : public Workload {
  private:
   BuiltModel built_;
   const ImageDataset& ds_;
+  double lr_;
   torch::optim::Adam optimizer_;
   v1::QpuRun qpu_;
   std::function<void()> after_backward_;

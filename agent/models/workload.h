@@ -47,6 +47,12 @@ class Workload {
   virtual void TrainForwards(const torch::Tensor& x) { (void)Infer(x); }
   /// Top-level layers for per-layer timing; nullptr when the model is not one layer stack.
   virtual torch::nn::Sequential* Layers() { return nullptr; }
+  /// A new optimizer of the kind and options TrainStep's own, over `params`
+  /// (only with Layers(): the profiler times each layer's share of the step).
+  virtual std::unique_ptr<torch::optim::Optimizer> NewOptimizer(std::vector<torch::Tensor> params) const {
+    (void)params;
+    return nullptr;
+  }
   /// The training loss of the layer stack's output (only with Layers()).
   virtual torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& y) const {
     (void)out, (void)x, (void)y;

@@ -403,6 +403,7 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
                         CsvNumber(l.inference().p50_ns()), CsvNumber(l.inference().p75_ns()),
                         CsvNumber(l.forward_flops_per_sample()),
                         LayerJoulesCell(r, l.index(), v1::PHASE_TRAIN), LayerJoulesCell(r, l.index(), v1::PHASE_INFER)});
+        rows.back().push_back(l.optimizer().count() > 0 ? CsvNumber(l.optimizer().p50_ns()) : "");
         continue;
       }
       rows.push_back(
@@ -411,6 +412,7 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
            l.backward().count() > 0 ? absl::StrFormat("%s [%s-%s]", Ms(l.backward().p50_ns()),
                                                       Ms(l.backward().p25_ns()), Ms(l.backward().p75_ns()))
                                     : "-",
+           l.optimizer().count() > 0 ? Ms(l.optimizer().p50_ns()) : "-",
            absl::StrFormat("%s [%s-%s]", Ms(l.inference().p50_ns()), Ms(l.inference().p25_ns()),
                            Ms(l.inference().p75_ns())),
            total > 0 ? Num(100 * own / total, "%.1f%%") : "-", Num(l.forward_flops_per_sample() / 1e6, "%.3f"), vs});
@@ -420,18 +422,20 @@ std::string RenderLayers(const v1::Job& job, OutputFormat format, v1::DeviceKind
     return CsvLines(
         "job_id,task_id,model,agent_id,device_id,device_kind,batch_size,layer,name,forward_p25_ns,forward_p50_ns,"
         "forward_p75_ns,backward_count,backward_p25_ns,backward_p50_ns,backward_p75_ns,inference_p25_ns,"
-        "inference_p50_ns,inference_p75_ns,forward_flops_per_sample,train_joules_per_sample,infer_joules_per_sample",
+        "inference_p50_ns,inference_p75_ns,forward_flops_per_sample,train_joules_per_sample,infer_joules_per_sample,"
+        "optimizer_p50_ns",
         rows);
   }
   if (rows.empty()) return "No per-layer timings in this job (submit with --layers, or layers: {enabled: true}).\n";
   std::string out = absl::StrCat("Per-layer times for ", job.id(), " (p50 [p25-p75] ms per batch)\n");
-  absl::StrAppend(&out, FormatTable({"TASK", "DEVICE", "BATCH", "#", "LAYER", "FORWARD_MS", "BACKWARD_MS",
-                                     "INFERENCE_MS", "TRAIN_SHARE", "MFLOP_PER_SAMPLE", "INFER_SPEEDUP"},
-                                    rows));
+  absl::StrAppend(&out,
+                  FormatTable({"TASK", "DEVICE", "BATCH", "#", "LAYER", "FORWARD_MS", "BACKWARD_MS", "OPTIMIZER_MS",
+                               "INFERENCE_MS", "TRAIN_SHARE", "MFLOP_PER_SAMPLE", "INFER_SPEEDUP"},
+                              rows));
   absl::StrAppend(&out,
                   "Each layer is timed with a device synchronisation before and after it. BACKWARD is its share of "
-                  "the backward pass (gradient of its output to gradient of its input); '-' where it has none. "
-                  "INFER_SPEEDUP compares with the same layer on ",
+                  "the backward pass (gradient of its output to gradient of its input), OPTIMIZER of the optimizer "
+                  "step (its parameters alone); '-' where it has none. INFER_SPEEDUP compares with the same layer on ",
                   DeviceKindName(baseline_kind), ".\n");
   if (std::string e = RenderLayerEnergy(job); !e.empty()) absl::StrAppend(&out, "\n", e);
   return out;

@@ -4,6 +4,7 @@
 #  - a job of two configurations (batch 32 and 64) with --repeats 2 has four
 #    tasks in the order run 1 of each, then run 2 of each (A B A B), each
 #    labelled with its run, and they ran in that order on the one device;
+#  - each run records the agent's malloc settings;
 #  - the effective spec says repeats: 2 (and 1 when not given), `get job -o yaml` too;
 #  - compare of two such jobs compares runs as runs (2/2 a side, no note)
 #    and follows its schema; against a job of one run it says that the
@@ -44,6 +45,10 @@ wait_for 240 all_jobs_ended "$CLI" || fail "the jobs did not end"
 "$CLI" get job "${jobs[0]}" -o json >"$WORK/job.json"
 [[ $(jq -r '.state' "$WORK/job.json") == JOB_STATE_SUCCEEDED ]] || fail "the repeated job failed: $(jq -c '[.tasks[].error]' "$WORK/job.json")"
 order=$(jq -r '[.tasks[] | "\(.batch_size):\(.run)"] | join(" ")' "$WORK/job.json")
+# The agent started itself again with its malloc settings (agent/platform/malloc_arenas.h), and each run says so.
+[[ $(jq -r '[.tasks[].result.environment.malloc] | unique | join("|")' "$WORK/job.json") == \
+  "glibc malloc, one arena, mmap threshold 32 MiB, trim threshold 4 GiB (set by the agent)" ]] ||
+  fail "the runs do not record the agent's malloc settings: $(jq -c '[.tasks[].result.environment.malloc]' "$WORK/job.json")"
 [[ $order == "32:1 64:1 32:2 64:2" ]] || fail "tasks not interleaved run by run: $order"
 jq -e '[.tasks[].started_unix_seconds] as $s | $s == ($s | sort)' "$WORK/job.json" >/dev/null ||
   fail "the runs did not start in task order: $(jq -c '[.tasks[].started_unix_seconds]' "$WORK/job.json")"

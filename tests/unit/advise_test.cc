@@ -105,6 +105,62 @@ TEST(AdviseTest, RepeatsGiveMedianProfilesAndAPredictionInterval) {
   EXPECT_THAT(RenderAdvice(*one, OutputFormat::kTable), HasSubstr("--repeats 3"));
 }
 
+// Two layers on the cpu with forward, backward and optimizer shares (ms):
+// layer 0 10 + 20 and 1, layer 1 2 + 3 and `optimizer1`; the measured step
+// is their sum.
+v1::Job WithOptimizer(double optimizer1) {
+  v1::Job job;
+  job.set_id("job-9");
+  v1::Task t = Timed("job-9-t0", v1::DEVICE_KIND_CPU, {10, 2}, 100, 1.0);
+  const double backward[] = {20, 3}, optimizer[] = {1, optimizer1};
+  for (int i = 0; i < 2; ++i) {
+    v1::LayerTiming* l = t.mutable_result()->mutable_layers(i);
+    l->mutable_backward()->set_count(5);
+    l->mutable_backward()->set_p50_ns(backward[i] * 1e6);
+    l->mutable_optimizer()->set_count(5);
+    l->mutable_optimizer()->set_p50_ns(optimizer[i] * 1e6);
+  }
+  t.mutable_result()->mutable_phases(0)->mutable_stats()->set_p50_ns((35 + 1 + optimizer1) * 1e6);
+  *job.add_tasks() = t;
+  return job;
+}
+
+// The optimizer is timed per layer, not spread over the layers with the
+// step: across agents the later stage steps its own optimizer beside the
+// earlier stage's backward, and only what is left of it when the next
+// step's forward arrives lengthens the step.
+TEST(AdviseTest, AcrossAgentsALaterStagesOptimizerRunsBesideTheEarlierBackward) {
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1e9;  // transfers of ~0
+  o.plan = {"0:cpu", "1-:cpu"};
+  o.across_agents = true;
+  auto a = Advise(WithOptimizer(6), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->singles.size(), 1u);
+  EXPECT_NEAR(a->singles[0].as_plan.step_ns, 42e6, 1) << "the cpu alone predicts its measured step";
+  EXPECT_NEAR(a->singles[0].as_plan.optimizer_ns, 7e6, 1) << "one optimizer over both layers";
+  EXPECT_NEAR(a->singles[0].profiled_optimizer_ns, 7e6, 1);
+  // Stage 1's 6 ms end while stage 0 still runs its 20 ms backward: the step is 35 + stage 0's 1 ms.
+  EXPECT_NEAR(a->best.optimizer_ns, 1e6, 1e3);
+  EXPECT_NEAR(a->best.step_ns, 36e6, 1e3);
+  EXPECT_THAT(absl::StrJoin(a->assumptions, "\n"), HasSubstr("beside the earlier stages' backward"));
+  EXPECT_THAT(absl::StrJoin(a->assumptions, "\n"), HasSubstr("with its optimizer share"));
+  const auto j = nlohmann::json::parse(RenderAdvice(*a, OutputFormat::kJson));
+  EXPECT_NEAR(j["best"]["optimizer_ms"].get<double>(), 1.0, 1e-3);
+  // A 40 ms optimizer on stage 1: its backward ends 20 ms before stage 0's,
+  // and the next step's forward reaches it 1 + 10 ms after that: 9 ms late.
+  auto late = Advise(WithOptimizer(40), o);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_NEAR(late->best.optimizer_ns, 10e6, 1e3);
+  EXPECT_NEAR(late->best.step_ns, 45e6, 1e3);
+  EXPECT_NEAR(late->singles[0].as_plan.step_ns, 76e6, 1);
+  // A profile without optimizer timings (an older agent) keeps the model before: spread over the layers.
+  auto old = Advise(TwoKinds(), AdviseOptions{});
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->best.optimizer_ns, 0);
+  EXPECT_THAT(absl::StrJoin(old->assumptions, "\n"), HasSubstr("no optimizer timings"));
+}
+
 TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
   AdviseOptions o;
   o.link_gbytes_per_second = 1e-5;  // 4096 B take 0.4 s

@@ -240,8 +240,16 @@ TEST(RenderTest, LayersShowPercentilesAndTheSpeedupOfTheSameLayer) {
     l->mutable_inference()->set_p50_ns(i == 0 ? 1.2e6 : 0.3e6);
     l->set_forward_flops_per_sample(802816);
   }
+  // The second task's profile timed the layer's optimizer share; the first's did not (an older agent).
+  job.mutable_tasks(1)->mutable_result()->mutable_layers(0)->mutable_optimizer()->set_count(5);
+  job.mutable_tasks(1)->mutable_result()->mutable_layers(0)->mutable_optimizer()->set_p50_ns(0.25e6);
   const std::string t = RenderLayers(job, OutputFormat::kTable);
   EXPECT_THAT(t, HasSubstr("1.500 [1.000-2.000]"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t1 .* 1\\.500 \\[1\\.000-2\\.000\\] +- +0\\.250 +0\\.300"));
+  EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t0 .* 1\\.500 \\[1\\.000-2\\.000\\] +- +- +1\\.200"));
+  const std::string csv = RenderLayers(job, OutputFormat::kCsv);
+  EXPECT_THAT(csv, HasSubstr(",infer_joules_per_sample,optimizer_p50_ns\n"));
+  EXPECT_THAT(csv, ::testing::ContainsRegex("job-000009-t1,.*,250000\n"));
   EXPECT_THAT(t, ::testing::ContainsRegex("job-000009-t1 .* 0.803 +4.00x"));  // 1.2 ms on the CPU vs 0.3 ms
   EXPECT_THAT(RenderLayers(StudyJob(), OutputFormat::kTable), HasSubstr("No per-layer timings"));
 }

@@ -172,9 +172,21 @@ TEST(LayerProfilerTest, TimesEveryTopLevelLayerAndSplitsTheBackward) {
   auto loss = [](const torch::Tensor& out, const torch::Tensor&, const torch::Tensor& y) {
     return torch::nn::functional::cross_entropy(out, y);
   };
+  std::vector<torch::Tensor> before;
+  for (const auto& p : cnn->net->parameters()) before.push_back(p.detach().clone());
+  // Adam whose moments would move the weights if the profiler let it keep them.
+  auto adam = [](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(0.1).weight_decay(0.5));
+  };
   std::vector<v1::LayerTiming> layers =
-      ProfileLayers(cnn->net, loss, ds.train.images, ds.train.labels, 8, 3, torch::Device(torch::kCPU));
+      ProfileLayers(cnn->net, loss, ds.train.images, ds.train.labels, 8, 3, torch::Device(torch::kCPU), {}, adam);
   ASSERT_EQ(layers.size(), cnn->net->size());
+  // Each layer with parameters (the two convs, the two linears) has its share of the optimizer step.
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const bool has_parameters = !(*cnn->net)[i]->parameters().empty();
+    EXPECT_EQ(layers[i].optimizer().count(), has_parameters ? 3 : 0) << layers[i].name();
+    if (has_parameters) EXPECT_GT(layers[i].optimizer().p50_ns(), 0) << layers[i].name();
+  }
   EXPECT_THAT(layers[1].name(), HasSubstr("Conv2d(1, 32"));
   for (const auto& l : layers) {
     EXPECT_EQ(l.forward().count(), 3) << l.name();
@@ -186,7 +198,12 @@ TEST(LayerProfilerTest, TimesEveryTopLevelLayerAndSplitsTheBackward) {
   for (size_t i = 1; i < layers.size(); ++i) EXPECT_EQ(layers[i].backward().count(), 3) << layers[i].name();
   EXPECT_NEAR(layers[3].forward_flops_per_sample(), 2.0 * 24 * 24 * 64 * 32 * 9, 2.0 * 24 * 24 * 64 * 32 * 9 * 0.01);
   // The profiling leaves no gradients behind and does not change weights.
-  for (const auto& p : cnn->net->parameters()) EXPECT_FALSE(p.grad().defined());
+  const std::vector<torch::Tensor> after = cnn->net->parameters();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t k = 0; k < after.size(); ++k) {
+    EXPECT_FALSE(after[k].grad().defined());
+    EXPECT_TRUE(torch::equal(after[k], before[k])) << "parameter " << k;
+  }
   // Every timed stretch is a window for the layer's energy: per step one
   // forward (1 pass) in training, one backward (0 passes) where it has one,
   // and one eval forward.
