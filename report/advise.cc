@@ -1,7 +1,5 @@
 #include "report/advise.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "report/render/common.h"
 #include "common/job_spec.h"
 #include "common/names.h"
 #include "common/stats.h"
+#include "report/render/common.h"
 
 namespace hetbench::report {
 
@@ -274,13 +272,12 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
   // agents each stage steps its own after its backward, while the earlier
   // stages still run theirs: a later stage delays the step only if its
   // optimizer is still running when the next step's forward reaches it.
-  p.optimizer_ns = 0;
   if (!advice.across_agents) {
     for (double ns : optimizer) p.optimizer_ns += ns;
   } else if (!stages.empty()) {
-    double delay = 0, back = 0,
-           ahead =
-               0;  // stage s's backward ends `back` before stage 0's; its next forward starts `ahead` after stage 0's
+    // Stage s's backward ends `back` before stage 0's, and the next step's
+    // forward reaches it `ahead` after stage 0's optimizer.
+    double delay = 0, back = 0, ahead = 0;
     for (size_t s = 1; s < stages.size(); ++s) {
       back += backward[s - 1] + one_way[s - 1];
       ahead += forward[s - 1] + one_way[s - 1];
