@@ -188,8 +188,8 @@ int RunUntilSignal(ag::NodeOptions node, hetbench::v1::Device cpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First: may start the agent again with one malloc arena (agent/platform/malloc_arenas.h).
-  const std::string malloc_note = hetbench::agent::UseOneMallocArena(argv);
+  // First: may start the agent again with its malloc settings (agent/platform/malloc_arenas.h).
+  const std::string malloc_note = hetbench::agent::SetAgentMalloc(argv);
   Flags f;
   f.node.agent.hostname = Hostname();
   CLI::App app{"hetbench-agent: runs benchmark tasks on this node's devices"};

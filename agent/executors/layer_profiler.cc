@@ -174,10 +174,7 @@ void TimeOptimizerShares(torch::nn::Sequential& net, const OptimizerFactory& opt
     std::unique_ptr<torch::optim::Optimizer> opt = params.empty() ? nullptr : optimizer(params);
     if (opt != nullptr) {
       std::vector<torch::Tensor> saved;
-      {
-        torch::NoGradGuard no_grad;
-        for (auto& p : params) saved.push_back(p.detach().clone());
-      }
+      for (auto& p : params) saved.push_back(p.detach().clone());
       for (auto& p : params) p.mutable_grad() = torch::zeros_like(p);
       opt->step();
       std::vector<int64_t> times;

@@ -1,9 +1,8 @@
 #include "agent/executors/python_executor.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <sys/stat.h>
-
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/platform/malloc_arenas.h"
 #include "agent/runners/child_process.h"
 #include "common/clock.h"
 #include "common/names.h"
@@ -190,6 +190,7 @@ absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const
   env->set_device_model(device.model());
   env->set_hostname(config_.hostname);
   env->set_agent_version(HetbenchVersion());
+  env->set_malloc(AgentMallocNote());  // the runner inherits the agent's malloc settings
   return result;
 }
 

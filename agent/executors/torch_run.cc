@@ -173,7 +173,7 @@ absl::Status TorchRun::BuildWorkload(const ImageDataset& dataset, const std::str
   env->set_blas(DescribeBlas());
   env->set_threads(torch::get_num_threads());
   env->set_threads_note(threads_note);
-  env->set_malloc(MallocArenaNote());
+  env->set_malloc(AgentMallocNote());
   env->set_seed(spec_.seed());
   env->set_device_model(device_.model());
   env->set_hostname(config_.hostname);

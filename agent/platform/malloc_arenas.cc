@@ -15,10 +15,10 @@ std::string& Note() {
 }
 }  // namespace
 
-MallocArenaPlan PlanMallocArenas(const char* arena_max, const char* tunables, const char* marker) {
-  MallocArenaPlan plan;
+MallocPlan PlanMalloc(const char* arena_max, const char* tunables, const char* marker) {
+  MallocPlan plan;
   if (marker != nullptr && arena_max != nullptr && std::string_view(arena_max) == "1") {
-    plan.note = kOneArenaNote;
+    plan.note = kAgentMallocNote;
   } else if (arena_max != nullptr) {
     plan.note = "glibc malloc as the environment sets it (MALLOC_ARENA_MAX=" +
                 std::string(std::string_view(arena_max).substr(0, 16)) + ")";
@@ -30,14 +30,13 @@ MallocArenaPlan PlanMallocArenas(const char* arena_max, const char* tunables, co
   return plan;
 }
 
-std::string UseOneMallocArena(char** argv) {
-  MallocArenaPlan plan =
-      PlanMallocArenas(getenv("MALLOC_ARENA_MAX"), getenv("GLIBC_TUNABLES"), getenv(kOneArenaMarker));
+std::string SetAgentMalloc(char** argv) {
+  MallocPlan plan = PlanMalloc(getenv("MALLOC_ARENA_MAX"), getenv("GLIBC_TUNABLES"), getenv(kAgentMallocMarker));
   if (plan.reexec) {
     setenv("MALLOC_ARENA_MAX", "1", 1);
     setenv("MALLOC_MMAP_THRESHOLD_", "33554432", 1);    // 32 MiB, glibc's largest
     setenv("MALLOC_TRIM_THRESHOLD_", "4294967296", 1);  // 4 GiB: freed memory stays for reuse
-    setenv(kOneArenaMarker, "1", 1);
+    setenv(kAgentMallocMarker, "1", 1);
     execv("/proc/self/exe", argv);
     // Only on failure: threads that allocated before main keep their arenas.
     mallopt(M_ARENA_MAX, 1);
@@ -50,6 +49,6 @@ std::string UseOneMallocArena(char** argv) {
   return Note();
 }
 
-std::string MallocArenaNote() { return Note(); }
+std::string AgentMallocNote() { return Note(); }
 
 }  // namespace hetbench::agent

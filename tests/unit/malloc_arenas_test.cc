@@ -1,4 +1,4 @@
-// The agent's one malloc arena. The decision from the environment, and the
+// The agent's malloc settings. The decision from the environment, and the
 // mechanism it relies on, in fresh processes (threadsafe death tests run the
 // test binary again for one test, with the environment of the moment):
 // MALLOC_ARENA_MAX=1 at process start keeps threads that allocate on the
@@ -24,20 +24,20 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(MallocArenasTest, TheAgentSetsOneArenaUnlessTheOperatorSetTheArenas) {
-  EXPECT_TRUE(PlanMallocArenas(nullptr, nullptr, nullptr).reexec);
-  EXPECT_TRUE(PlanMallocArenas(nullptr, "glibc.rtld.nns=2", nullptr).reexec);
-  MallocArenaPlan own = PlanMallocArenas("1", nullptr, "1");
+  EXPECT_TRUE(PlanMalloc(nullptr, nullptr, nullptr).reexec);
+  EXPECT_TRUE(PlanMalloc(nullptr, "glibc.rtld.nns=2", nullptr).reexec);
+  MallocPlan own = PlanMalloc("1", nullptr, "1");
   EXPECT_FALSE(own.reexec);
-  EXPECT_EQ(own.note, kOneArenaNote);
-  MallocArenaPlan operators = PlanMallocArenas("4", nullptr, nullptr);
+  EXPECT_EQ(own.note, kAgentMallocNote);
+  MallocPlan operators = PlanMalloc("4", nullptr, nullptr);
   EXPECT_FALSE(operators.reexec);
   EXPECT_EQ(operators.note, "glibc malloc as the environment sets it (MALLOC_ARENA_MAX=4)");
-  EXPECT_FALSE(PlanMallocArenas(nullptr, "glibc.malloc.trim_threshold=0", nullptr).reexec);
+  EXPECT_FALSE(PlanMalloc(nullptr, "glibc.malloc.trim_threshold=0", nullptr).reexec);
   // An operator's 1 without the marker is the operator's; a long value is not echoed whole.
-  EXPECT_THAT(PlanMallocArenas("1", nullptr, nullptr).note, HasSubstr("as the environment sets it"));
-  EXPECT_EQ(PlanMallocArenas(std::string(1000, '7').c_str(), nullptr, nullptr).note.size(),
+  EXPECT_THAT(PlanMalloc("1", nullptr, nullptr).note, HasSubstr("as the environment sets it"));
+  EXPECT_EQ(PlanMalloc(std::string(1000, '7').c_str(), nullptr, nullptr).note.size(),
             std::string("glibc malloc as the environment sets it (MALLOC_ARENA_MAX=)").size() + 16);
-  EXPECT_EQ(MallocArenaNote(), "") << "the test binary never called UseOneMallocArena";
+  EXPECT_EQ(AgentMallocNote(), "") << "the test binary never called SetAgentMalloc";
 }
 
 // Allocates from 3 threads at once, then exits with the number of arenas.
