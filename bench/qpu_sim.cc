@@ -157,6 +157,20 @@ int main(int argc, char** argv) {
         complex_paths.push_back(ComplexPath(programs.back()));
         row.estimate_by_k.push_back(qpu::EstimatedSeconds(programs.back(), costs));
       }
+      if (t == threads.front()) {
+        // What each k's passes are: dense across vectors, dense with a qubit inside a vector, diagonal.
+        std::printf("  passes at n=%d:", n);
+        for (const qpu::Program& p : programs) {
+          int high = 0, low = 0, diagonal = 0;
+          for (const qpu::kernels::Block& b : p.blocks) {
+            const bool in_vector = (1 << b.qubits.front()) < qpu::kernels::ComplexLanes(false);
+            ++(b.diagonal ? diagonal : in_vector ? low : high);
+          }
+          std::printf(" k=%d %zu (%d dense, %d dense in-vector, %d diagonal);", p.max_block_qubits, p.size(), high, low,
+                      diagonal);
+        }
+        std::printf("\n");
+      }
       std::vector<double> real_s(ks.size(), 1e300), complex_s(ks.size(), 1e300);
       // The pick is FuseUpTo(layered, chosen_k): when that k is timed, its
       // time is the pick's (timing the same program twice would put this

@@ -207,27 +207,29 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
   }
 }
 
-// Dense block with nl >= 1 qubits inside a vector: for each low pattern p the
+// Dense block with NL >= 1 qubits inside a vector: for each low pattern p the
 // input vector's lanes are permuted (lane j takes lane j ^ mask(p)) and
 // multiplied by per-lane coefficients; the (-im, re) twin comes from a
-// second permutation with the sign in the coefficient.
+// second permutation with the sign in the coefficient. NL is a template
+// argument so that the 2^k permuted inputs have a fixed count: for k <= 4
+// they stay in registers (with a run-time count they lived on the stack).
 // kReal as DenseHigh's: no twin permutation, no imaginary coefficients.
-template <typename Real, int NH, bool kReal>
-void DenseMixed(const Geometry<Real>& g, int nl, const Real* coef, const hwy::AlignedFreeUniquePtr<hwy::MakeSigned<Real>[]>& idx,
-                Real* HWY_RESTRICT s, int64_t g0, int64_t g1) {
+template <typename Real, int NH, int NL, bool kReal>
+void DenseMixed(const Geometry<Real>& g, const Real* coef,
+                const hwy::AlignedFreeUniquePtr<hwy::MakeSigned<Real>[]>& idx, Real* HWY_RESTRICT s, int64_t g0,
+                int64_t g1) {
   const hn::ScalableTag<Real> d;
   const hn::RebindToSigned<decltype(d)> di;
-  constexpr int H = 1 << NH;
-  const int P = 1 << nl;
+  constexpr int H = 1 << NH, P = 1 << NL;
   const int64_t N = g.lanes;
   using V = hn::Vec<decltype(d)>;
   using I = decltype(hn::IndicesFromVec(d, hn::Zero(di)));
-  I perm[8], perm_swap[8];  // nl <= 3 for every target's complex lanes (<= 8)
+  I perm[P], perm_swap[P];
   for (int p = 0; p < P; ++p) {
     perm[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p) * N));
     perm_swap[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p + 1) * N));
   }
-  V x[H * 8], xs[H * 8];
+  V x[H * P], xs[kReal ? 1 : H * P];
   for (int64_t grp = g0; grp < g1; ++grp) {
     const int64_t base = InsertZeros(grp, g.hq, NH);
     Real* ptr[H];
@@ -384,13 +386,20 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       }
     }
   }
-  // nh + nl <= k <= kMaxDenseQubits with nl >= 1.
-  const bool ran = WithHighQubits<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
-    detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
-      if (real) {
-        DenseMixed<Real, decltype(nh)::value, true>(g, g.nl, coef.get(), idx, s, g0, g1);
-      } else {
-        DenseMixed<Real, decltype(nh)::value, false>(g, g.nl, coef.get(), idx, s, g0, g1);
+  // nh + nl <= k <= kMaxDenseQubits with 1 <= nl <= 3 (complex lanes <= 8).
+  bool ran = false;
+  WithHighQubits<1, 3>(g.nl, [&](auto nl) {
+    WithHighQubits<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
+      constexpr int NH = decltype(nh)::value, NL = decltype(nl)::value;
+      if constexpr (NH + NL <= kMaxDenseQubits) {
+        detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
+          if (real) {
+            DenseMixed<Real, NH, NL, true>(g, coef.get(), idx, s, g0, g1);
+          } else {
+            DenseMixed<Real, NH, NL, false>(g, coef.get(), idx, s, g0, g1);
+          }
+        });
+        ran = true;
       }
     });
   });

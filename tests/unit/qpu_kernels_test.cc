@@ -106,6 +106,38 @@ TEST_P(KernelTargets, EveryPlacementOfOneAndTwoQubitsOnALargerState) {
   }
 }
 
+TEST_P(KernelTargets, EverySplitOfABlockInsideAndAcrossVectors) {
+  // Each count of qubits inside a vector (1 to all of the vector's) beside
+  // each count across vectors, up to kMaxDenseQubits: every kernel the
+  // mixed path compiles (their counts are template arguments) runs once.
+  std::mt19937_64 gen(13);
+  constexpr int n = 10;
+  int checked = 0;
+  for (const bool is_double : {false, true}) {
+    int log_c = 0;
+    while ((1 << log_c) < ComplexLanes(is_double)) ++log_c;
+    for (int nl = 1; nl <= log_c; ++nl) {
+      for (int nh = 0; nl + nh <= kMaxDenseQubits && log_c + nh <= n; ++nh) {
+        for (const bool real : {false, true}) {
+          Block b = RandomBlock(n, nl + nh, false, gen, real);
+          b.qubits.clear();
+          for (int q = 0; q < nl; ++q) b.qubits.push_back(q);
+          for (int q = 0; q < nh; ++q) b.qubits.push_back(n - nh + q);
+          const auto start = RandomState(n, gen);
+          const std::string what = "nl=" + std::to_string(nl) + " nh=" + std::to_string(nh) + (real ? " real" : "");
+          if (is_double) {
+            EXPECT_LT(MaxError<double>(b, n, start), 1e-12) << what;
+          } else {
+            EXPECT_LT(MaxError<float>(b, n, start), 1e-5) << what;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  if (GetParam() != "SCALAR") EXPECT_GT(checked, 10);
+}
+
 TEST_P(KernelTargets, ADiagonalWiderThanTheKernelTablesFallsBackToTheLoop) {
   // 11 qubits: past kMaxDiagonalQubits, so no vector tables are built for it.
   std::mt19937_64 gen(3);
