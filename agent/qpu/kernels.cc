@@ -280,19 +280,19 @@ void Diagonal(const Geometry<Real>& g, const Real* coef, const std::vector<int>&
   }
 }
 
-// Calls f(std::integral_constant<int, nh>) for the run-time nh in [NH, Max],
-// so the kernels get their high-qubit count as a template argument; false
-// when nh is out of that range.
-template <int NH, int Max, typename F>
-bool WithHighQubits(int nh, const F& f) {
-  if constexpr (NH > Max) {
+// Calls f(std::integral_constant<int, count>) for the run-time count in
+// [C, Max], so the kernels get their qubit counts (across and inside
+// vectors) as template arguments; false when count is out of that range.
+template <int C, int Max, typename F>
+bool WithQubitCount(int count, const F& f) {
+  if constexpr (C > Max) {
     return false;
   } else {
-    if (nh == NH) {
-      f(std::integral_constant<int, NH>());
+    if (count == C) {
+      f(std::integral_constant<int, C>());
       return true;
     }
-    return WithHighQubits<NH + 1, Max>(nh, f);
+    return WithQubitCount<C + 1, Max>(count, f);
   }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -345,7 +345,7 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       cr[i] = static_cast<Real>(b.matrix[i].real());
       ci[i] = static_cast<Real>(b.matrix[i].imag());
     }
-    const bool ran = WithHighQubits<1, kMaxDenseQubits>(g.nh, [&](auto nh) {
+    const bool ran = WithQubitCount<1, kMaxDenseQubits>(g.nh, [&](auto nh) {
       detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
         if (real) {
           DenseHigh<Real, decltype(nh)::value, true>(g, cr.get(), ci.get(), s, g0, g1);
@@ -388,8 +388,8 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
   }
   // nh + nl <= k <= kMaxDenseQubits with 1 <= nl <= 3 (complex lanes <= 8).
   bool ran = false;
-  WithHighQubits<1, 3>(g.nl, [&](auto nl) {
-    WithHighQubits<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
+  WithQubitCount<1, 3>(g.nl, [&](auto nl) {
+    WithQubitCount<0, kMaxDenseQubits - 1>(g.nh, [&](auto nh) {
       constexpr int NH = decltype(nh)::value, NL = decltype(nl)::value;
       if constexpr (NH + NL <= kMaxDenseQubits) {
         detail::ForGroups(g.groups, Grain(g), parallel, [&](int64_t g0, int64_t g1) {
