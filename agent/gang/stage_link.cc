@@ -88,12 +88,21 @@ void StageLink::ProbeLinks() {
   const int s = rank(), world = world_size();
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   torch::Tensor small = torch::zeros({kProbeSmallBytes / 4}, f32), large = torch::zeros({kProbeLargeBytes / 4}, f32);
+  // What a step copies into the buffer before each send (an activation, a
+  // gradient): each message's sender copies it, so one way is the copy and
+  // the wire, as in ForwardBackward.
+  torch::Tensor payload = torch::ones({kProbeLargeBytes / 4}, f32);
+  auto fill = [&](torch::Tensor& t) {
+    torch::NoGradGuard no_grad;
+    t.copy_(payload.narrow(0, 0, t.numel()));
+  };
   // One warm-up round, then the timed ones; the asking side times round trips.
   constexpr int kSmallRounds = 21, kLargeRounds = 6;
   if (s > 0) {  // answer the previous stage's probe of its link
     for (torch::Tensor* t : {&small, &large}) {
       for (int r = 0; r < (t == &small ? kSmallRounds : kLargeRounds); ++r) {
         Recv(*t, s - 1);
+        fill(*t);
         Send(*t, s - 1);
       }
     }
@@ -105,6 +114,7 @@ void StageLink::ProbeLinks() {
       torch::Tensor& t = which == 0 ? small : large;
       for (int r = 0; r < (which == 0 ? kSmallRounds : kLargeRounds); ++r) {
         const int64_t t0 = SteadyNowNs();
+        fill(t);
         Send(t, s + 1);
         Recv(t, s + 1);
         if (r > 0) rtt[which].push_back(static_cast<double>(SteadyNowNs() - t0));
@@ -231,12 +241,12 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
   const float* downstream = nullptr;  // per stage from s + 1: forward, backward, link
   if (!last()) {
     const int64_t n = boundary_numel_[s];
+    const int64_t sent_ns = SteadyNowNs();  // the link: the copy into the buffer, the wire, the answer's copy
     {
       torch::NoGradGuard no_grad;
       out_buffer_.narrow(0, 0, n).copy_(a.detach().reshape({-1}));
       SetForwardTail(out_buffer_, Message::kTrain, batch_);
     }
-    const int64_t sent_ns = SteadyNowNs();
     Send(out_buffer_, s + 1);
     Recv(grad_in_, s + 1);
     const float* tail = grad_in_.data_ptr<float>() + n;
@@ -260,6 +270,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
   if (!first()) {
     const int64_t n = boundary_numel_[s - 1];
     float* out = grad_out_.data_ptr<float>();
+    const int64_t copy_start_ns = SteadyNowNs();  // the gradient's copy is the link's, not this rank's hold
     {
       torch::NoGradGuard no_grad;
       grad_out_.narrow(0, 0, n).copy_(input.grad().reshape({-1}));
@@ -269,7 +280,7 @@ torch::Tensor StageLink::ForwardBackward(const torch::Tensor& x, const torch::Te
     out[n + kHead + 1] = static_cast<float>(backward_ns);
     out[n + kHead + 2] = static_cast<float>(link_ns);
     for (int64_t k = 0; k < kPerStage * later; ++k) out[n + kHead + kPerStage + k] = downstream[k];
-    out[n] = static_cast<float>(SteadyNowNs() - input_received_ns_);  // the time this rank held the step
+    out[n] = static_cast<float>(copy_start_ns - input_received_ns_);  // the time this rank held the step
     Send(grad_out_, s - 1);
   } else {
     // Rank 0 assembles the step: each stage's compute, its links' time and bytes.

@@ -94,7 +94,9 @@ class StageLink {
 
   /// A link probed by Create: the one-way time of a kProbeSmallBytes
   /// message, and the bandwidth of a kProbeLargeBytes one beyond it (medians
-  /// of ping-pong round trips, halved).
+  /// of ping-pong round trips, halved). One way is the sender's copy into
+  /// the message buffer and the wire, as a step's activation and gradient
+  /// move (ForwardBackward times its links the same way).
   struct LinkProbe {
     double latency_ns = 0;
     double gbytes_per_second = 0;
