@@ -163,8 +163,7 @@ int main(int argc, char** argv) {
         for (const qpu::Program& p : programs) {
           int high = 0, low = 0, diagonal = 0;
           for (const qpu::kernels::Block& b : p.blocks) {
-            const bool in_vector = (1 << b.qubits.front()) < qpu::kernels::ComplexLanes(false);
-            ++(b.diagonal ? diagonal : in_vector ? low : high);
+            ++(b.diagonal ? diagonal : qpu::kernels::HasQubitInsideVector(b, false) ? low : high);
           }
           std::printf(" k=%d %zu (%d dense, %d dense in-vector, %d diagonal);", p.max_block_qubits, p.size(), high, low,
                       diagonal);

@@ -345,11 +345,10 @@ const PassCosts& MeasuredPassCosts(bool is_double, bool streamed) {
 
 double EstimatedSeconds(const Program& p, const PassCosts& costs) {
   const double amps = std::ldexp(1.0, p.qubits);
-  const int lanes = std::max(kernels::ComplexLanes(false), 1);
   double s = 0;
   for (const kernels::Block& b : p.blocks) {
     const int k = std::min<int>(static_cast<int>(b.qubits.size()), kernels::kMaxDenseQubits);
-    const int low = (1 << b.qubits.front()) < lanes ? 1 : 0;
+    const int low = kernels::HasQubitInsideVector(b, false) ? 1 : 0;
     const int real = std::all_of(b.matrix.begin(), b.matrix.end(), [](const auto& e) { return e.imag() == 0.0; });
     s += amps * (b.diagonal ? costs.diagonal_s_per_amp : costs.dense_s_per_amp[low][real][k]);
   }

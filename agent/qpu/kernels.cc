@@ -450,6 +450,9 @@ void ApplySerial(const Block& block, std::complex<double>* state, int n) {
 int ComplexLanes(bool is_double) {
   return is_double ? HWY_DYNAMIC_DISPATCH(ComplexLanesF64)() : HWY_DYNAMIC_DISPATCH(ComplexLanesF32)();
 }
+bool HasQubitInsideVector(const Block& block, bool is_double) {
+  return !block.qubits.empty() && (int64_t{1} << block.qubits.front()) < ComplexLanes(is_double);
+}
 
 std::vector<std::string> AvailableTargets() {
   std::vector<std::string> names;

@@ -53,6 +53,9 @@ bool ForceTarget(const std::string& name);
 
 /// Complex lanes of one vector of the active target for float or double.
 int ComplexLanes(bool is_double);
+/// Whether `block`'s lowest qubit lies inside one vector of the active
+/// target (below log2 of its complex lanes): the lane-permuting kernels.
+bool HasQubitInsideVector(const Block& block, bool is_double);
 
 /// The straightforward loop over amplitudes, in double: the reference every
 /// kernel is tested against.
