@@ -15,6 +15,15 @@ double MedianInPlace(std::vector<double>& values) {
   return (hi + *std::max_element(values.begin(), mid)) / 2;
 }
 
+double TrimmedMeanInPlace(std::vector<double>& values, double trim) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const auto cut = static_cast<size_t>(static_cast<double>(values.size()) * std::clamp(trim, 0.0, 0.49));
+  double sum = 0;
+  for (size_t i = cut; i < values.size() - cut; ++i) sum += values[i];
+  return sum / static_cast<double>(values.size() - 2 * cut);
+}
+
 double PercentileOfSorted(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0.0;
   if (q <= 0.0) return sorted.front();

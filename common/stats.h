@@ -14,6 +14,9 @@ double PercentileOfSorted(const std::vector<double>& sorted, double q);
 /// The median of `values` (the mean of the two middle ones for an even
 /// count; 0 for none), reordering them in place instead of sorting a copy.
 double MedianInPlace(std::vector<double>& values);
+/// The mean of `values` without the lowest and the highest
+/// floor(n x trim) of them (trim in [0, 0.5); 0 for none), sorting in place.
+double TrimmedMeanInPlace(std::vector<double>& values, double trim);
 
 /// One measured step: when it started (relative to the task start), how long
 /// it took and how many samples it processed.

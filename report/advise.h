@@ -15,8 +15,9 @@
 ///  - a boundary between two kinds moves the layer's output forward and its
 ///    gradient back: 2 x (latency + output bytes x batch / bandwidth), the
 ///    latency and bandwidth probed by a split across agents (its links'
-///    ping-pong at 1 KiB and 4 MiB, each sender's copy into its buffer
-///    included); without a probe, latency 0 and the bandwidth of the
+///    ping-pong at 1 KiB and 4 MiB, each round trip after compute as a
+///    step's, each sender's copy into its buffer included, trimmed means);
+///    without a probe, latency 0 and the bandwidth of the
 ///    split's own transfers (bytes / time) or as given;
 ///  - stages run one after another (no micro-batches): the step is the sum,
 ///    plus the optimizer: on one agent one step over every layer after the

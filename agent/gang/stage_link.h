@@ -93,15 +93,21 @@ class StageLink {
   const std::vector<StageTimes>& step_times() const { return times_; }
 
   /// A link probed by Create: the one-way time of a kProbeSmallBytes
-  /// message, and the bandwidth of a kProbeLargeBytes one beyond it (medians
-  /// of ping-pong round trips, halved). One way is the sender's copy into
+  /// message, and the bandwidth of a kProbeLargeBytes one beyond it (means
+  /// of ping-pong round trips without the highest and lowest kProbeTrim of
+  /// them, halved). One way is the sender's copy into
   /// the message buffer and the wire, as a step's activation and gradient
-  /// move (ForwardBackward times its links the same way).
+  /// move (ForwardBackward times its links the same way), and each round
+  /// trip follows compute as a step's does: kProbeComputeMs of GEMMs on the
+  /// asking side before it, kProbeHoldMs on the answering side before its
+  /// answer (subtracted, as a step's hold is). About 0.5 s per link.
   struct LinkProbe {
     double latency_ns = 0;
     double gbytes_per_second = 0;
   };
   static constexpr int64_t kProbeSmallBytes = 1024, kProbeLargeBytes = 4 << 20;
+  static constexpr int kSmallRounds = 11, kLargeRounds = 9;  // the first of each is a warm-up
+  static constexpr double kProbeComputeMs = 20, kProbeHoldMs = 5, kProbeTrim = 0.125;
   /// Rank 0: every link's probe, link b from stage b to b + 1 (the others
   /// report theirs to rank 0 once, in Create). Empty on the other ranks.
   const std::vector<LinkProbe>& link_probes() const { return probes_; }

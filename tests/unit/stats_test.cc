@@ -22,6 +22,15 @@ TEST(PercentileTest, EmptyAndSingle) {
   EXPECT_EQ(PercentileOfSorted({42}, 0.99), 42.0);
 }
 
+TEST(TrimmedMeanTest, DropsTheTailsOnEachSideThenAverages) {
+  std::vector<double> v{9, 1, 100, 3, 5, 7, 2, 4};  // trim 1/8: drops 1 and 100
+  EXPECT_DOUBLE_EQ(TrimmedMeanInPlace(v, 0.125), (2 + 3 + 4 + 5 + 7 + 9) / 6.0);
+  std::vector<double> w{4, 1, 100};
+  EXPECT_DOUBLE_EQ(TrimmedMeanInPlace(w, 0), 35.0);  // no trim: the mean, outlier and all
+  std::vector<double> none;
+  EXPECT_EQ(TrimmedMeanInPlace(none, 0.25), 0.0);
+}
+
 TEST(TimingStatsTest, AggregatesDurationsThroughputAndWindow) {
   // Four steps of 10, 20, 30, 40 ms, 32 samples each, back to back from t=1 s.
   std::vector<StepSample> steps;
