@@ -24,10 +24,12 @@
 #include <vector>
 
 #include "agent/qpu/circuit.h"
+#include "agent/qpu/huge_pages.h"
 #include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
 #include "bench/stream_baseline.h"
 #include "common/clock.h"
+#include "common/stats.h"
 
 namespace {
 
@@ -62,7 +64,7 @@ qpu::Program ComplexPath(qpu::Program p) {
 
 int main(int argc, char** argv) {
   std::vector<int> qubits = {20, 24, 26}, threads = {1, 2}, ks = {2, 3, 4, 5, 6};
-  int depth = 10, repeats = 3, circuit_repeats = 2;
+  int depth = 10, repeats = 3, circuit_repeats = 3;
   bool circuits = true;
   CLI::App app{"hetbench state-vector simulator: gate bandwidth against the machine's, fusion by k, threads"};
   app.add_option("--qubits", qubits, "qubit counts")->delimiter(',')->capture_default_str();
@@ -70,7 +72,9 @@ int main(int argc, char** argv) {
   app.add_option("--k", ks, "fused block sizes to time")->delimiter(',')->capture_default_str();
   app.add_option("--depth", depth, "layered circuit depth")->capture_default_str();
   app.add_option("--repeats", repeats, "best of this many runs (bandwidth rows)")->capture_default_str();
-  app.add_option("--circuit-repeats", circuit_repeats, "best of this many runs (circuit rows)")->capture_default_str();
+  app.add_option("--circuit-repeats", circuit_repeats,
+                 "runs of each program (circuit rows): times are the best, per-pass ratios the median")
+      ->capture_default_str();
   app.add_flag("!--no-circuits", circuits, "skip the layered-circuit rows");
   CLI11_PARSE(app, argc, argv);
 
@@ -79,16 +83,23 @@ int main(int argc, char** argv) {
   for (const std::string& t : qpu::kernels::AvailableTargets()) std::printf(" %s", t.c_str());
   std::printf("\nbaseline: x = x*a + b in place, %lld float lanes (Highway, explicit SIMD); complex64 states.\n",
               static_cast<long long>(hetbench::bench::StreamFloatLanes()));
-  std::printf("Every GB/s counts one read and one write of the whole buffer per pass.\n\n");
+  std::printf("Every GB/s counts one read and one write of the whole buffer per pass.\n");
+  std::printf(
+      "memory: states and the baseline's buffer (the state itself) ask for huge pages (MADV_HUGEPAGE); "
+      "transparent huge pages here: %s\n\n",
+      qpu::TransparentHugePagesMode().c_str());
   std::printf("%-6s %-7s %9s %9s %9s %9s %7s %9s %9s\n", "qubits", "threads", "state_MiB", "rmw_GB/s", "copy_GB/s",
               "gate_GB/s", "ratio", "low_GB/s", "high_GB/s");
   struct CircuitRow {
     int n, t;
-    double bytes, rmw_gb_s;  // the state's size and the machine's read-modify-write at this thread count
+    double bytes;  // the state's size
     double unfused_s;
     size_t gates;
     std::vector<std::pair<size_t, double>> by_k;
     std::vector<double> complex_by_k;  // the same programs on the complex path
+    // Per k, the median over the repeats of each run's per-pass GB/s over the
+    // read-modify-write timed just before and after it (real path, complex path).
+    std::vector<double> ratio_by_k, complex_ratio_by_k;
     int chosen_k;
     size_t chosen_passes;
     double chosen_s;
@@ -104,7 +115,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const double bytes = static_cast<double>(state->bytes());
-    std::vector<std::complex<float>> other(static_cast<size_t>(state->dim()));
+    std::vector<std::complex<float>, qpu::HugePageAllocator<std::complex<float>>> other(
+        static_cast<size_t>(state->dim()));
     float* raw = reinterpret_cast<float*>(state->data());
     const int64_t floats = 2 * state->dim();
     for (int t : threads) {
@@ -138,7 +150,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (!circuits) continue;
       const qpu::Circuit layered = qpu::LayeredCircuit(n, depth);
-      CircuitRow row{n, t, bytes, rmw_bw, 0, layered.size(), {}, {}, 0, 0, 0};
+      CircuitRow row{n, t, bytes, 0, layered.size(), {}, {}, {}, {}, 0, 0, 0};
       const qpu::Program unfused = qpu::Unfused(layered);
       state->Reset();
       row.unfused_s = BestSeconds(1, [&] { unfused.Run(*state); });
@@ -171,6 +183,14 @@ int main(int argc, char** argv) {
         std::printf("\n");
       }
       std::vector<double> real_s(ks.size(), 1e300), complex_s(ks.size(), 1e300);
+      // The baseline beside each run: this VM's bandwidth moves by a third
+      // within minutes, so one read-modify-write at the row's start is no
+      // baseline for a run a minute later. Each run's ratio is to the mean of
+      // the read-modify-writes timed just before and just after it.
+      const auto rmw_now = [&] {
+        return 2 * bytes / BestSeconds(3, [&] { hetbench::bench::StreamRmw(raw, floats, 0.999f, 1e-9f); }) / 1e9;
+      };
+      std::vector<std::vector<double>> real_ratio(ks.size()), complex_ratio(ks.size());
       // The pick is FuseUpTo(layered, chosen_k): when that k is timed, its
       // time is the pick's (timing the same program twice would put this
       // VM's run-to-run noise, ~5 %, into pick/best); else it is timed too.
@@ -178,10 +198,18 @@ int main(int argc, char** argv) {
       row.chosen_s = 1e300;
       for (int r = 0; r < circuit_repeats; ++r) {
         for (size_t i = 0; i < ks.size(); ++i) {
+          const double pass_bytes = 2 * bytes * static_cast<double>(programs[i].size());
+          const double rmw_before = rmw_now();
           state->Reset();
-          real_s[i] = std::min(real_s[i], BestSeconds(1, [&] { programs[i].Run(*state); }));
+          const double real = BestSeconds(1, [&] { programs[i].Run(*state); });
+          const double rmw_between = rmw_now();
           state->Reset();
-          complex_s[i] = std::min(complex_s[i], BestSeconds(1, [&] { complex_paths[i].Run(*state); }));
+          const double complex = BestSeconds(1, [&] { complex_paths[i].Run(*state); });
+          const double rmw_after = rmw_now();
+          real_s[i] = std::min(real_s[i], real);
+          complex_s[i] = std::min(complex_s[i], complex);
+          real_ratio[i].push_back(pass_bytes / real / 1e9 / ((rmw_before + rmw_between) / 2));
+          complex_ratio[i].push_back(pass_bytes / complex / 1e9 / ((rmw_between + rmw_after) / 2));
         }
         if (timed == ks.end()) {
           state->Reset();
@@ -192,6 +220,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < ks.size(); ++i) {
         row.by_k.emplace_back(programs[i].size(), real_s[i]);
         row.complex_by_k.push_back(complex_s[i]);
+        row.ratio_by_k.push_back(hetbench::MedianInPlace(real_ratio[i]));
+        row.complex_ratio_by_k.push_back(hetbench::MedianInPlace(complex_ratio[i]));
       }
       rows.push_back(row);
     }
@@ -224,11 +254,14 @@ int main(int argc, char** argv) {
     for (const auto& [passes, s] : r.by_k) std::printf(" %9.2f (%3zu)", s, passes);
     std::printf(" k=%d %6.2f (%3zu) %7.2fx\n", r.chosen_k, r.chosen_s, r.chosen_passes, r.unfused_s / r.chosen_s);
   }
-  std::printf("\nper pass of each fused program: GB/s (one read and one write of the state per pass) as a ratio to the "
-              "read-modify-write at the same thread count (goal >= 0.85 for k = 2, 3 at n >= 24); the pick's time over "
-              "the fastest k's (goal <= 1.03). The layered circuit's blocks are real (RY, CZ): the first line of each "
-              "row times them on the kernels' real path, the second on the complex path a general block takes\n"
-              "%-6s %-7s", "qubits", "threads");
+  std::printf(
+      "\nper pass of each fused program: GB/s (one read and one write of the state per pass) as a ratio to the "
+      "read-modify-write at the same thread count timed just before and after each run, the median over %d "
+      "runs (goal >= 0.85 for k = 2, 3 at n >= 24); the pick's time over "
+      "the fastest k's (goal <= 1.03). The layered circuit's blocks are real (RY, CZ): the first line of each "
+      "row times them on the kernels' real path, the second on the complex path a general block takes\n"
+      "%-6s %-7s",
+      circuit_repeats, "qubits", "threads");
   for (int k : ks) std::printf(" %7s%d", "k=", k);
   std::printf(" %12s %10s %8s\n", "pick/best", "best_k", "costs_s");
   for (const CircuitRow& r : rows) {
@@ -237,7 +270,7 @@ int main(int argc, char** argv) {
     int best_k = r.chosen_k;
     for (size_t i = 0; i < r.by_k.size(); ++i) {
       const auto& [passes, s] = r.by_k[i];
-      std::printf(" %8.3f", 2 * r.bytes * static_cast<double>(passes) / s / 1e9 / r.rmw_gb_s);
+      std::printf(" %8.3f", r.ratio_by_k[i]);
       if (s < best) {
         best = s;
         best_k = ks[i];
@@ -246,7 +279,7 @@ int main(int argc, char** argv) {
     std::printf(" %12.3f %10d %8.2f\n", r.chosen_s / best, best_k, r.pick_s);
     std::printf("%-6s %-7s", "", "complex");
     for (size_t i = 0; i < r.complex_by_k.size(); ++i) {
-      std::printf(" %8.3f", 2 * r.bytes * static_cast<double>(r.by_k[i].first) / r.complex_by_k[i] / 1e9 / r.rmw_gb_s);
+      std::printf(" %8.3f", r.complex_ratio_by_k[i]);
     }
     std::printf("   (the same blocks on the kernels' complex path)\n");
     // The costs are one thread's: at more threads the ratio would show the

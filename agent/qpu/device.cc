@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/devices/accelerators.h"
+#include "agent/qpu/huge_pages.h"
 
 namespace hetbench::agent::qpu {
 
@@ -26,6 +27,8 @@ v1::Device QpuSimDevice(const v1::Device& cpu, int64_t memory_limit_bytes) {
   a["host_device"] = cpu.id();
   a["executor"] = "state-vector simulator (agent/qpu); models qnn, qsim";
   a["backend"] = "native";
+  // States of 2 MiB or more ask for huge pages; whether the kernel gives them is this mode's.
+  a["huge_pages"] = TransparentHugePagesMode();
   d.add_executors("statevector");
   return d;
 }

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "agent/qpu/huge_pages.h"
 #include "agent/qpu/kernels.h"
 
 namespace hetbench::agent::qpu {
@@ -275,7 +276,7 @@ class StateVector {
   int n_;
   int64_t batch_;
   int64_t dim_;
-  std::vector<Complex<Real>> amps_;
+  std::vector<Complex<Real>, HugePageAllocator<Complex<Real>>> amps_;  // swept whole by every pass
 };
 
 }  // namespace hetbench::agent::qpu

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -55,6 +56,41 @@ TYPED_TEST(StateVectorTest, BellAndGhzStates) {
   Circuit(2).H(1).Cnot(1, 0).Run(*bell);
   EXPECT_NEAR(std::norm(bell->data()[0]), 0.5, Tolerance<Real>());
   EXPECT_NEAR(std::norm(bell->data()[3]), 0.5, Tolerance<Real>());
+}
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds `p` ("" if none).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long lo = 0, hi = 0;                                // NOLINT(runtime/int): sscanf's %lx
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line; fields are "Name: ..."
+      inside = at >= lo && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(HugePagesTest, AStateOfTwoMebibytesOrMoreIsAlignedToAHugePageAndAdvised) {
+  // 2^17 complex64 = 1 MiB: ordinary memory; 2^18 = 2 MiB: a huge page's worth.
+  auto small = StateVector<float>::Create(17);
+  auto large = StateVector<float>::Create(18);
+  ASSERT_TRUE(small.ok() && large.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large->data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(large->data()[0], std::complex<float>(1));  // |0...0>, the rest zero
+  EXPECT_EQ(large->data()[large->dim() - 1], std::complex<float>(0));
+  // The device says what the kernel does with the advice.
+  v1::Device cpu;
+  cpu.set_id("cpu0");
+  EXPECT_EQ(QpuSimDevice(cpu, int64_t{1} << 30).attributes().at("huge_pages"), TransparentHugePagesMode());
+  if (TransparentHugePagesMode() == "unknown") GTEST_SKIP() << "this kernel has no transparent huge pages";
+  // "hg": the mapping carries MADV_HUGEPAGE (whether the kernel found free huge pages is its business).
+  EXPECT_THAT(VmFlagsOf(large->data()), HasSubstr(" hg"));
+  EXPECT_THAT(VmFlagsOf(small->data()), ::testing::Not(HasSubstr(" hg")));
 }
 
 TYPED_TEST(StateVectorTest, QftOfABasisStateIsThePlaneWave) {
