@@ -124,7 +124,7 @@ std::string RenderSplit(const v1::Job& job, OutputFormat format) {
   }
   if (!probes.empty()) {
     probes = absl::StrCat("links probed before the first step (ping-pong of 1 KiB for the latency, 4 MiB for the "
-                          "bandwidth):\n",
+                          "bandwidth, each round trip after compute as a step's; trimmed means):\n",
                           probes);
   }
   return absl::StrCat("split stages (medians over the measured steps):\n",
