@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);
   const int port = 30000 + static_cast<int>(std::random_device{}() % 20000);
   const pid_t child = fork();
+  if (child < 0) {
+    std::perror("bench_link_step: fork");
+    return 1;
+  }
   const int rank = child == 0 ? 1 : 0;
   hetbench::v1::GangAssign gang;
   gang.set_gang_id("link-step");
@@ -98,8 +102,8 @@ int main(int argc, char** argv) {
           if (r > 0) one_way[p].push_back((static_cast<double>(SteadyNowNs() - t0) - held) / 2);
         } else {
           if (p == 3) {
-            // Busy while waiting: compute in slices, polling is not possible
-            // with a blocking recv, so a thread computes beside it.
+            // Busy while waiting (another agent's work on these cores): the
+            // receive blocks, so a second thread computes beside it.
             std::atomic<bool> done{false};
             std::thread busy([&] {
               torch::Tensor c = torch::randn({256, 256}, f32), d;
