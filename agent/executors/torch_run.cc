@@ -338,32 +338,43 @@ absl::Status TorchRun::Train() {
   if (!on_cpu()) CudaResetPeakMemory(torch_device_.index());
   const int64_t warmup_start_ns = SteadyNowNs();
   result_.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns_) * 1e-9);
-  while (w.Trainable()) {
-    const bool measuring = steps_total >= warmup;
-    int64_t wait_start_ns = 0;
-    auto next = BeforeStep(measuring, &wait_start_ns);
-    if (!next.ok()) return next.status();
-    if (*next == Next::kStop) break;
+  // A later stage of a split across agents draws its batch and clears its
+  // gradients while it waits for the activation, as rank 0 does both outside
+  // the step's critical path (the draw before its timer starts).
+  const bool later_stage = link_ && !link_->first();
+  const Workload::ClearGradients clear =
+      later_stage ? Workload::ClearGradients::kAfterStep : Workload::ClearGradients::kBeforeForward;
+  torch::Tensor x, y;
+  auto draw = [&] {
     if (pos + global_bs > n_train) {  // next epoch: reshuffle, keep every batch full
       perm = permutation();
       pos = 0;
     }
     torch::Tensor idx = perm.slice(0, pos + rank_ * bs_, pos + rank_ * bs_ + bs_);
-    torch::Tensor x = ds.train.images.index_select(0, idx);
-    torch::Tensor y = ds.train.labels.index_select(0, idx);
+    x = ds.train.images.index_select(0, idx);
+    y = ds.train.labels.index_select(0, idx);
     pos += global_bs;
     if (!on_cpu()) {  // the host-to-device copy is done before the timer starts
       x = x.to(torch_device_);
       y = y.to(torch_device_);
       SyncDevice(torch_device_);
     }
+  };
+  while (w.Trainable()) {
+    const bool measuring = steps_total >= warmup;
+    int64_t wait_start_ns = 0;
+    if (later_stage) draw();
+    auto next = BeforeStep(measuring, &wait_start_ns);
+    if (!next.ok()) return next.status();
+    if (*next == Next::kStop) break;
+    if (!later_stage) draw();
 
     const int64_t t0 = wait_start_ns > 0 ? wait_start_ns : SteadyNowNs();
     if (split_.empty() && !link_) {
       loss = w.TrainStep(x, y);
     } else {
       split_x = x, split_y = y;
-      loss = w.TrainStepWith(split_step);
+      loss = w.TrainStepWith(split_step, clear);
     }
     SyncDevice(torch_device_);
     const int64_t t1 = SteadyNowNs();

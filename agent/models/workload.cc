@@ -50,11 +50,12 @@ class SequentialWorkload final : public Workload {
     optimizer_.step();
     return loss;
   }
-  torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward) override {
-    optimizer_.zero_grad();
+  torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward, ClearGradients clear) override {
+    if (clear == ClearGradients::kBeforeForward) optimizer_.zero_grad();
     torch::Tensor loss = forward_backward();
     if (after_backward_) after_backward_();
     optimizer_.step();
+    if (clear == ClearGradients::kAfterStep) optimizer_.zero_grad();
     return loss;
   }
   absl::Status SetAfterBackward(std::function<void()> fn) override {

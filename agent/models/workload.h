@@ -58,10 +58,15 @@ class Workload {
     (void)out, (void)x, (void)y;
     return {};
   }
+  /// When a step clears its gradients: before its forward (as TrainStep
+  /// does), or after its optimizer step, so that a later stage of a split
+  /// across agents does it while it waits for the next activation instead of
+  /// on the step's critical path (the next backward finds them cleared).
+  enum class ClearGradients { kBeforeForward, kAfterStep };
   /// One optimisation step whose forward and backward are `forward_backward`
   /// (split execution runs them stage by stage); returns its loss.
-  virtual torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward) {
-    (void)forward_backward;
+  virtual torch::Tensor TrainStepWith(const std::function<torch::Tensor()>& forward_backward, ClearGradients clear) {
+    (void)forward_backward, (void)clear;
     return {};
   }
   /// Runs `fn` in every TrainStep between the backward pass and the

@@ -39,15 +39,17 @@ v1::Device Cpu(const std::string& id) {
 }
 
 // Trains `model` for `steps` batches of 16, whole or split by `stages` over
-// `devices`, from one seed (the dropout draws included); returns the loss of
-// every step, the final parameters and each split step's stage times.
+// `devices` (clearing the gradients as `clear` says), from one seed (the
+// dropout draws included); returns the loss of every step, the final
+// parameters and each split step's stage times.
 struct Curve {
   std::vector<double> losses;
   std::vector<torch::Tensor> parameters;
   std::vector<std::vector<StageTimes>> times;
 };
 Curve TrainCurve(const std::string& model, const v1::JobSpec& spec, const ImageDataset& ds, int steps,
-                 const v1::SplitSpec* stages, const std::vector<v1::Device>& devices) {
+                 const v1::SplitSpec* stages, const std::vector<v1::Device>& devices,
+                 Workload::ClearGradients clear = Workload::ClearGradients::kBeforeForward) {
   Curve out;
   auto w = MakeWorkload(model, spec, ds);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -64,12 +66,16 @@ Curve TrainCurve(const std::string& model, const v1::JobSpec& spec, const ImageD
     const torch::Tensor x = ds.train.images.slice(0, 16 * k, 16 * k + 16);
     const torch::Tensor y = ds.train.labels.slice(0, 16 * k, 16 * k + 16);
     std::vector<StageTimes> times(devices.size());
-    torch::Tensor loss = stages == nullptr ? (*w)->TrainStep(x, y) : (*w)->TrainStepWith([&] {
-      return SplitForwardBackward(
-          *(*w)->Layers(), *plan, x, y,
-          [&](const torch::Tensor& o, const torch::Tensor& a, const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
-          times.data());
-    });
+    torch::Tensor loss = stages == nullptr ? (*w)->TrainStep(x, y)
+                                           : (*w)->TrainStepWith(
+                                                 [&] {
+                                                   return SplitForwardBackward(
+                                                       *(*w)->Layers(), *plan, x, y,
+                                                       [&](const torch::Tensor& o, const torch::Tensor& a,
+                                                           const torch::Tensor& b) { return (*w)->Loss(o, a, b); },
+                                                       times.data());
+                                                 },
+                                                 clear);
     out.losses.push_back(loss.item<double>());
     out.times.push_back(std::move(times));
   }
@@ -104,6 +110,18 @@ TEST(SplitTest, ASplitMlpFollowsTheSingleDeviceLossCurve) {
     EXPECT_GT(t[1].forward_ns, 0) << "the second stage was timed";
     EXPECT_EQ(t[0].transfer_bytes, 2 * 16 * 512 * 4) << "the activation forward and its gradient back";
   }
+}
+
+// A later stage of a split across agents clears its gradients after its
+// optimizer step (while it waits for the next activation): the same curve.
+TEST(SplitTest, ClearingTheGradientsAfterTheStepFollowsTheSameCurve) {
+  const ImageDataset ds = Rows(320);
+  const v1::JobSpec spec = WithDefaults(v1::JobSpec());
+  const v1::SplitSpec two = TwoStages("0-2", "3-");
+  const std::vector<v1::Device> devices = {Cpu("cpu0"), Cpu("cpu1")};
+  const Curve whole = TrainCurve("mlp", spec, ds, 12, nullptr, devices);
+  const Curve after = TrainCurve("mlp", spec, ds, 12, &two, devices, Workload::ClearGradients::kAfterStep);
+  ExpectSameCurve(whole, after);
 }
 
 // The quantum variant split as cpu | qpu-sim | cpu (the classical encoder,
