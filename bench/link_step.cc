@@ -1,17 +1,22 @@
 // Does a split's link probe predict the link's time inside a training step?
 // Two processes on loopback join a Gloo gang (the agent's GangGroup) and move
 // one boundary's messages (activation forward, gradient back, each copied into
-// its buffer first, as agent/gang/stage_link.cc does) in four patterns,
-// alternated A B C D A B C D:
+// its buffer first, as agent/gang/stage_link.cc does) in five patterns,
+// alternated A B C D E A B C D E:
 //  - back-to-back: round trips with nothing between them (the probe's pattern);
 //  - sleep gap: rank 0 sleeps GAP ms between round trips;
 //  - compute gap: rank 0 runs a GEMM loop for GAP ms between round trips (a
 //    stage's forward and backward), rank 1 one for HOLD ms after receiving;
 //  - compute gap, both busy: as above, and rank 1 also computes while it
-//    waits (another agent's work on the same cores).
+//    waits (another agent's work on the same cores);
+//  - compute gap, busy after answering: as compute gap, and rank 1 computes
+//    for AFTER ms right after its answer (a later stage's optimizer step,
+//    which runs while the gradient is still being received).
 // Rank 0 times each one way as a step does: (sent -> answer received - the
-// time rank 1 held it) / 2. Prints medians and their ratio to back-to-back.
-// Usage: bench_link_step [--mbytes 2.36] [--gap-ms 60] [--hold-ms 7] [--rounds 20] [--blocks 2]
+// time rank 1 held it) / 2. Prints medians, trimmed means (without the highest
+// and lowest eighth, as the probe takes them) and the medians' ratio to
+// back-to-back.
+// Usage: bench_link_step [--mbytes 2.36] [--gap-ms 60] [--hold-ms 7] [--after-ms 2] [--rounds 20] [--blocks 2]
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -53,13 +58,14 @@ void Compute(double ms, torch::Tensor& a, torch::Tensor& b) {
 
 int main(int argc, char** argv) {
   CLI::App app{"the link probe against step-shaped transfers"};
-  double mbytes = 2.36, gap_ms = 60, hold_ms = 7;
+  double mbytes = 2.36, gap_ms = 60, hold_ms = 7, after_ms = 2;
   int rounds = 20, blocks = 2;
   app.add_option("--mbytes", mbytes, "one message, MB");
   app.add_option("--gap-ms", gap_ms, "rank 0's time between round trips");
   app.add_option("--hold-ms", hold_ms, "rank 1's compute between receiving and answering");
+  app.add_option("--after-ms", after_ms, "rank 1's compute right after answering (busy after answering)");
   app.add_option("--rounds", rounds, "round trips per pattern and block");
-  app.add_option("--blocks", blocks, "A B C D blocks");
+  app.add_option("--blocks", blocks, "A B C D E blocks");
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
   const int port = 30000 + static_cast<int>(std::random_device{}() % 20000);
@@ -86,10 +92,12 @@ int main(int argc, char** argv) {
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   torch::Tensor buf = torch::zeros({n + 2}, f32), payload = torch::ones({n}, f32);
   torch::Tensor a = torch::randn({256, 256}, f32), b;
-  const char* names[] = {"back-to-back", "sleep gap", "compute gap", "compute gap, both busy"};
-  std::vector<double> one_way[4];
+  constexpr int kPatterns = 5;
+  const char* names[kPatterns] = {"back-to-back", "sleep gap", "compute gap", "compute gap, both busy",
+                                  "compute gap, busy after"};
+  std::vector<double> one_way[kPatterns];
   for (int block = 0; block < blocks; ++block) {
-    for (int p = 0; p < 4; ++p) {
+    for (int p = 0; p < kPatterns; ++p) {
       for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
         if (rank == 0) {
           if (p == 1) usleep(static_cast<useconds_t>(gap_ms * 1000));
@@ -121,6 +129,7 @@ int main(int argc, char** argv) {
           buf.narrow(0, 0, n).copy_(payload);
           buf[n] = static_cast<float>(copy_start - got);
           Send(g, buf, 0);
+          if (p == 4) Compute(after_ms, a, b);
         }
       }
     }
@@ -128,13 +137,18 @@ int main(int argc, char** argv) {
   if (rank == 1) return 0;
   int status = 0;
   waitpid(child, &status, 0);
-  std::printf("cpu: %s; message %.2f MB, gap %.0f ms, hold %.0f ms, %d round trips per pattern (%d blocks)\n",
-              hetbench::bench::CpuModel().c_str(), mbytes, gap_ms, hold_ms, rounds * blocks, blocks);
-  const double base = hetbench::MedianInPlace(one_way[0]);
-  for (int p = 0; p < 4; ++p) {
-    const double m = p == 0 ? base : hetbench::MedianInPlace(one_way[p]);
-    std::printf("%-24s one way p50 %8.1f us  %.2f GB/s  ratio to back-to-back %.2f\n", names[p], m / 1e3,
-                static_cast<double>(n) * 4 / m, m / base);
+  std::printf(
+      "cpu: %s; message %.2f MB, gap %.0f ms, hold %.1f ms, after %.1f ms, %d round trips per pattern (%d "
+      "blocks)\n",
+      hetbench::bench::CpuModel().c_str(), mbytes, gap_ms, hold_ms, after_ms, rounds * blocks, blocks);
+  std::vector<double> copy = one_way[0];
+  const double base = hetbench::MedianInPlace(copy);
+  for (int p = 0; p < kPatterns; ++p) {
+    copy = one_way[p];
+    const double m = hetbench::MedianInPlace(copy);
+    const double trimmed = hetbench::TrimmedMeanInPlace(one_way[p], 0.125);
+    std::printf("%-24s one way p50 %8.1f us  trimmed mean %8.1f us  %.2f GB/s  p50 ratio to back-to-back %.2f\n",
+                names[p], m / 1e3, trimmed / 1e3, static_cast<double>(n) * 4 / m, m / base);
   }
   return 0;
 }

@@ -101,7 +101,11 @@ void StageLink::ProbeLinks() {
   // gradient. So each round trip does too (GEMMs for kProbeComputeMs before
   // it, kProbeHoldMs before the answer, that hold subtracted as a step's
   // is): back to back, with nothing between round trips, a message moved
-  // 1.2-2.2x faster than after compute (bench/link_step.cc).
+  // 1.2-2.2x faster than after compute (bench/link_step.cc). And a later
+  // stage steps its optimizer right after it sends the gradient, while the
+  // message is still on its way (the send completes once it is handed over):
+  // with the answering side computing for 2 ms after its answer, a 2.36 MB
+  // answer took 1.26-1.64x as long again (bench_link_step, "busy after").
   torch::Tensor a = torch::ones({256, 256}, f32);
   auto compute = [&](double ms) {
     torch::NoGradGuard no_grad;
@@ -119,6 +123,7 @@ void StageLink::ProbeLinks() {
         fill(*t);
         t->data_ptr<float>()[t->numel() - 1] = static_cast<float>(copy_start_ns - got_ns);  // the hold
         Send(*t, s - 1);
+        compute(kProbeAfterMs);
       }
     }
   }

@@ -100,14 +100,16 @@ class StageLink {
   /// move (ForwardBackward times its links the same way), and each round
   /// trip follows compute as a step's does: kProbeComputeMs of GEMMs on the
   /// asking side before it, kProbeHoldMs on the answering side before its
-  /// answer (subtracted, as a step's hold is). About 0.5 s per link.
+  /// answer (subtracted, as a step's hold is) and kProbeAfterMs right after
+  /// it, as a later stage steps its optimizer while its gradient is still
+  /// being received. About 0.55 s per link.
   struct LinkProbe {
     double latency_ns = 0;
     double gbytes_per_second = 0;
   };
   static constexpr int64_t kProbeSmallBytes = 1024, kProbeLargeBytes = 4 << 20;
   static constexpr int kSmallRounds = 11, kLargeRounds = 9;  // the first of each is a warm-up
-  static constexpr double kProbeComputeMs = 20, kProbeHoldMs = 5, kProbeTrim = 0.125;
+  static constexpr double kProbeComputeMs = 20, kProbeHoldMs = 5, kProbeAfterMs = 2, kProbeTrim = 0.125;
   /// Rank 0: every link's probe, link b from stage b to b + 1 (the others
   /// report theirs to rank 0 once, in Create). Empty on the other ranks.
   const std::vector<LinkProbe>& link_probes() const { return probes_; }
