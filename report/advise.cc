@@ -455,6 +455,18 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
   if (advice.best.energy_modeled) {
     advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
   }
+  if (advice.across_agents && advice.profile_agents.size() == 1) {
+    advice.assumptions.push_back(
+        absl::StrCat("every profiled run was on one agent (", advice.profile_agents[0],
+                     ") and the plan's stages run on several: the figures and the interval hold that agent alone, not "
+                     "the differences between agents (profile on each agent the split uses: one target per agent, "
+                     "targets: [{device_kind: ..., agent_id: ...}, ...])"));
+  } else if (advice.profile_agents.size() >= 2) {
+    advice.assumptions.push_back(absl::StrCat("the profiled runs are from ", advice.profile_agents.size(), " agents (",
+                                              absl::StrJoin(advice.profile_agents, ", "),
+                                              "): each kind's figures are the median over all of its runs, "
+                                              "and the interval holds the differences between the agents"));
+  }
   advice.assumptions.push_back(
       advice.runs >= 2
           ? absl::StrCat("steps and layer times are the median over ", advice.runs,
@@ -487,6 +499,14 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
   if (!per_run.ok()) return per_run.status();
   MedianOverRuns(*per_run, *profiles);
   advice.runs = static_cast<int>(std::max<size_t>(per_run->size(), 1));
+  for (const auto& [kind, runs] : group->runs) {
+    for (const v1::Task* t : runs) {
+      if (!t->agent_id().empty() && std::find(advice.profile_agents.begin(), advice.profile_agents.end(),
+                                              t->agent_id()) == advice.profile_agents.end()) {
+        advice.profile_agents.push_back(t->agent_id());
+      }
+    }
+  }
   if (auto s = CheckObjective(*profiles, options.objective); !s.ok()) return s;
   if (auto s = ChooseLink(job, options, advice); !s.ok()) return s;
   if (!options.plan.empty()) {

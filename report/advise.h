@@ -32,7 +32,10 @@
 ///    predicted under each run's profile alone, giving a 95% prediction
 ///    interval for one new run (Student's t on the k runs' log predictions,
 ///    widened by sqrt(1 + 1/k)); it covers the noise between runs, not the
-///    model's own error.
+///    model's own error. The runs of a kind may come from several agents
+///    (one target pinned to each): for a plan across agents the interval
+///    then holds the differences between them, and the assumptions say
+///    when every run came from one agent.
 
 #include <string>
 #include <vector>
@@ -108,6 +111,7 @@ struct Advice {
   bool optimizer_timed = false;              // some kind's profile timed the layers' optimizer shares
   std::vector<std::string> per_layer_power;  // kinds whose layers each have their own measured power
   int runs = 1;                              // runs of each kind the figures are the median over
+  std::vector<std::string> profile_agents;   // the agents the profiled runs ran on, each once, in order
   std::vector<double> run_step_ns;           // the plan under each run's profile (runs >= 2)
   double interval_low_ns = 0, interval_high_ns = 0;  // 95% prediction interval; 0 without repeats
   std::vector<std::string> assumptions;

@@ -54,6 +54,7 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
       j["single_devices"].push_back(o);
     }
     j["runs"] = a.runs;
+    j["profile_agents"] = a.profile_agents;
     j["run_step_ms"] = nlohmann::json::array();
     for (double ns : a.run_step_ns) j["run_step_ms"].push_back(ns / 1e6);
     j["prediction_interval_ms"] = a.interval_high_ns > 0

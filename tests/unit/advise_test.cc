@@ -13,6 +13,7 @@ namespace hetbench::report {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A task of the 3-layer qnn on `kind`: per-layer forward (backward 0) in ms,
 // a measured step equal to their sum, average training power and a rate.
@@ -103,6 +104,49 @@ TEST(AdviseTest, RepeatsGiveMedianProfilesAndAPredictionInterval) {
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->interval_high_ns, 0);
   EXPECT_THAT(RenderAdvice(*one, OutputFormat::kTable), HasSubstr("--repeats 3"));
+}
+
+// A plan across agents profiled on one agent says that the figures hold that
+// agent alone; profiled on each agent (one target per agent, runs
+// interleaved), its figures are the median over both agents' runs and the
+// output names them.
+TEST(AdviseTest, AProfileOnEachAgentOfASplitIsNamedAndOnOneAgentIsFlagged) {
+  auto job_on = [](const std::vector<std::string>& agents) {
+    v1::Job job;
+    job.set_id("job-10");
+    const double scale[] = {1.0, 1.1, 1.02, 1.12};  // the second agent 10% slower
+    for (size_t r = 0; r < 4; ++r) {
+      v1::Task cpu = Timed(absl::StrCat("job-10-t", r), v1::DEVICE_KIND_CPU,
+                           {1 * scale[r], 10 * scale[r], 1 * scale[r]}, 100, 1.0);
+      cpu.set_agent_id(agents[r % agents.size()]);
+      cpu.set_run(static_cast<int>(r / agents.size()) + 1);
+      *job.add_tasks() = cpu;
+    }
+    return job;
+  };
+  AdviseOptions o;
+  o.link_gbytes_per_second = 1.0;
+  o.plan = {"0-1:cpu", "2-:cpu"};
+  o.across_agents = true;
+  auto both = Advise(job_on({"adv1", "adv2"}), o);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->runs, 4);
+  EXPECT_EQ(both->profile_agents, (std::vector<std::string>{"adv1", "adv2"}));
+  EXPECT_GT(both->interval_high_ns / both->interval_low_ns, 1.1) << "the agents' difference is in the interval";
+  const std::string table = RenderAdvice(*both, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("the profiled runs are from 2 agents (adv1, adv2)"));
+  EXPECT_THAT(table, Not(HasSubstr("every profiled run was on one agent")));
+  EXPECT_EQ(nlohmann::json::parse(RenderAdvice(*both, OutputFormat::kJson))["profile_agents"].size(), 2u);
+  auto one = Advise(job_on({"adv1"}), o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(RenderAdvice(*one, OutputFormat::kTable),
+              HasSubstr("every profiled run was on one agent (adv1) and the plan's stages run on several"));
+  // On one agent (no split across agents) one agent is all there is: nothing to flag.
+  o.across_agents = false;
+  o.plan = {"0-:cpu"};
+  auto local = Advise(job_on({"adv1"}), o);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_THAT(RenderAdvice(*local, OutputFormat::kTable), Not(HasSubstr("one agent")));
 }
 
 // Two layers on the cpu with forward, backward and optimizer shares (ms):
