@@ -338,9 +338,10 @@ absl::Status TorchRun::Train() {
   if (!on_cpu()) CudaResetPeakMemory(torch_device_.index());
   const int64_t warmup_start_ns = SteadyNowNs();
   result_.set_preprocess_seconds(static_cast<double>(warmup_start_ns - preprocess_start_ns_) * 1e-9);
-  // A later stage of a split across agents draws its batch and clears its
-  // gradients while it waits for the activation, as rank 0 does both outside
-  // the step's critical path (the draw before its timer starts).
+  // A later stage of a split across agents draws its batch before it waits
+  // for the activation and clears its gradients after its optimizer step, so
+  // that neither lies between the activation's arrival and its forward (rank
+  // 0 draws its batch before its timer starts).
   const bool later_stage = link_ && !link_->first();
   const Workload::ClearGradients clear =
       later_stage ? Workload::ClearGradients::kAfterStep : Workload::ClearGradients::kBeforeForward;
