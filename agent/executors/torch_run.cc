@@ -108,6 +108,48 @@ std::pair<int64_t, int64_t> BeginInference(const v1::JobSpec& spec, int64_t n_te
   return {all, measured};
 }
 
+// The training batches in order: a permutation of the training set drawn
+// again at each epoch (so every batch is full), this rank's slice of each
+// global batch, on the device (copied before the step's timer starts). Every
+// rank of a gang draws the same permutations from its own generator, seeded
+// by the spec, whatever else ran in the process before.
+class TrainBatches {
+ public:
+  TrainBatches(const ImageDataset& ds, int64_t batch, int64_t world, int64_t rank, const torch::Device& device,
+               bool gang, uint64_t seed)
+      : ds_(ds), batch_(batch), global_(batch * world), rank_(rank), device_(device) {
+    if (gang) shuffle_ = at::detail::createCPUGenerator(seed);
+    perm_ = Permutation();
+  }
+  // The next batch's images and labels.
+  void Next(torch::Tensor& x, torch::Tensor& y) {
+    if (pos_ + global_ > ds_.train.size()) {
+      perm_ = Permutation();
+      pos_ = 0;
+    }
+    const torch::Tensor idx = perm_.slice(0, pos_ + rank_ * batch_, pos_ + rank_ * batch_ + batch_);
+    x = ds_.train.images.index_select(0, idx);
+    y = ds_.train.labels.index_select(0, idx);
+    pos_ += global_;
+    if (!device_.is_cpu()) {
+      x = x.to(device_);
+      y = y.to(device_);
+      SyncDevice(device_);
+    }
+  }
+
+ private:
+  torch::Tensor Permutation() {
+    return torch::randperm(ds_.train.size(), shuffle_, torch::TensorOptions().dtype(torch::kInt64));
+  }
+  const ImageDataset& ds_;
+  const int64_t batch_, global_, rank_;
+  const torch::Device device_;
+  c10::optional<at::Generator> shuffle_;
+  torch::Tensor perm_;
+  int64_t pos_ = 0;
+};
+
 std::string ModelOf(const v1::Assign& task) {
   const v1::JobSpec& spec = task.spec();
   return !task.model().empty() ? task.model() : spec.models_size() > 0 ? spec.models(0) : spec.model();
@@ -313,12 +355,7 @@ absl::Status TorchRun::Train() {
   control_->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps_) + (ds.test.size() + bs_ - 1) / bs_));
 
   w.SetTraining(true);
-  // Every rank of a gang draws the same permutation from its own generator
-  // (seeded by the spec), whatever else ran in the process before.
-  c10::optional<at::Generator> shuffle;
-  if (gang_) shuffle = at::detail::createCPUGenerator(spec_.seed());
-  auto permutation = [&] { return torch::randperm(n_train, shuffle, torch::TensorOptions().dtype(torch::kInt64)); };
-  torch::Tensor perm = permutation();
+  TrainBatches batches(ds, bs_, world_, rank_, torch_device_, gang_, spec_.seed());
   // A split step's forward and backward, built once: the loop only points it at the batch.
   torch::Tensor split_x, split_y;
   std::vector<StageTimes> stage_times(split_.size());
@@ -331,7 +368,7 @@ absl::Status TorchRun::Train() {
     }
     return SplitForwardBackward(*w.Layers(), split_, split_x, split_y, split_loss, stage_times.data());
   };
-  int64_t pos = 0, steps_total = 0, samples_seen = 0;
+  int64_t steps_total = 0, samples_seen = 0;
   torch::Tensor loss;
   control_->phase = v1::PHASE_TRAIN;
   control_->total_steps = w.Trainable() ? min_steps : 0;
@@ -346,29 +383,14 @@ absl::Status TorchRun::Train() {
   const Workload::ClearGradients clear =
       later_stage ? Workload::ClearGradients::kAfterStep : Workload::ClearGradients::kBeforeForward;
   torch::Tensor x, y;
-  auto draw = [&] {
-    if (pos + global_bs > n_train) {  // next epoch: reshuffle, keep every batch full
-      perm = permutation();
-      pos = 0;
-    }
-    torch::Tensor idx = perm.slice(0, pos + rank_ * bs_, pos + rank_ * bs_ + bs_);
-    x = ds.train.images.index_select(0, idx);
-    y = ds.train.labels.index_select(0, idx);
-    pos += global_bs;
-    if (!on_cpu()) {  // the host-to-device copy is done before the timer starts
-      x = x.to(torch_device_);
-      y = y.to(torch_device_);
-      SyncDevice(torch_device_);
-    }
-  };
   while (w.Trainable()) {
     const bool measuring = steps_total >= warmup;
     int64_t wait_start_ns = 0;
-    if (later_stage) draw();
+    if (later_stage) batches.Next(x, y);
     auto next = BeforeStep(measuring, &wait_start_ns);
     if (!next.ok()) return next.status();
     if (*next == Next::kStop) break;
-    if (!later_stage) draw();
+    if (!later_stage) batches.Next(x, y);
 
     const int64_t t0 = wait_start_ns > 0 ? wait_start_ns : SteadyNowNs();
     if (split_.empty() && !link_) {
