@@ -105,7 +105,8 @@ void StageLink::ProbeLinks() {
   // stage steps its optimizer right after it sends the gradient, while the
   // message is still on its way (the send completes once it is handed over):
   // with the answering side computing for 2 ms after its answer, a 2.36 MB
-  // answer took 1.26-1.64x as long again (bench_link_step, "busy after").
+  // answer took 1.42-1.64x as long again, a 4.19 MB one 1.26x
+  // (bench_link_step, "busy after").
   torch::Tensor a = torch::ones({256, 256}, f32);
   auto compute = [&](double ms) {
     torch::NoGradGuard no_grad;
