@@ -28,6 +28,8 @@ void ForGroups(int64_t groups, int64_t grain, bool parallel, const std::function
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+// Per target as this file (Highway's -inl.h convention).
+#include "agent/qpu/run_reader-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hetbench::agent::qpu::kernels::HWY_NAMESPACE {
@@ -183,11 +185,20 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
   const int64_t run = int64_t{1} << g.hq[0];
   int64_t offset[H];
   for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
+  RunReader<Real> reader(run, N, offset, H);
+  auto run_len = [&](int64_t grp) { return std::min(run - (grp & (run - 1)), g1 - grp); };
   for (int64_t grp = g0; grp < g1;) {
-    const int64_t len = std::min(run - (grp & (run - 1)), g1 - grp);
+    const int64_t len = run_len(grp);
     Real* p = s + InsertZeros(grp, g.hq, NH) * N;
+    if (reader.pipelined()) {
+      const int64_t next = grp + len;
+      reader.Start(p, len, next < g1 ? s + InsertZeros(next, g.hq, NH) * N : nullptr, next < g1 ? run_len(next) : 0);
+    } else {
+      reader.Start(p, len, nullptr, 0);
+    }
     int64_t j = 0;
     for (; j + 2 <= len; j += 2, p += 2 * N) {
+      reader.Step(2 * H);
       V x0[H], xs0[H], x1[H], xs1[H];
       for (int h = 0; h < H; ++h) {
         load(p + offset[h], &x0[h], &xs0[h]);
@@ -199,6 +210,7 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
       }
     }
     for (; j < len; ++j, p += N) {
+      reader.Step(H);
       V x0[H], xs0[H];
       for (int h = 0; h < H; ++h) load(p + offset[h], &x0[h], &xs0[h]);
       for (int h = 0; h < H; ++h) hn::StoreU(row(h, x0, xs0), d, p + offset[h]);
@@ -230,26 +242,45 @@ void DenseMixed(const Geometry<Real>& g, const Real* coef,
     perm_swap[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p + 1) * N));
   }
   V x[H * P], xs[kReal ? 1 : H * P];
-  for (int64_t grp = g0; grp < g1; ++grp) {
-    const int64_t base = InsertZeros(grp, g.hq, NH);
-    Real* ptr[H];
-    for (int h = 0; h < H; ++h) {
-      ptr[h] = s + (base + g.offset[h]) * N;
-      const V v = hn::LoadU(d, ptr[h]);
-      for (int p = 0; p < P; ++p) {
-        x[h * P + p] = hn::TableLookupLanes(v, perm[p]);
-        if constexpr (!kReal) xs[h * P + p] = hn::TableLookupLanes(v, perm_swap[p]);
+  int64_t offset[H];
+  for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
+  // Groups below the lowest high qubit are consecutive vectors (runs), as in
+  // DenseHigh; with no high qubit the whole range is one run.
+  const int64_t run = NH > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62;
+  auto run_len = [&](int64_t grp) { return std::min(run - (grp & (run - 1)), g1 - grp); };
+  RunReader<Real> reader(NH > 0 ? run : 1, N, offset, H);
+  for (int64_t grp = g0; grp < g1;) {
+    const int64_t len = run_len(grp);
+    Real* const start = s + InsertZeros(grp, g.hq, NH) * N;
+    if (reader.pipelined()) {
+      const int64_t next = grp + len;
+      reader.Start(start, len, next < g1 ? s + InsertZeros(next, g.hq, NH) * N : nullptr,
+                   next < g1 ? run_len(next) : 0);
+    } else {
+      reader.Start(start, len, nullptr, 0);
+    }
+    for (int64_t j = 0; j < len; ++j) {
+      reader.Step(H);
+      Real* ptr[H];
+      for (int h = 0; h < H; ++h) {
+        ptr[h] = start + j * N + offset[h];
+        const V v = hn::LoadU(d, ptr[h]);
+        for (int p = 0; p < P; ++p) {
+          x[h * P + p] = hn::TableLookupLanes(v, perm[p]);
+          if constexpr (!kReal) xs[h * P + p] = hn::TableLookupLanes(v, perm_swap[p]);
+        }
+      }
+      for (int h = 0; h < H; ++h) {
+        const Real* c = coef + static_cast<int64_t>(h) * H * P * 2 * N;
+        V acc = hn::Zero(d);
+        for (int e = 0; e < H * P; ++e) {
+          acc = hn::MulAdd(hn::LoadU(d, c + (2 * e) * N), x[e], acc);
+          if constexpr (!kReal) acc = hn::MulAdd(hn::LoadU(d, c + (2 * e + 1) * N), xs[e], acc);
+        }
+        hn::StoreU(acc, d, ptr[h]);
       }
     }
-    for (int h = 0; h < H; ++h) {
-      const Real* c = coef + static_cast<int64_t>(h) * H * P * 2 * N;
-      V acc = hn::Zero(d);
-      for (int e = 0; e < H * P; ++e) {
-        acc = hn::MulAdd(hn::LoadU(d, c + (2 * e) * N), x[e], acc);
-        if constexpr (!kReal) acc = hn::MulAdd(hn::LoadU(d, c + (2 * e + 1) * N), xs[e], acc);
-      }
-      hn::StoreU(acc, d, ptr[h]);
-    }
+    grp += len;
   }
 }
 

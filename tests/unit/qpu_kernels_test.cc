@@ -4,6 +4,8 @@
 // qubits, dense (complex and real coefficients) and diagonal, complex64 and
 // complex128.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <complex>
 #include <map>
@@ -146,6 +148,57 @@ TEST_P(KernelTargets, ADiagonalWiderThanTheKernelTablesFallsBackToTheLoop) {
   const auto start = RandomState(n, gen);
   EXPECT_LT(MaxError<float>(b, n, start), 1e-5);
   EXPECT_LT(MaxError<double>(b, n, start), 1e-12);
+}
+
+// A state mapped between two inaccessible pages: a kernel that touches a byte
+// before or after the state (its read-ahead of the next run, say) faults.
+template <typename Real>
+class GuardedState {
+ public:
+  explicit GuardedState(int n) : bytes_((size_t{1} << n) * sizeof(std::complex<Real>)) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t body = (bytes_ + page_ - 1) / page_ * page_;
+    map_ =
+        static_cast<char*>(mmap(nullptr, body + 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    total_ = body + 2 * page_;
+    mprotect(map_, page_, PROT_NONE);
+    mprotect(map_ + page_ + body, page_, PROT_NONE);
+    data_ = reinterpret_cast<std::complex<Real>*>(map_ + page_ + body - bytes_);  // ends at the guard
+  }
+  ~GuardedState() { munmap(map_, total_); }
+  std::complex<Real>* data() { return data_; }
+
+ private:
+  size_t bytes_, page_ = 0, total_ = 0;
+  char* map_ = nullptr;
+  std::complex<Real>* data_ = nullptr;
+};
+
+TEST_P(KernelTargets, NoKernelTouchesMemoryOutsideTheState) {
+  // Every one- and two-qubit placement, and 3-qubit blocks at random, on a
+  // state of two kernel chunks: runs of 512 B and more are read ahead.
+  std::mt19937_64 gen(17);
+  constexpr int n = 16;
+  GuardedState<float> guarded(n);
+  const auto start = RandomState(n, gen);
+  std::vector<Block> blocks;
+  for (int a = 0; a < n; ++a) {
+    for (int c = a; c < n; ++c) {
+      blocks.push_back(RandomBlock(n, a == c ? 1 : 2, false, gen, (a + c) % 2 == 0));
+      blocks.back().qubits = a == c ? std::vector<int>{a} : std::vector<int>{a, c};
+    }
+  }
+  for (int rep = 0; rep < 20; ++rep) blocks.push_back(RandomBlock(n, 3, rep % 3 == 2, gen, rep % 2 == 0));
+  for (const Block& b : blocks) {
+    std::vector<std::complex<double>> want = start;
+    ApplyReference(b, want.data(), n);
+    for (size_t i = 0; i < start.size(); ++i) guarded.data()[i] = std::complex<float>(start[i]);
+    Apply(b, guarded.data(), n);
+    double err = 0;
+    for (size_t i = 0; i < start.size(); ++i)
+      err = std::max(err, std::abs(std::complex<double>(guarded.data()[i]) - want[i]));
+    EXPECT_LT(err, 1e-5) << ::testing::PrintToString(b.qubits);
+  }
 }
 
 std::vector<std::string> Targets() {
