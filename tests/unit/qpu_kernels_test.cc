@@ -150,8 +150,9 @@ TEST_P(KernelTargets, ADiagonalWiderThanTheKernelTablesFallsBackToTheLoop) {
   EXPECT_LT(MaxError<double>(b, n, start), 1e-12);
 }
 
-// A state mapped between two inaccessible pages: a kernel that touches a byte
-// before or after the state (its read-ahead of the next run, say) faults.
+// A state mapped between two inaccessible pages: a kernel that loads or
+// stores a byte before or after the state (a pair of groups taken past the
+// last, say) faults. (The read-ahead only prefetches, which never faults.)
 template <typename Real>
 class GuardedState {
  public:
@@ -176,7 +177,7 @@ class GuardedState {
 
 TEST_P(KernelTargets, NoKernelTouchesMemoryOutsideTheState) {
   // Every one- and two-qubit placement, and 3-qubit blocks at random, on a
-  // state of two kernel chunks: runs of 512 B and more are read ahead.
+  // state of two kernel chunks: every run length, paired groups, read-ahead.
   std::mt19937_64 gen(17);
   constexpr int n = 16;
   GuardedState<float> guarded(n);
