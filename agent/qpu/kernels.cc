@@ -277,7 +277,7 @@ void DenseMixed(const Geometry<Real>& g, const Real* coef,
   const int64_t run = NH > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62;
   auto run_len = [&](int64_t grp) { return std::min(run - (grp & (run - 1)), g1 - grp); };
   RunReader<Real> reader(NH > 0 ? run : 1, N, offset, H);
-  if (run == 1) {  // runs of one vector: pair consecutive groups all the same
+  if (run == 1) {  // runs of one vector: each group is paired with the next anyway (apart in memory)
     int64_t grp = g0;
     for (; grp + kG <= g1; grp += kG) {
       Real* at[kG];
