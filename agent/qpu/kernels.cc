@@ -98,6 +98,23 @@ int64_t Grain(const Geometry<Real>& g) {
   return std::max<int64_t>(1, kChunkBytes / bytes_per_group);
 }
 
+// The runs a kernel walks over groups [g0, g1): groups below the lowest high
+// qubit are consecutive vectors. Start() hands each run, and the next, to a
+// RunReader.
+template <typename Real, int NH>
+struct Runs {
+  const Geometry<Real>& g;
+  Real* s;
+  int64_t run, g1;
+  int64_t Len(int64_t grp) const { return std::min(run - (grp & (run - 1)), g1 - grp); }
+  Real* At(int64_t grp) const { return s + InsertZeros(grp, g.hq, NH) * g.lanes; }
+  void Start(RunReader<Real>& reader, int64_t grp, int64_t len, const Real* p) const {
+    if (!reader.on()) return;
+    const int64_t next = grp + len;
+    reader.Start(p, len, next < g1 ? At(next) : nullptr, next < g1 ? Len(next) : 0);
+  }
+};
+
 // Mask, in complex-lane units, of low-qubit combination p (bit t of p is the
 // block's qubit t, t < nl).
 inline int LowMask(const Block& b, int p, int nl) {
@@ -186,14 +203,11 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
   int64_t offset[H];
   for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
   RunReader<Real> reader(run, N, offset, H);
-  auto run_len = [&](int64_t grp) { return std::min(run - (grp & (run - 1)), g1 - grp); };
+  const Runs<Real, NH> runs{g, s, run, g1};
   for (int64_t grp = g0; grp < g1;) {
-    const int64_t len = run_len(grp);
-    Real* p = s + InsertZeros(grp, g.hq, NH) * N;
-    if (reader.on()) {
-      const int64_t next = grp + len;
-      reader.Start(p, len, next < g1 ? s + InsertZeros(next, g.hq, NH) * N : nullptr, next < g1 ? run_len(next) : 0);
-    }
+    const int64_t len = runs.Len(grp);
+    Real* p = runs.At(grp);
+    runs.Start(reader, grp, len, p);
     int64_t j = 0;
     for (; j + 2 <= len; j += 2, p += 2 * N) {
       reader.Step(2 * H);
@@ -275,29 +289,25 @@ void DenseMixed(const Geometry<Real>& g, const Real* coef,
   // Groups below the lowest high qubit are consecutive vectors (runs), as in
   // DenseHigh; with no high qubit the whole range is one run.
   const int64_t run = NH > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62;
-  auto run_len = [&](int64_t grp) { return std::min(run - (grp & (run - 1)), g1 - grp); };
+  const Runs<Real, NH> runs{g, s, run, g1};
   RunReader<Real> reader(NH > 0 ? run : 1, N, offset, H);
   if (run == 1) {  // runs of one vector: each group is paired with the next anyway (apart in memory)
     int64_t grp = g0;
     for (; grp + kG <= g1; grp += kG) {
       Real* at[kG];
-      for (int q = 0; q < kG; ++q) at[q] = s + InsertZeros(grp + q, g.hq, NH) * N;
+      for (int q = 0; q < kG; ++q) at[q] = runs.At(grp + q);
       groups(std::integral_constant<int, kG>(), at);
     }
     for (; grp < g1; ++grp) {
-      Real* const at = s + InsertZeros(grp, g.hq, NH) * N;
+      Real* const at = runs.At(grp);
       groups(std::integral_constant<int, 1>(), &at);
     }
     return;
   }
   for (int64_t grp = g0; grp < g1;) {
-    const int64_t len = run_len(grp);
-    Real* const start = s + InsertZeros(grp, g.hq, NH) * N;
-    if (reader.on()) {
-      const int64_t next = grp + len;
-      reader.Start(start, len, next < g1 ? s + InsertZeros(next, g.hq, NH) * N : nullptr,
-                   next < g1 ? run_len(next) : 0);
-    }
+    const int64_t len = runs.Len(grp);
+    Real* const start = runs.At(grp);
+    runs.Start(reader, grp, len, start);
     int64_t j = 0;
     if constexpr (kG > 1) {
       for (; j + kG <= len; j += kG) {

@@ -22,11 +22,12 @@ namespace hetbench::agent::qpu::kernels::HWY_NAMESPACE {
 // Fetches a kernel's next run, in address order, while it updates this one.
 // A kernel walks its 2^nh streams (a group's vectors) in step, one vector of
 // each at a time; where the lowest high qubit's run is 512 B to a few KiB,
-// the streams are short and adjacent, and on this VM's AMD EPYC (Zen 4, 32 KiB
-// L1D) that pattern ran at 0.41-0.58 of the read-modify-write for a
+// the streams are short and adjacent, and on this VM's AMD EPYC (AVX-512,
+// 32 KiB L1D) that pattern ran at 0.41-0.65 of the read-modify-write for a
 // one-qubit gate on qubits 6-10 (0.95-1.0 on qubits 3-5 and 14-23). Fetched
 // ahead in address order, the hardware sees sequential streams and the
-// kernel's loads hit the L1: 0.90-0.97 (docs/devices.md, "Runs in step").
+// kernel's loads hit the L1: 0.80-0.99 on qubits 6-10 (docs/devices.md,
+// "Runs in step").
 // Streams that follow each other in memory are fetched as one segment, the
 // segments a line of each in turn. One prefetch per vector updated, so the
 // next run is in flight while this one's arithmetic runs; prefetches retire
