@@ -12,7 +12,10 @@
 //     picks; then each fused program's GB/s per pass as a ratio to the
 //     read-modify-write (its real blocks on the kernels' real path, and
 //     again forced onto the complex path, alternated), and the pick's time
-//     over the fastest k's.
+//     over the fastest k's;
+//  4. where the state is stored padded (kernels::Padding, from 512 MiB), the
+//     same state stored flat beside it: a one-qubit gate on the top qubit
+//     and the fused programs, alternated flat, padded, flat, padded.
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -21,6 +24,7 @@
 #include <complex>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "agent/qpu/circuit.h"
@@ -114,11 +118,19 @@ int main(int argc, char** argv) {
       std::printf("%-6d %s\n", n, std::string(state.status().message()).c_str());
       continue;
     }
-    const double bytes = static_cast<double>(state->bytes());
+    const double bytes = static_cast<double>(state->bytes());  // the amplitudes a pass moves
+    // The baseline sweeps the state's whole storage (pads too, when padded).
+    const double storage_bytes = static_cast<double>(state->storage_bytes());
     std::vector<std::complex<float>, qpu::HugePageAllocator<std::complex<float>>> other(
-        static_cast<size_t>(state->dim()));
-    float* raw = reinterpret_cast<float*>(state->data());
-    const int64_t floats = 2 * state->dim();
+        static_cast<size_t>(state->stride()));
+    float* raw = reinterpret_cast<float*>(state->storage());
+    const int64_t floats = 2 * state->stride();
+    // The same state stored flat, where the default pads it (section 4).
+    std::optional<qpu::StateVector<float>> flat;
+    if (state->layout().padded()) {
+      auto f = qpu::StateVector<float>::Create(n, 1, int64_t{16} << 30, qpu::kernels::Padding{});
+      if (f.ok()) flat.emplace(*std::move(f));
+    }
     for (int t : threads) {
       torch::set_num_threads(t);
       // Untimed first: right after the thread count changes, the new
@@ -128,8 +140,8 @@ int main(int argc, char** argv) {
       }
       const double rmw_s = BestSeconds(repeats, [&] { hetbench::bench::StreamRmw(raw, floats, 0.999f, 1e-9f); });
       const double copy_s = BestSeconds(repeats, [&] {
-        at::parallel_for(0, state->dim(), int64_t{1} << 15, [&](int64_t b, int64_t e) {
-          std::memcpy(other.data() + b, state->data() + b, static_cast<size_t>(e - b) * sizeof(other[0]));
+        at::parallel_for(0, state->stride(), int64_t{1} << 15, [&](int64_t b, int64_t e) {
+          std::memcpy(other.data() + b, state->storage() + b, static_cast<size_t>(e - b) * sizeof(other[0]));
         });
       });
       state->Reset();
@@ -148,9 +160,9 @@ int main(int argc, char** argv) {
         all += per_qubit[q];
         (q < low ? lo : hi) += per_qubit[q];
       }
-      const double rmw_bw = 2 * bytes / rmw_s / 1e9, gate_bw = 2 * bytes / (all / n) / 1e9;
+      const double rmw_bw = 2 * storage_bytes / rmw_s / 1e9, gate_bw = 2 * bytes / (all / n) / 1e9;
       std::printf("%-6d %-7d %9.1f %9.2f %9.2f %9.2f %7.3f %9.2f %9.2f\n", n, t, bytes / (1 << 20), rmw_bw,
-                  2 * bytes / copy_s / 1e9, gate_bw, gate_bw / rmw_bw, low ? 2 * bytes / (lo / low) / 1e9 : 0.0,
+                  2 * storage_bytes / copy_s / 1e9, gate_bw, gate_bw / rmw_bw, low ? 2 * bytes / (lo / low) / 1e9 : 0.0,
                   2 * bytes / (hi / (n - low)) / 1e9);
       std::fflush(stdout);
       if (!circuits) continue;
@@ -193,7 +205,8 @@ int main(int argc, char** argv) {
       // baseline for a run a minute later. Each run's ratio is to the mean of
       // the read-modify-writes timed just before and just after it.
       const auto rmw_now = [&] {
-        return 2 * bytes / BestSeconds(3, [&] { hetbench::bench::StreamRmw(raw, floats, 0.999f, 1e-9f); }) / 1e9;
+        return 2 * storage_bytes / BestSeconds(3, [&] { hetbench::bench::StreamRmw(raw, floats, 0.999f, 1e-9f); }) /
+               1e9;
       };
       std::vector<std::vector<double>> real_ratio(ks.size()), complex_ratio(ks.size());
       // The pick is FuseUpTo(layered, chosen_k): when that k is timed, its
@@ -229,6 +242,53 @@ int main(int argc, char** argv) {
         row.complex_ratio_by_k.push_back(hetbench::MedianInPlace(complex_ratio[i]));
       }
       rows.push_back(row);
+      if (flat) {
+        // 4. The padded state against the same state stored flat: per layout
+        // and round, a one-qubit gate on the top qubit (best of `repeats`)
+        // and each k's program, each a ratio to the read-modify-write timed
+        // just before and after it; the median over the rounds.
+        std::vector<std::vector<double>> by_layout[2];  // [flat, padded][0: top gate, 1 + i: ks[i]]
+        for (auto& v : by_layout) v.assign(1 + ks.size(), {});
+        std::vector<double> best_s[2];
+        for (auto& b : best_s) b.assign(1 + ks.size(), 1e300);
+        for (int r = 0; r < circuit_repeats; ++r) {
+          for (int padded = 0; padded < 2; ++padded) {
+            qpu::StateVector<float>& sv = padded ? *state : *flat;
+            const auto timed_ratio = [&](size_t slot, double pass_bytes, const auto& run) {
+              const double before = rmw_now();
+              const double sec = run();
+              const double after = rmw_now();
+              by_layout[padded][slot].push_back(pass_bytes / sec / 1e9 / ((before + after) / 2));
+              best_s[padded][slot] = std::min(best_s[padded][slot], sec);
+            };
+            sv.Reset();
+            timed_ratio(0, 2 * bytes,
+                        [&] { return BestSeconds(repeats, [&] { sv.Apply1(n - 1, qpu::Ry<float>(0.3)); }); });
+            for (size_t i = 0; i < ks.size(); ++i) {
+              sv.Reset();
+              timed_ratio(1 + i, 2 * bytes * static_cast<double>(programs[i].size()),
+                          [&] { return BestSeconds(1, [&] { programs[i].Run(sv); }); });
+            }
+          }
+        }
+        const qpu::kernels::Padding& pad = state->layout();
+        const double top_flat = hetbench::MedianInPlace(by_layout[0][0]);
+        const double top_padded = hetbench::MedianInPlace(by_layout[1][0]);
+        std::printf(
+            "  layout at n=%d, %d thread(s): a pad of %lld KiB every %lld MiB against flat, alternated; "
+            "per-pass ratio to the read-modify-write, median of %d (flat -> padded)\n"
+            "    top qubit %d, one gate: %.3f -> %.3f\n",
+            n, t, static_cast<long long>(pad.pad * 8 >> 10),
+            static_cast<long long>((int64_t{8} << pad.every_log2) >> 20), circuit_repeats, n - 1, top_flat, top_padded);
+        for (size_t i = 0; i < ks.size(); ++i) {
+          std::printf("    k=%d program: %.3f -> %.3f, best time %.2f s -> %.2f s (padded/flat %.3f)\n", ks[i],
+                      hetbench::MedianInPlace(by_layout[0][1 + i]), hetbench::MedianInPlace(by_layout[1][1 + i]),
+                      best_s[0][1 + i], best_s[1][1 + i], best_s[1][1 + i] / best_s[0][1 + i]);
+        }
+        std::printf("RESULT qpu_sim_layout qubits=%d threads=%d top_flat=%.3f top_padded=%.3f\n", n, t, top_flat,
+                    top_padded);
+        std::fflush(stdout);
+      }
     }
   }
   std::printf("\nratio = gate_GB/s / rmw_GB/s for an unfused single-qubit gate (goal >= 0.85 at n >= 24, 1 thread).\n");

@@ -213,35 +213,47 @@ kernels::Block DiagonalCostBlock(int n) {
   return diag;
 }
 
-// Seconds per amplitude of one pass of `b` over a state of `n` qubits, best
-// of `reps`, one thread; `warm`: one untimed pass first.
+// A state of n qubits stored as StateVector stores it (padded from 512 MiB).
 template <typename Real>
-double SecondsPerAmp(std::vector<std::complex<Real>>& s, int n, const kernels::Block& b, int reps, bool warm) {
-  if (warm) kernels::ApplySerial(b, s.data(), n);
+struct CostState {
+  explicit CostState(int qubits)
+      : n(qubits),
+        layout(kernels::Padding::ForLargeStates(qubits, static_cast<int>(sizeof(std::complex<Real>)))),
+        s(static_cast<size_t>(layout.Storage(qubits)), std::complex<Real>(0.001f)) {}
+  int n;
+  kernels::Padding layout;
+  std::vector<std::complex<Real>> s;
+};
+
+// Seconds per amplitude of one pass of `b` over `state`, best of `reps`, one
+// thread; `warm`: one untimed pass first.
+template <typename Real>
+double SecondsPerAmp(CostState<Real>& state, const kernels::Block& b, int reps, bool warm) {
+  if (warm) kernels::ApplySerial(b, state.s.data(), state.n, state.layout);
   int64_t best = INT64_MAX;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    kernels::ApplySerial(b, s.data(), n);
+    kernels::ApplySerial(b, state.s.data(), state.n, state.layout);
     best = std::min<int64_t>(
         best, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
-  return static_cast<double>(best) * 1e-9 / static_cast<double>(s.size());
+  return static_cast<double>(best) * 1e-9 / static_cast<double>(int64_t{1} << state.n);
 }
 
 // In cache: a 1 MiB state, each pass warmed, best of 5: the arithmetic alone.
 template <typename Real>
 PassCosts MeasureInCache() {
   const int n = std::is_same_v<Real, float> ? 17 : 16;
-  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
+  CostState<Real> s(n);
   PassCosts c;
   for (int low = 0; low < 2; ++low) {
     for (int real = 0; real < 2; ++real) {
       for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
-        c.dense_s_per_amp[low][real][k] = SecondsPerAmp(s, n, CostBlock(n, low, real, k), 5, /*warm=*/true);
+        c.dense_s_per_amp[low][real][k] = SecondsPerAmp(s, CostBlock(n, low, real, k), 5, /*warm=*/true);
       }
     }
   }
-  c.diagonal_s_per_amp = SecondsPerAmp(s, n, DiagonalCostBlock(n), 5, /*warm=*/true);
+  c.diagonal_s_per_amp = SecondsPerAmp(s, DiagonalCostBlock(n), 5, /*warm=*/true);
   return c;
 }
 
@@ -259,9 +271,9 @@ PassCosts MeasureStreamed(const PassCosts& in_cache) {
   constexpr int64_t kAmpBytes = 2 * sizeof(Real);
   int n = 1;
   while (n < 30 && (int64_t{1} << n) * kAmpBytes < std::min<int64_t>(4 * LastLevelCacheBytes(), 512LL << 20)) ++n;
-  std::vector<std::complex<Real>> s(size_t{1} << n, std::complex<Real>(0.001f));
+  CostState<Real> s(n);
   PassCosts c;
-  const double memory = SecondsPerAmp(s, n, CostBlock(n, 0, 1, 1), 2, /*warm=*/false);
+  const double memory = SecondsPerAmp(s, CostBlock(n, 0, 1, 1), 2, /*warm=*/false);
   for (int low = 0; low < 2; ++low) {
     for (int real = 0; real < 2; ++real) {
       for (int k = 1; k <= kernels::kMaxDenseQubits; ++k) {
@@ -272,12 +284,12 @@ PassCosts MeasureStreamed(const PassCosts& in_cache) {
         } else if (arithmetic > 6 * memory) {
           cost = arithmetic + memory;
         } else {
-          cost = SecondsPerAmp(s, n, CostBlock(n, low, real, k), 2, /*warm=*/false);
+          cost = SecondsPerAmp(s, CostBlock(n, low, real, k), 2, /*warm=*/false);
         }
       }
     }
   }
-  c.diagonal_s_per_amp = SecondsPerAmp(s, n, DiagonalCostBlock(n), 2, /*warm=*/false);
+  c.diagonal_s_per_amp = SecondsPerAmp(s, DiagonalCostBlock(n), 2, /*warm=*/false);
   return c;
 }
 

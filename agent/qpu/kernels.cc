@@ -57,10 +57,16 @@ struct Geometry {
   int64_t groups = 0;
   std::vector<int64_t> offset;  // vector offset of high combination h
   bool vectorised = false;
+  // The padding (kernels.h) in Real units: a pad of pad_reals after every
+  // 2^shift Reals, chunk_vectors vectors. Runs never cross a chunk's end.
+  int shift = 63;
+  int64_t pad_reals = 0, chunk_vectors = int64_t{1} << 62;
+  // Where Real index r of the unpadded state lies (linear over disjoint bits).
+  int64_t Addr(int64_t r) const { return r + (r >> shift) * pad_reals; }
 };
 
 template <typename Real>
-Geometry<Real> Layout(const Block& b, int n) {
+Geometry<Real> Layout(const Block& b, int n, const Padding& padding) {
   const hn::ScalableTag<Real> d;
   Geometry<Real> g;
   g.n = n;
@@ -77,9 +83,16 @@ Geometry<Real> Layout(const Block& b, int n) {
       g.hq[g.nh++] = q - log_c;
     }
   }
-  // Vectors need whole complex numbers and a state of at least 2^nh vectors.
-  g.vectorised = g.complex_lanes >= 1 && g.lanes % 2 == 0 && n >= log_c + g.nh;
+  // Vectors need whole complex numbers, a state of at least 2^nh vectors and
+  // chunks of whole vectors.
+  g.vectorised = g.complex_lanes >= 1 && g.lanes % 2 == 0 && n >= log_c + g.nh &&
+                 (!padding.padded() || padding.every_log2 >= log_c);
   if (!g.vectorised) return g;
+  if (padding.padded() && padding.every_log2 < n) {
+    g.shift = padding.every_log2 + 1;  // two Reals an amplitude
+    g.pad_reals = 2 * padding.pad;
+    g.chunk_vectors = int64_t{1} << (padding.every_log2 - log_c);
+  }
   g.groups = (int64_t{1} << (n - log_c)) >> g.nh;
   g.offset.resize(size_t{1} << g.nh);
   for (size_t h = 0; h < g.offset.size(); ++h) {
@@ -99,15 +112,18 @@ int64_t Grain(const Geometry<Real>& g) {
 }
 
 // The runs a kernel walks over groups [g0, g1): groups below the lowest high
-// qubit are consecutive vectors. Start() hands each run, and the next, to a
-// RunReader.
+// qubit are consecutive vectors, up to a padded chunk's end. Start() hands
+// each run, and the next, to a RunReader.
 template <typename Real, int NH>
 struct Runs {
   const Geometry<Real>& g;
   Real* s;
   int64_t run, g1;
+  // `lowest`: vectors below the lowest high qubit (a power of two).
+  Runs(const Geometry<Real>& geometry, Real* state, int64_t lowest, int64_t end)
+      : g(geometry), s(state), run(std::min(lowest, geometry.chunk_vectors)), g1(end) {}
   int64_t Len(int64_t grp) const { return std::min(run - (grp & (run - 1)), g1 - grp); }
-  Real* At(int64_t grp) const { return s + InsertZeros(grp, g.hq, NH) * g.lanes; }
+  Real* At(int64_t grp) const { return s + g.Addr(InsertZeros(grp, g.hq, NH) * g.lanes); }
   void Start(RunReader<Real>& reader, int64_t grp, int64_t len, const Real* p) const {
     if (!reader.on()) return;
     const int64_t next = grp + len;
@@ -134,7 +150,8 @@ inline int LowBits(const Block& b, int64_t j, int nl) {
 // Scalar loop for states smaller than one vector group: gathers the 2^k
 // amplitudes of each group, multiplies, scatters.
 template <typename Real>
-void ApplyScalar(const Block& b, std::complex<Real>* s, int n) {
+void ApplyScalar(const Block& b, std::complex<Real>* state, int n, const Padding& padding) {
+  const auto s = [&](int64_t i) -> std::complex<Real>& { return state[padding.Index(i)]; };
   const int k = static_cast<int>(b.qubits.size());
   const int64_t dim = int64_t{1} << k;
   std::vector<std::complex<Real>> in(static_cast<size_t>(dim));
@@ -149,14 +166,14 @@ void ApplyScalar(const Block& b, std::complex<Real>* s, int n) {
   for (int64_t g = 0; g < (int64_t{1} << n) >> k; ++g) {
     const int64_t base = InsertZeros(g, b.qubits.data(), k);
     if (b.diagonal) {
-      for (int64_t r = 0; r < dim; ++r) s[base + offset[r]] *= m[r];
+      for (int64_t r = 0; r < dim; ++r) s(base + offset[r]) *= m[r];
       continue;
     }
-    for (int64_t c = 0; c < dim; ++c) in[c] = s[base + offset[c]];
+    for (int64_t c = 0; c < dim; ++c) in[c] = s(base + offset[c]);
     for (int64_t r = 0; r < dim; ++r) {
       std::complex<Real> acc(0);
       for (int64_t c = 0; c < dim; ++c) acc += m[r * dim + c] * in[c];
-      s[base + offset[r]] = acc;
+      s(base + offset[r]) = acc;
     }
   }
 }
@@ -199,11 +216,10 @@ void DenseHigh(const Geometry<Real>& g, const Real* cr, const Real* ci, Real* HW
       *xs = hn::OddEven(sw, hn::Neg(sw));  // (-im, re)
     }
   };
-  const int64_t run = int64_t{1} << g.hq[0];
   int64_t offset[H];
-  for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
-  RunReader<Real> reader(run, N, offset, H);
-  const Runs<Real, NH> runs{g, s, run, g1};
+  for (int h = 0; h < H; ++h) offset[h] = g.Addr(g.offset[h] * N);
+  const Runs<Real, NH> runs(g, s, int64_t{1} << g.hq[0], g1);
+  RunReader<Real> reader(runs.run, N, offset, H);
   for (int64_t grp = g0; grp < g1;) {
     const int64_t len = runs.Len(grp);
     Real* p = runs.At(grp);
@@ -254,7 +270,7 @@ void DenseMixed(const Geometry<Real>& g, const Real* coef,
     perm_swap[p] = hn::IndicesFromVec(d, hn::LoadU(di, idx.get() + (2 * p + 1) * N));
   }
   int64_t offset[H];
-  for (int h = 0; h < H; ++h) offset[h] = g.offset[h] * N;
+  for (int h = 0; h < H; ++h) offset[h] = g.Addr(g.offset[h] * N);
   // G consecutive groups at a time, each coefficient vector loaded once for
   // all G: two where both groups' inputs fit in registers (2^k of them real,
   // 2^(k+1) complex; k <= 3 real). Four measured no faster than two.
@@ -287,11 +303,10 @@ void DenseMixed(const Geometry<Real>& g, const Real* coef,
     }
   };
   // Groups below the lowest high qubit are consecutive vectors (runs), as in
-  // DenseHigh; with no high qubit the whole range is one run.
-  const int64_t run = NH > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62;
-  const Runs<Real, NH> runs{g, s, run, g1};
-  RunReader<Real> reader(NH > 0 ? run : 1, N, offset, H);
-  if (run == 1) {  // runs of one vector: each group is paired with the next anyway (apart in memory)
+  // DenseHigh; with no high qubit, up to a padded chunk's end.
+  const Runs<Real, NH> runs(g, s, NH > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62, g1);
+  RunReader<Real> reader(NH > 0 ? runs.run : 1, N, offset, H);
+  if (runs.run == 1) {  // runs of one vector: each group is paired with the next anyway (apart in memory)
     int64_t grp = g0;
     for (; grp + kG <= g1; grp += kG) {
       Real* at[kG];
@@ -335,15 +350,16 @@ void Diagonal(const Geometry<Real>& g, const Real* coef, const std::vector<int>&
   const hn::ScalableTag<Real> d;
   const int64_t N = g.lanes;
   using V = hn::Vec<decltype(d)>;
-  // Groups below the lowest high qubit are consecutive vectors: per run, each
-  // touched combination's coefficients are loaded once and streamed over.
-  const int64_t run = g.nh > 0 ? int64_t{1} << g.hq[0] : g1 - g0;
+  // Groups below the lowest high qubit are consecutive vectors (up to a
+  // padded chunk's end): per run, each touched combination's coefficients are
+  // loaded once and streamed over.
+  const int64_t run = std::min(g.nh > 0 ? int64_t{1} << g.hq[0] : int64_t{1} << 62, g.chunk_vectors);
   for (int64_t grp = g0; grp < g1;) {
-    const int64_t len = std::min(run - (g.nh > 0 ? (grp & (run - 1)) : 0), g1 - grp);
+    const int64_t len = std::min(run - (grp & (run - 1)), g1 - grp);
     const int64_t base = InsertZeros(grp, g.hq, g.nh);
     for (int h : touched) {
       const V cr = hn::LoadU(d, coef + 2 * h * N), ci = hn::LoadU(d, coef + (2 * h + 1) * N);
-      Real* p = s + (base + g.offset[h]) * N;
+      Real* p = s + g.Addr((base + g.offset[h]) * N);
       for (int64_t j = 0; j < len; ++j, p += N) {
         const V v = hn::LoadU(d, p);
         hn::StoreU(hn::MulAdd(ci, hn::Reverse2(d, v), hn::Mul(cr, v)), d, p);
@@ -371,16 +387,16 @@ bool WithQubitCount(int count, const F& f) {
 #endif  // HWY_TARGET != HWY_SCALAR
 
 template <typename Real>
-void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel) {
+void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel, const Padding& padding) {
 #if HWY_TARGET == HWY_SCALAR
   (void)parallel;
-  ApplyScalar(b, state, n);
+  ApplyScalar(b, state, n, padding);
 }
 #else
-  const Geometry<Real> g = Layout<Real>(b, n);
+  const Geometry<Real> g = Layout<Real>(b, n, padding);
   const int k = g.k;
   if (!g.vectorised || (!b.diagonal && k > kMaxDenseQubits)) {
-    ApplyScalar(b, state, n);
+    ApplyScalar(b, state, n, padding);
     return;
   }
   Real* s = reinterpret_cast<Real*>(state);
@@ -427,7 +443,7 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
         }
       });
     });
-    if (!ran) ApplyScalar(b, state, n);
+    if (!ran) ApplyScalar(b, state, n, padding);
     return;
   }
 
@@ -476,12 +492,16 @@ void ApplyTyped(const Block& b, std::complex<Real>* state, int n, bool parallel)
       }
     });
   });
-  if (!ran) ApplyScalar(b, state, n);
+  if (!ran) ApplyScalar(b, state, n, padding);
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 
-void ApplyF32(const Block& b, std::complex<float>* s, int n, bool parallel) { ApplyTyped<float>(b, s, n, parallel); }
-void ApplyF64(const Block& b, std::complex<double>* s, int n, bool parallel) { ApplyTyped<double>(b, s, n, parallel); }
+void ApplyF32(const Block& b, std::complex<float>* s, int n, bool parallel, const Padding& padding) {
+  ApplyTyped<float>(b, s, n, parallel, padding);
+}
+void ApplyF64(const Block& b, std::complex<double>* s, int n, bool parallel, const Padding& padding) {
+  ApplyTyped<double>(b, s, n, parallel, padding);
+}
 int ComplexLanesF32() { return static_cast<int>(hn::Lanes(hn::ScalableTag<float>()) / 2); }
 int ComplexLanesF64() { return static_cast<int>(hn::Lanes(hn::ScalableTag<double>()) / 2); }
 
@@ -508,17 +528,25 @@ void ForGroups(int64_t groups, int64_t grain, bool parallel, const std::function
 }
 }  // namespace detail
 
-void Apply(const Block& block, std::complex<float>* state, int n) {
-  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, true);
+Padding Padding::ForLargeStates(int n, int amp_bytes) {
+  constexpr int64_t kChunkBytes = int64_t{256} << 20, kPadBytes = int64_t{2} << 20;
+  int every = 0;
+  while ((int64_t{amp_bytes} << every) < kChunkBytes) ++every;
+  if (n < every + 1) return {};  // under two chunks: nothing to pad
+  return Padding{every, kPadBytes / amp_bytes};
 }
-void Apply(const Block& block, std::complex<double>* state, int n) {
-  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, true);
+
+void Apply(const Block& block, std::complex<float>* state, int n, const Padding& layout) {
+  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, true, layout);
 }
-void ApplySerial(const Block& block, std::complex<float>* state, int n) {
-  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, false);
+void Apply(const Block& block, std::complex<double>* state, int n, const Padding& layout) {
+  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, true, layout);
 }
-void ApplySerial(const Block& block, std::complex<double>* state, int n) {
-  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, false);
+void ApplySerial(const Block& block, std::complex<float>* state, int n, const Padding& layout) {
+  HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, false, layout);
+}
+void ApplySerial(const Block& block, std::complex<double>* state, int n, const Padding& layout) {
+  HWY_DYNAMIC_DISPATCH(ApplyF64)(block, state, n, false, layout);
 }
 int ComplexLanes(bool is_double) {
   return is_double ? HWY_DYNAMIC_DISPATCH(ComplexLanesF64)() : HWY_DYNAMIC_DISPATCH(ComplexLanesF32)();

@@ -34,14 +34,36 @@ struct Block {
   bool diagonal = false;
 };
 
-/// Applies `block` to the `dim` = 2^n amplitudes at `state`, splitting the
-/// pass over LibTorch's intra-op threads (torch::set_num_threads).
-void Apply(const Block& block, std::complex<float>* state, int n);
-void Apply(const Block& block, std::complex<double>* state, int n);
+/// Where amplitude i lies in a state's storage: after every 2^every_log2
+/// amplitudes, `pad` unused ones. A qubit whose two halves lie exactly
+/// 256 MiB apart ran a one-qubit gate at 0.53 of the read-modify-write on
+/// this VM's AMD EPYC (the same loop with the halves 256 MiB + 4 KiB apart:
+/// full speed; docs/devices.md, "Padded states"); StateVector pads large
+/// states (ForLargeStates). The default is no padding: i at i.
+struct Padding {
+  int every_log2 = 62;
+  int64_t pad = 0;
+  /// Storage index of amplitude i. Linear over disjoint bits: Index(a | b)
+  /// = Index(a) + Index(b) when a & b = 0, so a kernel adds padded offsets.
+  int64_t Index(int64_t i) const { return i + (i >> every_log2) * pad; }
+  /// Amplitudes of storage a state of n qubits takes.
+  int64_t Storage(int n) const { return Index((int64_t{1} << n) - 1) + 1; }
+  bool padded() const { return pad != 0; }
+  /// What StateVector uses for amplitudes of `amp_bytes` bytes: a 2 MiB pad
+  /// (one huge page: each chunk stays huge-page aligned) after every
+  /// 256 MiB, in states of at least two such chunks; none below.
+  static Padding ForLargeStates(int n, int amp_bytes);
+};
+
+/// Applies `block` to the `dim` = 2^n amplitudes at `state` (laid out as
+/// `layout` says), splitting the pass over LibTorch's intra-op threads
+/// (torch::set_num_threads).
+void Apply(const Block& block, std::complex<float>* state, int n, const Padding& layout = {});
+void Apply(const Block& block, std::complex<double>* state, int n, const Padding& layout = {});
 
 /// The same, one thread: for callers that parallelise over states themselves.
-void ApplySerial(const Block& block, std::complex<float>* state, int n);
-void ApplySerial(const Block& block, std::complex<double>* state, int n);
+void ApplySerial(const Block& block, std::complex<float>* state, int n, const Padding& layout = {});
+void ApplySerial(const Block& block, std::complex<double>* state, int n, const Padding& layout = {});
 
 /// The instruction set Apply uses now ("AVX3", "AVX2", "EMU128", ...).
 std::string ActiveTarget();

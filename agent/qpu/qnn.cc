@@ -107,21 +107,21 @@ void QuantumGradientsPerSample(const torch::Tensor& angles_in, const torch::Tens
       StateVector<double> phi = Prepare(gates, n);
       // lambda = O psi with O = sum_q g_q Z_q (diagonal)
       StateVector<double> lambda = phi;
-      C* l = lambda.data();
       for (int64_t i = 0; i < lambda.dim(); ++i) {
         double d = 0;
         for (int q = 0; q < n; ++q) d += ((i >> q) & 1) ? -g[b * n + q] : g[b * n + q];
-        l[i] *= d;
+        lambda.amplitude(i) *= d;
       }
       StateVector<double> mu = phi;
       for (auto it = gates.rbegin(); it != gates.rend(); ++it) {
         if (it->param >= 0) {
-          std::copy(phi.data(), phi.data() + phi.dim(), mu.data());  // the state just after this gate
+          mu.CopyFrom(phi);  // the state just after this gate
           ApplyGenerator(mu, *it);
           double re = 0;
-          const C* lp = lambda.data();
-          const C* mp = mu.data();
-          for (int64_t i = 0; i < mu.dim(); ++i) re += lp[i].real() * mp[i].real() + lp[i].imag() * mp[i].imag();
+          mu.ForEach(0, [&](int64_t i, const C& m) {
+            const C& l = lambda.amplitude(i);
+            re += l.real() * m.real() + l.imag() * m.imag();
+          });
           ps[b * params + it->param] = 2 * re;
         }
         Apply(phi, *it, true);

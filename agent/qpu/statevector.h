@@ -2,7 +2,10 @@
 /// An n-qubit state-vector simulator: a batch of states, complex64 or
 /// complex128, gates applied in one streaming pass each by the SIMD kernels
 /// of kernels.h, threads from LibTorch's pool (torch::set_num_threads).
-/// Qubit 0 is the least significant bit of an amplitude's index.
+/// Qubit 0 is the least significant bit of an amplitude's index. States of
+/// 512 MiB and more are stored padded (kernels::Padding::ForLargeStates)
+/// unless the pads would pass the memory limit: read amplitudes through
+/// amplitude() or ForEach(), not storage()[i].
 
 #include <ATen/Parallel.h>
 
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -144,34 +148,71 @@ template <typename Real>
 class StateVector {
  public:
   /// `batch` states of `qubits` qubits, each |0...0>. RESOURCE_EXHAUSTED when
-  /// they would exceed `memory_limit_bytes`, naming the sizes.
+  /// they would exceed `memory_limit_bytes`, naming the sizes. `layout`:
+  /// the storage's padding, ForLargeStates unless given (benches and tests
+  /// give one to compare layouts).
   static absl::StatusOr<StateVector> Create(int qubits, int64_t batch = 1,
-                                            int64_t memory_limit_bytes = kDefaultMemoryLimitBytes) {
+                                            int64_t memory_limit_bytes = kDefaultMemoryLimitBytes,
+                                            std::optional<kernels::Padding> layout = std::nullopt) {
     if (qubits < 1 || qubits > 40) {
       return absl::InvalidArgumentError(absl::StrCat("qubits = ", qubits, ": must be in [1, 40]"));
     }
     if (batch < 1) return absl::InvalidArgumentError(absl::StrCat("batch = ", batch, ": must be >= 1"));
-    const long double bytes = static_cast<long double>(batch) * std::ldexp(1.0L, qubits) * sizeof(Complex<Real>);
+    if (layout && (layout->every_log2 < 0 || layout->every_log2 > 62 || layout->pad < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("layout: every_log2 = ", layout->every_log2, ", pad = ",
+                                                     layout->pad, ": need every_log2 in [0, 62] and pad >= 0"));
+    }
+    const auto bytes_of = [&](const kernels::Padding& p) {
+      return static_cast<long double>(batch) * static_cast<long double>(p.Storage(qubits)) * sizeof(Complex<Real>);
+    };
+    kernels::Padding padding =
+        layout.value_or(kernels::Padding::ForLargeStates(qubits, static_cast<int>(sizeof(Complex<Real>))));
+    // The default's pads (under 1 %) never cost a state that fits flat: past
+    // the limit, it is stored flat.
+    if (!layout && bytes_of(padding) > static_cast<long double>(memory_limit_bytes)) padding = {};
+    const long double bytes = bytes_of(padding);
     if (bytes > static_cast<long double>(memory_limit_bytes)) {
       return absl::ResourceExhaustedError(
           absl::StrCat(batch, " state(s) of ", qubits, " qubits need ", static_cast<double>(bytes / (1 << 20)),
                        " MiB, over the simulator's memory limit of ", memory_limit_bytes >> 20,
                        " MiB; use fewer qubits or a smaller batch"));
     }
-    return StateVector(qubits, batch);
+    return StateVector(qubits, batch, padding);
   }
 
   int qubits() const { return n_; }
   int64_t batch() const { return batch_; }
   int64_t dim() const { return dim_; }
-  Complex<Real>* data(int64_t b = 0) { return amps_.data() + b * dim_; }
-  const Complex<Real>* data(int64_t b = 0) const { return amps_.data() + b * dim_; }
-  size_t bytes() const { return amps_.size() * sizeof(Complex<Real>); }
+  /// Amplitude i of state b.
+  Complex<Real>& amplitude(int64_t i, int64_t b = 0) { return amps_[b * stride_ + padding_.Index(i)]; }
+  const Complex<Real>& amplitude(int64_t i, int64_t b = 0) const { return amps_[b * stride_ + padding_.Index(i)]; }
+  /// f(i, amplitude i) for every amplitude of state b, in index order.
+  template <typename F>
+  void ForEach(int64_t b, const F& f) const {
+    const Complex<Real>* s = storage(b);
+    const int64_t chunk = std::min(dim_, int64_t{1} << padding_.every_log2);
+    for (int64_t c0 = 0; c0 < dim_; c0 += chunk) {
+      const Complex<Real>* p = s + padding_.Index(c0);
+      for (int64_t i = 0; i < chunk; ++i) f(c0 + i, p[i]);
+    }
+  }
+  /// State b's storage as the kernels take it: stride() amplitudes laid out
+  /// as layout() says (amplitude i at layout().Index(i)).
+  Complex<Real>* storage(int64_t b = 0) { return amps_.data() + b * stride_; }
+  const Complex<Real>* storage(int64_t b = 0) const { return amps_.data() + b * stride_; }
+  const kernels::Padding& layout() const { return padding_; }
+  int64_t stride() const { return stride_; }
+  /// The amplitudes' bytes (what one pass reads and writes), pads not counted.
+  size_t bytes() const { return static_cast<size_t>(batch_ * dim_) * sizeof(Complex<Real>); }
+  /// The storage's bytes, pads counted.
+  size_t storage_bytes() const { return amps_.size() * sizeof(Complex<Real>); }
+  /// The same amplitudes stored as `other` is (same qubits and batch).
+  void CopyFrom(const StateVector& other) { std::copy(other.amps_.begin(), other.amps_.end(), amps_.begin()); }
 
   /// Every state back to |0...0>.
   void Reset() {
     std::fill(amps_.begin(), amps_.end(), Complex<Real>(0));
-    for (int64_t b = 0; b < batch_; ++b) amps_[b * dim_] = 1;
+    for (int64_t b = 0; b < batch_; ++b) amps_[b * stride_] = 1;
   }
 
   /// A block (a gate or a fused group of gates, kernels.h) on every state
@@ -181,11 +222,11 @@ class StateVector {
     const int64_t first = b < 0 ? 0 : b, last = b < 0 ? batch_ : b + 1;
     if (last - first > 1 && dim_ < kGrain) {
       at::parallel_for(first, last, 1, [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) kernels::ApplySerial(block, data(s), n_);
+        for (int64_t s = s0; s < s1; ++s) kernels::ApplySerial(block, storage(s), n_, padding_);
       });
       return;
     }
-    for (int64_t s = first; s < last; ++s) kernels::Apply(block, data(s), n_);
+    for (int64_t s = first; s < last; ++s) kernels::Apply(block, storage(s), n_, padding_);
   }
 
   /// A 2x2 unitary on qubit q.
@@ -219,28 +260,25 @@ class StateVector {
 
   /// <Z_q> of state b: P(bit q = 0) - P(bit q = 1).
   double ExpectationZ(int q, int64_t b = 0) const {
-    const int64_t stride = int64_t{1} << q;
-    const Complex<Real>* s = data(b);
+    const int64_t bit = int64_t{1} << q;
     double e = 0;
-    for (int64_t i = 0; i < dim_; ++i) e += ((i & stride) ? -1.0 : 1.0) * std::norm(s[i]);
+    ForEach(b, [&](int64_t i, const Complex<Real>& a) { e += ((i & bit) ? -1.0 : 1.0) * std::norm(a); });
     return e;
   }
 
   /// <Z_q> for every qubit of state b in one pass.
   std::vector<double> ExpectationsZ(int64_t b = 0) const {
     std::vector<double> e(n_, 0.0);
-    const Complex<Real>* s = data(b);
-    for (int64_t i = 0; i < dim_; ++i) {
-      const double p = std::norm(s[i]);
+    ForEach(b, [&](int64_t i, const Complex<Real>& a) {
+      const double p = std::norm(a);
       for (int q = 0; q < n_; ++q) e[q] += ((i >> q) & 1) ? -p : p;
-    }
+    });
     return e;
   }
 
   double Norm(int64_t b = 0) const {
     double sum = 0;
-    const Complex<Real>* s = data(b);
-    for (int64_t i = 0; i < dim_; ++i) sum += std::norm(s[i]);
+    ForEach(b, [&](int64_t, const Complex<Real>& a) { sum += std::norm(a); });
     return std::sqrt(sum);
   }
 
@@ -248,8 +286,7 @@ class StateVector {
   std::vector<int64_t> Sample(int shots, uint64_t seed, int64_t b = 0) const {
     std::vector<double> cumulative(dim_);
     double acc = 0;
-    const Complex<Real>* s = data(b);
-    for (int64_t i = 0; i < dim_; ++i) cumulative[i] = acc += std::norm(s[i]);
+    ForEach(b, [&](int64_t i, const Complex<Real>& a) { cumulative[i] = acc += std::norm(a); });
     std::mt19937_64 gen(seed);
     std::uniform_real_distribution<double> u(0.0, acc);
     std::vector<int64_t> out(static_cast<size_t>(std::max(shots, 0)));
@@ -261,8 +298,13 @@ class StateVector {
   }
 
  private:
-  StateVector(int qubits, int64_t batch)
-      : n_(qubits), batch_(batch), dim_(int64_t{1} << qubits), amps_(static_cast<size_t>(batch * dim_)) {
+  StateVector(int qubits, int64_t batch, const kernels::Padding& padding)
+      : n_(qubits),
+        batch_(batch),
+        dim_(int64_t{1} << qubits),
+        padding_(padding),
+        stride_(padding.Storage(qubits)),
+        amps_(static_cast<size_t>(batch * stride_)) {
     Reset();
   }
 
@@ -276,6 +318,8 @@ class StateVector {
   int n_;
   int64_t batch_;
   int64_t dim_;
+  kernels::Padding padding_;
+  int64_t stride_;                                                     // storage amplitudes a state
   std::vector<Complex<Real>, HugePageAllocator<Complex<Real>>> amps_;  // swept whole by every pass
 };
 

@@ -38,7 +38,7 @@ TYPED_TEST(StateVectorTest, BellAndGhzStates) {
   Circuit(3).H(0).Cnot(0, 1).Cnot(1, 2).Run(*s);
   const double half = 0.5;
   for (int64_t i = 0; i < 8; ++i) {
-    const double p = std::norm(s->data()[i]);
+    const double p = std::norm(s->amplitude(i));
     EXPECT_NEAR(p, (i == 0 || i == 7) ? half : 0.0, Tolerance<Real>()) << "basis " << i;
   }
   for (int q = 0; q < 3; ++q) EXPECT_NEAR(s->ExpectationZ(q), 0.0, Tolerance<Real>());
@@ -54,8 +54,8 @@ TYPED_TEST(StateVectorTest, BellAndGhzStates) {
 
   auto bell = StateVector<Real>::Create(2);
   Circuit(2).H(1).Cnot(1, 0).Run(*bell);
-  EXPECT_NEAR(std::norm(bell->data()[0]), 0.5, Tolerance<Real>());
-  EXPECT_NEAR(std::norm(bell->data()[3]), 0.5, Tolerance<Real>());
+  EXPECT_NEAR(std::norm(bell->amplitude(0)), 0.5, Tolerance<Real>());
+  EXPECT_NEAR(std::norm(bell->amplitude(3)), 0.5, Tolerance<Real>());
 }
 
 // The VmFlags line of the mapping of /proc/self/smaps that holds `p` ("" if none).
@@ -79,18 +79,18 @@ TEST(HugePagesTest, AStateOfTwoMebibytesOrMoreIsAlignedToAHugePageAndAdvised) {
   auto small = StateVector<float>::Create(17);
   auto large = StateVector<float>::Create(18);
   ASSERT_TRUE(small.ok() && large.ok());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->data()) % 64, 0u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(large->data()) % kHugePageBytes, 0u);
-  EXPECT_EQ(large->data()[0], std::complex<float>(1));  // |0...0>, the rest zero
-  EXPECT_EQ(large->data()[large->dim() - 1], std::complex<float>(0));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->storage()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large->storage()) % kHugePageBytes, 0u);
+  EXPECT_EQ(large->amplitude(0), std::complex<float>(1));  // |0...0>, the rest zero
+  EXPECT_EQ(large->amplitude(large->dim() - 1), std::complex<float>(0));
   // The device says what the kernel does with the advice.
   v1::Device cpu;
   cpu.set_id("cpu0");
   EXPECT_EQ(QpuSimDevice(cpu, int64_t{1} << 30).attributes().at("huge_pages"), TransparentHugePagesMode());
   if (TransparentHugePagesMode() == "unknown") GTEST_SKIP() << "this kernel has no transparent huge pages";
   // "hg": the mapping carries MADV_HUGEPAGE (whether the kernel found free huge pages is its business).
-  EXPECT_THAT(VmFlagsOf(large->data()), HasSubstr(" hg"));
-  EXPECT_THAT(VmFlagsOf(small->data()), ::testing::Not(HasSubstr(" hg")));
+  EXPECT_THAT(VmFlagsOf(large->storage()), HasSubstr(" hg"));
+  EXPECT_THAT(VmFlagsOf(small->storage()), ::testing::Not(HasSubstr(" hg")));
 }
 
 TYPED_TEST(StateVectorTest, QftOfABasisStateIsThePlaneWave) {
@@ -107,7 +107,7 @@ TYPED_TEST(StateVectorTest, QftOfABasisStateIsThePlaneWave) {
     Circuit(n).Qft().Run(*s);
     for (int64_t k = 0; k < dim; ++k) {
       const std::complex<double> expected = std::polar(1.0 / std::sqrt(dim), 2 * M_PI * x * k / dim);
-      const auto got = s->data()[k];
+      const auto got = s->amplitude(k);
       ASSERT_NEAR(got.real(), expected.real(), 10 * Tolerance<Real>()) << "x=" << x << " k=" << k;
       ASSERT_NEAR(got.imag(), expected.imag(), 10 * Tolerance<Real>()) << "x=" << x << " k=" << k;
     }
@@ -181,7 +181,7 @@ TYPED_TEST(StateVectorTest, DeepRandomCircuitsKeepTheNormAndFusionChangesNothing
     p.Run(*b);
     double worst = 0;
     for (int64_t i = 0; i < a->dim(); ++i) {
-      worst = std::max(worst, static_cast<double>(std::abs(a->data()[i] - b->data()[i])));
+      worst = std::max(worst, static_cast<double>(std::abs(a->amplitude(i) - b->amplitude(i))));
     }
     EXPECT_LT(worst, kSingle ? 1e-4 : 1e-9);
   }
@@ -256,7 +256,7 @@ TYPED_TEST(StateVectorTest, TheTensorBackendGivesTheNativeKernelsAmplitudes) {
     const auto* t = reinterpret_cast<const std::complex<double>*>(amps.data_ptr());
     double worst = 0;
     for (int64_t i = 0; i < native->dim(); ++i) {
-      worst = std::max(worst, std::abs(std::complex<double>(native->data()[i]) - t[i]));
+      worst = std::max(worst, std::abs(std::complex<double>(native->amplitude(i)) - t[i]));
     }
     EXPECT_LT(worst, kDouble ? 1e-12 : 1e-5);
     for (int q : {0, 4, 8}) EXPECT_NEAR(tensor->ExpectationZ(q), native->ExpectationZ(q), kDouble ? 1e-12 : 1e-5);
@@ -313,6 +313,66 @@ TEST(StateVectorLimitsTest, BatchedStatesAreIndependent) {
   for (int64_t b = 0; b < 4; ++b) EXPECT_NEAR(s->ExpectationZ(0, b), b == 2 ? -1.0 : 1.0, 1e-12);
   Circuit(3).H(1).Run(*s);  // all states
   for (int64_t b = 0; b < 4; ++b) EXPECT_NEAR(s->ExpectationZ(1, b), 0.0, 1e-12);
+}
+
+TYPED_TEST(StateVectorTest, APaddedStateGivesTheFlatStatesResults) {
+  // Pads of 3 amplitudes after every 16 (as large states get 2 MiB after
+  // every 256 MiB): gates, reads, sampling and a batch see amplitudes only.
+  using Real = TypeParam;
+  constexpr int n = 8;
+  auto padded = StateVector<Real>::Create(n, 2, kDefaultMemoryLimitBytes, kernels::Padding{4, 3});
+  auto flat = StateVector<Real>::Create(n, 2);
+  ASSERT_TRUE(padded.ok() && flat.ok());
+  EXPECT_TRUE(padded->layout().padded());
+  EXPECT_FALSE(flat->layout().padded());
+  EXPECT_EQ(padded->stride(), 256 + 15 * 3);
+  EXPECT_EQ(padded->bytes(), flat->bytes());  // the amplitudes' bytes
+  EXPECT_GT(padded->storage_bytes(), flat->storage_bytes());
+  Circuit c = LayeredCircuit(n, 3);
+  c.Qft();
+  for (StateVector<Real>* s : {&*padded, &*flat}) {
+    c.Run(*s);
+    s->Apply1(7, Rx<Real>(0.4), 1);  // state 1 only
+    FuseUpTo(c, 3).Run(*s);
+  }
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < flat->dim(); ++i) {
+      ASSERT_NEAR(std::abs(padded->amplitude(i, b) - flat->amplitude(i, b)), 0.0, Tolerance<Real>()) << b << " " << i;
+    }
+    EXPECT_NEAR(padded->Norm(b), 1.0, 10 * Tolerance<Real>());
+    const std::vector<double> ep = padded->ExpectationsZ(b), ef = flat->ExpectationsZ(b);
+    for (int q = 0; q < n; ++q) {
+      EXPECT_NEAR(ep[q], ef[q], 10 * Tolerance<Real>()) << q;
+      EXPECT_NEAR(padded->ExpectationZ(q, b), ef[q], 10 * Tolerance<Real>()) << q;
+    }
+  }
+  EXPECT_NEAR(std::abs(padded->amplitude(5, 1) - padded->amplitude(5, 0)),
+              std::abs(flat->amplitude(5, 1) - flat->amplitude(5, 0)), Tolerance<Real>());
+  if constexpr (std::is_same_v<Real, double>) EXPECT_EQ(padded->Sample(200, 3, 1), flat->Sample(200, 3, 1));
+  padded->Reset();
+  EXPECT_EQ(padded->amplitude(0, 1), std::complex<Real>(1));
+  EXPECT_NEAR(padded->Norm(1), 1.0, 1e-12);
+  EXPECT_FALSE(StateVector<Real>::Create(n, 1, kDefaultMemoryLimitBytes, kernels::Padding{4, -1}).ok());
+}
+
+TEST(StateVectorLimitsTest, LargeStatesArePaddedUnlessOnlyTheFlatStateFitsTheLimit) {
+  // 2^26 complex64 amplitudes: 512 MiB, padded by 2 MiB; with a limit of
+  // exactly 512 MiB the same state is stored flat instead of refused.
+  {
+    auto roomy = StateVector<float>::Create(26, 1, int64_t{1} << 30);
+    ASSERT_TRUE(roomy.ok());
+    EXPECT_TRUE(roomy->layout().padded());
+    EXPECT_EQ(roomy->storage_bytes(), (size_t{512} + 2) << 20);
+    EXPECT_EQ(roomy->bytes(), size_t{512} << 20);
+    roomy->Apply1(25, PauliX<float>());  // the upper half's first amplitude, past the pad
+    EXPECT_EQ(roomy->amplitude(int64_t{1} << 25), std::complex<float>(1));
+    EXPECT_EQ(roomy->storage()[(int64_t{1} << 25) + roomy->layout().pad], std::complex<float>(1));
+  }
+  auto tight = StateVector<float>::Create(26, 1, int64_t{512} << 20);
+  ASSERT_TRUE(tight.ok());
+  EXPECT_FALSE(tight->layout().padded());
+  EXPECT_EQ(tight->storage_bytes(), size_t{512} << 20);
+  EXPECT_FALSE(StateVector<float>::Create(25, 1, int64_t{1} << 30)->layout().padded());  // one chunk
 }
 
 TEST(QuantumLayerTest, AdjointGradientsMatchFiniteDifferences) {
