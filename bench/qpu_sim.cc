@@ -14,8 +14,8 @@
 //     again forced onto the complex path, alternated), and the pick's time
 //     over the fastest k's;
 //  4. where the state is stored padded (kernels::Padding, from 512 MiB), the
-//     same state stored flat beside it: a one-qubit gate on the top qubit
-//     and the fused programs, alternated flat, padded, flat, padded.
+//     flat layout in the same memory: a one-qubit gate on the top qubit and
+//     the fused programs, alternated flat, padded, flat, padded.
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -24,7 +24,6 @@
 #include <complex>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "agent/qpu/circuit.h"
@@ -122,15 +121,9 @@ int main(int argc, char** argv) {
     // The baseline sweeps the state's whole storage (pads too, when padded).
     const double storage_bytes = static_cast<double>(state->storage_bytes());
     std::vector<std::complex<float>, qpu::HugePageAllocator<std::complex<float>>> other(
-        static_cast<size_t>(state->stride()));
+        static_cast<size_t>(state->layout().Storage(n)));
     float* raw = reinterpret_cast<float*>(state->storage());
-    const int64_t floats = 2 * state->stride();
-    // The same state stored flat, where the default pads it (section 4).
-    std::optional<qpu::StateVector<float>> flat;
-    if (state->layout().padded()) {
-      auto f = qpu::StateVector<float>::Create(n, 1, int64_t{16} << 30, qpu::kernels::Padding{});
-      if (f.ok()) flat.emplace(*std::move(f));
-    }
+    const int64_t floats = 2 * state->layout().Storage(n);
     for (int t : threads) {
       torch::set_num_threads(t);
       // Untimed first: right after the thread count changes, the new
@@ -140,7 +133,7 @@ int main(int argc, char** argv) {
       }
       const double rmw_s = BestSeconds(repeats, [&] { hetbench::bench::StreamRmw(raw, floats, 0.999f, 1e-9f); });
       const double copy_s = BestSeconds(repeats, [&] {
-        at::parallel_for(0, state->stride(), int64_t{1} << 15, [&](int64_t b, int64_t e) {
+        at::parallel_for(0, state->layout().Storage(n), int64_t{1} << 15, [&](int64_t b, int64_t e) {
           std::memcpy(other.data() + b, state->storage() + b, static_cast<size_t>(e - b) * sizeof(other[0]));
         });
       });
@@ -242,18 +235,24 @@ int main(int argc, char** argv) {
         row.complex_ratio_by_k.push_back(hetbench::MedianInPlace(complex_ratio[i]));
       }
       rows.push_back(row);
-      if (flat) {
-        // 4. The padded state against the same state stored flat: per layout
-        // and round, a one-qubit gate on the top qubit (best of `repeats`)
-        // and each k's program, each a ratio to the read-modify-write timed
-        // just before and after it; the median over the rounds.
+      if (state->layout().padded()) {
+        // 4. The padded layout against the flat one in the same storage (the
+        // flat state is its first 2^n amplitudes: the same memory, so the
+        // layout is all that differs): per layout and round, a one-qubit gate
+        // on the top qubit (best of `repeats`) and each k's program, each a
+        // ratio to the read-modify-write timed just before and after it; the
+        // median over the rounds.
+        const qpu::kernels::Padding layouts[2] = {qpu::kernels::Padding{}, state->layout()};
+        const qpu::Mat2<double> ry = qpu::Ry<double>(0.3);
+        const qpu::kernels::Block top{{n - 1}, {ry.begin(), ry.end()}, false};
         std::vector<std::vector<double>> by_layout[2];  // [flat, padded][0: top gate, 1 + i: ks[i]]
         for (auto& v : by_layout) v.assign(1 + ks.size(), {});
         std::vector<double> best_s[2];
         for (auto& b : best_s) b.assign(1 + ks.size(), 1e300);
         for (int r = 0; r < circuit_repeats; ++r) {
           for (int padded = 0; padded < 2; ++padded) {
-            qpu::StateVector<float>& sv = padded ? *state : *flat;
+            const qpu::kernels::Padding& layout = layouts[padded];
+            const auto run = [&](const qpu::kernels::Block& b) { qpu::kernels::Apply(b, state->storage(), n, layout); };
             const auto timed_ratio = [&](size_t slot, double pass_bytes, const auto& run) {
               const double before = rmw_now();
               const double sec = run();
@@ -261,13 +260,15 @@ int main(int argc, char** argv) {
               by_layout[padded][slot].push_back(pass_bytes / sec / 1e9 / ((before + after) / 2));
               best_s[padded][slot] = std::min(best_s[padded][slot], sec);
             };
-            sv.Reset();
-            timed_ratio(0, 2 * bytes,
-                        [&] { return BestSeconds(repeats, [&] { sv.Apply1(n - 1, qpu::Ry<float>(0.3)); }); });
+            state->Reset();  // |0...0> in either layout: amplitude 0 first, zeros after it
+            timed_ratio(0, 2 * bytes, [&] { return BestSeconds(repeats, [&] { run(top); }); });
             for (size_t i = 0; i < ks.size(); ++i) {
-              sv.Reset();
-              timed_ratio(1 + i, 2 * bytes * static_cast<double>(programs[i].size()),
-                          [&] { return BestSeconds(1, [&] { programs[i].Run(sv); }); });
+              state->Reset();
+              timed_ratio(1 + i, 2 * bytes * static_cast<double>(programs[i].size()), [&] {
+                return BestSeconds(1, [&] {
+                  for (const qpu::kernels::Block& b : programs[i].blocks) run(b);
+                });
+              });
             }
           }
         }
@@ -275,7 +276,8 @@ int main(int argc, char** argv) {
         const double top_flat = hetbench::MedianInPlace(by_layout[0][0]);
         const double top_padded = hetbench::MedianInPlace(by_layout[1][0]);
         std::printf(
-            "  layout at n=%d, %d thread(s): a pad of %lld KiB every %lld MiB against flat, alternated; "
+            "  layout at n=%d, %d thread(s): a pad of %lld KiB every %lld MiB against flat in the same memory, "
+            "alternated; "
             "per-pass ratio to the read-modify-write, median of %d (flat -> padded)\n"
             "    top qubit %d, one gate: %.3f -> %.3f\n",
             n, t, static_cast<long long>(pad.pad * 8 >> 10),

@@ -528,14 +528,6 @@ void ForGroups(int64_t groups, int64_t grain, bool parallel, const std::function
 }
 }  // namespace detail
 
-Padding Padding::ForLargeStates(int n, int amp_bytes) {
-  constexpr int64_t kChunkBytes = int64_t{256} << 20, kPadBytes = int64_t{2} << 20;
-  int every = 0;
-  while ((int64_t{amp_bytes} << every) < kChunkBytes) ++every;
-  if (n < every + 1) return {};  // under two chunks: nothing to pad
-  return Padding{every, kPadBytes / amp_bytes};
-}
-
 void Apply(const Block& block, std::complex<float>* state, int n, const Padding& layout) {
   HWY_DYNAMIC_DISPATCH(ApplyF32)(block, state, n, true, layout);
 }

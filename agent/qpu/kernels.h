@@ -52,7 +52,13 @@ struct Padding {
   /// What StateVector uses for amplitudes of `amp_bytes` bytes: a 2 MiB pad
   /// (one huge page: each chunk stays huge-page aligned) after every
   /// 256 MiB, in states of at least two such chunks; none below.
-  static Padding ForLargeStates(int n, int amp_bytes);
+  static Padding ForLargeStates(int n, int amp_bytes) {
+    constexpr int64_t kChunkBytes = int64_t{256} << 20, kPadBytes = int64_t{2} << 20;
+    int every = 0;
+    while ((int64_t{amp_bytes} << every) < kChunkBytes) ++every;
+    if (n < every + 1) return {};  // under two chunks: nothing to pad
+    return Padding{every, kPadBytes / amp_bytes};
+  }
 };
 
 /// Applies `block` to the `dim` = 2^n amplitudes at `state` (laid out as

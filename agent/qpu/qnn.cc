@@ -115,7 +115,7 @@ void QuantumGradientsPerSample(const torch::Tensor& angles_in, const torch::Tens
       StateVector<double> mu = phi;
       for (auto it = gates.rbegin(); it != gates.rend(); ++it) {
         if (it->param >= 0) {
-          mu.CopyFrom(phi);  // the state just after this gate
+          mu = phi;  // the state just after this gate (the same size: no allocation)
           ApplyGenerator(mu, *it);
           double re = 0;
           mu.ForEach(0, [&](int64_t i, const C& m) {

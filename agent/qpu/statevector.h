@@ -189,25 +189,21 @@ class StateVector {
   /// f(i, amplitude i) for every amplitude of state b, in index order.
   template <typename F>
   void ForEach(int64_t b, const F& f) const {
-    const Complex<Real>* s = storage(b);
+    const Complex<Real>* s = amps_.data() + b * stride_;
     const int64_t chunk = std::min(dim_, int64_t{1} << padding_.every_log2);
     for (int64_t c0 = 0; c0 < dim_; c0 += chunk) {
       const Complex<Real>* p = s + padding_.Index(c0);
       for (int64_t i = 0; i < chunk; ++i) f(c0 + i, p[i]);
     }
   }
-  /// State b's storage as the kernels take it: stride() amplitudes laid out
-  /// as layout() says (amplitude i at layout().Index(i)).
+  /// State b's storage as the kernels take it: layout().Storage(qubits())
+  /// amplitudes, amplitude i at layout().Index(i).
   Complex<Real>* storage(int64_t b = 0) { return amps_.data() + b * stride_; }
-  const Complex<Real>* storage(int64_t b = 0) const { return amps_.data() + b * stride_; }
   const kernels::Padding& layout() const { return padding_; }
-  int64_t stride() const { return stride_; }
   /// The amplitudes' bytes (what one pass reads and writes), pads not counted.
   size_t bytes() const { return static_cast<size_t>(batch_ * dim_) * sizeof(Complex<Real>); }
   /// The storage's bytes, pads counted.
   size_t storage_bytes() const { return amps_.size() * sizeof(Complex<Real>); }
-  /// The same amplitudes stored as `other` is (same qubits and batch).
-  void CopyFrom(const StateVector& other) { std::copy(other.amps_.begin(), other.amps_.end(), amps_.begin()); }
 
   /// Every state back to |0...0>.
   void Reset() {

@@ -325,7 +325,7 @@ TYPED_TEST(StateVectorTest, APaddedStateGivesTheFlatStatesResults) {
   ASSERT_TRUE(padded.ok() && flat.ok());
   EXPECT_TRUE(padded->layout().padded());
   EXPECT_FALSE(flat->layout().padded());
-  EXPECT_EQ(padded->stride(), 256 + 15 * 3);
+  EXPECT_EQ(padded->layout().Storage(n), 256 + 15 * 3);
   EXPECT_EQ(padded->bytes(), flat->bytes());  // the amplitudes' bytes
   EXPECT_GT(padded->storage_bytes(), flat->storage_bytes());
   Circuit c = LayeredCircuit(n, 3);
