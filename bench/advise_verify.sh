@@ -3,15 +3,17 @@
 # loopback: two CPU agents (1 LibTorch thread each), an mlp split across them whose probes give the
 # link (--link-from), cnn profiled per layer with repeats R on each of the PROFILE_AGENTS agents the
 # split runs on (2: one target pinned to each agent, their runs interleaved A B A B, so the profile
-# holds both agents and twice the time; 1: on any one agent, back to back), then the plan
+# holds both agents and twice the time, one task at a time unless ONE_AT_A_TIME=0 (side by side,
+# the two agents share this host's caches and memory); 1: on any one agent, back to back), then the plan
 # 0-7:cpu,8-:cpu across the agents predicted once and verified N times (each verification a new
 # split job of STEPS steps). Prints every verification line with the measured parts (the stages'
 # compute, the link, the rest) and "within the interval: K of N", with the CPU it ran on.
 # Bounded: the processes it starts are stopped on exit (logs kept in /tmp/hetbench-advise-bench.* if it
 # stops early).
 # Usage: bench/advise_verify.sh SERVER AGENT CLI [N=6] [REPEATS=3] [STEPS=30] [PROFILE_AGENTS=2]
+#        [ONE_AT_A_TIME=1]
 set -euo pipefail
-SERVER=$1 AGENT=$2 CLI=$3 N=${4:-6} REPEATS=${5:-3} STEPS=${6:-30} PROFILE_AGENTS=${7:-2}
+SERVER=$1 AGENT=$2 CLI=$3 N=${4:-6} REPEATS=${5:-3} STEPS=${6:-30} PROFILE_AGENTS=${7:-2} ONE_AT_A_TIME=${8:-1}
 # shellcheck source=../tests/e2e/lib.sh
 source "$(dirname "$0")/../tests/e2e/lib.sh"  # e2e_begin, start_coordinator, wait_for, agent_connected
 e2e_begin advise-bench  # WORK (kept unless the bench finishes), PIDS stopped on exit
@@ -47,6 +49,7 @@ train: {warmup_steps: 5, min_steps: $STEPS, min_duration_seconds: 0}
 inference: {max_batches: 1}
 layers: {enabled: true, steps: 5}
 repeats: $REPEATS
+one_at_a_time: $([[ $ONE_AT_A_TIME == 1 ]] && echo true || echo false)
 YAML
   timed=$(run -f "$WORK/profile.yaml")
 else
@@ -77,4 +80,4 @@ for i in $(seq "$N"); do
   if grep -q "^measured within the 95% prediction interval" "$WORK/verify-$i.out"; then within=$((within + 1)); fi
 done
 ok=1
-echo "within the interval: $within of $N (cnn 0-7:cpu,8-:cpu across two agents, $REPEATS profile runs on $PROFILE_AGENTS agent(s))"
+echo "within the interval: $within of $N (cnn 0-7:cpu,8-:cpu across two agents, $REPEATS profile runs on $PROFILE_AGENTS agent(s), one at a time: $ONE_AT_A_TIME)"

@@ -533,6 +533,9 @@ void CheckRest(const v1::JobSpec& spec, Problems& bad) {
   } else if (spec.repeats() < 0 || spec.repeats() > SpecLimits::kMaxRepeats) {
     bad("repeats = ", spec.repeats(), ": must be in [1, ", SpecLimits::kMaxRepeats, "] (runs of every task)");
   }
+  if (IsValidate(spec) && spec.one_at_a_time()) {
+    bad("one_at_a_time: a benchmark's field (a validation job schedules its own tests); remove it");
+  }
   if (spec.threads() < 0 || spec.threads() > SpecLimits::kMaxThreads) {
     bad("threads = ", spec.threads(), ": must be in [0, ", SpecLimits::kMaxThreads, "] (0 = all cores)");
   }

@@ -296,10 +296,10 @@ absl::Status ParseCost(const YAML::Node& c, v1::JobSpec& spec) {
 absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   v1::JobSpec spec;
   if (!root || root.IsNull()) return absl::InvalidArgumentError("job spec: the document is empty");
-  if (auto s = CheckKeys(root, "",
-                         {"name", "model", "batch_sizes", "targets", "train", "inference", "seed", "threads", "dataset",
-                          "power", "cost", "validity", "models", "layers", "torchscript", "qpu", "parallel",
-                          "split", "serving", "validate", "repeats"});
+  if (auto s = CheckKeys(root, "", {"name",    "model",    "batch_sizes", "targets",      "train",    "inference",
+                                    "seed",    "threads",  "dataset",     "power",        "cost",     "validity",
+                                    "models",  "layers",   "torchscript", "qpu",          "parallel", "split",
+                                    "serving", "validate", "repeats",     "one_at_a_time"});
       !s.ok()) {
     return s;
   }
@@ -337,6 +337,9 @@ absl::StatusOr<v1::JobSpec> ParseRoot(const YAML::Node& root) {
   if (root["seed"]) HB_ASSIGN(spec.set_seed, As<uint64_t>(root["seed"], "seed", "a non-negative integer"));
   if (root["threads"]) HB_ASSIGN(spec.set_threads, As<int32_t>(root["threads"], "threads", "an integer"));
   if (root["repeats"]) HB_ASSIGN(spec.set_repeats, As<int32_t>(root["repeats"], "repeats", "an integer"));
+  if (root["one_at_a_time"]) {
+    HB_ASSIGN(spec.set_one_at_a_time, As<bool>(root["one_at_a_time"], "one_at_a_time", "true or false"));
+  }
   if (auto s = parse(kThen); !s.ok()) return s;
   return spec;
 }
@@ -464,6 +467,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   out << YAML::Key << "seed" << YAML::Value << spec.seed();
   out << YAML::Key << "threads" << YAML::Value << spec.threads();
   if (spec.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << spec.repeats();
+  if (spec.one_at_a_time()) out << YAML::Key << "one_at_a_time" << YAML::Value << true;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

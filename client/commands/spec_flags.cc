@@ -49,6 +49,9 @@ void AddSpecFlags(CLI::App* submit, SpecFlags* f) {
   submit->add_option("--repeats", f->repeats,
                      "runs of every task, interleaved across targets (A B A B), a configuration's runs one after "
                      "another, so compare counts the noise between runs (default 1)");
+  submit->add_flag("--one-at-a-time", f->one_at_a_time,
+                   "run the job's tasks one at a time, in order, not side by side on free devices (agents on one "
+                   "host would measure each other's load)");
   submit->add_option("--idle-baseline", f->idle_baseline, "seconds of idle power measured before each task");
   submit->add_option("--cost", f->costs, "device cost: KIND=USD_PER_HOUR or label:K=V=USD_PER_HOUR (repeatable)");
   submit->add_option("--parallel", f->parallel, "data-parallel training: a gang per device count, e.g. 1,2,4")
@@ -145,6 +148,7 @@ absl::StatusOr<v1::JobSpec> ApplySpecFlags(v1::JobSpec spec, const SpecFlags& f)
   if (given("--seed")) spec.set_seed(static_cast<uint64_t>(f.seed));
   if (given("--threads")) spec.set_threads(f.threads);
   if (given("--repeats")) spec.set_repeats(f.repeats);
+  if (f.one_at_a_time) spec.set_one_at_a_time(true);
   if (given("--idle-baseline")) spec.mutable_power()->set_idle_baseline_seconds(f.idle_baseline);
   if (given("--electricity-usd-per-kwh")) spec.mutable_cost()->set_electricity_usd_per_kwh(f.electricity);
   if (!f.parallel.empty()) {

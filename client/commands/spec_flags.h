@@ -31,6 +31,7 @@ struct SpecFlags {
   std::vector<int> parallel;       // device counts of data-parallel gangs
   double gang_timeout = -1;
   std::vector<std::string> split;  // LAYERS:KIND per stage, e.g. 0-3:cpu
+  bool one_at_a_time = false;      // the job's tasks one at a time (JobSpec.one_at_a_time)
   bool split_across_agents = false;  // each stage a rank on its own device, any agent
   std::string scenario;              // --serve: a serving run
   std::vector<double> qps;           // one rate, or several: a task each (serving.qps_sweep)

@@ -96,11 +96,28 @@ std::string WaitForEarlierRun(const v1::Job& job, int index, int ranks) {
 
 JobPlacement Placer::PlaceJob(const v1::Job& job, SchedulingPass& pass, double now_seconds) {
   JobPlacement out;
+  // one_at_a_time: the first queued task (or gang) goes when none of the job
+  // runs; every later one waits behind it, in order.
+  std::string ahead;  // the task the rest wait for
+  if (job.spec().one_at_a_time()) {
+    for (const v1::Task& t : job.tasks()) {
+      if (t.state() == v1::TASK_STATE_RUNNING) {
+        ahead = t.id();
+        break;
+      }
+    }
+  }
   for (int i = 0; i < job.tasks_size(); ++i) {
     const v1::Task& task = job.tasks(i);
     if (task.state() != v1::TASK_STATE_QUEUED) continue;
     const int ranks = task.gang().world_size() > 0 ? task.gang().world_size() : 1;
     if (task.gang().world_size() > 0 && task.gang().rank() != 0) continue;  // placed with rank 0
+    if (!ahead.empty()) {
+      const std::string why = absl::StrCat("one at a time: waits for ", ahead, " to end");
+      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, why);
+      continue;
+    }
+    if (job.spec().one_at_a_time()) ahead = task.id();  // placed now or waiting: the rest wait behind it
     if (std::string why = WaitForEarlierRun(job, i, ranks); !why.empty()) {
       for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, why);
       continue;
@@ -156,8 +173,10 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   if (!placements) {
     // Waiting for the configuration's earlier run does not count towards the timeout.
     const int earlier = EarlierRun(job, first);
-    const double since =
-        std::max(head.queued_unix_seconds(), earlier < 0 ? 0.0 : job.tasks(earlier).finished_unix_seconds());
+    double since = std::max(head.queued_unix_seconds(), earlier < 0 ? 0.0 : job.tasks(earlier).finished_unix_seconds());
+    if (job.spec().one_at_a_time()) {  // nor does waiting for the tasks ahead of it
+      for (const v1::Task& t : job.tasks()) since = std::max(since, t.finished_unix_seconds());
+    }
     const double waited = now_seconds - since;
     const bool expired = gang_timeout > 0 && waited > gang_timeout;
     std::string why;

@@ -132,6 +132,39 @@ TEST(PlacerTest, RunsOfOneConfigurationNeverOverlapWhileConfigurationsRunSideByS
   EXPECT_EQ(fresh.PlaceJob(once, pass, 0).starts.size(), 3u);
 }
 
+TEST(PlacerTest, OneAtATimeRunsTheJobsTasksInOrderNeverSideBySide) {
+  Placer placer({});
+  v1::Hello a = Agent("a", 1), b = Agent("b", 1);
+  std::vector<const v1::Hello*> agents{&a, &b};  // two agents (on one host, say), both free
+  v1::Job job = Repeated("j1", 2, 2);            // A1 B1 A2 B2
+  job.mutable_spec()->set_one_at_a_time(true);
+  auto place = [&]() {
+    SchedulingPass pass = placer.BeginPass(agents);
+    JobPlacement p = placer.PlaceJob(job, pass, 0);
+    for (const TaskStart& s : p.starts) Apply(placer, job, s);
+    return p;
+  };
+  for (int next = 0; next < 4; ++next) {
+    const JobPlacement p = place();
+    ASSERT_EQ(p.starts.size(), 1u) << next;
+    EXPECT_EQ(p.starts[0].index, next);
+    ASSERT_EQ(p.waiting.size(), static_cast<size_t>(3 - next));
+    for (const auto& [index, why] : p.waiting) {
+      EXPECT_GT(index, next);
+      EXPECT_THAT(why, HasSubstr("one at a time: waits for j1-t" + std::to_string(next) + " to end"));
+    }
+    // Nothing more while it runs, though a device is free.
+    EXPECT_TRUE(place().starts.empty());
+    job.mutable_tasks(next)->set_state(next == 1 ? v1::TASK_STATE_FAILED : v1::TASK_STATE_SUCCEEDED);
+    placer.Release(job.tasks(next));
+  }
+  // Without the option the same job starts A1 and B1 side by side.
+  Placer fresh({});
+  v1::Job side = Repeated("j2", 2, 2);
+  SchedulingPass pass = fresh.BeginPass(agents);
+  EXPECT_EQ(fresh.PlaceJob(side, pass, 0).starts.size(), 2u);
+}
+
 TEST(PlacerTest, AGangRunWaitsForItsEarlierRunAndItsTimeoutCountsFromThatRunsEnd) {
   Placer placer({});
   v1::Hello a = Agent("a", 1, 29500), b = Agent("b", 1, 29600);

@@ -91,11 +91,19 @@ TEST(SpecYamlTest, RoundTripsTheEffectiveSpec) {
   spec.mutable_targets(0)->set_agent_id("node-7");
   (*spec.mutable_targets(0)->mutable_labels())["rack"] = "r1";
   spec.set_repeats(3);
+  spec.set_one_at_a_time(true);
   auto again = ParseJobSpecYaml(JobSpecToYaml(spec));
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(spec);
   EXPECT_EQ(again->SerializeAsString(), spec.SerializeAsString()) << JobSpecToYaml(spec);
 }
 
+TEST(SpecYamlTest, OneAtATimeIsABoolean) {
+  EXPECT_TRUE(ParseJobSpecYaml("one_at_a_time: true\n")->one_at_a_time());
+  auto bad = ParseJobSpecYaml("one_at_a_time: 2\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("one_at_a_time"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("true or false"));
+}
 
 TEST(SpecYamlTest, ADuplicateKeyIsRefusedNamingTheKeyAndBothLines) {
   // yaml-cpp keeps both entries and a lookup sees the first: this once ran mlp silently.

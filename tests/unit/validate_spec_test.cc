@@ -52,6 +52,9 @@ TEST(ValidateSpecTest, BadInputIsRefusedNamingTheField) {
   spec.mutable_validate()->set_level("deep");
   EXPECT_THAT(Refusal(spec), HasSubstr("validate.level = 'deep': unknown; use quick or standard"));
   spec = Quick();
+  spec.set_one_at_a_time(true);
+  EXPECT_THAT(Refusal(spec), HasSubstr("one_at_a_time: a benchmark's field"));
+  spec = Quick();
   spec.mutable_validate()->set_time_box_seconds(-1);
   EXPECT_THAT(Refusal(spec), HasSubstr("validate.time_box_seconds = -1: must be in (0, 60] for level quick"));
   for (const char* field : {"min_effect", "spread_floor", "confidence", "cross_kind_tolerance", "power_tolerance"}) {
