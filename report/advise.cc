@@ -190,8 +190,15 @@ absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice
   const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
   double bytes = 0, ns = 0;
   std::vector<double> latency_ns, gbytes_per_second;  // the links' probes (splits across agents)
+  std::vector<double> handoff_ns;                     // per boundary, each split task's
   for (const v1::Task& t : link_job.tasks()) {
     if (options.across_agents != link_job.spec().split().across_agents()) continue;
+    const auto& split = t.result().split();
+    if (options.across_agents && split.size() >= 2 && split[0].step_ns() > 0) {
+      double rest = split[0].step_ns() - split[0].transfer_ns();
+      for (const v1::SplitStageResult& s : split) rest -= s.forward_ns() + s.backward_ns();
+      handoff_ns.push_back(std::max(0.0, rest) / static_cast<double>(split.size() - 1));
+    }
     for (const v1::SplitStageResult& s : t.result().split()) {
       bytes += s.transfer_bytes(), ns += s.transfer_ns();
       if (s.link_gbytes_per_second() > 0 && s.link_latency_ns() >= 0) {
@@ -201,6 +208,7 @@ absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice
     }
   }
   const std::string from = options.link_job != nullptr ? link_job.id() : "this job";
+  if (!handoff_ns.empty()) advice.handoff_ns = MedianInPlace(handoff_ns);
   if (options.link_gbytes_per_second > 0) {
     advice.link_gbytes_per_second = options.link_gbytes_per_second;
     advice.link_source = "given (--link-gbytes-per-second)";
@@ -260,9 +268,11 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
     }
     if (s + 1 < stages.size()) {
       // The output forward and its gradient back, each latency + bytes / (GB/s) ns.
-      const double t = 2.0 * (advice.link_latency_ns +
-                              static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) * batch /
-                                  advice.link_gbytes_per_second);
+      // Across agents, plus the handoff the link's split measured.
+      const double t =
+          2.0 * (advice.link_latency_ns + static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) *
+                                              batch / advice.link_gbytes_per_second) +
+          (advice.across_agents ? advice.handoff_ns : 0.0);
       p.transfer_ns += t;
       one_way[s] = t / 2;
       p.energy_joules += t * 1e-9 * (prof.watts + profiles.at(stages[s + 1].kind).watts);
@@ -425,13 +435,19 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
           : "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
             "kind's layers sum to its measured step p50 (the profile has no optimizer timings: the optimizer is "
             "spread over the layers)",
-      advice.link_latency_ns > 0
-          ? absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x (%.1f us + "
-                            "bytes x batch / %.3g GB/s) (%s)",
-                            advice.link_latency_ns / 1e3, advice.link_gbytes_per_second, advice.link_source)
-          : absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x batch / "
-                            "%.3g GB/s (%s)",
-                            advice.link_gbytes_per_second, advice.link_source),
+      absl::StrCat(
+          advice.link_latency_ns > 0
+              ? absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x (%.1f us + "
+                                "bytes x batch / %.3g GB/s) (%s)",
+                                advice.link_latency_ns / 1e3, advice.link_gbytes_per_second, advice.link_source)
+              : absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x "
+                                "batch / %.3g GB/s (%s)",
+                                advice.link_gbytes_per_second, advice.link_source),
+          advice.across_agents && advice.handoff_ns > 0
+              ? absl::StrFormat(", plus %.3f ms of handoff (the link job's split step beyond its stages' compute "
+                                "and transfers, per boundary)",
+                                advice.handoff_ns / 1e6)
+              : ""),
       advice.across_agents
           ? "stages run one after another (no micro-batches): the step is their sum, then stage 0's optimizer; each "
             "later stage steps its own optimizer after its backward, beside the earlier stages' backward, and adds "

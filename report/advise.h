@@ -13,7 +13,9 @@
 ///    measured step p50 (the profile synchronises at every layer, the step
 ///    does not);
 ///  - a boundary between two kinds moves the layer's output forward and its
-///    gradient back: 2 x (latency + output bytes x batch / bandwidth), the
+///    gradient back: 2 x (latency + output bytes x batch / bandwidth), plus
+///    across agents the handoff the link's split measured (its step beyond
+///    its stages' compute and transfers, per boundary); the
 ///    latency and bandwidth probed by a split across agents (its links'
 ///    ping-pong at 1 KiB and 4 MiB, each round trip after compute as a
 ///    step's, each sender's copy into its buffer included, trimmed means);
@@ -105,6 +107,10 @@ struct Advice {
   double link_gbytes_per_second = 0;
   double link_latency_ns = 0;  // one way, per message; 0 unless probed
   std::string link_source;
+  // Across agents, a boundary's cost beyond its two messages: the link job's
+  // split step past its stages' forward, backward and transfers, per
+  // boundary (the median over its split tasks; 0 unless they timed it).
+  double handoff_ns = 0;
   size_t plans_considered = 0;
   bool plan_given = false;     // --plan: predicted, not searched
   bool across_agents = false;

@@ -63,6 +63,7 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
     j["link_gbytes_per_second"] = a.link_gbytes_per_second;
     j["link_latency_us"] = a.link_latency_ns / 1e3;
     j["link_source"] = a.link_source;
+    j["handoff_ms"] = a.handoff_ns / 1e6;
     j["plans_considered"] = a.plans_considered;
     j["plan_given"] = a.plan_given;
     j["across_agents"] = a.across_agents;

@@ -217,6 +217,41 @@ TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
 // --plan predicts a given plan instead of searching; across agents two
 // stages may share a kind, and the link comes from another job's splits
 // across agents (its transfer bytes over its transfer time).
+// Across agents, a boundary also costs what the link job's split spent
+// beyond its stages' compute and transfers (handoffs between the agents).
+TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
+  v1::Job link;
+  link.set_id("job-8");
+  link.mutable_spec()->mutable_split()->set_across_agents(true);
+  for (double step_ms : {10.0, 10.4, 12.0}) {  // the median task: 1.4 ms past 9 ms of compute and transfers
+    v1::TaskResult* r = link.add_tasks()->mutable_result();
+    v1::SplitStageResult* s0 = r->add_split();
+    s0->set_forward_ns(3e6);
+    s0->set_backward_ns(2e6);
+    s0->set_transfer_ns(1e6);
+    s0->set_transfer_bytes(2000);  // 2000 B in 1 ms: a link of 0.002 GB/s (no probe)
+    s0->set_step_ns(step_ms * 1e6);
+    v1::SplitStageResult* s1 = r->add_split();
+    s1->set_forward_ns(2e6);
+    s1->set_backward_ns(1e6);
+  }
+  AdviseOptions o;
+  o.plan = {"0-1:cpu", "2-:cpu"};
+  o.across_agents = true;
+  o.link_job = &link;
+  auto a = Advise(TwoKinds(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_NEAR(a->handoff_ns, 1.4e6, 1);
+  // 2 x 32 B x 64 at 0.002 GB/s (2.048 ms), plus the handoff.
+  EXPECT_NEAR(a->best.transfer_ns, 2 * 2048 / (6000.0 / 3e6) + 1.4e6, 1);
+  EXPECT_NEAR(a->best.step_ns, 12e6 + a->best.transfer_ns, 1);
+  EXPECT_THAT(absl::StrJoin(a->assumptions, "\n"), HasSubstr("plus 1.400 ms of handoff"));
+  EXPECT_NEAR(nlohmann::json::parse(RenderAdvice(*a, OutputFormat::kJson))["handoff_ms"].get<double>(), 1.4, 1e-9);
+  // A split whose step is shorter than its parts (clock noise) adds nothing.
+  for (v1::Task& t : *link.mutable_tasks()) t.mutable_result()->mutable_split(0)->set_step_ns(5e6);
+  EXPECT_EQ(Advise(TwoKinds(), o)->handoff_ns, 0);
+}
+
 TEST(AdviseTest, AGivenPlanAcrossTwoAgentsOfOneKindUsesTheLinkOfAnotherJobsSplit) {
   v1::Job link;
   link.set_id("job-8");
