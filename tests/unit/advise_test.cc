@@ -217,12 +217,26 @@ TEST(AdviseTest, ASlowLinkKeepsTheModelOnOneDevice) {
 // --plan predicts a given plan instead of searching; across agents two
 // stages may share a kind, and the link comes from another job's splits
 // across agents (its transfer bytes over its transfer time).
-// Across agents, a boundary also costs what the link job's split spent
-// beyond its stages' compute and transfers (handoffs between the agents).
-TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
+// A job whose split tasks ran across agents (the link's measurement), and
+// the plan 0-1:cpu,2-:cpu across two agents with its link from `link`.
+v1::Job LinkJob() {
   v1::Job link;
   link.set_id("job-8");
   link.mutable_spec()->mutable_split()->set_across_agents(true);
+  return link;
+}
+AdviseOptions TwoCpuStagesAcrossAgents(const v1::Job& link) {
+  AdviseOptions o;
+  o.plan = {"0-1:cpu", "2-:cpu"};
+  o.across_agents = true;
+  o.link_job = &link;
+  return o;
+}
+
+// Across agents, a boundary also costs what the link job's split spent
+// beyond its stages' compute and transfers (handoffs between the agents).
+TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
+  v1::Job link = LinkJob();
   for (double step_ms : {10.0, 10.4, 12.0}) {  // the median task: 1.4 ms past 9 ms of compute and transfers
     v1::TaskResult* r = link.add_tasks()->mutable_result();
     v1::SplitStageResult* s0 = r->add_split();
@@ -235,10 +249,7 @@ TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
     s1->set_forward_ns(2e6);
     s1->set_backward_ns(1e6);
   }
-  AdviseOptions o;
-  o.plan = {"0-1:cpu", "2-:cpu"};
-  o.across_agents = true;
-  o.link_job = &link;
+  const AdviseOptions o = TwoCpuStagesAcrossAgents(link);
   auto a = Advise(TwoKinds(), o);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_NEAR(a->handoff_ns, 1.4e6, 1);
@@ -253,16 +264,11 @@ TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
 }
 
 TEST(AdviseTest, AGivenPlanAcrossTwoAgentsOfOneKindUsesTheLinkOfAnotherJobsSplit) {
-  v1::Job link;
-  link.set_id("job-8");
-  link.mutable_spec()->mutable_split()->set_across_agents(true);
+  v1::Job link = LinkJob();
   v1::SplitStageResult* st = link.add_tasks()->mutable_result()->add_split();
   st->set_transfer_bytes(8192);
   st->set_transfer_ns(4096);  // 2 GB/s
-  AdviseOptions o;
-  o.plan = {"0-1:cpu", "2-:cpu"};
-  o.across_agents = true;
-  o.link_job = &link;
+  AdviseOptions o = TwoCpuStagesAcrossAgents(link);
   auto a = Advise(TwoKinds(), o);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(a->plan_given);
