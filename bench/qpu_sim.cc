@@ -30,6 +30,7 @@
 #include "agent/qpu/huge_pages.h"
 #include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
+#include "bench/machine.h"
 #include "bench/stream_baseline.h"
 #include "common/clock.h"
 #include "common/stats.h"
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-circuits", circuits, "skip the layered-circuit rows");
   CLI11_PARSE(app, argc, argv);
 
+  std::printf("cpu: %s\n", hetbench::bench::CpuModel().c_str());
   std::printf("kernels: %s (%d complex64 per vector); compiled and supported here:", qpu::kernels::ActiveTarget().c_str(),
               qpu::kernels::ComplexLanes(false));
   for (const std::string& t : qpu::kernels::AvailableTargets()) std::printf(" %s", t.c_str());

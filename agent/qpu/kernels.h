@@ -37,9 +37,11 @@ struct Block {
 /// Where amplitude i lies in a state's storage: after every 2^every_log2
 /// amplitudes, `pad` unused ones. A qubit whose two halves lie exactly
 /// 256 MiB apart ran a one-qubit gate at 0.53 of the read-modify-write on
-/// this VM's AMD EPYC (the same loop with the halves 256 MiB + 4 KiB apart:
-/// full speed; docs/devices.md, "Padded states"); StateVector pads large
-/// states (ForLargeStates). The default is no padding: i at i.
+/// one AMD EPYC host (L1D 32 KiB; a lone loop with the halves 2 MiB further
+/// apart: full speed); on another (CPU family 26) there was no such
+/// collision, and padded and flat measured the same (docs/devices.md, "Runs
+/// in step" and "Padded states"). StateVector pads large states
+/// (ForLargeStates). The default is no padding: i at i.
 struct Padding {
   int every_log2 = 62;
   int64_t pad = 0;

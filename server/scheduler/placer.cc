@@ -98,11 +98,11 @@ JobPlacement Placer::PlaceJob(const v1::Job& job, SchedulingPass& pass, double n
   JobPlacement out;
   // one_at_a_time: the first queued task (or gang) goes when none of the job
   // runs; every later one waits behind it, in order.
-  std::string ahead;  // the task the rest wait for
+  std::string ahead;  // why the rest wait: the task running, or the queued one before them
   if (job.spec().one_at_a_time()) {
     for (const v1::Task& t : job.tasks()) {
       if (t.state() == v1::TASK_STATE_RUNNING) {
-        ahead = t.id();
+        ahead = absl::StrCat("one at a time: waits for ", t.id(), " to end");
         break;
       }
     }
@@ -113,11 +113,12 @@ JobPlacement Placer::PlaceJob(const v1::Job& job, SchedulingPass& pass, double n
     const int ranks = task.gang().world_size() > 0 ? task.gang().world_size() : 1;
     if (task.gang().world_size() > 0 && task.gang().rank() != 0) continue;  // placed with rank 0
     if (!ahead.empty()) {
-      const std::string why = absl::StrCat("one at a time: waits for ", ahead, " to end");
-      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, why);
+      for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, ahead);
       continue;
     }
-    if (job.spec().one_at_a_time()) ahead = task.id();  // placed now or waiting: the rest wait behind it
+    if (job.spec().one_at_a_time()) {  // started now, or queued first: the rest wait behind it
+      ahead = absl::StrCat("one at a time: waits for ", task.id(), " to end (it comes first, queued or starting)");
+    }
     if (std::string why = WaitForEarlierRun(job, i, ranks); !why.empty()) {
       for (int r = 0; r < ranks && i + r < job.tasks_size(); ++r) out.waiting.emplace_back(i + r, why);
       continue;
