@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # How often `advise --verify` lands inside its own prediction interval, with the real binaries on
 # loopback: two CPU agents (1 LibTorch thread each), an mlp split across them whose probes give the
-# link (--link-from), cnn profiled per layer with repeats R on each of the PROFILE_AGENTS agents the
-# split runs on (2: one target pinned to each agent, their runs interleaved A B A B, so the profile
-# holds both agents and twice the time, one task at a time unless ONE_AT_A_TIME=0 (side by side,
-# the two agents share this host's caches and memory); 1: on any one agent, back to back), then the plan
+# link (--link-from, REPEATS runs of it, so the interval holds the link's variation between runs),
+# cnn profiled per layer with repeats REPEATS on each of the PROFILE_AGENTS agents the split runs on
+# (2: one target pinned to each agent, their runs interleaved A B A B, so the profile holds both
+# agents and twice the time, one task at a time unless ONE_AT_A_TIME=0 (side by side, the two
+# agents share this host's caches and memory); 1: on any one agent, back to back), then the plan
 # 0-7:cpu,8-:cpu across the agents predicted once and verified N times (each verification a new
 # split job of STEPS steps). Prints every verification line with the measured parts (the stages'
-# compute, the link, the rest) and "within the interval: K of N", with the CPU it ran on.
+# compute, the link, the rest) and "within the interval: K of N", with the CPU it ran on, and
+# beside it how many fell within the interval of the profile's runs alone (without the link's).
 # Bounded: the processes it starts are stopped on exit (logs kept in /tmp/hetbench-advise-bench.* if it
 # stops early).
 # Usage: bench/advise_verify.sh SERVER AGENT CLI [N=6] [REPEATS=3] [STEPS=30] [PROFILE_AGENTS=2]
@@ -37,7 +39,7 @@ run() {  # run SUBMIT_FLAGS...: submits, waits, prints the job id; stops the ben
 }
 echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
 link=$(run -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
-  --min-duration 0)
+  --min-duration 0 --repeats "$REPEATS")
 if [[ $PROFILE_AGENTS == 2 ]]; then
   cat >"$WORK/profile.yaml" <<YAML
 models: [cnn]
@@ -61,10 +63,12 @@ ADVISE=("$CLI" advise "$timed" --plan 0-7:cpu,8-:cpu --across-agents --link-from
 jq -r 'def r: . * 10 | round / 10;
        "advice from \(.runs) runs of '"$timed"': predicted \(.best.step_ms | r) ms, 95% interval " +
        "\(.prediction_interval_ms | map(r) | join("-")) ms",
-       "link: \(.link_source)",
+       "link: \(.link_source), from \(.link_runs) run(s) (in the interval: \(.interval_has_link); " +
+       "the profile'"'"'s runs alone: \(.profile_interval_ms // [] | map(r) | join("-")) ms)",
        "predicted parts: compute \(.best.step_ms - .best.transfer_ms - .best.optimizer_ms | r) ms, link " +
        "\(.best.transfer_ms | r) ms, optimizer \(.best.optimizer_ms | r) ms"' "$WORK/plan.json"
-within=0
+within=0 within_profile=0
+read -r plo phi < <(jq -r '(.profile_interval_ms // [0, 0]) | map(. * 1e6) | "\(.[0]) \(.[1])"' "$WORK/plan.json")
 for i in $(seq "$N"); do
   "${ADVISE[@]}" --verify --verify-steps "$STEPS" >"$WORK/verify-$i.out" 2>"$WORK/verify-$i.err" || {
     echo "advise_verify: verification $i failed: $(tail -n 2 "$WORK/verify-$i.err")" >&2
@@ -78,6 +82,11 @@ for i in $(seq "$N"); do
     "  measured parts: compute \($c / 1e6 | r) ms, link \($s[0].transfer_ns / 1e6 | r) ms, rest " +
     "\(($s[0].step_ns - $c - $s[0].transfer_ns) / 1e6 | r) ms"'
   if grep -q "^measured within the 95% prediction interval" "$WORK/verify-$i.out"; then within=$((within + 1)); fi
+  measured=$("$CLI" get job "$verify_job" -o json | jq -r '.tasks[0].result.phases[] | select(.phase == "PHASE_TRAIN")
+    | .stats.p50_ns')
+  if jq -en --argjson m "$measured" --argjson lo "$plo" --argjson hi "$phi" '$m >= $lo and $m <= $hi' >/dev/null; then
+    within_profile=$((within_profile + 1))
+  fi
 done
 ok=1
-echo "within the interval: $within of $N (cnn 0-7:cpu,8-:cpu across two agents, $REPEATS profile runs on $PROFILE_AGENTS agent(s), one at a time: $ONE_AT_A_TIME)"
+echo "within the interval: $within of $N (the profile's runs alone: $within_profile of $N) (cnn 0-7:cpu,8-:cpu across two agents, $REPEATS profile runs on $PROFILE_AGENTS agent(s), one at a time: $ONE_AT_A_TIME)"

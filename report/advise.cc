@@ -185,27 +185,39 @@ absl::Status CheckObjective(const Profiles& profiles, Objective objective) {
 }
 
 // The link: what the job's split tasks measured (or those of options.link_job;
-// across agents only splits across agents count), else the option, else 1 GB/s assumed.
+// across agents only splits across agents count), else the option, else 1 GB/s
+// assumed. Each split task's own figures too (advice.link_runs), for the interval.
 absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice& advice) {
   const v1::Job& link_job = options.link_job != nullptr ? *options.link_job : job;
   double bytes = 0, ns = 0;
   std::vector<double> latency_ns, gbytes_per_second;  // the links' probes (splits across agents)
   std::vector<double> handoff_ns;                     // per boundary, each split task's
+  struct TaskLink {
+    std::vector<double> latency_ns, gbytes_per_second;
+    double bytes = 0, ns = 0, handoff_ns = 0;
+  };
+  std::vector<TaskLink> tasks;
   for (const v1::Task& t : link_job.tasks()) {
     if (options.across_agents != link_job.spec().split().across_agents()) continue;
     const auto& split = t.result().split();
+    if (split.empty()) continue;
+    TaskLink& own = tasks.emplace_back();
     if (options.across_agents && split.size() >= 2 && split[0].step_ns() > 0) {
       double rest = split[0].step_ns() - split[0].transfer_ns();
       for (const v1::SplitStageResult& s : split) rest -= s.forward_ns() + s.backward_ns();
-      handoff_ns.push_back(std::max(0.0, rest) / static_cast<double>(split.size() - 1));
+      own.handoff_ns = std::max(0.0, rest) / static_cast<double>(split.size() - 1);
+      handoff_ns.push_back(own.handoff_ns);
     }
-    for (const v1::SplitStageResult& s : t.result().split()) {
-      bytes += s.transfer_bytes(), ns += s.transfer_ns();
+    for (const v1::SplitStageResult& s : split) {
+      own.bytes += s.transfer_bytes(), own.ns += s.transfer_ns();
       if (s.link_gbytes_per_second() > 0 && s.link_latency_ns() >= 0) {
-        latency_ns.push_back(s.link_latency_ns());
-        gbytes_per_second.push_back(s.link_gbytes_per_second());
+        own.latency_ns.push_back(s.link_latency_ns());
+        own.gbytes_per_second.push_back(s.link_gbytes_per_second());
       }
     }
+    bytes += own.bytes, ns += own.ns;
+    latency_ns.insert(latency_ns.end(), own.latency_ns.begin(), own.latency_ns.end());
+    gbytes_per_second.insert(gbytes_per_second.end(), own.gbytes_per_second.begin(), own.gbytes_per_second.end());
   }
   const std::string from = options.link_job != nullptr ? link_job.id() : "this job";
   if (!handoff_ns.empty()) advice.handoff_ns = MedianInPlace(handoff_ns);
@@ -220,9 +232,16 @@ absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice
     advice.link_source = absl::StrFormat("probed by %s's split tasks across agents: %.1f us one way + bytes at "
                                          "%.3g GB/s",
                                          from, advice.link_latency_ns / 1e3, advice.link_gbytes_per_second);
+    for (TaskLink& t : tasks) {
+      if (t.gbytes_per_second.empty()) continue;
+      advice.link_runs.push_back({MedianInPlace(t.latency_ns), MedianInPlace(t.gbytes_per_second), t.handoff_ns});
+    }
   } else if (bytes > 0 && ns > 0) {
     advice.link_gbytes_per_second = bytes / ns;
     advice.link_source = absl::StrCat("measured by ", from, "'s split tasks", options.across_agents ? " across agents" : "");
+    for (const TaskLink& t : tasks) {
+      if (t.bytes > 0 && t.ns > 0) advice.link_runs.push_back({0, t.bytes / t.ns, t.handoff_ns});
+    }
   } else if (options.link_job != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--link-from ", link_job.id(), ": no succeeded split task", options.across_agents ? " across agents" : "",
@@ -402,25 +421,56 @@ void MedianOverRuns(const std::vector<Profiles>& runs, Profiles& profiles) {
   }
 }
 
-// The advised plan under each run's profiles, and a 95% interval for one
-// new run of it: log predictions' mean and spread s over k runs, the median
-// profile's prediction +/- t(0.975, k-1) x s x sqrt(1 + 1/k). It covers the
-// noise between runs, not the model's own error (see the assumptions).
-void PredictionInterval(const std::vector<Profiles>& runs, const std::vector<int64_t>& out_bytes, Advice& advice) {
-  if (runs.size() < 2 || !(advice.best.step_ns > 0)) return;
+// Mean and sample variance of the logs of the positive values; false below two.
+bool LogMeanVariance(const std::vector<double>& values, double& variance) {
   std::vector<double> logs;
-  for (const Profiles& r : runs) {
-    const double ns = Evaluate(advice.best.stages, r, out_bytes, advice).step_ns;
-    advice.run_step_ns.push_back(ns);
-    if (ns > 0) logs.push_back(std::log(ns));
+  for (double v : values) {
+    if (v > 0) logs.push_back(std::log(v));
   }
-  if (logs.size() < 2) return;
-  double mean = 0, var = 0;
+  if (logs.size() < 2) return false;
+  double mean = 0;
   for (double l : logs) mean += l;
   mean /= static_cast<double>(logs.size());
-  for (double l : logs) var += (l - mean) * (l - mean);
-  const double k = static_cast<double>(logs.size());
-  const double half = StudentTQuantile(0.975, k - 1) * std::sqrt(var / (k - 1)) * std::sqrt(1 + 1 / k);
+  variance = 0;
+  for (double l : logs) variance += (l - mean) * (l - mean);
+  variance /= static_cast<double>(logs.size() - 1);
+  return true;
+}
+
+// The advised plan under each run's profiles, and a 95% interval for one new
+// run of it: from k runs' log predictions, variance s2, the median profile's
+// prediction +/- t(0.975, k-1) x sqrt(s2 (1 + 1/k)). With m >= 2 runs of the
+// link, the plan under each run's link (the median profile) adds its own
+// variance l2 x (1 + 1/m), the degrees of freedom Welch-Satterthwaite's.
+// It covers the noise between runs, not the model's own error (see the
+// assumptions).
+void PredictionInterval(const std::vector<Profiles>& runs, const Profiles& median,
+                        const std::vector<int64_t>& out_bytes, Advice& advice) {
+  if (runs.size() < 2 || !(advice.best.step_ns > 0)) return;
+  for (const Profiles& r : runs)
+    advice.run_step_ns.push_back(Evaluate(advice.best.stages, r, out_bytes, advice).step_ns);
+  double s2 = 0;
+  if (!LogMeanVariance(advice.run_step_ns, s2)) return;
+  const double k = static_cast<double>(runs.size());
+  double a = s2 * (1 + 1 / k), b = 0, l2 = 0;
+  const double m = static_cast<double>(advice.link_runs.size());
+  if (advice.best.stages.size() >= 2 && advice.link_runs.size() >= 2) {
+    Advice with = advice;  // the link fields replaced by each run's
+    for (const Advice::LinkRun& l : advice.link_runs) {
+      with.link_latency_ns = l.latency_ns, with.link_gbytes_per_second = l.gbytes_per_second;
+      with.handoff_ns = l.handoff_ns;
+      advice.link_run_step_ns.push_back(Evaluate(advice.best.stages, median, out_bytes, with).step_ns);
+    }
+    if (LogMeanVariance(advice.link_run_step_ns, l2)) {
+      b = l2 * (1 + 1 / m);
+      advice.interval_has_link = true;
+    }
+  }
+  const double profile_half = StudentTQuantile(0.975, k - 1) * std::sqrt(a);
+  advice.profile_interval_low_ns = advice.best.step_ns * std::exp(-profile_half);
+  advice.profile_interval_high_ns = advice.best.step_ns * std::exp(profile_half);
+  const double df = b > 0 ? (a + b) * (a + b) / (a * a / (k - 1) + b * b / (m - 1)) : k - 1;
+  const double half = StudentTQuantile(0.975, df) * std::sqrt(a + b);
   advice.interval_low_ns = advice.best.step_ns * std::exp(-half);
   advice.interval_high_ns = advice.best.step_ns * std::exp(half);
 }
@@ -489,6 +539,14 @@ void AddAssumptions(const AdviseOptions& options, Advice& advice) {
                          " runs (repeats); the 95% prediction interval covers the noise between runs, not the "
                          "model's own error")
           : "one run of each kind: no prediction interval (profile with --repeats 3 for one)");
+  if (advice.runs >= 2 && advice.best.stages.size() >= 2 && !advice.link_runs.empty()) {
+    advice.assumptions.push_back(
+        advice.interval_has_link
+            ? absl::StrCat("the link's figures are the median over ", advice.link_runs.size(),
+                           " runs of its split; the interval adds the plan's spread under each run's link")
+            : "the link's figures are from one run of its split: the interval leaves out the link's variation "
+              "between runs (submit the link's split with --repeats 3)");
+  }
 }
 
 }  // namespace
@@ -545,7 +603,7 @@ absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options) 
     s.as_plan = Evaluate({Stage{0, static_cast<int>(layers), kind}}, *profiles, out_bytes, advice);
     advice.singles.push_back(std::move(s));
   }
-  PredictionInterval(*per_run, out_bytes, advice);
+  PredictionInterval(*per_run, *profiles, out_bytes, advice);
   AddAssumptions(options, advice);
   return advice;
 }

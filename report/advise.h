@@ -34,7 +34,12 @@
 ///    predicted under each run's profile alone, giving a 95% prediction
 ///    interval for one new run (Student's t on the k runs' log predictions,
 ///    widened by sqrt(1 + 1/k)); it covers the noise between runs, not the
-///    model's own error. The runs of a kind may come from several agents
+///    model's own error. When the link comes from a job with repeats (m >= 2
+///    runs of its split), the plan is also predicted under each run's link
+///    with the median profile, and the interval adds that variance (the two
+///    sources independent: variances added, Welch-Satterthwaite degrees of
+///    freedom); from one run the link's variation is not in the interval,
+///    and the assumptions say so. The runs of a kind may come from several agents
 ///    (one target pinned to each): for a plan across agents the interval
 ///    then holds the differences between them, and the assumptions say
 ///    when every run came from one agent.
@@ -111,6 +116,13 @@ struct Advice {
   // split step past its stages' forward, backward and transfers, per
   // boundary (the median over its split tasks; 0 unless they timed it).
   double handoff_ns = 0;
+  /// The link job's own figures per split run (probed or measured; empty
+  /// when the bandwidth was given or assumed): latency, bandwidth, handoff.
+  struct LinkRun {
+    double latency_ns = 0, gbytes_per_second = 0, handoff_ns = 0;
+  };
+  std::vector<LinkRun> link_runs;
+  std::vector<double> link_run_step_ns;  // the plan under each link run, the median profile (link_runs >= 2)
   size_t plans_considered = 0;
   bool plan_given = false;     // --plan: predicted, not searched
   bool across_agents = false;
@@ -120,6 +132,8 @@ struct Advice {
   std::vector<std::string> profile_agents;   // the agents the profiled runs ran on, each once, in order
   std::vector<double> run_step_ns;           // the plan under each run's profile (runs >= 2)
   double interval_low_ns = 0, interval_high_ns = 0;  // 95% prediction interval; 0 without repeats
+  bool interval_has_link = false;                    // the interval holds the link's variation between runs
+  double profile_interval_low_ns = 0, profile_interval_high_ns = 0;  // the profile's runs alone (no link runs)
   std::vector<std::string> assumptions;
 };
 

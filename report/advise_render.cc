@@ -64,6 +64,14 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
     j["link_latency_us"] = a.link_latency_ns / 1e3;
     j["link_source"] = a.link_source;
     j["handoff_ms"] = a.handoff_ns / 1e6;
+    j["link_runs"] = a.link_runs.size();
+    j["link_run_step_ms"] = nlohmann::json::array();
+    for (double ns : a.link_run_step_ns) j["link_run_step_ms"].push_back(ns / 1e6);
+    j["interval_has_link"] = a.interval_has_link;
+    j["profile_interval_ms"] =
+        a.profile_interval_high_ns > 0
+            ? nlohmann::json::array({a.profile_interval_low_ns / 1e6, a.profile_interval_high_ns / 1e6})
+            : nlohmann::json();
     j["plans_considered"] = a.plans_considered;
     j["plan_given"] = a.plan_given;
     j["across_agents"] = a.across_agents;
@@ -91,7 +99,13 @@ std::string RenderAdvice(const Advice& a, OutputFormat format) {
     for (double ns : a.run_step_ns) each.push_back(render::Ms(ns));
     absl::StrAppend(&out, "95% prediction interval for a run of the ", a.plan_given ? "plan" : "advised plan", ": ",
                     render::Ms(a.interval_low_ns), "-", render::Ms(a.interval_high_ns), " ms per step, from ", a.runs,
-                    " runs' profiles (each run predicts ", absl::StrJoin(each, ", "), " ms)\n");
+                    " runs' profiles (each run predicts ", absl::StrJoin(each, ", "), " ms)");
+    if (a.interval_has_link) {
+      std::vector<std::string> links;
+      for (double ns : a.link_run_step_ns) links.push_back(render::Ms(ns));
+      absl::StrAppend(&out, " and ", a.link_runs.size(), " runs' links (", absl::StrJoin(links, ", "), " ms)");
+    }
+    absl::StrAppend(&out, "\n");
   } else {
     absl::StrAppend(&out, "no prediction interval: one run of each kind (profile with --repeats 3 for one)\n");
   }

@@ -132,9 +132,10 @@ class AdviseCmd final : public Command {
                              train->stats().count(), error * 100);
     if (advice.interval_high_ns > 0) {
       const bool within = measured >= advice.interval_low_ns && measured <= advice.interval_high_ns;
-      c.out << absl::StrFormat("measured %s the 95%% prediction interval %.3f-%.3f ms (from %d runs' profiles)\n",
-                               within ? "within" : "OUTSIDE", advice.interval_low_ns / 1e6,
-                               advice.interval_high_ns / 1e6, advice.runs);
+      c.out << absl::StrFormat(
+          "measured %s the 95%% prediction interval %.3f-%.3f ms (from %d runs' profiles%s)\n",
+          within ? "within" : "OUTSIDE", advice.interval_low_ns / 1e6, advice.interval_high_ns / 1e6, advice.runs,
+          advice.interval_has_link ? absl::StrCat(" and ", advice.link_runs.size(), " runs' links") : std::string());
     } else {
       c.out << "no prediction interval: the profiling job had one run of each kind (submit it with --repeats 3)\n";
     }

@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_join.h"
+#include "common/stats.h"
 
 namespace hetbench::report {
 namespace {
@@ -261,6 +263,63 @@ TEST(AdviseTest, AcrossAgentsABoundaryAddsTheLinkSplitsHandoff) {
   // A split whose step is shorter than its parts (clock noise) adds nothing.
   for (v1::Task& t : *link.mutable_tasks()) t.mutable_result()->mutable_split(0)->set_step_ns(5e6);
   EXPECT_EQ(Advise(TwoKinds(), o)->handoff_ns, 0);
+}
+
+// A link job with repeats: the plan is predicted under each run's link too,
+// and the interval adds that spread to the profile's (Welch-Satterthwaite);
+// from one run of the link the output says the interval leaves it out.
+TEST(AdviseTest, ALinkJobWithRepeatsPutsTheLinksVariationInTheInterval) {
+  v1::Job profile;
+  profile.set_id("job-11");
+  const double scale[] = {1.0, 1.02, 0.99};
+  for (int r = 0; r < 3; ++r) {
+    v1::Task cpu =
+        Timed(absl::StrCat("job-11-t", r), v1::DEVICE_KIND_CPU, {1 * scale[r], 10 * scale[r], 1 * scale[r]}, 100, 1.0);
+    cpu.set_run(r + 1);
+    *profile.add_tasks() = cpu;
+  }
+  v1::Job link = LinkJob();
+  for (double latency_us : {50.0, 400.0, 100.0}) {  // one probe per run; the median 100 us
+    v1::SplitStageResult* s = link.add_tasks()->mutable_result()->add_split();
+    s->set_link_latency_ns(latency_us * 1e3);
+    s->set_link_gbytes_per_second(4);
+  }
+  const AdviseOptions o = TwoCpuStagesAcrossAgents(link);
+  auto a = Advise(profile, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->link_runs.size(), 3u);
+  EXPECT_TRUE(a->interval_has_link);
+  EXPECT_NEAR(a->best.step_ns, 12e6 + 2 * (100e3 + 2048 / 4.0), 1e-3) << "the median profile and link";
+  ASSERT_EQ(a->link_run_step_ns.size(), 3u);
+  EXPECT_NEAR(a->link_run_step_ns[1], 12e6 + 2 * (400e3 + 2048 / 4.0), 1e-3) << "run 2's link, the median profile";
+  auto log_variance = [](const std::vector<double>& v) {
+    double mean = 0, var = 0;
+    for (double x : v) mean += std::log(x) / static_cast<double>(v.size());
+    for (double x : v) var += (std::log(x) - mean) * (std::log(x) - mean) / static_cast<double>(v.size() - 1);
+    return var;
+  };
+  const double pa = log_variance(a->run_step_ns) * 4 / 3, pb = log_variance(a->link_run_step_ns) * 4 / 3;
+  const double df = (pa + pb) * (pa + pb) / (pa * pa / 2 + pb * pb / 2);
+  EXPECT_GT(df, 2) << "two sources give more degrees of freedom than either";
+  EXPECT_NEAR(std::log(a->interval_high_ns / a->best.step_ns), StudentTQuantile(0.975, df) * std::sqrt(pa + pb), 1e-9);
+  EXPECT_THAT(absl::StrJoin(a->assumptions, "\n"), HasSubstr("the median over 3 runs of its split"));
+  EXPECT_THAT(RenderAdvice(*a, OutputFormat::kTable), HasSubstr(" and 3 runs' links ("));
+  const auto j = nlohmann::json::parse(RenderAdvice(*a, OutputFormat::kJson));
+  EXPECT_EQ(j["link_runs"], 3);
+  EXPECT_EQ(j["interval_has_link"], true);
+  EXPECT_NEAR(std::log(j["profile_interval_ms"][1].get<double>() * 1e6 / a->best.step_ns),
+              StudentTQuantile(0.975, 2) * std::sqrt(pa), 1e-9)
+      << "the profile's runs alone, beside";
+
+  // One run of the link: the interval is the profile's alone, and says so.
+  link.mutable_tasks()->DeleteSubrange(0, 2);
+  auto one = Advise(profile, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_FALSE(one->interval_has_link);
+  EXPECT_NEAR(std::log(one->interval_high_ns / one->best.step_ns), StudentTQuantile(0.975, 2) * std::sqrt(pa), 1e-9);
+  EXPECT_THAT(absl::StrJoin(one->assumptions, "\n"),
+              HasSubstr("the interval leaves out the link's variation between runs (submit the link's split with "
+                        "--repeats 3)"));
 }
 
 TEST(AdviseTest, AGivenPlanAcrossTwoAgentsOfOneKindUsesTheLinkOfAnotherJobsSplit) {
