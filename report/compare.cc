@@ -21,10 +21,21 @@ namespace {
 
 constexpr int kMinSteps = 5;
 
-// "slower" when the whole interval lies above 1 + threshold, "faster" below 1 - threshold.
-std::string VerdictOf(double ci_low, double ci_high, double threshold) {
+// One run a side (an interval over steps, blind to the noise between runs):
+// "slower" when the whole interval lies above 1 + threshold, "faster" below
+// 1 - threshold.
+std::string StepVerdict(double ci_low, double ci_high, double threshold) {
   if (ci_low > 1 + threshold) return "slower";
   if (ci_high < 1 - threshold && ci_high > 0) return "faster";
+  return "no change";
+}
+
+// Runs as the unit (an interval that holds the noise between runs): "slower"
+// when the change is there (the interval lies above 1) and matters (the
+// ratio above 1 + threshold); "faster" the same way below.
+std::string RunVerdict(double ratio, double ci_low, double ci_high, double threshold) {
+  if (ci_low > 1 && ratio > 1 + threshold) return "slower";
+  if (ci_high < 1 && ci_high > 0 && ratio < 1 - threshold) return "faster";
   return "no change";
 }
 
@@ -138,7 +149,7 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
     c.ci_high = Quantile(ratios, 0.975);
   }
   c.p_value = MannWhitneyP(a, b);
-  c.verdict = VerdictOf(c.ci_low, c.ci_high, threshold);
+  c.verdict = StepVerdict(c.ci_low, c.ci_high, threshold);
   return c;
 }
 
@@ -235,7 +246,7 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
     c.ci_high = std::exp(diff + t * se);
     c.p_value = std::min(1.0, 2 * (1 - StudentTCdf(std::abs(diff) / se, df)));
   }
-  c.verdict = VerdictOf(c.ci_low, c.ci_high, threshold);
+  c.verdict = RunVerdict(c.ratio, c.ci_low, c.ci_high, threshold);
   return c;
 }
 
@@ -407,8 +418,10 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
       "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
       "Student's t on the runs' degrees of freedom with a hierarchical bootstrap's standard error (runs, then steps "
       "within them), p its t test. One run a side: 95%% CI percentile bootstrap over the steps of both runs, p "
-      "Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: slower/faster when the whole CI lies "
-      "beyond 1 +/- %.3g; none when a run's phase is INVALID",
+      "Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: with runs, slower/faster when the CI "
+      "excludes 1 and "
+      "the ratio lies beyond 1 +/- %.3g; with one run a side, only when the whole CI lies beyond it; none when a "
+      "run's phase is INVALID",
       threshold);
   if (format == "json") {
     nlohmann::ordered_json doc;
@@ -416,17 +429,23 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
     doc["a"] = name_a;
     doc["b"] = name_b;
     doc["threshold"] = threshold;
-    doc["method"] = {{"ratio", "the statistic of the time per sample, b over a: the median; for a serving phase the "
-                               "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
-                               "the geometric mean of the runs' statistics"},
-                     {"interval", "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
-                                  "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
-                                  "steps within runs); a side of one run: 95% percentile bootstrap over the steps "
-                                  "(queries) of both runs, which ignores run-to-run variance"},
-                     {"test", "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
-                              "approximation, tie-corrected"},
-                     {"verdict", "slower/faster when the whole interval lies beyond 1 +/- threshold; \"not "
-                                 "comparable\" when a run's phase is INVALID (marked instead with --compare-anyway)"}};
+    doc["method"] = {{"ratio",
+                      "the statistic of the time per sample, b over a: the median; for a serving phase the "
+                      "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
+                      "the geometric mean of the runs' statistics"},
+                     {"interval",
+                      "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
+                      "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
+                      "steps within runs); a side of one run: 95% percentile bootstrap over the steps "
+                      "(queries) of both runs, which ignores run-to-run variance"},
+                     {"test",
+                      "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
+                      "approximation, tie-corrected"},
+                     {"verdict",
+                      "runs >= 2 a side: slower/faster when the interval excludes 1 and the ratio lies beyond 1 "
+                      "+/- threshold; a side of one run: when the whole interval lies beyond 1 +/- "
+                      "threshold; \"not comparable\" when a run's phase is INVALID (marked instead with "
+                      "--compare-anyway)"}};
     doc["pairs"] = nlohmann::ordered_json::array();
     for (const PairResult& r : results) {
       nlohmann::ordered_json p;

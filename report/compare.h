@@ -11,7 +11,8 @@
 ///  - p-value: two-sided Mann-Whitney U test, normal approximation with the
 ///    tie correction;
 ///  - verdict at a threshold t: "slower" when the whole interval lies above
-///    1 + t, "faster" when it lies below 1 - t, else "no change";
+///    1 + t, "faster" when it lies below 1 - t, else "no change" (one run a
+///    side; with runs, CompareRuns' rule below);
 ///  - no verdict on noise: a phase judged INVALID on either side gets
 ///    "not comparable: run B train INVALID (too noisy)" instead (the figures
 ///    are still shown); with --compare-anyway the verdict is given, marked
@@ -75,7 +76,12 @@ std::string StatisticName(double quantile);
 ///    interval is Student's t on the Welch-Satterthwaite degrees of freedom
 ///    of the runs (k_a - 1 and k_b - 1), not the normal's, since 3 runs a
 ///    side know their spread poorly; the p-value is that t test's;
-///  - the verdict at `threshold` as CompareSteps'.
+///  - the verdict at `threshold`: "slower" when the change is there (the
+///    interval lies above 1) and matters (the ratio above 1 + threshold),
+///    "faster" likewise below, else "no change". This interval holds the
+///    noise between runs, so it need not clear the threshold as a whole (as
+///    CompareSteps' must, whose interval does not): a 5% slowdown whose
+///    interval reaches down to 1.01 is "slower".
 /// Needs 2 runs per side with 5 steps each ("too few runs" otherwise). The
 /// same data and seed give the same interval.
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,

@@ -173,8 +173,10 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                    "MILLIJOULES/SAMPLE", "CHANGE"},
                   cells),
       absl::StrFormat("CHANGE: against the previous row of the same device model, executor, batch and model "
-                      "fingerprint, by compare's test (95%% CI of the time ratio beyond 1 +/- %.3g; runs as the unit "
-                      "when both rows have 2 runs or more). Figures: the median over a row's runs.\n",
+                      "fingerprint, by compare's test (runs as the unit when both rows have 2 runs or more: the 95%% "
+                      "CI of the time "
+                      "ratio excludes 1 and the ratio lies beyond 1 +/- %.3g; one run: the whole CI beyond it). "
+                      "Figures: the median over a row's runs.\n",
                       threshold),
       one_run ? "A change between rows of one run each ignores run-to-run variance: submit with --repeats 3 to "
                 "compare runs.\n"

@@ -165,7 +165,8 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
                       "more runs a side (repeats): the geometric mean of the runs' statistics, 95%% CI Student's t on "
                       "the runs' degrees of freedom with a hierarchical bootstrap's standard error; with one run a "
                       "side: percentile bootstrap over the steps of both runs, p two-sided Mann-Whitney U. "
-                      "slower/faster when the whole CI lies beyond 1 +/- %.3g.",
+                      "slower/faster with runs when the CI excludes 1 and B/A lies beyond 1 +/- %.3g; with one run a "
+                      "side when the whole CI lies beyond it.",
                       b->id(), a->id(), threshold)),
                   "</p>\n");
   return Page(absl::StrCat("Compare ", a->id(), " with ", b->id()), body);

@@ -336,5 +336,45 @@ TEST(CompareTest, TheHierarchicalBootstrapKeepsItsFalseAlarmRateWhenRunsShift) {
   EXPECT_EQ(CompareRuns(a, b, 0.02).verdict, "slower");
 }
 
+// Runs as the unit: a change is called when the interval excludes 1 (it is
+// there) and the ratio lies beyond the threshold (it matters), so a 5%
+// slowdown whose interval still reaches below 1.02 is "slower". With runs
+// shifting by 1%, 3 runs a side: a 5% slowdown is found at least 85% of the
+// time (the whole interval beyond 1.02, the one-run rule, far less often),
+// A/A pairs are called different at most 5% of the time. The one-run comparison, whose
+// interval cannot see the shift between runs, still needs its whole interval
+// beyond the threshold.
+TEST(CompareTest, RunsAsTheUnitCallAChangeThatIsThereAndBeyondTheThreshold) {
+  constexpr int kTrials = 200;
+  int found = 0, false_alarms = 0, found_below = 0, whole_interval = 0;
+  for (uint64_t seed = 1; seed <= kTrials; ++seed) {
+    const auto a = Runs(3, 100, 25'000, 0.01, 0.05, seed), a2 = Runs(3, 100, 25'000, 0.01, 0.05, seed + 100'000),
+               b = Runs(3, 100, 26'250, 0.01, 0.05, seed + 200'000);
+    const StepComparison slower = CompareRuns(a, b, 0.02, 0.5, 300, seed);
+    found += slower.verdict == "slower" ? 1 : 0;
+    found_below += slower.verdict == "slower" && slower.ci_low < 1.02 ? 1 : 0;
+    whole_interval += slower.ci_low > 1.02 ? 1 : 0;
+    false_alarms += CompareRuns(a, a2, 0.02, 0.5, 300, seed).verdict != "no change" ? 1 : 0;
+  }
+  std::printf(
+      "3 runs a side, runs shifting 1%%: 5%% slowdown found %d of %d (%d with the interval below 1.02; the "
+      "whole interval beyond it in %d), A/A called different %d\n",
+      found, kTrials, found_below, whole_interval, false_alarms);
+  EXPECT_GE(found, kTrials * 85 / 100);
+  EXPECT_GT(found_below, 0) << "found where the whole interval does not clear the threshold";
+  EXPECT_LT(whole_interval, found);
+  EXPECT_LE(false_alarms, kTrials / 20);
+  // Significant but smaller than the threshold: no change.
+  const auto a = Runs(5, 300, 25'000, 0.002, 0.01, 3), b = Runs(5, 300, 25'250, 0.002, 0.01, 4);
+  const StepComparison small = CompareRuns(a, b, 0.02);
+  EXPECT_GT(small.ci_low, 1) << "the 1% is there";
+  EXPECT_EQ(small.verdict, "no change") << "but below the 2% threshold";
+  // One run a side: the whole interval must lie beyond the threshold.
+  const std::vector<double> one_a = Noisy(300, 25'000, 0.05, 5), one_b = Noisy(300, 26'000, 0.05, 6);
+  const StepComparison one = CompareSteps(one_a, one_b, 0.02);
+  ASSERT_GT(one.ratio, 1.02);
+  EXPECT_EQ(one.verdict, one.ci_low > 1.02 ? "slower" : "no change");
+}
+
 }  // namespace
 }  // namespace hetbench::report
