@@ -138,6 +138,10 @@ struct Advice {
 };
 
 absl::StatusOr<Advice> Advise(const v1::Job& job, const AdviseOptions& options);
+/// What the prediction assumes, in the order the report lists it: sets
+/// advice.assumptions from the advice's figures (Advise calls it last;
+/// advise_render.cc, beside the rest of the advice's text).
+void AddAssumptions(const AdviseOptions& options, Advice& advice);
 /// A stage's layers as a split stage names them: "0-3", "4" or "5-" (to the last of `layers`).
 std::string StageLayers(const Stage& stage, size_t layers);
 /// "0-3:cpu,4-:qpu-sim": the --split flag that runs the plan.

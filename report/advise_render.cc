@@ -1,4 +1,5 @@
-// The advice as a table or JSON (report/advise.h); the model is in advise.cc.
+// The advice as a table or JSON, and the text of its assumptions (report/advise.h); the model is in
+// advise.cc.
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,78 @@
 #include "report/render/common.h"
 
 namespace hetbench::report {
+
+void AddAssumptions(const AdviseOptions& options, Advice& advice) {
+  advice.assumptions = {
+      advice.optimizer_timed
+          ? "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so "
+            "that with its optimizer share (zero_grad + step over its parameters, timed per layer) the kind's layers "
+            "sum to its measured step p50"
+          : "a layer's training time on a kind = its forward + backward p50 from the per-layer profile, scaled so the "
+            "kind's layers sum to its measured step p50 (the profile has no optimizer timings: the optimizer is "
+            "spread over the layers)",
+      absl::StrCat(
+          advice.link_latency_ns > 0
+              ? absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x (%.1f us + "
+                                "bytes x batch / %.3g GB/s) (%s)",
+                                advice.link_latency_ns / 1e3, advice.link_gbytes_per_second, advice.link_source)
+              : absl::StrFormat("a boundary moves the layer's output forward and its gradient back: 2 x bytes x "
+                                "batch / %.3g GB/s (%s)",
+                                advice.link_gbytes_per_second, advice.link_source),
+          advice.across_agents && advice.handoff_ns > 0
+              ? absl::StrFormat(", plus %.3f ms of handoff (the link job's split step beyond its stages' compute "
+                                "and transfers, per boundary)",
+                                advice.handoff_ns / 1e6)
+              : ""),
+      advice.across_agents
+          ? "stages run one after another (no micro-batches): the step is their sum, then stage 0's optimizer; each "
+            "later stage steps its own optimizer after its backward, beside the earlier stages' backward, and adds "
+            "to the step only what is left of it when the next step's forward reaches the stage"
+          : "stages run one after another (no micro-batches): the step is their sum, then one optimizer step over "
+            "every layer",
+      absl::StrCat(advice.per_layer_power.empty()
+                       ? "energy: each layer's time x its kind's average training power"
+                       : absl::StrCat("energy: each layer's time x its own training power, measured by the layer "
+                                      "loops (layers.energy_seconds) on ",
+                                      absl::StrJoin(advice.per_layer_power, ", "),
+                                      "; elsewhere the kind's average training power"),
+                   " (transfers: both kinds' power); cost: the step x the hourly rates of every kind the plan holds"),
+  };
+  if (advice.plan_given) {
+    advice.assumptions.push_back(
+        absl::StrCat("the plan was given (--plan), not searched",
+                     options.across_agents ? "; its stages on different agents, each boundary a network link" : ""));
+  }
+  if (advice.best.energy_modeled) {
+    advice.assumptions.push_back("some power figures are MODELED (nominal watts x utilisation), not measured");
+  }
+  if (advice.across_agents && advice.profile_agents.size() == 1) {
+    advice.assumptions.push_back(
+        absl::StrCat("every profiled run was on one agent (", advice.profile_agents[0],
+                     ") and the plan's stages run on several: the figures and the interval hold that agent alone, not "
+                     "the differences between agents (profile on each agent the split uses: one target per agent, "
+                     "targets: [{device_kind: ..., agent_id: ...}, ...])"));
+  } else if (advice.profile_agents.size() >= 2) {
+    advice.assumptions.push_back(absl::StrCat("the profiled runs are from ", advice.profile_agents.size(), " agents (",
+                                              absl::StrJoin(advice.profile_agents, ", "),
+                                              "): each kind's figures are the median over all of its runs, "
+                                              "and the interval holds the differences between the agents"));
+  }
+  advice.assumptions.push_back(
+      advice.runs >= 2
+          ? absl::StrCat("steps and layer times are the median over ", advice.runs,
+                         " runs (repeats); the 95% prediction interval covers the noise between runs, not the "
+                         "model's own error")
+          : "one run of each kind: no prediction interval (profile with --repeats 3 for one)");
+  if (advice.runs >= 2 && advice.best.stages.size() >= 2 && !advice.link_runs.empty()) {
+    advice.assumptions.push_back(
+        advice.interval_has_link
+            ? absl::StrCat("the link's figures are the median over ", advice.link_runs.size(),
+                           " runs of its split; the interval adds the plan's spread under each run's link")
+            : "the link's figures are from one run of its split: the interval leaves out the link's variation "
+              "between runs (submit the link's split with --repeats 3)");
+  }
+}
 
 std::string RenderAdvice(const Advice& a, OutputFormat format) {
   const size_t layers = a.layer_names.size();
