@@ -77,13 +77,13 @@ for i in $(seq "$N"); do
   echo "verification $i: $(tr '\n' ' ' <"$WORK/verify-$i.out")"
   verify_job=$(grep -o 'job-[0-9]*' "$WORK/verify-$i.out" | head -n 1)
   # The split's parts (result.split medians): both stages' compute, the link (both ways), the rest.
-  "$CLI" get job "$verify_job" -o json | jq -r 'def r: . * 100 | round / 100;
+  "$CLI" get job "$verify_job" -o json >"$WORK/verify-$i.json"
+  jq -r 'def r: . * 100 | round / 100;
     .tasks[0].result.split as $s | ($s | map(.forward_ns + .backward_ns) | add) as $c |
     "  measured parts: compute \($c / 1e6 | r) ms, link \($s[0].transfer_ns / 1e6 | r) ms, rest " +
-    "\(($s[0].step_ns - $c - $s[0].transfer_ns) / 1e6 | r) ms"'
+    "\(($s[0].step_ns - $c - $s[0].transfer_ns) / 1e6 | r) ms"' "$WORK/verify-$i.json"
   if grep -q "^measured within the 95% prediction interval" "$WORK/verify-$i.out"; then within=$((within + 1)); fi
-  measured=$("$CLI" get job "$verify_job" -o json | jq -r '.tasks[0].result.phases[] | select(.phase == "PHASE_TRAIN")
-    | .stats.p50_ns')
+  measured=$(jq -r '.tasks[0].result.phases[] | select(.phase == "PHASE_TRAIN") | .stats.p50_ns' "$WORK/verify-$i.json")
   if jq -en --argjson m "$measured" --argjson lo "$plo" --argjson hi "$phi" '$m >= $lo and $m <= $hi' >/dev/null; then
     within_profile=$((within_profile + 1))
   fi

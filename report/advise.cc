@@ -255,9 +255,13 @@ absl::Status ChooseLink(const v1::Job& job, const AdviseOptions& options, Advice
   return absl::OkStatus();
 }
 
-// A plan's predicted step, energy and cost from the profiles.
+// A plan's predicted step, energy and cost from the profiles, over the
+// advice's link (or `link`: one run's figures).
 Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, const std::vector<int64_t>& out_bytes,
-                    const Advice& advice) {
+                    const Advice& advice, const Advice::LinkRun* link = nullptr) {
+  const Advice::LinkRun l =
+      link != nullptr ? *link
+                      : Advice::LinkRun{advice.link_latency_ns, advice.link_gbytes_per_second, advice.handoff_ns};
   const double batch = advice.batch_size;
   Prediction p;
   p.stages = stages;
@@ -288,10 +292,9 @@ Prediction Evaluate(const std::vector<Stage>& stages, const Profiles& profiles, 
     if (s + 1 < stages.size()) {
       // The output forward and its gradient back, each latency + bytes / (GB/s) ns.
       // Across agents, plus the handoff the link's split measured.
-      const double t =
-          2.0 * (advice.link_latency_ns + static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) *
-                                              batch / advice.link_gbytes_per_second) +
-          (advice.across_agents ? advice.handoff_ns : 0.0);
+      const double t = 2.0 * (l.latency_ns + static_cast<double>(out_bytes[static_cast<size_t>(stages[s].end - 1)]) *
+                                                 batch / l.gbytes_per_second) +
+                       (advice.across_agents ? l.handoff_ns : 0.0);
       p.transfer_ns += t;
       one_way[s] = t / 2;
       p.energy_joules += t * 1e-9 * (prof.watts + profiles.at(stages[s + 1].kind).watts);
@@ -421,8 +424,8 @@ void MedianOverRuns(const std::vector<Profiles>& runs, Profiles& profiles) {
   }
 }
 
-// Mean and sample variance of the logs of the positive values; false below two.
-bool LogMeanVariance(const std::vector<double>& values, double& variance) {
+// The sample variance of the logs of the positive values; false below two of them.
+bool LogVariance(const std::vector<double>& values, double& variance) {
   std::vector<double> logs;
   for (double v : values) {
     if (v > 0) logs.push_back(std::log(v));
@@ -450,18 +453,15 @@ void PredictionInterval(const std::vector<Profiles>& runs, const Profiles& media
   for (const Profiles& r : runs)
     advice.run_step_ns.push_back(Evaluate(advice.best.stages, r, out_bytes, advice).step_ns);
   double s2 = 0;
-  if (!LogMeanVariance(advice.run_step_ns, s2)) return;
+  if (!LogVariance(advice.run_step_ns, s2)) return;
   const double k = static_cast<double>(runs.size());
   double a = s2 * (1 + 1 / k), b = 0, l2 = 0;
   const double m = static_cast<double>(advice.link_runs.size());
   if (advice.best.stages.size() >= 2 && advice.link_runs.size() >= 2) {
-    Advice with = advice;  // the link fields replaced by each run's
     for (const Advice::LinkRun& l : advice.link_runs) {
-      with.link_latency_ns = l.latency_ns, with.link_gbytes_per_second = l.gbytes_per_second;
-      with.handoff_ns = l.handoff_ns;
-      advice.link_run_step_ns.push_back(Evaluate(advice.best.stages, median, out_bytes, with).step_ns);
+      advice.link_run_step_ns.push_back(Evaluate(advice.best.stages, median, out_bytes, advice, &l).step_ns);
     }
-    if (LogMeanVariance(advice.link_run_step_ns, l2)) {
+    if (LogVariance(advice.link_run_step_ns, l2)) {
       b = l2 * (1 + 1 / m);
       advice.interval_has_link = true;
     }
