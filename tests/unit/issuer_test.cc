@@ -157,6 +157,31 @@ TEST(IssuerTest, ACancelStopsTheIssuingAndTheRunHoldsWhatWasIssued) {
   EXPECT_EQ(progress.load(), 10);
 }
 
+// Never answers; cancels the run at query `cancel_at`.
+class SilentCancellingTarget final : public ServingTarget {
+ public:
+  SilentCancellingTarget(std::atomic<bool>* cancel, int64_t cancel_at) : cancel_(cancel), cancel_at_(cancel_at) {}
+  void Issue(int64_t index, const std::function<void(int64_t)>&) override {
+    if (index == cancel_at_) cancel_->store(true);
+  }
+
+ private:
+  std::atomic<bool>* const cancel_;
+  const int64_t cancel_at_;
+};
+
+// Queries issued and never answered: a cancelled run returns with them
+// unanswered instead of waiting out its drain (an hour here; ctest's timeout
+// would end the test first).
+TEST(IssuerTest, ACancelledRunDoesNotWaitOutTheDrainForQueriesInFlight) {
+  std::atomic<bool> cancel{false};
+  SilentCancellingTarget target(&cancel, 5);
+  const std::vector<int64_t> schedule(100, 0);  // offline: every query due at once
+  const OpenLoopRun run = RunOpenLoop(schedule, target, absl::Hours(1), absl::Microseconds(50), &cancel, nullptr);
+  EXPECT_EQ(run.queries.size(), 6u);
+  EXPECT_EQ(run.unanswered, 6);
+}
+
 // Answers from another thread after `service`; remembers how many queries it held at once.
 class ThreadedTarget final : public ServingTarget {
  public:
