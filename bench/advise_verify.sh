@@ -37,7 +37,7 @@ run() {  # run SUBMIT_FLAGS...: submits, waits, prints the job id; stops the ben
   }
   echo "$id"
 }
-echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
+echo "cpu: $(cpu_model), $(nproc) cores"
 link=$(run -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
   --min-duration 0 --repeats "$REPEATS")
 if [[ $PROFILE_AGENTS == 2 ]]; then

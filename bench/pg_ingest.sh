@@ -22,6 +22,8 @@
 # Bounded: each run is bench_fleet's own (--seconds 10); the database is dropped at the end.
 # Usage: bench/pg_ingest.sh BENCH_FLEET SERVER ADMIN_URL [ROUNDS=3] [PG_SERVER=SERVER]
 set -euo pipefail
+# shellcheck source=../tests/e2e/lib.sh
+source "$(dirname "$0")/../tests/e2e/lib.sh"  # cpu_model
 export PGOPTIONS="-c client_min_messages=warning"
 FLEET=$1 SERVER=$2 ADMIN=$3 ROUNDS=${4:-3} PG_SERVER=${5:-$2}
 DB=hetbench_pg_ingest_bench
@@ -114,7 +116,7 @@ SQL
     "$(($(cat "$dir/after") - $(cat "$dir/before")))"
   rm -f "$dir"/*
 }
-echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
+echo "cpu: $(cpu_model), $(nproc) cores"
 hz=$(getconf CLK_TCK)
 floor=""
 for round in $(seq "$ROUNDS"); do

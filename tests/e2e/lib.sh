@@ -8,6 +8,8 @@
 #   start_coordinator SERVER CLI [FLAGS...]   a coordinator on loopback port PORT (picked once, kept for
 #                                 restarts), HETBENCH_SERVER exported, its database in WORK; waits until
 #                                 healthy; SERVER_PID set
+#   cpu_model        the first CPU's model name with its family and model numbers ("AMD EPYC (family 26,
+#                    model 2)", as bench::CpuModel prints it): a VM may name two different CPUs alike
 e2e_begin() {
   E2E_NAME=$1
   WORK=$(mktemp -d "/tmp/hetbench-$1.XXXXXX")
@@ -61,4 +63,9 @@ make_tokens() {  # make_tokens FILE
   CLIENT_TOKEN=$(openssl rand -hex 24)
   printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >"$1"
   chmod 600 "$1"
+}
+cpu_model() {
+  awk -F': ' '/^model name/ && n == "" { n = $2 } /^cpu family/ && f == "" { f = $2 }
+              /^model[[:space:]]*:/ && m == "" { m = $2 }
+              END { printf "%s (family %s, model %s)\n", n, f, m }' /proc/cpuinfo
 }
