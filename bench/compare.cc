@@ -8,11 +8,15 @@
 //    window. This knob exists only in this bench (a Workload wrapper); no job
 //    spec, flag or agent can set it.
 // The order of the two runs alternates from pair to pair so drift favours
-// neither. Prints one line per pair and the rates; asserts nothing.
+// neither. Prints one line per pair and the rates; asserts nothing. With 3
+// runs a side or more, each line names the runs beyond +/-10% of their
+// side's median run ("far A3 1.27x"), and RESULT_FAR_RUNS counts them.
 // One LibTorch thread by default: on a machine whose every core the runs
 // take (2 threads on this 2-core VM), the OS's own work shifts whole runs by
 // several percent, a noise no test over one run's steps can see; --threads 0
 // measures that case too (the README gives both).
+#include "report/compare.h"
+
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -22,12 +26,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
 #include "bench/machine.h"
-#include "report/compare.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
 #include "common/stats.h"
@@ -186,6 +190,8 @@ int main(int argc, char** argv) {
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
+  // --runs >= 3: comparisons with a run far from its side's median run, and the A/B ones judged and missed.
+  int aa_far = 0, ab_far = 0, ab_missed_far = 0;
   for (int kind = 0; kind < 2; ++kind) {
     for (int p = 0; p < pairs; ++p) {
       // `runs` runs per side, alternating A B A B (B A B A on odd pairs) so drift favours neither.
@@ -198,6 +204,11 @@ int main(int argc, char** argv) {
         } else {
           b.push_back(RunOnce(second, *cpu, model, steps, bs, infer_batches));
           a.push_back(RunOnce(normal, *cpu, model, steps, bs, infer_batches));
+        }
+        // Named as the CLI names a run in its messages: "run B (pair-3-B, run 2) train INVALID".
+        for (auto [side, name] : {std::pair{&a, "A"}, std::pair{&b, "B"}}) {
+          side->back().task.set_id(absl::StrCat("pair-", p, "-", name));
+          side->back().task.set_run(r + 1);
         }
       }
       for (int phase = 0; phase < 2; ++phase) {
@@ -231,11 +242,21 @@ int main(int argc, char** argv) {
           aa_withheld += c.invalid.empty() ? 0 : 1;
         } else {
           ++ab_tests;
-          ab_detected += report::IsChange(c) && c.verdict == "slower" ? 1 : 0;
+          const bool found = report::IsChange(c) && c.verdict == "slower";
+          ab_detected += found ? 1 : 0;
           ab_withheld += c.invalid.empty() ? 0 : 1;
+          ab_missed_far += !found && c.invalid.empty() && !c.far_runs.empty() ? 1 : 0;
         }
-        std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s\n", kind == 0 ? "A/A" : "A/B", p,
-                    phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str());
+        // The runs beyond +/-10% of their side's median run: "far A3 1.27x B3 1.30x".
+        std::string far;
+        for (const report::StepComparison::FarRun& f : c.far_runs) {
+          absl::StrAppend(&far, far.empty() ? " far" : "",
+                          absl::StrFormat(" %s%d %.2fx", f.side_b ? "B" : "A", f.run + 1, f.ratio_to_median));
+        }
+        (kind == 0 ? aa_far : ab_far) += c.far_runs.empty() ? 0 : 1;
+        std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s%s\n", kind == 0 ? "A/A" : "A/B", p,
+                    phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str(),
+                    far.c_str());
         std::fflush(stdout);
       }
     }
@@ -253,5 +274,11 @@ int main(int argc, char** argv) {
               aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
               ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown,
               threshold, runs);
+  if (runs >= 3) {
+    std::printf(
+        "RESULT_FAR_RUNS aa_with_far_runs=%d ab_with_far_runs=%d ab_missed_with_far_runs=%d (comparisons "
+        "with a run beyond +/-%g%% of its side's median run: another machine state)\n",
+        aa_far, ab_far, ab_missed_far, report::kFarRunBeyond * 100);
+  }
   return 0;
 }

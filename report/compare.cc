@@ -166,9 +166,11 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
     std::vector<double> logs;
     double mean = 0, boot_var = 0;
   };
-  auto side_of = [&](const std::vector<std::vector<double>>& runs, int64_t* steps_seen) {
+  auto side_of = [&](const std::vector<std::vector<double>>& runs, bool side_b, int64_t* steps_seen) {
     Side side;
-    for (const std::vector<double>& steps : runs) {
+    std::vector<size_t> index;  // each counted run's place in `runs`
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const std::vector<double>& steps = runs[i];
       *steps_seen += static_cast<int64_t>(steps.size());
       if (steps.size() < kMinSteps) continue;
       std::vector<double> v = steps;
@@ -176,12 +178,24 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
       if (!(s > 0)) continue;
       side.runs.push_back(&steps);
       side.logs.push_back(std::log(s));
+      index.push_back(i);
+    }
+    // Runs far from their side's median run (the machine in another state
+    // for a whole run), named when 3 or more runs make a median; they stay in.
+    if (side.logs.size() >= 3) {
+      std::vector<double> logs = side.logs;
+      const double median_log = MedianInPlace(logs);
+      for (size_t r = 0; r < side.logs.size(); ++r) {
+        if (std::abs(side.logs[r] - median_log) > std::log1p(kFarRunBeyond)) {
+          c.far_runs.push_back({side_b, index[r], std::exp(side.logs[r] - median_log)});
+        }
+      }
     }
     for (double l : side.logs) side.mean += l;
     if (!side.logs.empty()) side.mean /= static_cast<double>(side.logs.size());
     return side;
   };
-  Side a = side_of(runs_a, &c.n_a), b = side_of(runs_b, &c.n_b);
+  Side a = side_of(runs_a, false, &c.n_a), b = side_of(runs_b, true, &c.n_b);
   c.runs_a = static_cast<int64_t>(a.runs.size());
   c.runs_b = static_cast<int64_t>(b.runs.size());
   if (a.runs.size() < 2 || b.runs.size() < 2) {
@@ -387,6 +401,20 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
   StepComparison c;
   if (steps_a.size() >= 2 && steps_b.size() >= 2) {
     c = CompareRuns(steps_a, steps_b, threshold, quantile);
+    std::vector<std::string> named;
+    for (const StepComparison::FarRun& s : c.far_runs) {
+      const std::vector<const v1::Task*>& tasks = s.side_b ? pair.b : pair.a;
+      const char* side = s.side_b ? "B" : "A";
+      named.push_back(absl::StrFormat("%s run %d (%s) at %.2fx %s's median run", side, s.run + 1,
+                                      s.run < tasks.size() ? DeviceRun(*tasks[s.run]) : std::string("?"),
+                                      s.ratio_to_median, side));
+    }
+    if (!named.empty()) {
+      c.far_runs_note = absl::StrFormat(
+          "runs beyond +/-%g%% of their side's median run (the machine in another state? their step modes may say; "
+          "they widen the interval): %s",
+          kFarRunBeyond * 100, absl::StrJoin(named, "; "));
+    }
   } else {
     c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
                      steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);
@@ -410,6 +438,84 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
   return Withheld(std::move(c), sides, compare_anyway);
 }
 
+namespace {
+
+// compare -o json: hetbench.compare/v1 (report/schemas/compare.v1.json).
+std::string ComparisonJson(const std::string& name_a, const std::string& name_b, const std::vector<PairResult>& results,
+                           const std::vector<std::string>& unpaired, double threshold) {
+  nlohmann::ordered_json doc;
+  doc["schema"] = "hetbench.compare/v1";
+  doc["a"] = name_a;
+  doc["b"] = name_b;
+  doc["threshold"] = threshold;
+  doc["method"] = {{"ratio",
+                    "the statistic of the time per sample, b over a: the median; for a serving phase the "
+                    "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
+                    "the geometric mean of the runs' statistics"},
+                   {"interval",
+                    "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
+                    "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
+                    "steps within runs); far_runs names the runs more than 10% from their side's median run (3 runs or "
+                    "more a side), which stay in; a side of one run: 95% percentile bootstrap over the steps "
+                    "(queries) of both runs, which ignores run-to-run variance"},
+                   {"test",
+                    "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
+                    "approximation, tie-corrected"},
+                   {"verdict",
+                    "runs >= 2 a side: slower/faster when the interval excludes 1 and the ratio lies beyond 1 "
+                    "+/- threshold; a side of one run: when the whole interval lies beyond 1 +/- "
+                    "threshold; \"not comparable\" when a run's phase is INVALID (marked instead with "
+                    "--compare-anyway)"}};
+  doc["pairs"] = nlohmann::ordered_json::array();
+  for (const PairResult& r : results) {
+    nlohmann::ordered_json p;
+    p["key"] = r.pair.key;
+    p["task_a"] = r.pair.a[0]->id();
+    p["task_b"] = r.pair.b[0]->id();
+    bool simulated = false;
+    for (const auto* side : {&r.pair.a, &r.pair.b}) {
+      for (const v1::Task* t : *side) simulated = simulated || t->result().environment().simulated();
+    }
+    p["simulated"] = simulated;
+    if (!r.pair.refused.empty()) {
+      p["refused"] = r.pair.refused;
+    } else {
+      p["phase"] = PhaseName(r.phase);
+      p["steps_a"] = r.result.n_a;
+      p["steps_b"] = r.result.n_b;
+      p["runs_a"] = r.result.runs_a;
+      p["runs_b"] = r.result.runs_b;
+      p["median_ns_per_sample_a"] = r.result.median_a_ns;
+      p["median_ns_per_sample_b"] = r.result.median_b_ns;
+      p["statistic"] = StatisticName(r.result.quantile);
+      p["statistic_ns_a"] = r.result.stat_a_ns;
+      p["statistic_ns_b"] = r.result.stat_b_ns;
+      p["ratio"] = r.result.ratio;
+      p["ci95"] = {r.result.ci_low, r.result.ci_high};
+      p["p_value"] = r.result.p_value;
+      p["verdict"] = r.result.verdict;
+      if (!r.result.invalid.empty()) p["invalid"] = r.result.invalid;
+      if (!r.result.note.empty()) p["note"] = r.result.note;
+      if (!r.result.far_runs.empty()) {
+        nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+        for (const StepComparison::FarRun& s : r.result.far_runs) {
+          const std::vector<const v1::Task*>& tasks = s.side_b ? r.pair.b : r.pair.a;
+          runs.push_back({{"side", s.side_b ? "b" : "a"},
+                          {"run", s.run + 1},
+                          {"task", s.run < tasks.size() ? tasks[s.run]->id() : ""},
+                          {"ratio_to_median_run", s.ratio_to_median}});
+        }
+        p["far_runs"] = runs;
+      }
+    }
+    doc["pairs"].push_back(p);
+  }
+  doc["unpaired"] = unpaired;
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string RenderComparison(const std::string& name_a, const std::string& name_b,
                              const std::vector<PairResult>& results, const std::vector<std::string>& unpaired,
                              double threshold, const std::string& format) {
@@ -417,88 +523,32 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
       "ratio: the statistic of time per sample (median; a serving phase's reported percentile), B over A (> 1: B is "
       "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
       "Student's t on the runs' degrees of freedom with a hierarchical bootstrap's standard error (runs, then steps "
-      "within them), p its t test. One run a side: 95%% CI percentile bootstrap over the steps of both runs, p "
+      "within them), p its t test; runs more than %g%% from their side's median run (3 runs or more a side) named "
+      "below the table. One run a side: 95%% CI percentile bootstrap over the steps of both runs, p "
       "Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: with runs, slower/faster when the CI "
       "excludes 1 and "
       "the ratio lies beyond 1 +/- %.3g; with one run a side, only when the whole CI lies beyond it; none when a "
       "run's phase is INVALID",
-      threshold);
-  if (format == "json") {
-    nlohmann::ordered_json doc;
-    doc["schema"] = "hetbench.compare/v1";
-    doc["a"] = name_a;
-    doc["b"] = name_b;
-    doc["threshold"] = threshold;
-    doc["method"] = {{"ratio",
-                      "the statistic of the time per sample, b over a: the median; for a serving phase the "
-                      "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
-                      "the geometric mean of the runs' statistics"},
-                     {"interval",
-                      "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
-                      "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
-                      "steps within runs); a side of one run: 95% percentile bootstrap over the steps "
-                      "(queries) of both runs, which ignores run-to-run variance"},
-                     {"test",
-                      "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
-                      "approximation, tie-corrected"},
-                     {"verdict",
-                      "runs >= 2 a side: slower/faster when the interval excludes 1 and the ratio lies beyond 1 "
-                      "+/- threshold; a side of one run: when the whole interval lies beyond 1 +/- "
-                      "threshold; \"not comparable\" when a run's phase is INVALID (marked instead with "
-                      "--compare-anyway)"}};
-    doc["pairs"] = nlohmann::ordered_json::array();
-    for (const PairResult& r : results) {
-      nlohmann::ordered_json p;
-      p["key"] = r.pair.key;
-      p["task_a"] = r.pair.a[0]->id();
-      p["task_b"] = r.pair.b[0]->id();
-      bool simulated = false;
-      for (const auto* side : {&r.pair.a, &r.pair.b}) {
-        for (const v1::Task* t : *side) simulated = simulated || t->result().environment().simulated();
-      }
-      p["simulated"] = simulated;
-      if (!r.pair.refused.empty()) {
-        p["refused"] = r.pair.refused;
-      } else {
-        p["phase"] = PhaseName(r.phase);
-        p["steps_a"] = r.result.n_a;
-        p["steps_b"] = r.result.n_b;
-        p["runs_a"] = r.result.runs_a;
-        p["runs_b"] = r.result.runs_b;
-        p["median_ns_per_sample_a"] = r.result.median_a_ns;
-        p["median_ns_per_sample_b"] = r.result.median_b_ns;
-        p["statistic"] = StatisticName(r.result.quantile);
-        p["statistic_ns_a"] = r.result.stat_a_ns;
-        p["statistic_ns_b"] = r.result.stat_b_ns;
-        p["ratio"] = r.result.ratio;
-        p["ci95"] = {r.result.ci_low, r.result.ci_high};
-        p["p_value"] = r.result.p_value;
-        p["verdict"] = r.result.verdict;
-        if (!r.result.invalid.empty()) p["invalid"] = r.result.invalid;
-        if (!r.result.note.empty()) p["note"] = r.result.note;
-      }
-      doc["pairs"].push_back(p);
-    }
-    doc["unpaired"] = unpaired;
-    return doc.dump(2) + "\n";
-  }
+      kFarRunBeyond * 100, threshold);
+  if (format == "json") return ComparisonJson(name_a, name_b, results, unpaired, threshold);
   std::vector<std::vector<std::string>> rows;
   if (format == "csv") {  // one value per cell, numbers unrounded
     for (const PairResult& r : results) {
       if (!r.pair.refused.empty()) {
         rows.push_back(
-            {r.pair.key, "", "", "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused), ""});
+            {r.pair.key, "", "", "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused), "", ""});
         continue;
       }
       const StepComparison& c = r.result;
       rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrCat(c.runs_a), absl::StrCat(c.runs_b),
                       StatisticName(c.quantile), render::CsvNumber(c.stat_a_ns / 1e6),
                       render::CsvNumber(c.stat_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
-                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict, c.note});
+                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict, c.note, c.far_runs_note});
     }
-    return render::CsvLines("pair,phase,runs_a,runs_b,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,"
-                            "ci95_high,p_value,verdict,note",
-                            rows);
+    return render::CsvLines(
+        "pair,phase,runs_a,runs_b,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,"
+        "ci95_high,p_value,verdict,note,far_runs",
+        rows);
   }
   bool one_run = false;
   for (const PairResult& r : results) {
@@ -523,6 +573,11 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
     absl::StrAppend(&out,
                     "* a side of one run: the verdict ignores run-to-run variance, which on a busy machine can exceed "
                     "the threshold; submit with --repeats 3 (or compare JOB,JOB,... sides) to compare runs\n");
+  }
+  for (const PairResult& r : results) {
+    if (!r.result.far_runs_note.empty()) {
+      absl::StrAppend(&out, r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note, "\n");
+    }
   }
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
   return out;

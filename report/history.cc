@@ -133,6 +133,7 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                                 {"p_value", r.change.p_value},
                                 {"verdict", r.change.verdict}};
         if (!r.change.note.empty()) j["versus_previous"]["note"] = r.change.note;
+        if (!r.change.far_runs_note.empty()) j["versus_previous"]["far_runs"] = r.change.far_runs_note;
       }
       doc["rows"].push_back(j);
     }
@@ -155,8 +156,12 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
         cells);
   }
   bool one_run = false;
+  std::string far_runs;  // per row: its change's runs far from their row's median run
   for (const HistoryRow& r : rows) {
     one_run = one_run || (r.has_change && !r.change.note.empty());
+    if (r.has_change && !r.change.far_runs_note.empty()) {
+      absl::StrAppend(&far_runs, r.task->id(), ": ", r.change.far_runs_note, "\n");
+    }
     cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task, false),
                      r.task->result().environment().executor().empty() ? "torch"
                                                                        : r.task->result().environment().executor(),
@@ -180,7 +185,8 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                       threshold),
       one_run ? "A change between rows of one run each ignores run-to-run variance: submit with --repeats 3 to "
                 "compare runs.\n"
-              : "");
+              : "",
+      far_runs);
 }
 
 }  // namespace hetbench::report

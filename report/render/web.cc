@@ -158,12 +158,18 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
                     "<p>* a side of one run: the verdict ignores run-to-run variance, which on a busy machine can exceed "
                     "the threshold. Submit with <code>--repeats 3</code> to compare runs.</p>\n");
   }
+  for (const PairResult& r : results) {
+    if (r.result.far_runs_note.empty()) continue;
+    absl::StrAppend(&body, "<p class=\"far-runs\">",
+                    Escape(absl::StrCat(r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note)), "</p>\n");
+  }
   for (const std::string& u : unpaired) absl::StrAppend(&body, "<p>unpaired: ", Escape(u), "</p>\n");
   absl::StrAppend(&body, "<p class=\"meta\">",
                   Escape(absl::StrFormat(
                       "B/A: time per sample of %s over %s (median; a serving phase's reported percentile). With 2 or "
                       "more runs a side (repeats): the geometric mean of the runs' statistics, 95%% CI Student's t on "
-                      "the runs' degrees of freedom with a hierarchical bootstrap's standard error; with one run a "
+                      "the runs' degrees of freedom with a hierarchical bootstrap's standard error (runs more than "
+                      "10%% from their side's median run, with 3 runs or more a side, named below); with one run a "
                       "side: percentile bootstrap over the steps of both runs, p two-sided Mann-Whitney U. "
                       "slower/faster with runs when the CI excludes 1 and B/A lies beyond 1 +/- %.3g; with one run a "
                       "side when the whole CI lies beyond it.",

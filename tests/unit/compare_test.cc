@@ -308,6 +308,49 @@ TEST(CompareTest, AJobWithRepeatsIsASideOfRuns) {
   EXPECT_FALSE(IsChange(withheld));
 }
 
+// A run in another machine state (this VM's slow state moves a whole run by
+// 20-30%) is named with its ratio to its side's median run, in the note, the
+// JSON and the table; it stays in the comparison, whose interval it widens.
+// Runs within 10% of their side's median run, or sides of 2 runs, name none.
+TEST(CompareTest, ARunFarFromItsSidesMedianRunIsNamed) {
+  auto repeated = [](const std::string& id) {
+    v1::Job job = JobOf(id, {64, 64, 64}, "mlp/init=aa");
+    for (int i = 0; i < 3; ++i) job.mutable_tasks(i)->set_run(i + 1);
+    return job;
+  };
+  const v1::Job a = repeated("job-1"), b = repeated("job-2");
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  const auto ra = Runs(3, 200, 25'000, 0.01, 0.02, 21);
+  auto rb = Runs(3, 200, 25'000, 0.01, 0.02, 22);
+  const StepComparison near = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_TRUE(near.far_runs.empty());
+  EXPECT_TRUE(near.far_runs_note.empty());
+  for (double& v : rb[1]) v *= 1.25;  // B's second run in the slow state
+  const StepComparison far = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  ASSERT_EQ(far.far_runs.size(), 1u);
+  EXPECT_TRUE(far.far_runs[0].side_b);
+  EXPECT_EQ(far.far_runs[0].run, 1u);
+  EXPECT_NEAR(far.far_runs[0].ratio_to_median, 1.25, 0.03);
+  EXPECT_THAT(far.far_runs_note, HasSubstr("B run 2 (job-2-t1, run 2) at 1.2"));
+  EXPECT_EQ(far.runs_b, 3) << "it stays in";
+  EXPECT_GT(far.ci_high / far.ci_low, near.ci_high / near.ci_low) << "and widens the interval";
+  EXPECT_EQ(far.verdict, "no change");
+  const std::vector<PairResult> results = {{pairs[0], v1::PHASE_TRAIN, far}};
+  const auto doc = nlohmann::json::parse(RenderComparison("job-1", "job-2", results, unpaired, 0.02, "json"));
+  const auto& named = doc["pairs"][0]["far_runs"];
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0]["side"], "b");
+  EXPECT_EQ(named[0]["run"], 2);
+  EXPECT_EQ(named[0]["task"], "job-2-t1");
+  EXPECT_THAT(RenderComparison("job-1", "job-2", results, unpaired, 0.02, "table"),
+              HasSubstr("train: runs beyond +/-10% of their side's median run"));
+  // Two runs a side make no median run to be far from.
+  const StepComparison two = CompareRuns({ra[0], ra[1]}, {rb[0], rb[1]}, 0.02);
+  EXPECT_TRUE(two.far_runs.empty());
+}
+
 // The hierarchical bootstrap's interval holds its level when whole runs
 // shift: A/A comparisons of 3 runs a side, each run's median moved by a
 // between-run shift (3%) much larger than its steps' own uncertainty, call
