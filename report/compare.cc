@@ -411,8 +411,8 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     }
     if (!named.empty()) {
       c.far_runs_note = absl::StrFormat(
-          "runs beyond +/-%g%% of their side's median run (the machine in another state? their step modes may say; "
-          "they widen the interval): %s",
+          "runs beyond +/-%g%% of their side's median run (the machine in another state for a whole run?); they "
+          "widen the interval: %s",
           kFarRunBeyond * 100, absl::StrJoin(named, "; "));
     }
   } else {
