@@ -438,6 +438,11 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
   return Withheld(std::move(c), sides, compare_anyway);
 }
 
+std::string FarRunsLine(const PairResult& r) {
+  if (r.result.far_runs_note.empty()) return "";
+  return absl::StrCat(r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note);
+}
+
 namespace {
 
 // compare -o json: hetbench.compare/v1 (report/schemas/compare.v1.json).
@@ -575,9 +580,7 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
                     "the threshold; submit with --repeats 3 (or compare JOB,JOB,... sides) to compare runs\n");
   }
   for (const PairResult& r : results) {
-    if (!r.result.far_runs_note.empty()) {
-      absl::StrAppend(&out, r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note, "\n");
-    }
+    if (const std::string far = FarRunsLine(r); !far.empty()) absl::StrAppend(&out, far, "\n");
   }
   for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
   return out;

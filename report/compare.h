@@ -61,8 +61,8 @@ struct StepComparison {
 };
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM
-/// runs in one machine state agreed within 2.4-3.5% (95% of them), a run in
-/// the slow state lay 16-37% off (docs/reports.md).
+/// 90% of the runs lay within -2.4% and +2.4-3.5% of their side's median
+/// run; a run in the slow state lay 16-37% off (docs/reports.md).
 inline constexpr double kFarRunBeyond = 0.10;
 
 /// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the
@@ -173,6 +173,9 @@ struct PairResult {
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
   StepComparison result;
 };
+/// "mlp, cpu (...), batch 64, train: runs beyond ...": the line under the
+/// table (and on the web page) naming `r`'s far runs; "" when it has none.
+std::string FarRunsLine(const PairResult& r);
 /// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
 /// report/schemas/compare.v1.json); `name_a`, `name_b`: the sides as given
 /// ("job-000001" or "job-000001,job-000002").

@@ -159,9 +159,9 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
                     "the threshold. Submit with <code>--repeats 3</code> to compare runs.</p>\n");
   }
   for (const PairResult& r : results) {
-    if (r.result.far_runs_note.empty()) continue;
-    absl::StrAppend(&body, "<p class=\"far-runs\">",
-                    Escape(absl::StrCat(r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note)), "</p>\n");
+    if (const std::string far = FarRunsLine(r); !far.empty()) {
+      absl::StrAppend(&body, "<p class=\"far-runs\">", Escape(far), "</p>\n");
+    }
   }
   for (const std::string& u : unpaired) absl::StrAppend(&body, "<p>unpaired: ", Escape(u), "</p>\n");
   absl::StrAppend(&body, "<p class=\"meta\">",
