@@ -7,8 +7,14 @@
 //    the slowed run spins that fraction of its own time more, inside the timed
 //    window. This knob exists only in this bench (a Workload wrapper); no job
 //    spec, flag or agent can set it.
-// The order of the two runs alternates from pair to pair so drift favours
-// neither. Prints one line per pair and the rates; asserts nothing. With 3
+// --order interleaved (default): a pair's runs alternate A B A B, B A B A
+// on odd pairs, so drift favours neither (one job's repeats across two
+// targets). --order apart: every pair's A runs, then every pair's B runs,
+// as the same job submitted again minutes later; the agent's machine probe
+// (agent/executors/machine_probe.h) is taken around each run as in the
+// agent, and RESULT_PROBE counts the verdicts compare withheld because it
+// differed between the sides, and what they would have been.
+// Prints one line per pair and the rates; asserts nothing. With 3
 // runs a side or more, each line names the runs beyond +/-10% of their
 // side's median run ("far A3 1.27x"), and RESULT_FAR_RUNS counts them.
 // One LibTorch thread by default: on a machine whose every core the runs
@@ -133,6 +139,7 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
     (is_train ? train : infer).push_back({rec.start_ns, rec.duration_ns, rec.items});
   }
   out.task.set_state(v1::TASK_STATE_SUCCEEDED);
+  *out.task.mutable_result()->mutable_machine_probe() = r->machine_probe();  // the machine around this run
   Judge(a.spec(), *r, v1::PHASE_TRAIN, train, bs, &out.task);
   Judge(a.spec(), *r, v1::PHASE_INFER, infer, bs, &out.task);
   return out;
@@ -146,7 +153,7 @@ int main(int argc, char** argv) {
   int pairs = 20, threads = 1, runs = 1;
   int64_t steps = 300, bs = 64, infer_batches = 100;
   double slowdown = 0.05, threshold = 0.02;
-  std::string model = "mlp";
+  std::string model = "mlp", dump, order = "interleaved";
   CLI::App app{"hetbench compare's honesty: false alarms over A/A pairs, detection of an injected slowdown"};
   app.add_option("--pairs", pairs, "A/A pairs, and as many A/B pairs")->capture_default_str();
   app.add_option("--model", model, "model of the zoo")->capture_default_str();
@@ -161,6 +168,16 @@ int main(int argc, char** argv) {
                  "(CompareRunPhase)")
       ->capture_default_str()
       ->check(CLI::Range(1, 20));
+  app.add_option("--order", order,
+                 "interleaved: a pair's runs alternate A B A B (one job's repeats across two targets); apart: every "
+                 "pair's A runs, then every pair's B runs (the same job submitted again minutes later)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"interleaved", "apart"}));
+  app.add_option(
+      "--dump", dump,
+      "write every run's per-sample step times here (CSV: kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
+      "probe_after_ns: a row per step, the run's machine probe repeated), to judge the same runs offline by "
+      "another method");
   CLI11_PARSE(app, argc, argv);
 
   auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
@@ -183,34 +200,67 @@ int main(int argc, char** argv) {
   };
   agent::TorchExecutor slowed(slow_config);
 
-  std::printf("CPU %s; model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
-              "injected slowdown %.3g, %d run(s) per side, %d LibTorch thread(s) (0 = all cores)\n",
-              bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), static_cast<long>(steps),
-              static_cast<long>(infer_batches), threshold, slowdown, runs, threads);
+  std::printf(
+      "CPU %s; model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
+      "injected slowdown %.3g, %d run(s) per side (%s), %d LibTorch thread(s) (0 = all cores)\n",
+      bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), static_cast<long>(steps),
+      static_cast<long>(infer_batches), threshold, slowdown, runs, order.c_str(), threads);
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
+  FILE* dump_file = dump.empty() ? nullptr : std::fopen(dump.c_str(), "w");
+  if (!dump.empty() && dump_file == nullptr) {
+    std::fprintf(stderr, "--dump: cannot write %s\n", dump.c_str());
+    return 1;
+  }
+  if (dump_file != nullptr) {
+    std::fprintf(dump_file, "kind,pair,side,run,phase,ns_per_sample,probe_before_ns,probe_after_ns\n");
+  }
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
   // --runs >= 3: comparisons with a run far from its side's median run, and the A/B ones judged and missed.
   int aa_far = 0, ab_far = 0, ab_missed_far = 0;
+  // Withheld because the machine probe differed, and of those, the ones that would have been an alarm (A/A) or
+  // a detection (A/B) without that rule.
+  int aa_probe = 0, ab_probe = 0, aa_probe_change = 0, ab_probe_change = 0;
   for (int kind = 0; kind < 2; ++kind) {
-    for (int p = 0; p < pairs; ++p) {
-      // `runs` runs per side, alternating A B A B (B A B A on odd pairs) so drift favours neither.
-      std::vector<Run> a, b;
-      agent::TorchExecutor& second = kind == 0 ? normal : slowed;
-      for (int r = 0; r < runs; ++r) {
-        if ((p + r) % 2 == 0) {
-          a.push_back(RunOnce(normal, *cpu, model, steps, bs, infer_batches));
-          b.push_back(RunOnce(second, *cpu, model, steps, bs, infer_batches));
-        } else {
-          b.push_back(RunOnce(second, *cpu, model, steps, bs, infer_batches));
-          a.push_back(RunOnce(normal, *cpu, model, steps, bs, infer_batches));
-        }
-        // Named as the CLI names a run in its messages: "run B (pair-3-B, run 2) train INVALID".
-        for (auto [side, name] : {std::pair{&a, "A"}, std::pair{&b, "B"}}) {
-          side->back().task.set_id(absl::StrCat("pair-", p, "-", name));
-          side->back().task.set_run(r + 1);
+    agent::TorchExecutor& second = kind == 0 ? normal : slowed;
+    std::vector<std::vector<Run>> runs_a(pairs), runs_b(pairs);
+    // Run r of pair p's side A or B, named as the CLI names a run in its
+    // messages ("run B (pair-3-B, run 2) train INVALID").
+    auto run_side = [&](int p, int r, bool side_b) {
+      std::vector<Run>& side = side_b ? runs_b[p] : runs_a[p];
+      side.push_back(RunOnce(side_b ? second : normal, *cpu, model, steps, bs, infer_batches));
+      const char* name = side_b ? "B" : "A";
+      side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
+      side.back().task.set_run(r + 1);
+      if (dump_file == nullptr) return;
+      const v1::MachineProbe& probe = side.back().task.result().machine_probe();
+      for (auto [phase, values] : {std::pair{"train", &side.back().train}, std::pair{"infer", &side.back().infer}}) {
+        for (double v : *values) {
+          std::fprintf(dump_file, "%s,%d,%s,%d,%s,%.1f,%ld,%ld\n", kind == 0 ? "AA" : "AB", p, name, r + 1, phase, v,
+                       static_cast<long>(probe.before_ns()), static_cast<long>(probe.after_ns()));
         }
       }
+    };
+    if (order == "apart") {
+      // Every pair's side A (its runs one after another, as a job with
+      // repeats runs one configuration), then every pair's side B: the same
+      // job submitted again a few minutes later.
+      for (bool side_b : {false, true}) {
+        for (int p = 0; p < pairs; ++p) {
+          for (int r = 0; r < runs; ++r) run_side(p, r, side_b);
+        }
+      }
+    }
+    for (int p = 0; p < pairs; ++p) {
+      if (order == "interleaved") {
+        // `runs` runs per side, alternating A B A B (B A B A on odd pairs) so drift favours neither.
+        for (int r = 0; r < runs; ++r) {
+          run_side(p, r, (p + r) % 2 != 0);
+          run_side(p, r, (p + r) % 2 == 0);
+        }
+      }
+      const std::vector<Run>& a = runs_a[p];
+      const std::vector<Run>& b = runs_b[p];
       for (int phase = 0; phase < 2; ++phase) {
         const v1::Phase ph = phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER;
         auto steps_of = [phase](const Run& run) { return phase == 0 ? run.train : run.infer; };
@@ -236,6 +286,19 @@ int main(int argc, char** argv) {
           }
         }
         if (c.verdict == "too few steps" || c.verdict == "too few runs") continue;
+        // Withheld because the machine probe differed between the sides: what the verdict would have been.
+        if (c.invalid.find("the machine differed") != std::string::npos) {
+          std::vector<std::vector<double>> ra, rb;
+          report::RunPair pair;
+          for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
+          for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
+          const report::StepComparison anyway =
+              runs == 1 ? report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, true)
+                        : report::CompareRunPhase(pair, ph, ra, rb, threshold, /*compare_anyway=*/true);
+          const bool change = anyway.verdict.rfind("slower", 0) == 0 || anyway.verdict.rfind("faster", 0) == 0;
+          (kind == 0 ? aa_probe : ab_probe) += 1;
+          (kind == 0 ? aa_probe_change : ab_probe_change) += change && (kind == 0 || anyway.verdict[0] == 's') ? 1 : 0;
+        }
         if (kind == 0) {
           ++aa_tests;
           aa_alarms += report::IsChange(c) ? 1 : 0;
@@ -269,16 +332,23 @@ int main(int argc, char** argv) {
                 ab_one_tests, ab_one_detected, ab_one_tests ? static_cast<double>(ab_one_detected) / ab_one_tests : 0.0);
   }
   // A withheld verdict ("not comparable": a side INVALID) is neither an alarm nor a detection.
-  std::printf("RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
-              "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d\n",
-              aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
-              ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown,
-              threshold, runs);
+  std::printf(
+      "RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
+      "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d order=%s\n",
+      aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
+      ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown, threshold, runs,
+      order.c_str());
+  std::printf(
+      "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
+      "ab_would_have_found=%d order=%s (comparisons withheld because the machine probe differed by more than "
+      "+/-%g%% between the sides)\n",
+      aa_probe, aa_probe_change, ab_probe, ab_probe_change, order.c_str(), report::kProbeBeyond * 100);
   if (runs >= 3) {
     std::printf(
         "RESULT_FAR_RUNS aa_with_far_runs=%d ab_with_far_runs=%d ab_missed_with_far_runs=%d (comparisons "
         "with a run beyond +/-%g%% of its side's median run: another machine state)\n",
         aa_far, ab_far, ab_missed_far, report::kFarRunBeyond * 100);
   }
+  if (dump_file != nullptr) std::fclose(dump_file);
   return 0;
 }

@@ -282,7 +282,8 @@ StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phas
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
   StepComparison c = CompareSteps(steps_a, steps_b, threshold, 2000, 20261122, ComparedQuantile(a, phase));
   std::vector<std::string> sides;
-  for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B")}) {
+  for (const std::string& side :
+       {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B"), MachineDiffered({&a}, {&b})}) {
     if (!side.empty()) sides.push_back(side);
   }
   return Withheld(std::move(c), sides, compare_anyway);
@@ -435,6 +436,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
       sides.push_back(why);
     }
   }
+  if (std::string machine = MachineDiffered(pair.a, pair.b); !machine.empty()) sides.push_back(std::move(machine));
   return Withheld(std::move(c), sides, compare_anyway);
 }
 

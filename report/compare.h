@@ -17,6 +17,8 @@
 ///    "not comparable: run B train INVALID (too noisy)" instead (the figures
 ///    are still shown); with --compare-anyway the verdict is given, marked
 ///    "(run B train INVALID)". History applies the same rule to each change.
+///    So does a machine that was in another state: the agent's probe
+///    (MachineDiffered) differing between the sides on one device;
 /// Runs are the unit when each side has two or more (a job with `repeats`,
 /// or a side given as JOB,JOB,...): CompareRuns below, whose interval counts
 /// the noise between runs. With one run a side the steps are treated as
@@ -31,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
+#include "report/machine_state.h"
 
 namespace hetbench::report {
 

@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "agent/devices/calibration.h"
 #include "agent/data/fashion_mnist.h"
+#include "agent/devices/calibration.h"
+#include "agent/executors/machine_probe.h"
 #include "agent/executors/torch_run.h"
 #include "agent/executors/torch_threads.h"
 #include "common/log.h"
@@ -102,9 +103,21 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // under load). It ends with nothing measured.
     if (task.has_gang() && control->cancel.load()) return result;
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
+    // The machine's state around the run, outside its timed windows: one
+    // device's CPU task only (a gang's ranks wait for each other; a split's
+    // stages run on other devices too).
+    const bool probe = config_.machine_probe && run.on_cpu() && !task.has_gang() && task.stage_device_ids().empty();
+    if (probe) {
+      const ProbeWindow before = TimeProbe();
+      v1::MachineProbe* p = result.mutable_machine_probe();
+      p->set_kernel(ProbeKernel(thread_setting.threads()));
+      p->set_before_ns(before.median_ns);
+      p->set_calls(before.calls);
+    }
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;
     if (auto s = run.Infer(); !s.ok()) return s;
+    if (probe && !control->cancel.load()) result.mutable_machine_probe()->set_after_ns(TimeProbe().median_ns);
     if (!run.profiles() || control->cancel.load()) return result;
     run.ProfileAfter();
   } catch (const c10::Error& e) {

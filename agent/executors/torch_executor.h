@@ -22,6 +22,9 @@ struct TorchExecutorConfig {
   /// Calibrate the device (GEMM rate, memory bandwidth) before its first task.
   bool calibrate = true;
   int calibration_gemm_size = 2048;
+  /// Time the machine probe (machine_probe.h) around each single-device CPU
+  /// task's run: 30 ms before training and 30 ms after inference.
+  bool machine_probe = true;
   /// What the agent concluded about the math library's kernels at start-up.
   BlasCheck blas;
   /// Largest state the quantum models may allocate.

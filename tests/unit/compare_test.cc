@@ -351,6 +351,62 @@ TEST(CompareTest, ARunFarFromItsSidesMedianRunIsNamed) {
   EXPECT_TRUE(two.far_runs.empty());
 }
 
+// The machine probe, timed by the agent around each run, says whether the
+// machine was in another state: when it differs by more than 5% between the
+// sides on one device and thread count, a slowdown that is only the
+// machine's gets no verdict; within 5%, or on another device, the rule says
+// nothing.
+TEST(CompareTest, AMachineProbeThatDiffersBetweenTheSidesWithholdsTheVerdict) {
+  auto repeated = [](const std::string& id, int64_t probe_ns) {
+    v1::Job job = JobOf(id, {64, 64, 64}, "mlp/init=aa");
+    for (int i = 0; i < 3; ++i) {
+      v1::Task* t = job.mutable_tasks(i);
+      t->set_run(i + 1);
+      t->set_agent_id("node-1");
+      t->set_device_id("node-1/cpu0");
+      v1::MachineProbe* p = t->mutable_result()->mutable_machine_probe();
+      p->set_kernel("sgemm 64x512x512 float32, LibTorch, 2 threads");
+      p->set_before_ns(probe_ns + 1000 * i);
+      p->set_after_ns(probe_ns - 1000 * i);
+    }
+    return job;
+  };
+  const auto ra = Runs(3, 200, 25'000, 0.005, 0.02, 31);
+  const auto rb = Runs(3, 200, 25'000 * 1.25, 0.005, 0.02, 32);  // B 25% slower: the VM's slow state
+  auto judge = [&](const v1::Job& a, const v1::Job& b, bool anyway) {
+    std::vector<std::string> unpaired;
+    const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+    EXPECT_EQ(pairs.size(), 1u);
+    return CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, anyway);
+  };
+  const v1::Job fast = repeated("job-1", 150'000), slow = repeated("job-2", 180'000);
+  const StepComparison withheld = judge(fast, slow, false);
+  EXPECT_THAT(withheld.verdict,
+              HasSubstr("not comparable: the machine differed: its probe took 1.20x as long around B's runs"));
+  EXPECT_FALSE(IsChange(withheld));
+  EXPECT_NEAR(withheld.ratio, 1.25, 0.02) << "the figures are still shown";
+  const StepComparison marked = judge(fast, slow, true);
+  EXPECT_THAT(marked.verdict, HasSubstr("slower (the machine differed"));
+  EXPECT_FALSE(IsChange(marked));
+  // One run a side: the same rule.
+  EXPECT_THAT(ComparePhase(fast.tasks(0), slow.tasks(0), v1::PHASE_TRAIN, ra[0], rb[0], 0.02, false).verdict,
+              HasSubstr("not comparable: the machine differed"));
+  // Within 5%: the machine's usual drift, judged as before.
+  EXPECT_EQ(judge(fast, repeated("job-3", 156'000), false).verdict, "slower");
+  // Another agent, another thread count, or a run without a probe: the probes say nothing.
+  v1::Job elsewhere = slow;
+  elsewhere.mutable_tasks(1)->set_agent_id("node-2");
+  EXPECT_EQ(judge(fast, elsewhere, false).verdict, "slower");
+  v1::Job threads = slow;
+  threads.mutable_tasks(0)->mutable_result()->mutable_machine_probe()->set_kernel(
+      "sgemm 64x512x512 float32, LibTorch, 1 thread");
+  EXPECT_EQ(judge(fast, threads, false).verdict, "slower");
+  v1::Job unprobed = slow;
+  unprobed.mutable_tasks(2)->mutable_result()->clear_machine_probe();
+  EXPECT_EQ(judge(fast, unprobed, false).verdict, "slower");
+  EXPECT_EQ(MachineDiffered({&fast.tasks(0)}, {&fast.tasks(1)}), "");
+}
+
 // The hierarchical bootstrap's interval holds its level when whole runs
 // shift: A/A comparisons of 3 runs a side, each run's median moved by a
 // between-run shift (3%) much larger than its steps' own uncertainty, call

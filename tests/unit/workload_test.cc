@@ -279,7 +279,8 @@ TEST(CalibrationTest, SgemmMatchesAFloat64ReferenceAndRatesArePositive) {
 }
 
 // The executor end to end on the tiny dataset: per-layer timings, FLOPs per
-// sample (training = 3x forward), calibration attached once.
+// sample (training = 3x forward), calibration attached once, the machine
+// probe taken before and after.
 TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   testing::TempDir dir;
   ImageDataset tiny = TinyDataset();
@@ -316,6 +317,12 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   EXPECT_EQ(r->calibration().blas_check(), "test");
   EXPECT_THAT(r->environment().model_fingerprint(), HasSubstr("cnn/params=1199882/"));
   EXPECT_EQ(control.samples.published(), 3u + 2u);
+  // The machine probe around the run, outside its timed windows.
+  const v1::MachineProbe& probe = r->machine_probe();
+  EXPECT_THAT(probe.kernel(), HasSubstr("sgemm 64x512x512 float32, LibTorch, "));
+  EXPECT_GT(probe.before_ns(), 0);
+  EXPECT_GT(probe.after_ns(), 0);
+  EXPECT_GE(probe.calls(), 5);
 }
 
 // Two first tasks at once on two devices of one agent: the dataset is
