@@ -264,18 +264,18 @@ int main(int argc, char** argv) {
       for (int phase = 0; phase < 2; ++phase) {
         const v1::Phase ph = phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER;
         auto steps_of = [phase](const Run& run) { return phase == 0 ? run.train : run.infer; };
-        report::StepComparison c;
-        if (runs == 1) {
-          // As the CLI compares: an INVALID side (too noisy, too short) gives no verdict.
-          c = report::ComparePhase(a[0].task, b[0].task, ph, steps_of(a[0]), steps_of(b[0]), threshold,
-                                   /*compare_anyway=*/false);
-        } else {
-          std::vector<std::vector<double>> ra, rb;
-          report::RunPair pair;
-          for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
-          for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
-          // As the CLI compares runs (CompareRunPhase: CompareRuns, then its validity rule).
-          c = report::CompareRunPhase(pair, ph, ra, rb, threshold, /*compare_anyway=*/false);
+        std::vector<std::vector<double>> ra, rb;
+        report::RunPair pair;
+        for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
+        for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
+        // As the CLI compares: one run a side, its steps (an INVALID side, too noisy or too short, or a machine
+        // probe that differed, gives no verdict); else runs (CompareRunPhase: CompareRuns, then the same rules).
+        auto judge = [&](bool anyway) {
+          return runs == 1 ? report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, anyway)
+                           : report::CompareRunPhase(pair, ph, ra, rb, threshold, anyway);
+        };
+        const report::StepComparison c = judge(/*anyway=*/false);
+        if (runs > 1) {
           // The same data by one run a side (the first of each), as `compare A B` sees it.
           const report::StepComparison one = report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, false);
           if (one.verdict != "too few steps") {
@@ -286,18 +286,15 @@ int main(int argc, char** argv) {
           }
         }
         if (c.verdict == "too few steps" || c.verdict == "too few runs") continue;
-        // Withheld because the machine probe differed between the sides: what the verdict would have been.
+        // Withheld because the machine probe differed between the sides: what the verdict would have been
+        // without that rule (a comparison with an INVALID side stays withheld by its own rule).
         if (c.invalid.find("the machine differed") != std::string::npos) {
-          std::vector<std::vector<double>> ra, rb;
-          report::RunPair pair;
-          for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
-          for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
-          const report::StepComparison anyway =
-              runs == 1 ? report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, true)
-                        : report::CompareRunPhase(pair, ph, ra, rb, threshold, /*compare_anyway=*/true);
+          const report::StepComparison anyway = judge(/*anyway=*/true);
           const bool change = anyway.verdict.rfind("slower", 0) == 0 || anyway.verdict.rfind("faster", 0) == 0;
+          const bool invalid_side = c.invalid.find("INVALID") != std::string::npos;
           (kind == 0 ? aa_probe : ab_probe) += 1;
-          (kind == 0 ? aa_probe_change : ab_probe_change) += change && (kind == 0 || anyway.verdict[0] == 's') ? 1 : 0;
+          (kind == 0 ? aa_probe_change : ab_probe_change) +=
+              change && !invalid_side && (kind == 0 || anyway.verdict[0] == 's') ? 1 : 0;
         }
         if (kind == 0) {
           ++aa_tests;

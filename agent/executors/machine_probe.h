@@ -2,10 +2,10 @@
 /// The machine probe: a fixed small SGEMM timed for a short window just
 /// before a CPU task's training and just after its inference, outside every
 /// timed window (v1::MachineProbe). On this project's VM the machine flips
-/// into a state in which small-GEMM models run ~25-30% slower for tens of
-/// seconds; the probe runs ~16% slower then, whatever the model under test,
-/// so `compare` can tell "the machine differed" from "the code differed"
-/// (docs/reports.md, "The machine probe").
+/// into a state in which mlp's training steps took 31% longer for tens of
+/// seconds; the probe took 16-19% longer then, whatever the model under
+/// test, so `compare` can tell "the machine differed" from "the code
+/// differed" (docs/measurement.md, "The machine probe").
 
 #include <cstdint>
 #include <string>

@@ -29,7 +29,8 @@ class Compare final : public Command {
     sub->add_option("--threshold", threshold_text_, "smallest change called slower or faster, e.g. 2% or 0.02")
         ->capture_default_str();
     sub->add_flag("--compare-anyway", compare_anyway_,
-                  "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases (marked)");
+                  "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases and where the "
+                  "machine probe differed (marked)");
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
     return sub;
   }
