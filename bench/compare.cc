@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
         if (c.verdict == "too few steps" || c.verdict == "too few runs") continue;
         // Withheld because the machine probe differed between the sides: what the verdict would have been
         // without that rule (a comparison with an INVALID side stays withheld by its own rule).
-        if (c.invalid.find("the machine differed") != std::string::npos) {
+        if (c.invalid.find(report::kMachineDiffered) != std::string::npos) {
           const report::StepComparison anyway = judge(/*anyway=*/true);
           const bool change = anyway.verdict.rfind("slower", 0) == 0 || anyway.verdict.rfind("faster", 0) == 0;
           const bool invalid_side = c.invalid.find("INVALID") != std::string::npos;

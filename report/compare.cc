@@ -56,8 +56,9 @@ double NearestRankInPlace(std::vector<double>& v, double q) {
   return v[at];
 }
 
-// The validity rule: no verdict when a side's phase is INVALID (`invalid`
-// lists them), unless `compare_anyway`, which marks it.
+// The validity rule: no verdict when a side's phase is INVALID or the
+// machine differed (`invalid` lists them), unless `compare_anyway`, which
+// marks it.
 StepComparison Withheld(StepComparison c, const std::vector<std::string>& invalid, bool compare_anyway) {
   c.invalid = absl::StrJoin(invalid, ", ");
   if (c.invalid.empty() || c.verdict == "too few steps" || c.verdict == "too few runs") return c;

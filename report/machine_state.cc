@@ -31,7 +31,7 @@ std::string MachineDiffered(const std::vector<const v1::Task*>& a, const std::ve
   double log_a = 0, log_b = 0;
   if (!side_log(a, &log_a) || !side_log(b, &log_b)) return "";
   if (std::abs(log_b - log_a) <= std::log1p(kProbeBeyond)) return "";
-  return absl::StrFormat("the machine differed: its probe took %.2fx as long around B's runs as around A's",
+  return absl::StrFormat("%s: its probe took %.2fx as long around B's runs as around A's", kMachineDiffered,
                          std::exp(log_b - log_a));
 }
 

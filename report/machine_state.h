@@ -18,6 +18,9 @@ namespace hetbench::report {
 /// "Jobs taken minutes apart, and the machine probe").
 inline constexpr double kProbeBeyond = 0.05;
 
+/// How MachineDiffered's reason begins (readers of `invalid` match on it).
+inline constexpr char kMachineDiffered[] = "the machine differed";
+
 /// "the machine differed: its probe took 1.17x as long around B's runs as
 /// around A's" when the sides' probes (geometric means over their runs)
 /// differ by more than kProbeBeyond; "" when they do not, or cannot be
