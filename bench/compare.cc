@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
   // --runs >= 3: comparisons with a run far from its side's median run, and the A/B ones judged and missed.
-  int aa_far = 0, ab_far = 0, ab_missed_far = 0;
+  int aa_far = 0, ab_far = 0, ab_missed_far = 0, aa_left = 0, ab_left = 0;
   // Withheld because the machine probe differed, and of those, the ones that would have been an alarm (A/A) or
   // a detection (A/B) without that rule.
   int aa_probe = 0, ab_probe = 0, aa_probe_change = 0, ab_probe_change = 0;
@@ -314,6 +314,12 @@ int main(int argc, char** argv) {
                           absl::StrFormat(" %s%d %.2fx", f.side_b ? "B" : "A", f.run + 1, f.ratio_to_median));
         }
         (kind == 0 ? aa_far : ab_far) += c.far_runs.empty() ? 0 : 1;
+        // The runs left out, taken in another machine state by their probe: "left B2 1.19x".
+        for (const report::MachineJudgement::LeftOut& l : c.left_out) {
+          absl::StrAppend(&far, &l == &c.left_out[0] ? " left" : "",
+                          absl::StrFormat(" %s%d %.2fx", l.side_b ? "B" : "A", l.run + 1, l.ratio_to_median));
+        }
+        (kind == 0 ? aa_left : ab_left) += c.left_out.empty() ? 0 : 1;
         std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s%s\n", kind == 0 ? "A/A" : "A/B", p,
                     phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str(),
                     far.c_str());
@@ -337,9 +343,11 @@ int main(int argc, char** argv) {
       order.c_str());
   std::printf(
       "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
-      "ab_would_have_found=%d order=%s (comparisons withheld because the machine probe differed by more than "
-      "+/-%g%% between the sides)\n",
-      aa_probe, aa_probe_change, ab_probe, ab_probe_change, order.c_str(), report::kProbeBeyond * 100);
+      "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d order=%s (comparisons withheld "
+      "because the machine probe differed by more than +/-%g%% between the sides; comparisons judged without "
+      "runs whose probe lay beyond it of the comparison's median)\n",
+      aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, order.c_str(),
+      report::kProbeBeyond * 100);
   if (runs >= 3) {
     std::printf(
         "RESULT_FAR_RUNS aa_with_far_runs=%d ab_with_far_runs=%d ab_missed_with_far_runs=%d (comparisons "

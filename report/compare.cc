@@ -156,7 +156,7 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
 
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile,
-                           int resamples, uint64_t seed) {
+                           bool one_machine, int resamples, uint64_t seed) {
   StepComparison c;
   c.quantile = quantile;
   const bool median = quantile == 0.5;
@@ -247,14 +247,20 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
     const double var = std::max(0.0, sum2 / r_count - m * m);
     side->boot_var = var * static_cast<double>(k) / static_cast<double>(k - 1);
   }
-  const double se2 = a.boot_var + b.boot_var;
+  const double ka = static_cast<double>(a.runs.size()), kb = static_cast<double>(b.runs.size());
+  // One machine: one run-to-run variance, estimated from both sides' runs (a
+  // side's variance of one run is k times its mean's). Else each side's own.
+  c.pooled = one_machine;
+  const double pooled_var = ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2);
+  const double se2 = one_machine ? pooled_var * (1 / ka + 1 / kb) : a.boot_var + b.boot_var;
   const double diff = b.mean - a.mean;
   if (!(se2 > 0)) {
     c.ci_low = c.ci_high = c.ratio;
     c.p_value = diff == 0 ? 1 : 0;
   } else {
-    const double ka = static_cast<double>(a.runs.size()), kb = static_cast<double>(b.runs.size());
-    const double df = se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
+    const double df = one_machine
+                          ? ka + kb - 2
+                          : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
     const double se = std::sqrt(se2);
     const double t = StudentTQuantile(0.975, df);
     c.ci_low = std::exp(diff - t * se);
@@ -282,9 +288,10 @@ double ComparedQuantile(const v1::Task& a, v1::Phase phase) {
 StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
                             const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
   StepComparison c = CompareSteps(steps_a, steps_b, threshold, 2000, 20261122, ComparedQuantile(a, phase));
+  const MachineJudgement machine = JudgeMachine({&a}, {&b}, /*leave_out=*/false);
+  c.probe_ratio = machine.probe_ratio;
   std::vector<std::string> sides;
-  for (const std::string& side :
-       {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B"), MachineDiffered({&a}, {&b})}) {
+  for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B"), machine.differed}) {
     if (!side.empty()) sides.push_back(side);
   }
   return Withheld(std::move(c), sides, compare_anyway);
@@ -400,16 +407,38 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
                                const std::vector<std::vector<double>>& steps_b, double threshold,
                                bool compare_anyway) {
   const double quantile = ComparedQuantile(*pair.a[0], phase);
+  const bool by_runs = steps_a.size() >= 2 && steps_b.size() >= 2;
+  const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs);
+  auto name_run = [&](bool side_b, size_t run) {
+    const std::vector<const v1::Task*>& tasks = side_b ? pair.b : pair.a;
+    return absl::StrFormat("%s run %d (%s)", side_b ? "B" : "A", run + 1,
+                           run < tasks.size() ? DeviceRun(*tasks[run]) : std::string("?"));
+  };
   StepComparison c;
-  if (steps_a.size() >= 2 && steps_b.size() >= 2) {
-    c = CompareRuns(steps_a, steps_b, threshold, quantile);
+  if (by_runs) {
+    // The runs JudgeMachine kept (taken in the comparison's machine state), and where each stands in its side.
+    std::vector<std::vector<double>> kept[2];
+    std::vector<size_t> index[2];
+    for (int side = 0; side < 2; ++side) {
+      const std::vector<std::vector<double>>& steps = side == 0 ? steps_a : steps_b;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (!machine.Kept(side == 1, i)) continue;
+        kept[side].push_back(steps[i]);
+        index[side].push_back(i);
+      }
+    }
+    bool one_machine = true;
+    for (const auto* tasks : {&pair.a, &pair.b}) {
+      for (const v1::Task* t : *tasks) {
+        one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
+      }
+    }
+    c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine);
     std::vector<std::string> named;
-    for (const StepComparison::FarRun& s : c.far_runs) {
-      const std::vector<const v1::Task*>& tasks = s.side_b ? pair.b : pair.a;
-      const char* side = s.side_b ? "B" : "A";
-      named.push_back(absl::StrFormat("%s run %d (%s) at %.2fx %s's median run", side, s.run + 1,
-                                      s.run < tasks.size() ? DeviceRun(*tasks[s.run]) : std::string("?"),
-                                      s.ratio_to_median, side));
+    for (StepComparison::FarRun& s : c.far_runs) {
+      s.run = index[s.side_b ? 1 : 0][s.run];  // as given, not among the kept
+      named.push_back(absl::StrFormat("%s at %.2fx %s's median run", name_run(s.side_b, s.run), s.ratio_to_median,
+                                      s.side_b ? "B" : "A"));
     }
     if (!named.empty()) {
       c.far_runs_note = absl::StrFormat(
@@ -417,6 +446,18 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
           "widen the interval: %s",
           kFarRunBeyond * 100, absl::StrJoin(named, "; "));
     }
+    named.clear();
+    for (const MachineJudgement::LeftOut& l : machine.left_out) {
+      named.push_back(
+          absl::StrFormat("%s: probe %.2fx the median reading", name_run(l.side_b, l.run), l.ratio_to_median));
+    }
+    if (!named.empty()) {
+      c.left_out_note = absl::StrFormat(
+          "runs left out, taken in another machine state (a probe reading beyond +/-%g%% of the comparison's "
+          "median): %s",
+          kProbeBeyond * 100, absl::StrJoin(named, "; "));
+    }
+    c.left_out = machine.left_out;
   } else {
     c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
                      steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);
@@ -428,165 +469,19 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     c.note = "a side of one run: the first runs' steps compared, so the verdict ignores run-to-run variance "
              "(repeats: N on both sides compares runs)";
   }
+  c.probe_ratio = machine.probe_ratio;
   std::vector<std::string> sides;
   for (auto [tasks, run] : {std::pair{&pair.a, "A"}, std::pair{&pair.b, "B"}}) {
-    for (const v1::Task* t : *tasks) {
-      std::string why = InvalidSide(*t, phase, run);
+    for (size_t i = 0; i < tasks->size(); ++i) {
+      if (!machine.Kept(tasks == &pair.b, i)) continue;  // not compared
+      std::string why = InvalidSide(*(*tasks)[i], phase, run);
       if (why.empty()) continue;
-      if (tasks->size() > 1) why.insert(why.find(' ', 4), absl::StrCat(" (", DeviceRun(*t), ")"));
+      if (tasks->size() > 1) why.insert(why.find(' ', 4), absl::StrCat(" (", DeviceRun(*(*tasks)[i]), ")"));
       sides.push_back(why);
     }
   }
-  if (std::string machine = MachineDiffered(pair.a, pair.b); !machine.empty()) sides.push_back(std::move(machine));
+  if (!machine.differed.empty()) sides.push_back(machine.differed);
   return Withheld(std::move(c), sides, compare_anyway);
-}
-
-std::string FarRunsLine(const PairResult& r) {
-  if (r.result.far_runs_note.empty()) return "";
-  return absl::StrCat(r.pair.key, ", ", PhaseName(r.phase), ": ", r.result.far_runs_note);
-}
-
-namespace {
-
-// compare -o json: hetbench.compare/v1 (report/schemas/compare.v1.json).
-std::string ComparisonJson(const std::string& name_a, const std::string& name_b, const std::vector<PairResult>& results,
-                           const std::vector<std::string>& unpaired, double threshold) {
-  nlohmann::ordered_json doc;
-  doc["schema"] = "hetbench.compare/v1";
-  doc["a"] = name_a;
-  doc["b"] = name_b;
-  doc["threshold"] = threshold;
-  doc["method"] = {{"ratio",
-                    "the statistic of the time per sample, b over a: the median; for a serving phase the "
-                    "run's reported latency percentile (nearest rank); with runs (runs_a, runs_b >= 2) "
-                    "the geometric mean of the runs' statistics"},
-                   {"interval",
-                    "runs >= 2 a side: 95% Student t interval on the runs' Welch-Satterthwaite "
-                    "degrees of freedom, standard error from a hierarchical bootstrap (runs, then "
-                    "steps within runs); far_runs names the runs more than 10% from their side's median run (3 runs or "
-                    "more a side), which stay in; a side of one run: 95% percentile bootstrap over the steps "
-                    "(queries) of both runs, which ignores run-to-run variance"},
-                   {"test",
-                    "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
-                    "approximation, tie-corrected"},
-                   {"verdict",
-                    "runs >= 2 a side: slower/faster when the interval excludes 1 and the ratio lies beyond 1 "
-                    "+/- threshold; a side of one run: when the whole interval lies beyond 1 +/- "
-                    "threshold; \"not comparable\" when a run's phase is INVALID (marked instead with "
-                    "--compare-anyway)"}};
-  doc["pairs"] = nlohmann::ordered_json::array();
-  for (const PairResult& r : results) {
-    nlohmann::ordered_json p;
-    p["key"] = r.pair.key;
-    p["task_a"] = r.pair.a[0]->id();
-    p["task_b"] = r.pair.b[0]->id();
-    bool simulated = false;
-    for (const auto* side : {&r.pair.a, &r.pair.b}) {
-      for (const v1::Task* t : *side) simulated = simulated || t->result().environment().simulated();
-    }
-    p["simulated"] = simulated;
-    if (!r.pair.refused.empty()) {
-      p["refused"] = r.pair.refused;
-    } else {
-      p["phase"] = PhaseName(r.phase);
-      p["steps_a"] = r.result.n_a;
-      p["steps_b"] = r.result.n_b;
-      p["runs_a"] = r.result.runs_a;
-      p["runs_b"] = r.result.runs_b;
-      p["median_ns_per_sample_a"] = r.result.median_a_ns;
-      p["median_ns_per_sample_b"] = r.result.median_b_ns;
-      p["statistic"] = StatisticName(r.result.quantile);
-      p["statistic_ns_a"] = r.result.stat_a_ns;
-      p["statistic_ns_b"] = r.result.stat_b_ns;
-      p["ratio"] = r.result.ratio;
-      p["ci95"] = {r.result.ci_low, r.result.ci_high};
-      p["p_value"] = r.result.p_value;
-      p["verdict"] = r.result.verdict;
-      if (!r.result.invalid.empty()) p["invalid"] = r.result.invalid;
-      if (!r.result.note.empty()) p["note"] = r.result.note;
-      if (!r.result.far_runs.empty()) {
-        nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-        for (const StepComparison::FarRun& s : r.result.far_runs) {
-          const std::vector<const v1::Task*>& tasks = s.side_b ? r.pair.b : r.pair.a;
-          runs.push_back({{"side", s.side_b ? "b" : "a"},
-                          {"run", s.run + 1},
-                          {"task", s.run < tasks.size() ? tasks[s.run]->id() : ""},
-                          {"ratio_to_median_run", s.ratio_to_median}});
-        }
-        p["far_runs"] = runs;
-      }
-    }
-    doc["pairs"].push_back(p);
-  }
-  doc["unpaired"] = unpaired;
-  return doc.dump(2) + "\n";
-}
-
-}  // namespace
-
-std::string RenderComparison(const std::string& name_a, const std::string& name_b,
-                             const std::vector<PairResult>& results, const std::vector<std::string>& unpaired,
-                             double threshold, const std::string& format) {
-  const std::string method = absl::StrFormat(
-      "ratio: the statistic of time per sample (median; a serving phase's reported percentile), B over A (> 1: B is "
-      "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
-      "Student's t on the runs' degrees of freedom with a hierarchical bootstrap's standard error (runs, then steps "
-      "within them), p its t test; runs more than %g%% from their side's median run (3 runs or more a side) named "
-      "below the table. One run a side: 95%% CI percentile bootstrap over the steps of both runs, p "
-      "Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: with runs, slower/faster when the CI "
-      "excludes 1 and "
-      "the ratio lies beyond 1 +/- %.3g; with one run a side, only when the whole CI lies beyond it; none when a "
-      "run's phase is INVALID",
-      kFarRunBeyond * 100, threshold);
-  if (format == "json") return ComparisonJson(name_a, name_b, results, unpaired, threshold);
-  std::vector<std::vector<std::string>> rows;
-  if (format == "csv") {  // one value per cell, numbers unrounded
-    for (const PairResult& r : results) {
-      if (!r.pair.refused.empty()) {
-        rows.push_back(
-            {r.pair.key, "", "", "", "", "", "", "", "", "", "", absl::StrCat("refused: ", r.pair.refused), "", ""});
-        continue;
-      }
-      const StepComparison& c = r.result;
-      rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrCat(c.runs_a), absl::StrCat(c.runs_b),
-                      StatisticName(c.quantile), render::CsvNumber(c.stat_a_ns / 1e6),
-                      render::CsvNumber(c.stat_b_ns / 1e6), render::CsvNumber(c.ratio), render::CsvNumber(c.ci_low),
-                      render::CsvNumber(c.ci_high), render::CsvNumber(c.p_value), c.verdict, c.note, c.far_runs_note});
-    }
-    return render::CsvLines(
-        "pair,phase,runs_a,runs_b,statistic,a_ms_per_sample,b_ms_per_sample,ratio,ci95_low,"
-        "ci95_high,p_value,verdict,note,far_runs",
-        rows);
-  }
-  bool one_run = false;
-  for (const PairResult& r : results) {
-    if (!r.pair.refused.empty()) {
-      rows.push_back({r.pair.key, "-", "-", "-", "-", "-", "-", "-", "-", absl::StrCat("refused: ", r.pair.refused)});
-      continue;
-    }
-    const StepComparison& c = r.result;
-    one_run = one_run || !c.note.empty();
-    rows.push_back({r.pair.key, PhaseName(r.phase), absl::StrCat(c.runs_a, "/", c.runs_b), StatisticName(c.quantile),
-                    absl::StrFormat("%.4f", c.stat_a_ns / 1e6), absl::StrFormat("%.4f", c.stat_b_ns / 1e6),
-                    absl::StrFormat("%.3f", c.ratio), absl::StrFormat("%.3f-%.3f", c.ci_low, c.ci_high),
-                    absl::StrFormat("%.2g", c.p_value), c.note.empty() ? c.verdict : absl::StrCat(c.verdict, " *")});
-  }
-  std::string out = absl::StrCat(
-      "compare ", name_a, " (A) with ", name_b, " (B)\n",
-      FormatTable({"PAIR", "PHASE", "RUNS_A/B", "STATISTIC", "A_MS/SAMPLE", "B_MS/SAMPLE", "B/A", "95% CI", "P",
-                   "VERDICT"},
-                  rows),
-      method, "\n");
-  if (one_run) {
-    absl::StrAppend(&out,
-                    "* a side of one run: the verdict ignores run-to-run variance, which on a busy machine can exceed "
-                    "the threshold; submit with --repeats 3 (or compare JOB,JOB,... sides) to compare runs\n");
-  }
-  for (const PairResult& r : results) {
-    if (const std::string far = FarRunsLine(r); !far.empty()) absl::StrAppend(&out, far, "\n");
-  }
-  for (const std::string& u : unpaired) absl::StrAppend(&out, "unpaired: ", u, "\n");
-  return out;
 }
 
 }  // namespace hetbench::report

@@ -61,6 +61,14 @@ struct StepComparison {
   std::vector<FarRun> far_runs;
   // CompareRunPhase: those runs named, "B run 2 (job-2-t1, run 2) at 1.24x B's median run".
   std::string far_runs_note;
+  // CompareRuns: the runs' variance pooled over both sides (one machine), not Welch's per side.
+  bool pooled = false;
+  // CompareRunPhase, ComparePhase: what the machine probe said (JudgeMachine): B's median reading over A's
+  // (0: no probes to compare), and the runs left out as taken in another machine state, named in
+  // left_out_note ("B run 2 (job-2-t1, run 2): probe 1.19x the median reading").
+  double probe_ratio = 0;
+  std::vector<MachineJudgement::LeftOut> left_out;
+  std::string left_out_note;
 };
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM
@@ -92,9 +100,12 @@ std::string StatisticName(double quantile);
 ///    replacement, then steps within each drawn run) gives each side's
 ///    standard error of its mean log statistic, scaled by k/(k-1) for its k
 ///    runs (a bootstrap over k runs sees (k-1)/k of their variance); the 95%
-///    interval is Student's t on the Welch-Satterthwaite degrees of freedom
-///    of the runs (k_a - 1 and k_b - 1), not the normal's, since 3 runs a
-///    side know their spread poorly; the p-value is that t test's;
+///    interval is Student's t, not the normal's, since 3 runs a side know
+///    their spread poorly: with `one_machine` (both sides' runs on one agent
+///    and device, so one machine's run-to-run variance) the sides' variances
+///    pooled, on k_a + k_b - 2 degrees of freedom (Student's two-sample t);
+///    else on the Welch-Satterthwaite degrees of freedom of the runs (k_a - 1
+///    and k_b - 1); the p-value is that t test's;
 ///  - the verdict at `threshold`: "slower" when the change is there (the
 ///    interval lies above 1) and matters (the ratio above 1 + threshold),
 ///    "faster" likewise below, else "no change". This interval holds the
@@ -109,7 +120,7 @@ std::string StatisticName(double quantile);
 /// same data and seed give the same interval.
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile = 0.5,
-                           int resamples = 2000, uint64_t seed = 20261126);
+                           bool one_machine = false, int resamples = 2000, uint64_t seed = 20261126);
 
 /// What a phase is compared by: the median; a serving phase (serve, ttft,
 /// tpot) by its run's reported latency percentile (p99 for `server`, p90 for
@@ -163,10 +174,12 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 
 /// The comparison of `phase` for `pair`, given each run's per-step times per
 /// sample (`steps_a[i]` of `pair.a[i]`): CompareRuns at ComparedQuantile
-/// when both sides have 2 runs or more (its far runs named in
-/// far_runs_note), else CompareSteps of the first run of each side, noted
-/// as ignoring run-to-run variance; then the validity rule over every run of
-/// both sides.
+/// when both sides have 2 runs or more, over the runs JudgeMachine keeps
+/// (those taken in another machine state named in left_out_note, its far
+/// runs in far_runs_note; pooled when every run was on A's first run's agent
+/// and device), else CompareSteps of the first run of each side, noted as
+/// ignoring run-to-run variance; then the validity rule over every run
+/// compared.
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
                                const std::vector<std::vector<double>>& steps_b, double threshold,
                                bool compare_anyway);
@@ -176,9 +189,10 @@ struct PairResult {
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
   StepComparison result;
 };
-/// "mlp, cpu (...), batch 64, train: runs beyond ...": the line under the
-/// table (and on the web page) naming `r`'s far runs; "" when it has none.
-std::string FarRunsLine(const PairResult& r);
+/// "mlp, cpu (...), batch 64, train: runs left out ...; runs beyond ...": the
+/// line under the table (and on the web page) naming `r`'s runs left out and
+/// far runs; "" when it has neither.
+std::string RunNotesLine(const PairResult& r);
 /// The comparison as a table, CSV or JSON (schema hetbench.compare/v1,
 /// report/schemas/compare.v1.json); `name_a`, `name_b`: the sides as given
 /// ("job-000001" or "job-000001,job-000002").

@@ -134,6 +134,7 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
                                 {"verdict", r.change.verdict}};
         if (!r.change.note.empty()) j["versus_previous"]["note"] = r.change.note;
         if (!r.change.far_runs_note.empty()) j["versus_previous"]["far_runs"] = r.change.far_runs_note;
+        if (!r.change.left_out_note.empty()) j["versus_previous"]["runs_left_out"] = r.change.left_out_note;
       }
       doc["rows"].push_back(j);
     }
@@ -156,11 +157,11 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
         cells);
   }
   bool one_run = false;
-  std::string far_runs;  // per row: its change's runs far from their row's median run
+  std::string far_runs;  // per row: its change's runs left out (machine probe) and far from their row's median run
   for (const HistoryRow& r : rows) {
     one_run = one_run || (r.has_change && !r.change.note.empty());
-    if (r.has_change && !r.change.far_runs_note.empty()) {
-      absl::StrAppend(&far_runs, r.task->id(), ": ", r.change.far_runs_note, "\n");
+    for (const std::string* note : {&r.change.left_out_note, &r.change.far_runs_note}) {
+      if (r.has_change && !note->empty()) absl::StrAppend(&far_runs, r.task->id(), ": ", *note, "\n");
     }
     cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task, false),
                      r.task->result().environment().executor().empty() ? "torch"

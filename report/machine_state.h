@@ -3,6 +3,7 @@
 /// fixed kernel around each CPU run (v1::MachineProbe; agent/executors/
 /// machine_probe.h); compare and history ask here before giving a verdict.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -11,22 +12,51 @@
 namespace hetbench::report {
 
 /// The machine probe (v1::MachineProbe, timed by the agent around each CPU
-/// run) beyond +/-5% between the sides: the machine was in another state.
+/// run) beyond +/-5% of another reading: the machine was in another state.
 /// On this project's VM (2 threads) its median call took 148-161 us over 20
 /// minutes of one state (+/-4% of its middle) and 175-187 us in the slow
 /// state, in which mlp's training steps took 31% longer (docs/reports.md,
 /// "Jobs taken minutes apart, and the machine probe").
 inline constexpr double kProbeBeyond = 0.05;
 
-/// How MachineDiffered's reason begins (readers of `invalid` match on it).
+/// How a withholding reason of JudgeMachine begins (readers of `invalid` match on it).
 inline constexpr char kMachineDiffered[] = "the machine differed";
 
-/// "the machine differed: its probe took 1.17x as long around B's runs as
-/// around A's" when the sides' probes (geometric means over their runs)
-/// differ by more than kProbeBeyond; "" when they do not, or cannot be
-/// compared: a run without a probe, or on another agent, device or thread
-/// count than A's first run. ComparePhase and CompareRunPhase withhold the
-/// verdict on it as on an INVALID phase (`invalid`; --compare-anyway marks it).
-std::string MachineDiffered(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b);
+/// What the probes around a comparison's runs say (JudgeMachine).
+struct MachineJudgement {
+  /// A run taken in another machine state than the comparison's: a probe
+  /// reading of it (before or after) beyond kProbeBeyond of the median of
+  /// all readings of both sides' runs. `run` indexes its side as given.
+  struct LeftOut {
+    bool side_b = false;
+    size_t run = 0;
+    double ratio_to_median = 1;  // its reading farthest from the median, over the median
+  };
+  std::vector<LeftOut> left_out;
+  /// Non-empty: no verdict ("the machine differed: ..."), as for an INVALID phase.
+  std::string differed;
+  /// B's median probe reading over A's (the runs kept); 0 when the probes cannot be compared.
+  double probe_ratio = 0;
+  bool Kept(bool side_b, size_t run) const;
+};
+
+/// Judges the machine around runs `a` and `b` (tasks with a machine probe).
+/// The probes are compared only when every run has one, of one kernel (and
+/// thread count), on the agent and device of A's first run; otherwise the
+/// judgement is empty: nothing left out, nothing withheld.
+///  - `leave_out` (both sides with 2 runs or more): the runs whose reading
+///    lies beyond kProbeBeyond of the median of all readings are left out of
+///    the comparison, so that it is made within one machine state; when that
+///    would leave a side fewer than 2 runs, none is left out and the verdict
+///    is withheld: by the rule below if it applies, else `differed` says how
+///    many of that side's runs were in another state;
+///  - then each side's median reading over its kept runs: beyond
+///    kProbeBeyond apart, `differed` is "the machine differed: its probe took
+///    1.17x as long around B's runs as around A's".
+/// The median, not the mean: one reading taken while something else held a
+/// core (8 ms a call against 0.15 ms: 4 of 1,152 readings in one bench run
+/// on this VM) barely moves a median of six readings.
+MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b,
+                              bool leave_out);
 
 }  // namespace hetbench::report

@@ -6,7 +6,8 @@
 #    labelled with its run, and they ran in that order on the one device;
 #  - each run records the agent's malloc settings;
 #  - the effective spec says repeats: 2 (and 1 when not given), `get job -o yaml` too;
-#  - compare of two such jobs compares runs as runs (2/2 a side, no note)
+#  - compare of two such jobs compares runs as runs (2/2 a side, no note,
+#    the variance pooled on one device, the machine probe compared)
 #    and follows its schema; against a job of one run it says that the
 #    verdict ignores run-to-run variance;
 #  - history has one row per job and configuration with its runs counted;
@@ -65,6 +66,9 @@ python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/runs.json" >"
 [[ $(jq '.pairs | length' "$WORK/runs.json") == 4 ]] || fail "not 2 configurations x 2 phases: $(jq -c '[.pairs[].key]' "$WORK/runs.json")"
 jq -e '.pairs | all(.runs_a == 2 and .runs_b == 2 and (has("note") | not))' "$WORK/runs.json" >/dev/null ||
   fail "the runs were not compared as runs: $(jq -c '[.pairs[] | [.runs_a, .runs_b, .note]]' "$WORK/runs.json")"
+# One agent and device: the runs' variance pooled; every CPU run carries the machine probe, compared.
+jq -e '.pairs | all(.variance == "pooled" and .machine_probe.ratio_b_over_a > 0)' "$WORK/runs.json" >/dev/null ||
+  fail "not pooled, or no machine probe: $(jq -c '[.pairs[] | [.variance, .machine_probe]]' "$WORK/runs.json")"
 "$CLI" compare "${jobs[0]}" "${jobs[1]}" | tee "$WORK/runs.txt" | grep -q " 2/2 " || fail "the table does not show 2/2 runs"
 "$CLI" compare "${jobs[0]}" "$single" -o json >"$WORK/one.json" || fail "compare against one run failed"
 jq -e '.pairs | all(.runs_b == 1 and (.note | test("ignores run-to-run variance")))' "$WORK/one.json" >/dev/null ||

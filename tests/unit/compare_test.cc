@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -155,6 +156,23 @@ v1::Job JobOf(const std::string& id, const std::vector<int>& batches, const std:
     t->mutable_result()->mutable_environment()->set_device_model("AMD EPYC");
     t->mutable_result()->mutable_environment()->set_executor("torch");
     t->mutable_result()->mutable_environment()->set_model_fingerprint(fingerprint);
+  }
+  return job;
+}
+
+// A job of 3 runs of one configuration on node-1/cpu0, run i with a
+// machine probe of probes[i] (before, after) ns.
+v1::Job ProbedRuns(const std::string& id, const std::vector<std::pair<int64_t, int64_t>>& probes) {
+  v1::Job job = JobOf(id, {64, 64, 64}, "mlp/init=aa");
+  for (int i = 0; i < 3; ++i) {
+    v1::Task* t = job.mutable_tasks(i);
+    t->set_run(i + 1);
+    t->set_agent_id("node-1");
+    t->set_device_id("node-1/cpu0");
+    v1::MachineProbe* p = t->mutable_result()->mutable_machine_probe();
+    p->set_kernel("sgemm 64x512x512 float32, LibTorch, 2 threads");
+    p->set_before_ns(probes[i].first);
+    p->set_after_ns(probes[i].second);
   }
   return job;
 }
@@ -357,19 +375,8 @@ TEST(CompareTest, ARunFarFromItsSidesMedianRunIsNamed) {
 // machine's gets no verdict; within 5%, or on another device, the rule says
 // nothing.
 TEST(CompareTest, AMachineProbeThatDiffersBetweenTheSidesWithholdsTheVerdict) {
-  auto repeated = [](const std::string& id, int64_t probe_ns) {
-    v1::Job job = JobOf(id, {64, 64, 64}, "mlp/init=aa");
-    for (int i = 0; i < 3; ++i) {
-      v1::Task* t = job.mutable_tasks(i);
-      t->set_run(i + 1);
-      t->set_agent_id("node-1");
-      t->set_device_id("node-1/cpu0");
-      v1::MachineProbe* p = t->mutable_result()->mutable_machine_probe();
-      p->set_kernel("sgemm 64x512x512 float32, LibTorch, 2 threads");
-      p->set_before_ns(probe_ns + 1000 * i);
-      p->set_after_ns(probe_ns - 1000 * i);
-    }
-    return job;
+  auto repeated = [](const std::string& id, int64_t ns) {
+    return ProbedRuns(id, {{ns, ns}, {ns + 1000, ns - 1000}, {ns + 2000, ns - 2000}});
   };
   const auto ra = Runs(3, 200, 25'000, 0.005, 0.02, 31);
   const auto rb = Runs(3, 200, 25'000 * 1.25, 0.005, 0.02, 32);  // B 25% slower: the VM's slow state
@@ -404,7 +411,81 @@ TEST(CompareTest, AMachineProbeThatDiffersBetweenTheSidesWithholdsTheVerdict) {
   v1::Job unprobed = slow;
   unprobed.mutable_tasks(2)->mutable_result()->clear_machine_probe();
   EXPECT_EQ(judge(fast, unprobed, false).verdict, "slower");
-  EXPECT_EQ(MachineDiffered({&fast.tasks(0)}, {&fast.tasks(1)}), "");
+  EXPECT_EQ(JudgeMachine({&fast.tasks(0)}, {&fast.tasks(1)}, false).differed, "");
+  EXPECT_NEAR(withheld.probe_ratio, 1.2, 0.001);
+}
+
+// Runs taken in another machine state are left out, so the comparison is
+// made within one state: B's second run met the slow state (its probe and
+// its steps 25% slower); without it A and B are the same. A reading spoiled
+// by something holding a core for a moment (8 ms a call) leaves its run out
+// and moves nothing else. When a side would keep fewer than 2 runs, the
+// verdict is withheld instead.
+TEST(CompareTest, RunsTakenInAnotherMachineStateAreLeftOut) {
+  const auto probed = ProbedRuns;
+  auto ra = Runs(3, 200, 25'000, 0.005, 0.02, 41), rb = Runs(3, 200, 25'000, 0.005, 0.02, 42);
+  for (double& v : rb[1]) v *= 1.25;  // B's second run in the slow state
+  const v1::Job a = probed("job-1", {{150'000, 151'000}, {152'000, 150'000}, {149'000, 151'000}});
+  const v1::Job b = probed("job-2", {{151'000, 150'000}, {180'000, 181'000}, {150'000, 152'000}});
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_EQ(c.verdict, "no change");
+  EXPECT_EQ(c.runs_a, 3);
+  EXPECT_EQ(c.runs_b, 2);
+  ASSERT_EQ(c.left_out.size(), 1u);
+  EXPECT_TRUE(c.left_out[0].side_b);
+  EXPECT_EQ(c.left_out[0].run, 1u);
+  EXPECT_NEAR(c.left_out[0].ratio_to_median, 1.2, 0.01);
+  EXPECT_THAT(c.left_out_note, HasSubstr("runs left out, taken in another machine state"));
+  EXPECT_THAT(c.left_out_note, HasSubstr("B run 2 (job-2-t1, run 2): probe 1.20x the median reading"));
+  EXPECT_TRUE(c.pooled) << "every run on node-1/cpu0";
+  EXPECT_NEAR(c.ratio, 1.0, 0.01);
+  PairResult r{pairs[0], v1::PHASE_TRAIN, c};
+  EXPECT_THAT(RunNotesLine(r), HasSubstr("train: runs left out"));
+  const std::string json = RenderComparison("job-1", "job-2", {r}, {}, 0.02, "json");
+  EXPECT_THAT(json, HasSubstr("\"ratio_b_over_a\""));
+  EXPECT_THAT(json, HasSubstr("\"ratio_to_median_reading\""));
+  EXPECT_THAT(json, HasSubstr("\"variance\": \"pooled\""));
+  // Kept in, the slow run would have widened the interval: the same data judged without the probes.
+  v1::Job bare_a = a, bare_b = b;
+  for (v1::Job* j : {&bare_a, &bare_b}) {
+    for (v1::Task& t : *j->mutable_tasks()) t.mutable_result()->clear_machine_probe();
+  }
+  const std::vector<RunPair> bare = PairRuns({&bare_a}, {&bare_b}, false, &unpaired);
+  const StepComparison kept = CompareRunPhase(bare[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_EQ(kept.runs_b, 3);
+  EXPECT_TRUE(kept.left_out.empty());
+  EXPECT_GT(std::log(kept.ci_high / kept.ci_low), 3 * std::log(c.ci_high / c.ci_low));
+
+  // One reading taken while something held the other core: 8 ms a call.
+  const v1::Job spoiled = probed("job-3", {{8'000'000, 151'000}, {150'000, 152'000}, {151'000, 150'000}});
+  auto rc = Runs(3, 200, 25'000 * 1.05, 0.005, 0.02, 43);
+  const std::vector<RunPair> sp = PairRuns({&spoiled}, {&a}, false, &unpaired);
+  const StepComparison s = CompareRunPhase(sp[0], v1::PHASE_TRAIN, rc, ra, 0.02, false);
+  ASSERT_EQ(s.left_out.size(), 1u);
+  EXPECT_FALSE(s.left_out[0].side_b);
+  EXPECT_EQ(s.left_out[0].run, 0u);
+  EXPECT_EQ(s.verdict, "faster") << "B is A's 5% faster runs, judged on A's other two";
+  EXPECT_NEAR(s.probe_ratio, 1.0, 0.02);
+
+  // Two of B's three runs in another state: no verdict, by the sides' medians.
+  const v1::Job mostly = probed("job-4", {{180'000, 181'000}, {151'000, 150'000}, {182'000, 180'000}});
+  const std::vector<RunPair> mp = PairRuns({&a}, {&mostly}, false, &unpaired);
+  const StepComparison m = CompareRunPhase(mp[0], v1::PHASE_TRAIN, ra, ra, 0.02, false);
+  EXPECT_THAT(m.verdict, HasSubstr("not comparable: the machine differed: its probe took 1.20x as long around B's"));
+  EXPECT_TRUE(m.left_out.empty());
+  EXPECT_EQ(m.runs_b, 3);
+  // Each side half in one state, half in the other (2 runs a side): the medians agree, but no side keeps 2 runs.
+  std::vector<std::vector<double>> two = {ra[0], ra[1]};
+  v1::Job half_a = probed("job-5", {{150'000, 150'000}, {180'000, 180'000}, {0, 0}}),
+          half_b = probed("job-6", {{150'000, 151'000}, {181'000, 180'000}, {0, 0}});
+  for (v1::Job* j : {&half_a, &half_b}) j->mutable_tasks()->RemoveLast();
+  const std::vector<RunPair> hp = PairRuns({&half_a}, {&half_b}, false, &unpaired);
+  const StepComparison h = CompareRunPhase(hp[0], v1::PHASE_TRAIN, two, two, 0.02, false);
+  EXPECT_THAT(h.verdict, HasSubstr("not comparable: the machine differed: 2 of A's 2 runs were taken in another "
+                                   "state"));
 }
 
 // The hierarchical bootstrap's interval holds its level when whole runs
@@ -415,20 +496,27 @@ TEST(CompareTest, AMachineProbeThatDiffersBetweenTheSidesWithholdsTheVerdict) {
 // cannot see the shift, call it most of the time.
 TEST(CompareTest, TheHierarchicalBootstrapKeepsItsFalseAlarmRateWhenRunsShift) {
   constexpr int kTrials = 300;
-  int run_alarms = 0, step_alarms = 0, covered = 0;
+  int run_alarms[2] = {0, 0}, covered[2] = {0, 0}, step_alarms = 0;  // [0] per side (Welch), [1] pooled
   for (uint64_t seed = 1; seed <= kTrials; ++seed) {
     const auto a = Runs(3, 60, 25'000, 0.03, 0.05, seed), b = Runs(3, 60, 25'000, 0.03, 0.05, seed + 100'000);
-    const StepComparison c = CompareRuns(a, b, 1e-9, 0.5, 300, seed);
-    run_alarms += c.verdict != "no change" ? 1 : 0;
-    covered += c.ci_low <= 1 && 1 <= c.ci_high ? 1 : 0;
+    for (int pooled = 0; pooled < 2; ++pooled) {
+      const StepComparison c = CompareRuns(a, b, 1e-9, 0.5, pooled == 1, 300, seed);
+      EXPECT_EQ(c.pooled, pooled == 1);
+      run_alarms[pooled] += c.verdict != "no change" ? 1 : 0;
+      covered[pooled] += c.ci_low <= 1 && 1 <= c.ci_high ? 1 : 0;
+    }
     step_alarms += CompareSteps(a[0], b[0], 1e-9, 300, seed).verdict != "no change" ? 1 : 0;
   }
-  const double rate = static_cast<double>(run_alarms) / kTrials;
-  std::printf("A/A over %d trials: runs as the unit %d alarms (%.3f), one run's steps %d\n", kTrials, run_alarms, rate,
-              step_alarms);
-  EXPECT_LE(rate, 0.08) << "runs as the unit: at most the nominal 5% (plus sampling error)";
-  EXPECT_GE(rate, 0.01) << "not so wide that it never sees anything";
-  EXPECT_EQ(covered, kTrials - run_alarms);
+  std::printf("A/A over %d trials: runs as the unit %d alarms per side, %d pooled; one run's steps %d\n", kTrials,
+              run_alarms[0], run_alarms[1], step_alarms);
+  for (int pooled = 0; pooled < 2; ++pooled) {
+    const double rate = static_cast<double>(run_alarms[pooled]) / kTrials;
+    EXPECT_LE(rate, 0.08) << "runs as the unit: at most the nominal 5% (plus sampling error); pooled " << pooled;
+    EXPECT_GE(rate, 0.01) << "not so wide that it never sees anything; pooled " << pooled;
+    EXPECT_EQ(covered[pooled], kTrials - run_alarms[pooled]);
+  }
+  // Welch's degrees of freedom, at most the pooled 4 with 3 runs a side, make its interval the wider.
+  EXPECT_LE(run_alarms[0], run_alarms[1]);
   EXPECT_GE(step_alarms, kTrials / 2) << "one run against one: the shift between runs looks like a change";
   // A 10% shift with 5 runs a side is found.
   const auto a = Runs(5, 60, 25'000, 0.03, 0.05, 1), b = Runs(5, 60, 27'500, 0.03, 0.05, 2);
@@ -449,11 +537,11 @@ TEST(CompareTest, RunsAsTheUnitCallAChangeThatIsThereAndBeyondTheThreshold) {
   for (uint64_t seed = 1; seed <= kTrials; ++seed) {
     const auto a = Runs(3, 100, 25'000, 0.01, 0.05, seed), a2 = Runs(3, 100, 25'000, 0.01, 0.05, seed + 100'000),
                b = Runs(3, 100, 26'250, 0.01, 0.05, seed + 200'000);
-    const StepComparison slower = CompareRuns(a, b, 0.02, 0.5, 300, seed);
+    const StepComparison slower = CompareRuns(a, b, 0.02, 0.5, false, 300, seed);
     found += slower.verdict == "slower" ? 1 : 0;
     found_below += slower.verdict == "slower" && slower.ci_low < 1.02 ? 1 : 0;
     whole_interval += slower.ci_low > 1.02 ? 1 : 0;
-    false_alarms += CompareRuns(a, a2, 0.02, 0.5, 300, seed).verdict != "no change" ? 1 : 0;
+    false_alarms += CompareRuns(a, a2, 0.02, 0.5, false, 300, seed).verdict != "no change" ? 1 : 0;
   }
   std::printf(
       "3 runs a side, runs shifting 1%%: 5%% slowdown found %d of %d (%d with the interval below 1.02; the "
