@@ -1,7 +1,8 @@
 #pragma once
-/// The machine probe: a fixed small SGEMM timed for a short window just
-/// before a CPU task's training and just after its inference, outside every
-/// timed window (v1::MachineProbe). On this project's VM the machine flips
+/// The machine probe: a fixed small SGEMM timed in three short windows just
+/// before a CPU task's training (or serving) and just after its inference
+/// (or serving), outside every timed window (v1::MachineProbe). On this
+/// project's VM the machine flips
 /// into a state in which mlp's training steps took 31% longer for tens of
 /// seconds; the probe took 16-19% longer then, whatever the model under
 /// test, so `compare` can tell "the machine differed" from "the code
@@ -13,15 +14,22 @@
 namespace hetbench::agent {
 
 struct ProbeWindow {
-  int64_t median_ns = 0;  // one kernel call
-  int32_t calls = 0;
+  int64_t median_ns = 0;  // one kernel call: the lowest of the windows' median calls
+  int32_t calls = 0;      // over all windows
 };
 
 /// Times the probe kernel (a [64,512] x [512,512] float32 matrix product,
-/// LibTorch, the process's current thread count) for `window_ns` after two
-/// untimed calls; the median call. Deterministic inputs (a fixed seed of its
-/// own, so the caller's random stream is untouched).
-ProbeWindow TimeProbe(int64_t window_ns = 30'000'000);
+/// LibTorch, the process's current thread count) after two untimed calls,
+/// in `windows` windows of `window_ns`, `gap_ns` apart; the lowest of their
+/// median calls. With 2 threads the kernel needs both cores, so anything
+/// else runnable for a moment (in the agent, its own streams at a task's
+/// start) stalls every call of a window: in an agent on this VM one 30 ms
+/// window of four took 6.1 ms a call against 0.09 ms, and windows at a
+/// task's start ran 1-9% slower than after it. A machine state lasts tens
+/// of seconds and holds in every window; a moment's stall does not.
+/// Deterministic inputs (a fixed seed of its own, so the caller's random
+/// stream is untouched).
+ProbeWindow TimeProbe(int64_t window_ns = 10'000'000, int windows = 3, int64_t gap_ns = 20'000'000);
 
 /// What TimeProbe times, with the thread count: probes compare only when
 /// this text is equal.

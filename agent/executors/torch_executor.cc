@@ -69,12 +69,29 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (auto s = run.SelectDevice(); !s.ok()) return s;
   const TorchThreads thread_setting(run.threads());  // process-wide: see torch_threads.h
   const bool serving = IsServing(task.spec());
+  // The machine's state around the run, outside its timed windows: one
+  // device's CPU task only (a gang's ranks wait for each other; a split's
+  // stages run on other devices too).
+  const bool probe = config_.machine_probe && run.on_cpu() && !task.has_gang() && task.stage_device_ids().empty();
+  auto probe_before = [&] {
+    if (!probe) return;
+    const ProbeWindow before = TimeProbe();
+    v1::MachineProbe* p = run.result().mutable_machine_probe();
+    p->set_kernel(ProbeKernel(thread_setting.threads()));
+    p->set_before_ns(before.median_ns);
+    p->set_calls(before.calls);
+  };
+  auto probe_after = [&] {
+    if (probe && !control->cancel.load()) run.result().mutable_machine_probe()->set_after_ns(TimeProbe().median_ns);
+  };
   if (serving && IsServingOnlyModel(run.model())) {  // no dataset: the harness alone, or the decoder
     try {
       if (run.model() == kDecoderModel && config_.calibrate && run.on_cpu()) {
         *run.result().mutable_calibration() = DeviceCalibration();
       }
+      probe_before();
       if (auto s = run.Serve(); !s.ok()) return s;
+      probe_after();
     } catch (const c10::Error& e) {
       return TorchFailure(task, run.model(), FirstLine(e.what_without_backtrace()), false);
     } catch (const std::exception& e) {
@@ -93,7 +110,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     if (config_.calibrate && run.on_cpu()) *result.mutable_calibration() = DeviceCalibration();
     if (auto s = run.BuildWorkload(**dataset, thread_setting.note()); !s.ok()) return s;
     if (serving) {
+      probe_before();
       if (auto s = run.Serve(); !s.ok()) return s;
+      probe_after();
       return result;
     }
     // A gang rank cancelled while it loaded (fenced: its gang was retried as
@@ -103,21 +122,11 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // under load). It ends with nothing measured.
     if (task.has_gang() && control->cancel.load()) return result;
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
-    // The machine's state around the run, outside its timed windows: one
-    // device's CPU task only (a gang's ranks wait for each other; a split's
-    // stages run on other devices too).
-    const bool probe = config_.machine_probe && run.on_cpu() && !task.has_gang() && task.stage_device_ids().empty();
-    if (probe) {
-      const ProbeWindow before = TimeProbe();
-      v1::MachineProbe* p = result.mutable_machine_probe();
-      p->set_kernel(ProbeKernel(thread_setting.threads()));
-      p->set_before_ns(before.median_ns);
-      p->set_calls(before.calls);
-    }
+    probe_before();
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;
     if (auto s = run.Infer(); !s.ok()) return s;
-    if (probe && !control->cancel.load()) result.mutable_machine_probe()->set_after_ns(TimeProbe().median_ns);
+    probe_after();
     if (!run.profiles() || control->cancel.load()) return result;
     run.ProfileAfter();
   } catch (const c10::Error& e) {

@@ -23,7 +23,8 @@ struct TorchExecutorConfig {
   bool calibrate = true;
   int calibration_gemm_size = 2048;
   /// Time the machine probe (machine_probe.h) around each single-device CPU
-  /// task's run: 30 ms before training and 30 ms after inference.
+  /// training or serving task's run: before training (serving) and after inference
+  /// (serving), each reading about 70 ms.
   bool machine_probe = true;
   /// What the agent concluded about the math library's kernels at start-up.
   BlasCheck blas;

@@ -65,6 +65,9 @@ done
 [[ $(jq -r '.pairs[0].runs_a, .pairs[0].runs_b, .pairs[0].phase' "$WORK/runs.json" | tr '\n' ' ') == "2 2 serve " ]] \
   || fail "compare of runs did not compare two runs a side: $(head -c 400 "$WORK/runs.json")"
 [[ $(jq -r '.method.interval' "$WORK/runs.json") == *Welch* ]] || fail "compare of runs does not say its method"
+# A serving run on the CPU carries the machine probe too, and compare compares it.
+jq -e '.pairs[0].machine_probe.ratio_b_over_a > 0' "$WORK/runs.json" >/dev/null \
+  || fail "the serving runs carry no machine probe: $(jq -c '.pairs[0].machine_probe' "$WORK/runs.json")"
 /usr/bin/python3 "$(dirname "$0")/validate_json.py" "$(dirname "$SCHEMA")/compare.v1.json" "$WORK/runs.json" \
   || fail "compare of runs -o json does not match compare.v1.json"
 # A side of one run against a side of runs: the first runs' queries, and the verdict says what it ignores.
