@@ -18,7 +18,8 @@
 ///    are still shown); with --compare-anyway the verdict is given, marked
 ///    "(run B train INVALID)". History applies the same rule to each change.
 ///    So does a machine that was in another state: the agent's probe
-///    (MachineDiffered) differing between the sides on one device;
+///    differing between the sides on one device (JudgeMachine, which also
+///    leaves out the runs taken in another state than the comparison's);
 /// Runs are the unit when each side has two or more (a job with `repeats`,
 /// or a side given as JOB,JOB,...): CompareRuns below, whose interval counts
 /// the noise between runs. With one run a side the steps are treated as

@@ -50,8 +50,8 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                    {"verdict",
                     "runs >= 2 a side: slower/faster when the interval excludes 1 and the ratio lies beyond 1 "
                     "+/- threshold; a side of one run: when the whole interval lies beyond 1 +/- "
-                    "threshold; \"not comparable\" when a run's phase is INVALID (marked instead with "
-                    "--compare-anyway)"}};
+                    "threshold; \"not comparable\" when a run compared has an INVALID phase or the machine "
+                    "probe differed between the sides (marked instead with --compare-anyway)"}};
   doc["pairs"] = nlohmann::ordered_json::array();
   for (const PairResult& r : results) {
     nlohmann::ordered_json p;
