@@ -1,5 +1,7 @@
 // How honest is `hetbench compare` on this machine? Runs one job's task
-// (mlp by default) many times through the agent's real executor and compares
+// (mlp by default) many times through the agent's real executor, each run as
+// long as a user's job by default (one epoch, the whole test set; --steps
+// and --infer-batches shorten it, labelled run_shape=shortened), and compares
 // runs two by two with the CLI's method (report/compare.cc: ComparePhase, so a
 // side the coordinator's rules judge INVALID gives no verdict, as in the CLI):
 //  - A/A: two runs of the same task. Any "slower"/"faster" is a false alarm;
@@ -26,6 +28,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -116,11 +119,13 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
   a.set_model(model);
   v1::JobSpec spec;
   spec.set_seed(42);
-  spec.mutable_train()->set_warmup_steps(20);
-  spec.mutable_train()->set_min_steps(steps);
-  spec.mutable_train()->set_max_steps(steps);
-  spec.mutable_train()->set_min_duration_seconds(0);
-  spec.mutable_inference()->set_max_batches(infer_batches);
+  if (steps > 0) {  // shortened runs: exactly `steps` measured steps
+    spec.mutable_train()->set_warmup_steps(20);
+    spec.mutable_train()->set_min_steps(steps);
+    spec.mutable_train()->set_max_steps(steps);
+    spec.mutable_train()->set_min_duration_seconds(0);
+  }
+  if (infer_batches > 0) spec.mutable_inference()->set_max_batches(infer_batches);
   *a.mutable_spec() = WithDefaults(spec);
   agent::TaskControl control(agent::SampleCapacity(a), SteadyNowNs());
   auto r = exec.Run(a, cpu, &control);
@@ -151,15 +156,22 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
   int pairs = 20, threads = 1, runs = 1;
-  int64_t steps = 300, bs = 64, infer_batches = 100;
+  int64_t steps = 0, bs = 64, infer_batches = 0;  // 0: the job's defaults
   double slowdown = 0.05, threshold = 0.02;
   std::string model = "mlp", dump, order = "interleaved";
   CLI::App app{"hetbench compare's honesty: false alarms over A/A pairs, detection of an injected slowdown"};
   app.add_option("--pairs", pairs, "A/A pairs, and as many A/B pairs")->capture_default_str();
   app.add_option("--model", model, "model of the zoo")->capture_default_str();
-  app.add_option("--steps", steps, "measured training steps per run")->capture_default_str();
+  app.add_option("--steps", steps,
+                 "measured training steps per run; 0 = the job's default (one epoch and 1 s at least, after 10 warmup "
+                 "steps), as a user's job runs; a number shortens the runs (labelled in the RESULT line)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", bs, "batch size")->capture_default_str();
-  app.add_option("--infer-batches", infer_batches, "measured inference batches per run")->capture_default_str();
+  app.add_option("--infer-batches", infer_batches,
+                 "measured inference batches per run; 0 = the job's default (the whole test set)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--slowdown", slowdown, "fraction injected into the B run of each A/B pair")->capture_default_str();
   app.add_option("--threshold", threshold, "compare's threshold")->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads (0 = all cores, the job default)")->capture_default_str();
@@ -200,11 +212,18 @@ int main(int argc, char** argv) {
   };
   agent::TorchExecutor slowed(slow_config);
 
+  // The run's shape: a user's job by default, or shortened (labelled in the RESULT line).
+  const std::string shape = absl::StrCat(
+      steps > 0 ? absl::StrCat(steps, " train steps (shortened)")
+                : "train steps as the job's default (one epoch and 1 s at least)",
+      " and ",
+      infer_batches > 0 ? absl::StrCat(infer_batches, " inference batches (shortened)") : "the whole test set");
+  const char* run_shape = steps > 0 || infer_batches > 0 ? "shortened" : "job_defaults";
   std::printf(
-      "CPU %s; model %s, batch %ld, %ld train steps and %ld inference batches per run, threshold %.3g, "
-      "injected slowdown %.3g, %d run(s) per side (%s), %d LibTorch thread(s) (0 = all cores)\n",
-      bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), static_cast<long>(steps),
-      static_cast<long>(infer_batches), threshold, slowdown, runs, order.c_str(), threads);
+      "CPU %s; model %s, batch %ld, %s per run, threshold %.3g, injected slowdown %.3g, %d run(s) per side (%s), "
+      "%d LibTorch thread(s) (0 = all cores)\n",
+      bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), shape.c_str(), threshold, slowdown, runs,
+      order.c_str(), threads);
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
   FILE* dump_file = dump.empty() ? nullptr : std::fopen(dump.c_str(), "w");
   if (!dump.empty() && dump_file == nullptr) {
@@ -217,7 +236,7 @@ int main(int argc, char** argv) {
   int aa_tests = 0, aa_alarms = 0, ab_tests = 0, ab_detected = 0, aa_withheld = 0, ab_withheld = 0;
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
   // --runs >= 3: comparisons with a run far from its side's median run, and the A/B ones judged and missed.
-  int aa_far = 0, ab_far = 0, ab_missed_far = 0, aa_left = 0, ab_left = 0;
+  int aa_far = 0, ab_far = 0, ab_missed_far = 0, aa_left = 0, ab_left = 0, aa_within = 0, ab_within = 0;
   // Withheld because the machine probe differed, and of those, the ones that would have been an alarm (A/A) or
   // a detection (A/B) without that rule.
   int aa_probe = 0, ab_probe = 0, aa_probe_change = 0, ab_probe_change = 0;
@@ -320,6 +339,15 @@ int main(int argc, char** argv) {
                           absl::StrFormat(" %s%d %.2fx", l.side_b ? "B" : "A", l.run + 1, l.ratio_to_median));
         }
         (kind == 0 ? aa_left : ab_left) += c.left_out.empty() ? 0 : 1;
+        // Compared within machine states, which the rules above would have withheld: "within 2 states".
+        if (!c.states_a.empty()) {
+          int states = 0;
+          for (const auto* side : {&c.states_a, &c.states_b}) {
+            for (int st : *side) states = std::max(states, st + 1);
+          }
+          absl::StrAppend(&far, absl::StrFormat(" within %d states", states));
+          (kind == 0 ? aa_within : ab_within) += 1;
+        }
         std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s%s\n", kind == 0 ? "A/A" : "A/B", p,
                     phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str(),
                     far.c_str());
@@ -337,16 +365,18 @@ int main(int argc, char** argv) {
   // A withheld verdict ("not comparable": a side INVALID) is neither an alarm nor a detection.
   std::printf(
       "RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
-      "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d order=%s\n",
+      "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d order=%s "
+      "run_shape=%s\n",
       aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
       ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown, threshold, runs,
-      order.c_str());
+      order.c_str(), run_shape);
   std::printf(
       "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
-      "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d order=%s (comparisons withheld "
-      "because the machine probe differed by more than +/-%g%% between the sides; comparisons judged without "
-      "runs whose probe lay beyond it of the comparison's median)\n",
-      aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, order.c_str(),
+      "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d aa_within_states=%d "
+      "ab_within_states=%d order=%s (comparisons withheld because the machine probe differed by more than "
+      "+/-%g%% between the sides; comparisons judged without runs whose probe lay beyond it of the comparison's "
+      "median; comparisons made within machine states, which those rules would have withheld)\n",
+      aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, aa_within, ab_within, order.c_str(),
       report::kProbeBeyond * 100);
   if (runs >= 3) {
     std::printf(

@@ -39,6 +39,21 @@ std::string RunVerdict(double ratio, double ci_low, double ci_high, double thres
   return "no change";
 }
 
+// Runs as the unit: the 95% interval of the log ratio `diff` (Student's t,
+// standard error `se` on `df` degrees of freedom), its p-value and the verdict.
+void TInterval(double diff, double se, double df, double threshold, StepComparison* c) {
+  if (!(se > 0)) {
+    c->ci_low = c->ci_high = c->ratio;
+    c->p_value = diff == 0 ? 1 : 0;
+  } else {
+    const double t = StudentTQuantile(0.975, df);
+    c->ci_low = std::exp(diff - t * se);
+    c->ci_high = std::exp(diff + t * se);
+    c->p_value = std::min(1.0, 2 * (1 - StudentTCdf(std::abs(diff) / se, df)));
+  }
+  c->verdict = RunVerdict(c->ratio, c->ci_low, c->ci_high, threshold);
+}
+
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   const double pos = q * static_cast<double>(v.size() - 1);
@@ -253,21 +268,90 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   c.pooled = one_machine;
   const double pooled_var = ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2);
   const double se2 = one_machine ? pooled_var * (1 / ka + 1 / kb) : a.boot_var + b.boot_var;
-  const double diff = b.mean - a.mean;
-  if (!(se2 > 0)) {
-    c.ci_low = c.ci_high = c.ratio;
-    c.p_value = diff == 0 ? 1 : 0;
-  } else {
-    const double df = one_machine
-                          ? ka + kb - 2
-                          : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
-    const double se = std::sqrt(se2);
-    const double t = StudentTQuantile(0.975, df);
-    c.ci_low = std::exp(diff - t * se);
-    c.ci_high = std::exp(diff + t * se);
-    c.p_value = std::min(1.0, 2 * (1 - StudentTCdf(std::abs(diff) / se, df)));
+  const double df = !(se2 > 0) || one_machine
+                        ? ka + kb - 2
+                        : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
+  TInterval(b.mean - a.mean, std::sqrt(std::max(se2, 0.0)), df, threshold, &c);
+  return c;
+}
+
+StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& runs_a, const std::vector<int>& states_a,
+                                       const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
+                                       double threshold, double quantile) {
+  StepComparison c;
+  c.quantile = quantile;
+  c.pooled = true;
+  c.runs_a = c.runs_b = 0;
+  // Each counted run: its side, state, log statistic and log median.
+  struct Run {
+    int side, state;
+    double y, median;
+  };
+  std::vector<Run> runs;
+  int states = 0;
+  for (int side = 0; side < 2; ++side) {
+    const auto& steps = side == 0 ? runs_a : runs_b;
+    const auto& state = side == 0 ? states_a : states_b;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      (side == 0 ? c.n_a : c.n_b) += static_cast<int64_t>(steps[i].size());
+      if (i >= state.size() || state[i] < 0 || steps[i].size() < kMinSteps) continue;
+      std::vector<double> v = steps[i];
+      const double m = MedianInPlace(v);
+      const double s = quantile == 0.5 ? m : NearestRankInPlace(v, quantile);
+      if (!(s > 0) || !(m > 0)) continue;
+      runs.push_back({side, state[i], std::log(s), std::log(m)});
+      (side == 0 ? c.runs_a : c.runs_b) += 1;
+      states = std::max(states, state[i] + 1);
+    }
   }
-  c.verdict = RunVerdict(c.ratio, c.ci_low, c.ci_high, threshold);
+  // y = mu_state + d [B] + e: d is the states' differences of the sides'
+  // mean logs weighted by n_a n_b / n; var(d) = s^2 / the weights' sum.
+  struct Cell {
+    int n[2] = {0, 0};
+    double sum[2] = {0, 0}, median_sum[2] = {0, 0};
+  };
+  std::vector<Cell> cells(static_cast<size_t>(states));
+  for (const Run& r : runs) {
+    Cell& cell = cells[static_cast<size_t>(r.state)];
+    cell.n[r.side] += 1;
+    cell.sum[r.side] += r.y;
+    cell.median_sum[r.side] += r.median;
+  }
+  double weights = 0, d = 0, d_median = 0;
+  int counted = 0, levels = 0;  // states with both sides' runs; states with runs (one level each)
+  for (const Cell& cell : cells) {
+    levels += cell.n[0] + cell.n[1] > 0 ? 1 : 0;
+    if (cell.n[0] == 0 || cell.n[1] == 0) continue;
+    const double w = static_cast<double>(cell.n[0]) * cell.n[1] / (cell.n[0] + cell.n[1]);
+    weights += w;
+    d += w * (cell.sum[1] / cell.n[1] - cell.sum[0] / cell.n[0]);
+    d_median += w * (cell.median_sum[1] / cell.n[1] - cell.median_sum[0] / cell.n[0]);
+    ++counted;
+  }
+  const int df = static_cast<int>(runs.size()) - levels - 1;
+  if (counted == 0 || c.runs_a < 2 || c.runs_b < 2 || df < 2 || cells[0].n[0] == 0 || cells[0].n[1] == 0) {
+    c.verdict = "too few runs";
+    return c;
+  }
+  d /= weights;
+  d_median /= weights;
+  // Each state's level: its runs' mean with B's share of d taken out; the residuals around them.
+  auto level = [&](const Cell& cell, bool of_medians) {
+    const double sum = of_medians ? cell.median_sum[0] + cell.median_sum[1] : cell.sum[0] + cell.sum[1];
+    return (sum - (of_medians ? d_median : d) * cell.n[1]) / (cell.n[0] + cell.n[1]);
+  };
+  double rss = 0;
+  for (const Run& r : runs) {
+    const double e = r.y - level(cells[static_cast<size_t>(r.state)], false) - (r.side == 1 ? d : 0);
+    rss += e * e;
+  }
+  // The sides as if every run had been taken in state 0.
+  c.stat_a_ns = std::exp(level(cells[0], false));
+  c.stat_b_ns = std::exp(level(cells[0], false) + d);
+  c.median_a_ns = std::exp(level(cells[0], true));
+  c.median_b_ns = std::exp(level(cells[0], true) + d_median);
+  c.ratio = std::exp(d);
+  TInterval(d, std::sqrt(rss / df / weights), df, threshold, &c);
   return c;
 }
 
@@ -433,7 +517,17 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
         one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
       }
     }
-    c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine);
+    if (!machine.states[0].empty()) {  // runs in two or more machine states: compared within them
+      std::vector<int> states[2];
+      for (int side = 0; side < 2; ++side) {
+        for (size_t i : index[side]) states[side].push_back(machine.states[side][i]);
+      }
+      c = CompareRunsWithinStates(kept[0], states[0], kept[1], states[1], threshold, quantile);
+      c.states_a = machine.states[0];
+      c.states_b = machine.states[1];
+    } else {
+      c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine);
+    }
     std::vector<std::string> named;
     for (StepComparison::FarRun& s : c.far_runs) {
       s.run = index[s.side_b ? 1 : 0][s.run];  // as given, not among the kept
@@ -451,7 +545,9 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
       named.push_back(
           absl::StrFormat("%s: probe %.2fx the median reading", name_run(l.side_b, l.run), l.ratio_to_median));
     }
-    if (!named.empty()) {
+    if (!machine.states_note.empty()) {
+      c.left_out_note = machine.states_note;
+    } else if (!named.empty()) {
       c.left_out_note = absl::StrFormat(
           "runs left out, taken in another machine state (a probe reading beyond +/-%g%% of the comparison's "
           "median): %s",

@@ -70,6 +70,9 @@ struct StepComparison {
   double probe_ratio = 0;
   std::vector<MachineJudgement::LeftOut> left_out;
   std::string left_out_note;
+  // CompareRunPhase, when the runs were compared within machine states (CompareRunsWithinStates): each side's
+  // runs' state as given (0 the state of most runs, -1 left out); left_out_note then says which was where.
+  std::vector<int> states_a, states_b;
 };
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM
@@ -122,6 +125,25 @@ std::string StatisticName(double quantile);
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile = 0.5,
                            bool one_machine = false, int resamples = 2000, uint64_t seed = 20261126);
+
+/// Runs taken in two or more machine states (JudgeMachine grouped them by
+/// their probe readings: `states_a[i]` is run i's state, -1 for a run left
+/// out): the change is estimated within states, so a state's effect, the
+/// same on both sides, cancels. Each run's log statistic (as CompareRuns')
+/// is y = mu_state + d [a run of B] + e, e one machine's run-to-run noise:
+///  - d: the states' differences of the sides' mean logs, weighted by
+///    n_a n_b / n of each state (least squares);
+///  - its variance: s^2 over the weights' sum, s^2 the residuals' variance
+///    on runs - states - 1 degrees of freedom; the interval and p-value
+///    Student's t on those; the verdict as CompareRuns';
+///  - stat_a, stat_b (and the median columns): the sides as if every run
+///    had been taken in state 0, exp(mu_0) and exp(mu_0 + d).
+/// With one state this is the pooled two-sample t on the runs. Needs 2 runs
+/// a side with 5 steps each, both sides in state 0 and 2 degrees of freedom
+/// ("too few runs" otherwise); `pooled` is set, `far_runs` empty.
+StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& runs_a, const std::vector<int>& states_a,
+                                       const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
+                                       double threshold, double quantile = 0.5);
 
 /// What a phase is compared by: the median; a serving phase (serve, ttft,
 /// tpot) by its run's reported latency percentile (p99 for `server`, p90 for

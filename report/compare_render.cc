@@ -40,7 +40,11 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                     "then steps within runs); variance pooled over both sides on k_a + k_b - 2 degrees of freedom "
                     "when every run was on one agent and device (variance: pooled), else on the runs' "
                     "Welch-Satterthwaite degrees of freedom (variance: per side); runs whose machine probe reading "
-                    "lay beyond 5% of the comparison's median are left out (machine_probe.runs_left_out); far_runs "
+                    "lay beyond 5% of the comparison's median are left out (machine_probe.runs_left_out); when "
+                    "that would withhold the verdict and the runs fell in two or more machine states each holding "
+                    "runs of both sides, the change is estimated within states by least squares on the runs' log "
+                    "statistics, residual variance on runs - states - 1 degrees of freedom "
+                    "(machine_probe.within_states); far_runs "
                     "names the runs more than 10% from their side's median run (3 runs or more a side), which stay "
                     "in; a side of one run: 95% percentile bootstrap over the steps (queries) of both runs, which "
                     "ignores run-to-run variance"},
@@ -104,6 +108,18 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                                             {"task", l.run < tasks.size() ? tasks[l.run]->id() : ""},
                                             {"ratio_to_median_reading", l.ratio_to_median}});
         }
+        if (!r.result.states_a.empty()) {  // compared within machine states
+          nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+          for (const auto* states : {&r.result.states_a, &r.result.states_b}) {
+            const bool b = states == &r.result.states_b;
+            for (size_t i = 0; i < states->size(); ++i) {
+              if ((*states)[i] >= 0) {
+                runs.push_back({{"side", b ? "b" : "a"}, {"run", i + 1}, {"state", (*states)[i] + 1}});
+              }
+            }
+          }
+          probe["within_states"] = runs;
+        }
         p["machine_probe"] = probe;
       }
     }
@@ -123,7 +139,8 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
       "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
       "Student's t with a hierarchical bootstrap's standard error (runs, then steps within them; the sides' variances "
       "pooled when all runs were on one agent and device), p its t test; runs whose machine probe lay beyond "
-      "%g%% of the comparison's median reading left out, and runs more than %g%% from their side's median run (3 "
+      "%g%% of the comparison's median reading left out (or, when that would withhold the verdict, the change "
+      "estimated within machine states), and runs more than %g%% from their side's median run (3 "
       "runs or more a side), named below the table. One run a side: 95%% CI percentile bootstrap over the steps of "
       "both runs, p Mann-Whitney U; that verdict ignores run-to-run variance. Verdict: with runs, slower/faster "
       "when the CI excludes 1 and the ratio lies beyond 1 +/- %.3g; with one run a side, only when the whole CI "

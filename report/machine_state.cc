@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace hetbench::report {
 namespace {
@@ -14,6 +16,109 @@ double MedianOf(std::vector<double> v) {
   const double upper = v[mid];
   if (v.size() % 2 != 0) return upper;
   return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+}
+
+// The runs grouped into machine states (JudgeMachine's last rule), given
+// each run's log readings and `median`, the median of all of them. Returns
+// false when no comparison within states can be made.
+bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double median, MachineJudgement* out) {
+  const double beyond = std::log1p(kProbeBeyond);
+  struct Run {
+    int side;
+    size_t index;
+    double level;  // its mean log reading
+  };
+  std::vector<Run> runs;
+  std::vector<std::string> changed;
+  std::vector<MachineJudgement::LeftOut> left;
+  auto leave_out = [&](int side, size_t i) {
+    double farthest = 0;
+    for (double r : readings[side][i]) farthest = std::abs(r - median) > std::abs(farthest) ? r - median : farthest;
+    left.push_back({side == 1, i, std::exp(farthest)});
+  };
+  for (int side = 0; side < 2; ++side) {
+    for (size_t i = 0; i < readings[side].size(); ++i) {
+      const std::vector<double>& r = readings[side][i];
+      if (r.size() == 2 && std::abs(r[1] - r[0]) > beyond) {
+        leave_out(side, i);
+        changed.push_back(absl::StrFormat("%s run %d (its probe %.2fx after as before)", side == 0 ? "A" : "B",
+                                          static_cast<int>(i) + 1, std::exp(r[1] - r[0])));
+        continue;
+      }
+      double level = 0;
+      for (double x : r) level += x;
+      runs.push_back({side, i, level / static_cast<double>(r.size())});
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.level < y.level; });
+  // States in order of their first (lowest) run; each state's runs per side.
+  struct State {
+    double first;
+    std::vector<const Run*> runs[2];
+  };
+  std::vector<State> states;
+  for (const Run& r : runs) {
+    if (states.empty() || r.level - states.back().first > beyond) states.push_back({r.level, {}});
+    states.back().runs[r.side].push_back(&r);
+  }
+  std::vector<const State*> counted;
+  size_t kept[2] = {0, 0};
+  for (const State& s : states) {
+    if (s.runs[0].empty() || s.runs[1].empty()) {
+      for (int side = 0; side < 2; ++side) {
+        for (const Run* r : s.runs[side]) leave_out(side, r->index);
+      }
+      continue;
+    }
+    counted.push_back(&s);
+    kept[0] += s.runs[0].size();
+    kept[1] += s.runs[1].size();
+  }
+  const int df = static_cast<int>(kept[0] + kept[1]) - static_cast<int>(counted.size()) - 1;
+  if (kept[0] < 2 || kept[1] < 2 || df < 2) return false;
+  // State 0 is the one holding most runs (the lowest readings on a tie).
+  std::stable_sort(counted.begin(), counted.end(), [](const State* x, const State* y) {
+    return x->runs[0].size() + x->runs[1].size() > y->runs[0].size() + y->runs[1].size();
+  });
+  out->states[0].assign(readings[0].size(), -1);
+  out->states[1].assign(readings[1].size(), -1);
+  std::vector<std::string> named;
+  std::vector<double> kept_levels[2];
+  for (size_t s = 0; s < counted.size(); ++s) {
+    std::vector<std::string> sides;
+    for (int side = 0; side < 2; ++side) {
+      std::vector<size_t> numbers;
+      for (const Run* r : counted[s]->runs[side]) {
+        out->states[side][r->index] = static_cast<int>(s);
+        kept_levels[side].push_back(r->level);
+        numbers.push_back(r->index + 1);
+      }
+      std::sort(numbers.begin(), numbers.end());
+      sides.push_back(
+          absl::StrCat(side == 0 ? "A run" : "B run", numbers.size() > 1 ? "s " : " ", absl::StrJoin(numbers, ", ")));
+    }
+    named.push_back(absl::StrFormat("state %d (probe %.2fx state 1's first run): %s", static_cast<int>(s) + 1,
+                                    std::exp(counted[s]->first - counted[0]->first), absl::StrJoin(sides, " and ")));
+  }
+  out->states_note = absl::StrFormat(
+      "compared within %d machine state%s (runs grouped by their probe readings, a state's runs within +/-%g%% of "
+      "its first): %s",
+      static_cast<int>(counted.size()), counted.size() > 1 ? "s" : "", kProbeBeyond * 100, absl::StrJoin(named, "; "));
+  if (!changed.empty()) {
+    absl::StrAppend(&out->states_note, "; left out, the state changed during the run: ", absl::StrJoin(changed, ", "));
+  }
+  if (left.size() > changed.size()) {
+    absl::StrAppend(&out->states_note,
+                    "; left out, in a state of one side's runs only: ", static_cast<int>(left.size() - changed.size()),
+                    " run", left.size() - changed.size() > 1 ? "s" : "");
+  }
+  out->left_out = std::move(left);
+  out->probe_ratio = std::exp(MedianOf(std::move(kept_levels[1])) - MedianOf(std::move(kept_levels[0])));
+  if (counted.size() == 1) {  // one state: a comparison of the runs kept, as the first rule makes
+    out->states[0].clear();
+    out->states[1].clear();
+  }
+  return true;
 }
 
 }  // namespace
@@ -97,6 +202,14 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
                                    out.probe_ratio);
   } else {
     out.differed = too_few;
+  }
+  if (leave_out && !out.differed.empty()) {  // withheld by the rules above: within states, if the runs allow
+    MachineJudgement within;
+    std::vector<double> all;
+    for (const auto& side : readings) {
+      for (const auto& run : side) all.insert(all.end(), run.begin(), run.end());
+    }
+    if (GroupByState(readings, MedianOf(std::move(all)), &within)) return within;
   }
   return out;
 }

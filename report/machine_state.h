@@ -37,6 +37,12 @@ struct MachineJudgement {
   std::string differed;
   /// B's median probe reading over A's (the runs kept); 0 when the probes cannot be compared.
   double probe_ratio = 0;
+  /// Set when the comparison is made within machine states (the rule
+  /// below): each side's runs' state, 0 for the state of most kept runs,
+  /// -1 for a run left out; `states_note` says which runs were in which
+  /// state and why any was left out. Empty otherwise.
+  std::vector<int> states[2];
+  std::string states_note;
   bool Kept(bool side_b, size_t run) const;
 };
 
@@ -52,7 +58,18 @@ struct MachineJudgement {
 ///    many of that side's runs were in another state;
 ///  - then each side's median reading over its kept runs: beyond
 ///    kProbeBeyond apart, `differed` is "the machine differed: its probe took
-///    1.17x as long around B's runs as around A's".
+///    1.17x as long around B's runs as around A's";
+///  - when those rules would withhold the verdict (`leave_out` only), the
+///    runs are grouped into machine states by their readings instead: a
+///    run whose before and after readings lie beyond kProbeBeyond apart
+///    changed state during the run and is left out; the others, in order of
+///    their mean reading, start a new state beyond kProbeBeyond above the
+///    current state's first run. A state counts when both sides have runs
+///    in it (the other runs are left out); with 2 runs or more a side in
+///    the states that count and 2 or more degrees of freedom left (runs -
+///    states - 1), the comparison is made within those states and nothing
+///    is withheld: in one state as above, the other runs left out; in more,
+///    by CompareRunsWithinStates (compare.h).
 /// The median, not the mean: one reading taken while something else held a
 /// core (8 ms a call against 0.15 ms: 4 of 1,152 readings in one bench run
 /// on this VM) barely moves a median of six readings.

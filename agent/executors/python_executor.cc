@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/executors/machine_probe.h"
+#include "agent/executors/torch_threads.h"
 #include "agent/platform/malloc_arenas.h"
 #include "agent/runners/child_process.h"
 #include "common/clock.h"
@@ -35,9 +37,40 @@ bool FileExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// The machine probe (machine_probe.h) read by the agent around a runner, at
+// the runner's `threads`: before it starts, or (`after`) after it exits,
+// when the thread count held is the one read before.
+void ReadMachineProbe(int threads, bool after, v1::MachineProbe* probe) {
+  const TorchThreads thread_setting(threads);
+  const std::string kernel = ProbeKernel(thread_setting.threads());
+  if (after) {
+    if (kernel == probe->kernel()) probe->set_after_ns(TimeProbe().median_ns);
+    return;
+  }
+  const ProbeWindow before = TimeProbe();
+  probe->set_kernel(kernel);
+  probe->set_before_ns(before.median_ns);
+  probe->set_calls(before.calls);
+}
+
+// What the agent knows of the run that the runner does not say.
+void StampEnvironment(const v1::Device& device, const std::string& hostname, v1::RunEnvironment* env) {
+  env->set_executor("python");
+  env->set_device_model(device.model());
+  env->set_hostname(hostname);
+  env->set_agent_version(HetbenchVersion());
+  env->set_malloc(AgentMallocNote());  // the runner inherits the agent's malloc settings
+}
+
 }  // namespace
 
 PythonExecutor::PythonExecutor(RunnerConfig config) : config_(std::move(config)) { IgnoreSigpipe(); }
+
+int PythonExecutor::Threads(const v1::Assign& task, const v1::Device& device) const {
+  const int threads =
+      task.spec().threads() > 0 ? task.spec().threads() : (config_.threads > 0 ? config_.threads : device.cores());
+  return std::max(threads, 1);
+}
 
 // The task as the runner reads it: one JSON line on its stdin.
 absl::StatusOr<std::string> PythonExecutor::TaskLine(const v1::Assign& task, const v1::Device& device,
@@ -47,9 +80,7 @@ absl::StatusOr<std::string> PythonExecutor::TaskLine(const v1::Assign& task, con
   *rt.mutable_device() = device;
   rt.set_task_start_ns(control.task_start_ns);
   rt.set_data_dir(config_.data_dir);
-  const int threads =
-      task.spec().threads() > 0 ? task.spec().threads() : (config_.threads > 0 ? config_.threads : device.cores());
-  rt.set_threads(std::max(threads, 1));
+  rt.set_threads(Threads(task, device));
   rt.set_torch_device(device.kind() == v1::DEVICE_KIND_TPU ? "xla" : "cpu");
   rt.set_max_samples_per_line(1000);
   std::string json;
@@ -89,6 +120,13 @@ absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const
   }
   const absl::StatusOr<std::string> json = TaskLine(task, device, *control);
   if (!json.ok()) return json.status();
+
+  // The machine around the run (machine_probe.h), read by the agent at the
+  // runner's thread count while no runner is running: before it starts and
+  // after it exits, outside every window the runner times.
+  const bool probe = config_.machine_probe && device.kind() == v1::DEVICE_KIND_CPU;
+  v1::MachineProbe machine;
+  if (probe) ReadMachineProbe(Threads(task, device), /*after=*/false, &machine);
 
   ChildProcess child;
   if (auto s = child.Start(config_.command); !s.ok()) return s;
@@ -185,12 +223,12 @@ absl::StatusOr<v1::TaskResult> PythonExecutor::Run(const v1::Assign& task, const
   }
   if (!runner_error.empty()) return absl::InternalError(absl::StrCat("runner: ", runner_error));
   if (!have_result) return absl::InternalError("runner exited 0 without a result line");
-  v1::RunEnvironment* env = result.mutable_environment();
-  env->set_executor("python");
-  env->set_device_model(device.model());
-  env->set_hostname(config_.hostname);
-  env->set_agent_version(HetbenchVersion());
-  env->set_malloc(AgentMallocNote());  // the runner inherits the agent's malloc settings
+  result.clear_machine_probe();  // the agent's reading, never the runner's word
+  if (probe) {
+    ReadMachineProbe(Threads(task, device), /*after=*/true, &machine);
+    *result.mutable_machine_probe() = machine;
+  }
+  StampEnvironment(device, config_.hostname, result.mutable_environment());
   return result;
 }
 

@@ -29,6 +29,11 @@ struct RunnerConfig {
   double validation_startup_seconds = 60;
   double kill_grace_seconds = 1.0;  // between SIGTERM and SIGKILL
   std::string hostname;
+  /// Time the machine probe (machine_probe.h) in the agent, at the task's
+  /// thread count, just before the runner starts and just after it exits,
+  /// for a CPU task: the runner's PyTorch runs on the machine the probe
+  /// reads, so compare can leave out runs taken in another machine state.
+  bool machine_probe = true;
 };
 
 class PythonExecutor final : public Executor {
@@ -44,6 +49,8 @@ class PythonExecutor final : public Executor {
   /// The task as the runner reads it: one JSON line for its stdin.
   absl::StatusOr<std::string> TaskLine(const v1::Assign& task, const v1::Device& device,
                                        const TaskControl& control) const;
+  /// The runner's thread count: the job's `threads`, else the config's, else the device's cores.
+  int Threads(const v1::Assign& task, const v1::Device& device) const;
 
   RunnerConfig config_;
 };

@@ -1,21 +1,21 @@
 // The external runner executor against the shipped Python runner (Debian's
 // python3-torch on this CPU) and against small shell stand-ins for runners
 // that misbehave.
-#include "agent/executors/python_executor.h"
-
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "agent/data/fashion_mnist.h"
+#include "agent/executors/machine_probe.h"
+#include "agent/executors/python_executor.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
 #include "common/clock.h"
@@ -140,6 +140,11 @@ TEST(PythonExecutorTest, TrainsMlpOnTheCpuThroughTheProtocol) {
   auto built = BuildModel("mlp", 42, {});
   EXPECT_EQ(env.architecture_fingerprint(), ArchitectureFingerprint("mlp", built->net->parameters()));
   EXPECT_EQ(env.parameter_count(), built->parameter_count);
+  // The machine around the run, read by the agent at the runner's 2 threads.
+  const v1::MachineProbe& probe = result->machine_probe();
+  EXPECT_EQ(probe.kernel(), ProbeKernel(2));
+  EXPECT_GT(probe.before_ns(), 0);
+  EXPECT_GT(probe.after_ns(), 0);
 }
 
 // Cancel stops the runner mid-run, keeping what it streamed. How fast is
@@ -207,6 +212,39 @@ TEST(PythonExecutorTest, MisbehavingRunnersFailWithTheirWords) {
     ASSERT_FALSE(result.ok()) << c.script;
     EXPECT_THAT(result.status().message(), HasSubstr(c.expect)) << c.script;
   }
+}
+
+// The probe is the agent's reading on a CPU task: a runner's own claim is
+// dropped, a TPU task (the runner drives the TPU, not the CPU) gets none, and
+// the config can turn it off.
+TEST(PythonExecutorTest, TheMachineProbeIsTheAgentsOnCpuTasksOnly) {
+  const std::vector<std::string> claims = {
+      "/bin/sh", "-c",
+      "cat > /dev/null; echo '{\"result\": {\"machine_probe\": {\"kernel\": \"fake\", \"before_ns\": \"1\"}}}'"};
+  const v1::Assign task = MlpTask(10, 1);
+  PythonExecutor executor(Config(claims));
+  TaskControl control(SampleCapacity(task), SteadyNowNs());
+  auto cpu = executor.Run(task, Cpu(), &control);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->machine_probe().kernel(), ProbeKernel(2));
+  EXPECT_GT(cpu->machine_probe().before_ns(), 1);
+  EXPECT_GT(cpu->machine_probe().after_ns(), 0);
+
+  v1::Device tpu = Cpu();
+  tpu.set_id("tpu0");
+  tpu.set_kind(v1::DEVICE_KIND_TPU);
+  TaskControl tpu_control(SampleCapacity(task), SteadyNowNs());
+  auto on_tpu = executor.Run(task, tpu, &tpu_control);
+  ASSERT_TRUE(on_tpu.ok()) << on_tpu.status();
+  EXPECT_FALSE(on_tpu->has_machine_probe());
+
+  RunnerConfig off = Config(claims);
+  off.machine_probe = false;
+  PythonExecutor unprobed(off);
+  TaskControl off_control(SampleCapacity(task), SteadyNowNs());
+  auto no_probe = unprobed.Run(task, Cpu(), &off_control);
+  ASSERT_TRUE(no_probe.ok()) << no_probe.status();
+  EXPECT_FALSE(no_probe->has_machine_probe());
 }
 
 TEST(PythonExecutorTest, TheTaskReachesTheRunnerAsJson) {

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/stats.h"
+
 namespace hetbench::report {
 namespace {
 
@@ -486,6 +488,111 @@ TEST(CompareTest, RunsTakenInAnotherMachineStateAreLeftOut) {
   const StepComparison h = CompareRunPhase(hp[0], v1::PHASE_TRAIN, two, two, 0.02, false);
   EXPECT_THAT(h.verdict, HasSubstr("not comparable: the machine differed: 2 of A's 2 runs were taken in another "
                                    "state"));
+}
+
+// Runs taken in two machine states, both sides with runs in each (A fast,
+// fast, slow; B fast, slow, slow): no state holds most readings, so the
+// rules above would withhold the verdict; within states the state's effect
+// (probe 1.2x, steps 1.3x) cancels and B's 5% slowdown is found.
+TEST(CompareTest, RunsInTwoMachineStatesAreComparedWithinThem) {
+  const auto probed = ProbedRuns;
+  auto slow_state = [](std::vector<std::vector<double>> runs, std::vector<int> slow) {
+    for (int r : slow) {
+      for (double& v : runs[static_cast<size_t>(r)]) v *= 1.3;
+    }
+    return runs;
+  };
+  const auto ra = slow_state(Runs(3, 200, 25'000, 0.005, 0.02, 51), {2});
+  const auto rb = slow_state(Runs(3, 200, 25'000 * 1.05, 0.005, 0.02, 52), {1, 2});
+  const v1::Job a = probed("job-1", {{150'000, 151'000}, {151'000, 150'000}, {180'000, 181'000}});
+  const v1::Job b = probed("job-2", {{150'000, 152'000}, {181'000, 180'000}, {180'000, 182'000}});
+  EXPECT_THAT(
+      JudgeMachine({&a.tasks(0), &a.tasks(1), &a.tasks(2)}, {&b.tasks(0), &b.tasks(1), &b.tasks(2)}, false).differed,
+      HasSubstr("the machine differed"))
+      << "by the sides' medians alone";
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_EQ(c.verdict, "slower");
+  EXPECT_TRUE(c.invalid.empty());
+  EXPECT_NEAR(c.ratio, 1.05, 0.01);
+  EXPECT_LT(c.ci_low, c.ratio);
+  EXPECT_GT(c.ci_high, c.ratio);
+  EXPECT_TRUE(c.pooled);
+  EXPECT_EQ(c.runs_a, 3);
+  EXPECT_EQ(c.runs_b, 3);
+  EXPECT_THAT(c.states_a, ::testing::ElementsAre(0, 0, 1));
+  EXPECT_THAT(c.states_b, ::testing::ElementsAre(0, 1, 1));
+  EXPECT_NEAR(c.stat_a_ns, 25'000, 250) << "as if every run was in state 1, the state of most runs";
+  EXPECT_NEAR(c.stat_b_ns, 25'000 * 1.05, 300);
+  EXPECT_TRUE(c.left_out.empty());
+  EXPECT_THAT(c.left_out_note, HasSubstr("compared within 2 machine states"));
+  EXPECT_THAT(c.left_out_note, HasSubstr("state 1 (probe 1.00x state 1's first run): A runs 1, 2 and B run 1"));
+  EXPECT_THAT(c.left_out_note, HasSubstr("state 2 (probe 1.20x state 1's first run): A run 3 and B runs 2, 3"));
+  PairResult r{pairs[0], v1::PHASE_TRAIN, c};
+  EXPECT_THAT(RunNotesLine(r), HasSubstr("compared within 2 machine states"));
+  EXPECT_THAT(RenderComparison("job-1", "job-2", {r}, {}, 0.02, "json"), HasSubstr("\"within_states\""));
+
+  // The same job on both sides, in the same states: no change.
+  const auto ra2 = slow_state(Runs(3, 200, 25'000, 0.005, 0.02, 53), {1, 2});
+  EXPECT_EQ(CompareRunPhase(pairs[0], v1::PHASE_TRAIN, ra, ra2, 0.02, false).verdict, "no change");
+
+  // A run whose state changed during it (its readings 1.2x apart) is left out and named.
+  const v1::Job changed = probed("job-3", {{150'000, 152'000}, {181'000, 180'000}, {180'000, 150'000}});
+  const std::vector<RunPair> cp = PairRuns({&a}, {&changed}, false, &unpaired);
+  const StepComparison ch = CompareRunPhase(cp[0], v1::PHASE_TRAIN, ra, rb, 0.02, false);
+  EXPECT_TRUE(ch.invalid.empty()) << ch.verdict;
+  EXPECT_EQ(ch.runs_b, 2);
+  ASSERT_EQ(ch.left_out.size(), 1u);
+  EXPECT_TRUE(ch.left_out[0].side_b);
+  EXPECT_EQ(ch.left_out[0].run, 2u);
+  EXPECT_THAT(ch.states_b, ::testing::ElementsAre(0, 1, -1));
+  EXPECT_THAT(ch.left_out_note,
+              HasSubstr("the state changed during the run: B run 3 (its probe 0.83x after as before)"));
+  EXPECT_NEAR(ch.ratio, 1.05, 0.015);
+}
+
+// Within states the interval holds its level: A/A comparisons of 3 runs a
+// side in two states (A fast, fast, slow; B fast, slow, slow; the slow state
+// 20% slower), runs shifting by 2%, call "different" about 5% of the time;
+// in one state it is the pooled two-sample t on the runs' log medians.
+TEST(CompareTest, ComparisonsWithinStatesKeepTheirFalseAlarmRate) {
+  constexpr int kTrials = 300;
+  int alarms = 0;
+  for (uint64_t seed = 1; seed <= kTrials; ++seed) {
+    auto a = Runs(3, 60, 25'000, 0.02, 0.05, seed), b = Runs(3, 60, 25'000, 0.02, 0.05, seed + 100'000);
+    for (double& v : a[2]) v *= 1.2;
+    for (auto* run : {&b[1], &b[2]}) {
+      for (double& v : *run) v *= 1.2;
+    }
+    const StepComparison c = CompareRunsWithinStates(a, {0, 0, 1}, b, {0, 1, 1}, 1e-9);
+    ASSERT_NE(c.verdict, "too few runs");
+    alarms += c.verdict != "no change" ? 1 : 0;
+  }
+  std::printf("A/A within two states over %d trials: %d alarms\n", kTrials, alarms);
+  EXPECT_LE(alarms, kTrials * 8 / 100) << "at most the nominal 5% (plus sampling error)";
+  EXPECT_GE(alarms, kTrials / 100) << "not so wide that it never sees anything";
+
+  // One state: Student's two-sample t on the runs' log medians, by hand.
+  const auto a = Runs(3, 60, 25'000, 0.02, 0.05, 7), b = Runs(3, 60, 26'000, 0.02, 0.05, 8);
+  double la[3], lb[3], ma = 0, mb = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double> x = a[i], y = b[i];
+    la[i] = std::log(MedianInPlace(x));
+    lb[i] = std::log(MedianInPlace(y));
+    ma += la[i] / 3;
+    mb += lb[i] / 3;
+  }
+  double ss = 0;
+  for (int i = 0; i < 3; ++i) ss += (la[i] - ma) * (la[i] - ma) + (lb[i] - mb) * (lb[i] - mb);
+  const double se = std::sqrt(ss / 4 * (1.0 / 3 + 1.0 / 3));
+  const StepComparison one = CompareRunsWithinStates(a, {0, 0, 0}, b, {0, 0, 0}, 0.02);
+  EXPECT_NEAR(one.ratio, std::exp(mb - ma), 1e-12);
+  EXPECT_NEAR(std::log(one.ci_high), mb - ma + StudentTQuantile(0.975, 4) * se, 1e-9);
+  EXPECT_NEAR(one.stat_a_ns, std::exp(ma), 1e-6);
+  // Too few: a state holding one side only leaves nothing to compare there.
+  EXPECT_EQ(CompareRunsWithinStates(a, {0, 0, 0}, b, {1, 1, 1}, 0.02).verdict, "too few runs");
 }
 
 // The hierarchical bootstrap's interval holds its level when whole runs
