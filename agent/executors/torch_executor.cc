@@ -69,10 +69,12 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
   if (auto s = run.SelectDevice(); !s.ok()) return s;
   const TorchThreads thread_setting(run.threads());  // process-wide: see torch_threads.h
   const bool serving = IsServing(task.spec());
-  // The machine's state around the run, outside its timed windows: one
-  // device's CPU task only (a gang's ranks wait for each other; a split's
-  // stages run on other devices too).
-  const bool probe = config_.machine_probe && run.on_cpu() && !task.has_gang() && task.stage_device_ids().empty();
+  // The machine's state around the run, outside its timed windows, on a
+  // CPU task. A gang's ranks read it before training only, one rank after
+  // another (TorchRun::InTurn: ranks may share a host); after inference a
+  // rank cancelled early would leave the others waiting at the turn. Not a
+  // replicated server's replicas: they meet only inside the serving run.
+  const bool probe = config_.machine_probe && run.on_cpu() && !(serving && task.has_gang());
   auto probe_before = [&] {
     if (!probe) return;
     const ProbeWindow before = TimeProbe();
@@ -82,7 +84,9 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     p->set_calls(before.calls);
   };
   auto probe_after = [&] {
-    if (probe && !control->cancel.load()) run.result().mutable_machine_probe()->set_after_ns(TimeProbe().median_ns);
+    if (probe && !task.has_gang() && !control->cancel.load()) {
+      run.result().mutable_machine_probe()->set_after_ns(TimeProbe().median_ns);
+    }
   };
   if (serving && IsServingOnlyModel(run.model())) {  // no dataset: the harness alone, or the decoder
     try {
@@ -122,7 +126,7 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // under load). It ends with nothing measured.
     if (task.has_gang() && control->cancel.load()) return result;
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
-    probe_before();
+    if (probe) run.InTurn(probe_before);
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;
     if (auto s = run.Infer(); !s.ok()) return s;

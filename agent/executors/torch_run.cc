@@ -304,6 +304,12 @@ absl::Status TorchRun::SetUpParallel() {
   return absl::OkStatus();
 }
 
+void TorchRun::InTurn(const std::function<void()>& fn) {
+  GangGroup* gang = sync_ ? &sync_->gang() : link_ ? &link_->gang() : nullptr;
+  if (gang == nullptr) return fn();
+  WithPeers(&collective_failed_, [&] { gang->InTurn(fn); });
+}
+
 absl::StatusOr<TorchRun::Next> TorchRun::BeforeStep(bool measuring, int64_t* wait_start_ns) {
   const int64_t min_steps = min_steps_, max_steps = max_steps_, min_duration_ns = min_duration_ns_;
   if (link_ && !link_->first()) {

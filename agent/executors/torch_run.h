@@ -11,17 +11,18 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "agent/data/fashion_mnist.h"
+#include "agent/executors/executor.h"
+#include "agent/executors/torch_executor.h"
 #include "agent/gang/gradient_sync.h"
 #include "agent/gang/split_step.h"
 #include "agent/gang/stage_link.h"
-#include "agent/executors/executor.h"
-#include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
 #include "agent/serving/replicas.h"
 #include "agent/serving/serving_run.h"
@@ -66,6 +67,10 @@ class TorchRun {
   /// sample, and per-layer times when the spec asks.
   void ProfileAfter();
 
+  /// Runs `fn` on each rank of a gang in turn (GangGroup::InTurn; every
+  /// rank must call it), else just runs it; a peer gone marks the failure
+  /// as a collective's and throws.
+  void InTurn(const std::function<void()>& fn);
   const std::string& model() const { return model_; }
   bool collective_failed() const { return collective_failed_; }
   v1::TaskResult& result() { return result_; }

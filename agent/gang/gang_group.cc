@@ -61,4 +61,17 @@ GangGroup::~GangGroup() = default;
 
 c10d::ProcessGroup* GangGroup::group() const { return impl_ ? impl_->group.get() : nullptr; }
 
+void GangGroup::InTurn(const std::function<void()>& fn) {
+  c10d::ProcessGroup* g = group();
+  if (g == nullptr || world_ <= 1) {
+    fn();
+    return;
+  }
+  for (int r = 0; r < world_; ++r) {
+    g->barrier()->wait();
+    if (r == rank_) fn();
+  }
+  g->barrier()->wait();
+}
+
 }  // namespace hetbench::agent

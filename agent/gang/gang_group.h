@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,11 @@ class GangGroup {
   double rendezvous_seconds() const { return rendezvous_seconds_; }
   /// The process group; null for a gang of one.
   c10d::ProcessGroup* group() const;
+  /// Runs `fn` on every rank in turn, rank 0 first, the others waiting at a
+  /// barrier, then a last barrier: no rank's `fn` overlaps another's (ranks
+  /// may share a host). Every rank must call it. A gang of one just runs it.
+  /// Throws c10::Error when a peer is gone or does not arrive in time.
+  void InTurn(const std::function<void()>& fn);
 
  private:
   GangGroup(int rank, int world);

@@ -38,6 +38,7 @@ class GradientSync {
   int64_t bytes_per_step() const { return bytes_per_step_; }
   int64_t last_ns() const { return last_ns_; }
   double rendezvous_seconds() const { return group_->rendezvous_seconds(); }
+  GangGroup& gang() const { return *group_; }
   std::string backend() const { return world_size() > 1 ? "gloo" : "none (one rank)"; }
 
  private:

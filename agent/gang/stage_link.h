@@ -60,6 +60,7 @@ class StageLink {
   bool first() const { return rank() == 0; }
   bool last() const { return rank() + 1 == world_size(); }
   double rendezvous_seconds() const { return group_->rendezvous_seconds(); }
+  GangGroup& gang() const { return *group_; }
   const std::vector<SplitStagePlan>& plan() const { return plan_; }
 
   /// What the previous stage sent: a training step's activation, an

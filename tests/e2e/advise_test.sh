@@ -60,6 +60,11 @@ submitted() {  # submitted SUBMIT_FLAGS...: submits, waits for the end, prints t
 link_job=$(submitted -m mlp -b 64 --split 0-2:cpu,3-:cpu --split-across-agents --warmup-steps 5 --min-steps 100 \
   --min-duration 0)
 [[ $("$CLI" get job "$link_job" -o json | jq -r '.state') == JOB_STATE_SUCCEEDED ]] || fail "the link job $link_job failed"
+# Each stage's rank read the machine probe before training, in turn, and none after (a gang's ranks).
+"$CLI" get job "$link_job" -o json | jq -e '[.tasks[].result.machine_probe] | length == 2 and
+  all(((.before_ns // "0") | tonumber) > 0 and ((.after_ns // "0") | tonumber) == 0)' >/dev/null ||
+  fail "the split's ranks carry no machine probe before training: $("$CLI" get job "$link_job" -o json |
+    jq -c '[.tasks[].result.machine_probe]')"
 # cnn is profiled 3 times (--repeats 3), one run after another: the advice is the median of the runs, with a
 # prediction interval.
 for case in "mlp 0-2:cpu,3-:cpu 100 1" "cnn 0-7:cpu,8-:cpu 30 3"; do

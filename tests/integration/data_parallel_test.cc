@@ -2,16 +2,20 @@
 // the ranks end with the parameters of one process trained on the global
 // batch, and a peer that never arrives fails the rank instead of hanging.
 // Split across agents: each stage's rank ends with its layers' parameters
-// of one process trained on the same batches.
+// of one process trained on the same batches. Either way each rank reads
+// the machine probe before training, the ranks taking turns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
-#include "agent/gang/gradient_sync.h"
+#include "agent/executors/machine_probe.h"
 #include "agent/executors/torch_executor.h"
+#include "agent/gang/gradient_sync.h"
 #include "agent/models/models.h"
 #include "agent/models/workload.h"
+#include "common/clock.h"
 #include "common/job_spec.h"
 #include "tests/testing/free_port.h"
 
@@ -140,6 +144,44 @@ TEST(DataParallelTest, TwoRanksEndWithTheParametersOfOneProcessOnTheGlobalBatch)
   EXPECT_NEAR(d.parameter_checksum(), one.result->parallel().parameter_checksum(),
               1e-4 * one.result->parallel().parameter_checksum());
   EXPECT_EQ(one.result->parallel().backend(), "none (one rank)");
+  // Each rank read the machine probe before training (in turn); a gang's ranks take no reading after.
+  for (const RankRun* r : {&r0, &r1}) {
+    EXPECT_EQ(r->result->machine_probe().kernel(), ProbeKernel(1));
+    EXPECT_GT(r->result->machine_probe().before_ns(), 0);
+    EXPECT_EQ(r->result->machine_probe().after_ns(), 0);
+  }
+}
+
+// A gang's ranks take turns: each rank's function runs while the others
+// wait, rank 0 first, so two ranks on one host never time the machine probe
+// at once.
+TEST(GangGroupTest, RanksTakeTurnsOneAfterAnother) {
+  const int port = FreePort();
+  constexpr int kWorld = 3;
+  std::pair<int64_t, int64_t> spans[kWorld];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      v1::GangAssign g;
+      g.set_gang_id("turns");
+      g.set_rank(r);
+      g.set_world_size(kWorld);
+      g.set_master_host("127.0.0.1");
+      g.set_master_port(port);
+      g.set_timeout_seconds(20);
+      auto joined = GangGroup::Join(g, "127.0.0.1");
+      ASSERT_TRUE(joined.ok()) << joined.status();
+      (*joined)->InTurn([&] {
+        spans[r].first = SteadyNowNs();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        spans[r].second = SteadyNowNs();
+      });
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 1; r < kWorld; ++r) {
+    EXPECT_GE(spans[r].first, spans[r - 1].second) << "rank " << r << " started before rank " << r - 1 << " ended";
+  }
 }
 
 // Rank 0 of 2 whose peer never comes: it fails retryable (UNAVAILABLE) after
@@ -253,6 +295,7 @@ TEST(SplitAcrossAgentsTest, ThreeStagesReportEveryLinksProbeOnRankZero) {
   EXPECT_EQ(runs[1].result->split_size(), 0);
   EXPECT_FLOAT_EQ(runs[0].result->final_train_loss(), runs[2].result->final_train_loss());
   EXPECT_EQ(runs[2].train_samples, 6u);
+  for (const RankRun& run : runs) EXPECT_GT(run.result->machine_probe().before_ns(), 0) << "every stage's rank";
 }
 
 // Stage 1 of 2 whose stage 0 never comes: fails retryable, no hang.
