@@ -126,7 +126,13 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     // under load). It ends with nothing measured.
     if (task.has_gang() && control->cancel.load()) return result;
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
-    if (probe) run.InTurn(probe_before);
+    // Every rank of a gang takes its turn, probing or not (a GPU rank of a
+    // split has nothing to read): a barrier needs all ranks.
+    if (task.has_gang()) {
+      run.InTurn(probe_before);
+    } else {
+      probe_before();
+    }
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;
     if (auto s = run.Infer(); !s.ok()) return s;

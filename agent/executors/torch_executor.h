@@ -22,9 +22,10 @@ struct TorchExecutorConfig {
   /// Calibrate the device (GEMM rate, memory bandwidth) before its first task.
   bool calibrate = true;
   int calibration_gemm_size = 2048;
-  /// Time the machine probe (machine_probe.h) around each single-device CPU
-  /// training or serving task's run: before training (serving) and after inference
-  /// (serving), each reading about 70 ms.
+  /// Time the machine probe (machine_probe.h) around each CPU training or
+  /// serving task's run: before training (serving) and after inference
+  /// (serving), each reading about 70 ms; a gang's ranks before training
+  /// only, in turn.
   bool machine_probe = true;
   /// What the agent concluded about the math library's kernels at start-up.
   BlasCheck blas;
