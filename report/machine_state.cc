@@ -6,16 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/stats.h"
 
 namespace hetbench::report {
 namespace {
 
-double MedianOf(std::vector<double> v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 != 0) return upper;
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+// A run's reading farthest from `median` (log ns): its signed distance.
+double FarthestFrom(const std::vector<double>& run, double median) {
+  double farthest = 0;
+  for (double r : run) farthest = std::abs(r - median) > std::abs(farthest) ? r - median : farthest;
+  return farthest;
 }
 
 // The runs grouped into machine states (JudgeMachine's last rule), given
@@ -32,9 +32,7 @@ bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double 
   std::vector<std::string> changed;
   std::vector<MachineJudgement::LeftOut> left;
   auto leave_out = [&](int side, size_t i) {
-    double farthest = 0;
-    for (double r : readings[side][i]) farthest = std::abs(r - median) > std::abs(farthest) ? r - median : farthest;
-    left.push_back({side == 1, i, std::exp(farthest)});
+    left.push_back({side == 1, i, std::exp(FarthestFrom(readings[side][i], median))});
   };
   for (int side = 0; side < 2; ++side) {
     for (size_t i = 0; i < readings[side].size(); ++i) {
@@ -113,7 +111,7 @@ bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double 
                     " run", left.size() - changed.size() > 1 ? "s" : "");
   }
   out->left_out = std::move(left);
-  out->probe_ratio = std::exp(MedianOf(std::move(kept_levels[1])) - MedianOf(std::move(kept_levels[0])));
+  out->probe_ratio = std::exp(MedianInPlace(kept_levels[1]) - MedianInPlace(kept_levels[0]));
   if (counted.size() == 1) {  // one state: a comparison of the runs kept, as the first rule makes
     out->states[0].clear();
     out->states[1].clear();
@@ -152,18 +150,18 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
   const double beyond = std::log1p(kProbeBeyond);
   std::vector<bool> keep[2] = {std::vector<bool>(a.size(), true), std::vector<bool>(b.size(), true)};
   std::string too_few;  // leaving out would leave a side fewer than 2 runs
+  // The median of every reading of both sides: the comparison's state.
+  std::vector<double> all;
+  for (const auto& side : readings) {
+    for (const auto& run : side) all.insert(all.end(), run.begin(), run.end());
+  }
+  const double median_reading = MedianInPlace(all);
   if (leave_out) {
-    std::vector<double> all;
-    for (const auto& side : readings) {
-      for (const auto& run : side) all.insert(all.end(), run.begin(), run.end());
-    }
-    const double median = MedianOf(all);
     std::vector<MachineJudgement::LeftOut> left;
     size_t kept[2] = {0, 0};
     for (int side = 0; side < 2; ++side) {
       for (size_t i = 0; i < readings[side].size(); ++i) {
-        double farthest = 0;
-        for (double r : readings[side][i]) farthest = std::abs(r - median) > std::abs(farthest) ? r - median : farthest;
+        const double farthest = FarthestFrom(readings[side][i], median_reading);
         if (std::abs(farthest) > beyond) {
           left.push_back({side == 1, i, std::exp(farthest)});
           keep[side][i] = false;
@@ -194,7 +192,7 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
     for (size_t i = 0; i < readings[side].size(); ++i) {
       if (keep[side][i]) v.insert(v.end(), readings[side][i].begin(), readings[side][i].end());
     }
-    median[side] = MedianOf(std::move(v));
+    median[side] = MedianInPlace(v);
   }
   out.probe_ratio = std::exp(median[1] - median[0]);
   if (std::abs(median[1] - median[0]) > beyond) {
@@ -205,11 +203,7 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
   }
   if (leave_out && !out.differed.empty()) {  // withheld by the rules above: within states, if the runs allow
     MachineJudgement within;
-    std::vector<double> all;
-    for (const auto& side : readings) {
-      for (const auto& run : side) all.insert(all.end(), run.begin(), run.end());
-    }
-    if (GroupByState(readings, MedianOf(std::move(all)), &within)) return within;
+    if (GroupByState(readings, median_reading, &within)) return within;
   }
   return out;
 }
