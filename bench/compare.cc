@@ -30,6 +30,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -155,7 +156,7 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
 
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
-  int pairs = 20, threads = 1, runs = 1;
+  int pairs = 20, threads = 1, runs = 1, spread_jobs = 100;
   int64_t steps = 0, bs = 64, infer_batches = 0;  // 0: the job's defaults
   double slowdown = 0.05, threshold = 0.02;
   std::string model = "mlp", dump, order = "interleaved";
@@ -185,6 +186,12 @@ int main(int argc, char** argv) {
                  "pair's A runs, then every pair's B runs (the same job submitted again minutes later)")
       ->capture_default_str()
       ->check(CLI::IsMember({"interleaved", "apart"}));
+  app.add_option("--spread-jobs", spread_jobs,
+                 "as compare's --spread-jobs: the newest N earlier sides (each a job of --runs runs, A/A pairs' and "
+                 "then A/B pairs' in the order run) from which a comparison by runs learns the machine's run-to-run "
+                 "spread; 0: the runs' own spread only (labelled in the RESULT line)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app.add_option(
       "--dump", dump,
       "write every run's per-sample step times here (CSV: kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
@@ -240,6 +247,10 @@ int main(int argc, char** argv) {
   // Withheld because the machine probe differed, and of those, the ones that would have been an alarm (A/A) or
   // a detection (A/B) without that rule.
   int aa_probe = 0, ab_probe = 0, aa_probe_change = 0, ab_probe_change = 0;
+  // Each pair's sides as jobs, as the store holds them, in the order run: where later comparisons learn the
+  // machine's run-to-run spread (as compare --spread-jobs); and how many comparisons did.
+  std::deque<v1::Job> done_jobs;
+  int aa_moderated = 0, ab_moderated = 0;
   for (int kind = 0; kind < 2; ++kind) {
     agent::TorchExecutor& second = kind == 0 ? normal : slowed;
     std::vector<std::vector<Run>> runs_a(pairs), runs_b(pairs);
@@ -250,6 +261,7 @@ int main(int argc, char** argv) {
       side.push_back(RunOnce(side_b ? second : normal, *cpu, model, steps, bs, infer_batches));
       const char* name = side_b ? "B" : "A";
       side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
+      side.back().task.set_job_id(absl::StrCat(kind == 0 ? "aa-" : "ab-", p, "-", name));
       side.back().task.set_run(r + 1);
       if (dump_file == nullptr) return;
       const v1::MachineProbe& probe = side.back().task.result().machine_probe();
@@ -280,18 +292,30 @@ int main(int argc, char** argv) {
       }
       const std::vector<Run>& a = runs_a[p];
       const std::vector<Run>& b = runs_b[p];
+      v1::Job sides[2];
+      for (int side = 0; side < 2; ++side) {
+        for (const Run& run : side == 0 ? a : b) *sides[side].add_tasks() = run.task;
+        sides[side].set_id(sides[side].tasks(0).job_id());
+        sides[side].mutable_spec()->set_model(model);
+        sides[side].mutable_spec()->set_repeats(runs);
+      }
+      std::vector<const v1::Job*> earlier;
+      for (size_t j = done_jobs.size() - std::min<size_t>(done_jobs.size(), spread_jobs); j < done_jobs.size(); ++j) {
+        earlier.push_back(&done_jobs[j]);
+      }
       for (int phase = 0; phase < 2; ++phase) {
         const v1::Phase ph = phase == 0 ? v1::PHASE_TRAIN : v1::PHASE_INFER;
         auto steps_of = [phase](const Run& run) { return phase == 0 ? run.train : run.infer; };
         std::vector<std::vector<double>> ra, rb;
         report::RunPair pair;
+        pair.key = report::PairKey(sides[0], a[0].task);
         for (const Run& run : a) ra.push_back(steps_of(run)), pair.a.push_back(&run.task);
         for (const Run& run : b) rb.push_back(steps_of(run)), pair.b.push_back(&run.task);
         // As the CLI compares: one run a side, its steps (an INVALID side, too noisy or too short, or a machine
         // probe that differed, gives no verdict); else runs (CompareRunPhase: CompareRuns, then the same rules).
         auto judge = [&](bool anyway) {
           return runs == 1 ? report::ComparePhase(a[0].task, b[0].task, ph, ra[0], rb[0], threshold, anyway)
-                           : report::CompareRunPhase(pair, ph, ra, rb, threshold, anyway);
+                           : report::CompareRunPhase(pair, ph, ra, rb, threshold, anyway, earlier);
         };
         const report::StepComparison c = judge(/*anyway=*/false);
         if (runs > 1) {
@@ -348,11 +372,17 @@ int main(int argc, char** argv) {
           absl::StrAppend(&far, absl::StrFormat(" within %d states", states));
           (kind == 0 ? aa_within : ab_within) += 1;
         }
+        // The run-to-run spread moderated by earlier sides: "spread of 23 jobs".
+        if (c.spread_prior.df > 0) {
+          absl::StrAppend(&far, absl::StrFormat(" spread of %d jobs", c.spread_prior.jobs));
+          (kind == 0 ? aa_moderated : ab_moderated) += 1;
+        }
         std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s%s\n", kind == 0 ? "A/A" : "A/B", p,
                     phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str(),
                     far.c_str());
         std::fflush(stdout);
       }
+      for (v1::Job& side : sides) done_jobs.push_back(std::move(side));
     }
   }
   if (runs > 1) {
@@ -366,10 +396,10 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
       "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d order=%s "
-      "run_shape=%s\n",
+      "run_shape=%s spread_jobs=%d\n",
       aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
       ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown, threshold, runs,
-      order.c_str(), run_shape);
+      order.c_str(), run_shape, spread_jobs);
   std::printf(
       "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
       "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d aa_within_states=%d "
@@ -378,6 +408,12 @@ int main(int argc, char** argv) {
       "median; comparisons made within machine states, which those rules would have withheld)\n",
       aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, aa_within, ab_within, order.c_str(),
       report::kProbeBeyond * 100);
+  if (runs > 1) {
+    std::printf(
+        "RESULT_SPREAD aa_moderated=%d ab_moderated=%d spread_jobs=%d (comparisons whose run-to-run variance was "
+        "moderated by the spread of earlier sides' runs, %d of them with 2 runs or more needed)\n",
+        aa_moderated, ab_moderated, spread_jobs, report::kMinSpreadJobs);
+  }
   if (runs >= 3) {
     std::printf(
         "RESULT_FAR_RUNS aa_with_far_runs=%d ab_with_far_runs=%d ab_missed_with_far_runs=%d (comparisons "

@@ -10,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "report/render.h"
-#include "report/render/common.h"
 #include "common/names.h"
 #include "common/stats.h"
+#include "report/render.h"
+#include "report/render/common.h"
+#include "report/run_spread.h"
 
 namespace hetbench::report {
 
@@ -171,7 +172,7 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
 
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile,
-                           bool one_machine, int resamples, uint64_t seed) {
+                           bool one_machine, const RunSpreadPrior& prior, int resamples, uint64_t seed) {
   StepComparison c;
   c.quantile = quantile;
   const bool median = quantile == 0.5;
@@ -266,18 +267,22 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   // One machine: one run-to-run variance, estimated from both sides' runs (a
   // side's variance of one run is k times its mean's). Else each side's own.
   c.pooled = one_machine;
-  const double pooled_var = ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2);
+  // One machine's variance may be moderated by its earlier jobs' (run_spread.h).
+  const auto [pooled_var, pooled_df] =
+      ModerateVariance(one_machine ? prior : RunSpreadPrior{},
+                       ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2), ka + kb - 2);
   const double se2 = one_machine ? pooled_var * (1 / ka + 1 / kb) : a.boot_var + b.boot_var;
-  const double df = !(se2 > 0) || one_machine
-                        ? ka + kb - 2
-                        : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
-  TInterval(b.mean - a.mean, std::sqrt(std::max(se2, 0.0)), df, threshold, &c);
+  c.df = !(se2 > 0) || one_machine
+             ? pooled_df
+             : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
+  if (one_machine) c.spread_prior = prior;
+  TInterval(b.mean - a.mean, std::sqrt(std::max(se2, 0.0)), c.df, threshold, &c);
   return c;
 }
 
 StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& runs_a, const std::vector<int>& states_a,
                                        const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
-                                       double threshold, double quantile) {
+                                       double threshold, double quantile, const RunSpreadPrior& prior) {
   StepComparison c;
   c.quantile = quantile;
   c.pooled = true;
@@ -351,7 +356,10 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
   c.median_a_ns = std::exp(level(cells[0], true));
   c.median_b_ns = std::exp(level(cells[0], true) + d_median);
   c.ratio = std::exp(d);
-  TInterval(d, std::sqrt(rss / df / weights), df, threshold, &c);
+  const auto [variance, moderated_df] = ModerateVariance(prior, rss / df, df);
+  c.df = moderated_df;
+  c.spread_prior = prior;
+  TInterval(d, std::sqrt(variance / weights), c.df, threshold, &c);
   return c;
 }
 
@@ -405,22 +413,6 @@ namespace {
 // "run 2" of a job with repeats, else the task's id.
 std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.id(), ", run ", t.run()) : t.id(); }
 
-std::string PairKey(const v1::Job& job, const v1::Task& t) {
-  const v1::RunEnvironment& e = t.result().environment();
-  // A serving task pairs with one of the same scenario and rate (a peak search's rate is its result).
-  const v1::ServingRun& sv = t.result().serving();
-  const std::string serving = sv.scenario().empty() ? ""
-                              : sv.scenario() == "server"
-                                  ? absl::StrFormat(", serving server at %g q/s",
-                                                    sv.target_qps() > 0 ? sv.target_qps() : t.target_qps())
-                                  : absl::StrCat(", serving ", sv.scenario());
-  return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
-                      e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
-                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(), serving,
-                      e.simulated() ? ", SIMULATED" : "");
-}
-
-
 // A side's succeeded tasks grouped by PairKey, in order of first appearance.
 struct Groups {
   std::vector<std::string> order;
@@ -456,6 +448,21 @@ std::string SideName(const std::vector<const v1::Job*>& side) {
 
 }  // namespace
 
+std::string PairKey(const v1::Job& job, const v1::Task& t) {
+  const v1::RunEnvironment& e = t.result().environment();
+  // A serving task pairs with one of the same scenario and rate (a peak search's rate is its result).
+  const v1::ServingRun& sv = t.result().serving();
+  const std::string serving =
+      sv.scenario().empty() ? ""
+      : sv.scenario() == "server"
+          ? absl::StrFormat(", serving server at %g q/s", sv.target_qps() > 0 ? sv.target_qps() : t.target_qps())
+          : absl::StrCat(", serving ", sv.scenario());
+  return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
+                      e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
+                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(), serving,
+                      e.simulated() ? ", SIMULATED" : "");
+}
+
 std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,
                               bool compare_anyway, std::vector<std::string>* unpaired) {
   const Groups ga = GroupSide(side_a), gb = GroupSide(side_b);
@@ -488,8 +495,8 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 }
 
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
-                               const std::vector<std::vector<double>>& steps_b, double threshold,
-                               bool compare_anyway) {
+                               const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
+                               const std::vector<const v1::Job*>& earlier) {
   const double quantile = ComparedQuantile(*pair.a[0], phase);
   const bool by_runs = steps_a.size() >= 2 && steps_b.size() >= 2;
   const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs);
@@ -517,16 +524,24 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
         one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
       }
     }
+    // The machine's run-to-run spread learned from the configuration's earlier jobs there (one machine only).
+    std::vector<std::string> sides;
+    for (const auto* tasks : {&pair.a, &pair.b}) {
+      for (const v1::Task* t : *tasks) sides.push_back(t->job_id());
+    }
+    const RunSpreadPrior prior =
+        one_machine ? FitRunSpreadPrior(EarlierRunStats(earlier, sides, *pair.a[0], pair.key, phase, quantile))
+                    : RunSpreadPrior{};
     if (!machine.states[0].empty()) {  // runs in two or more machine states: compared within them
       std::vector<int> states[2];
       for (int side = 0; side < 2; ++side) {
         for (size_t i : index[side]) states[side].push_back(machine.states[side][i]);
       }
-      c = CompareRunsWithinStates(kept[0], states[0], kept[1], states[1], threshold, quantile);
+      c = CompareRunsWithinStates(kept[0], states[0], kept[1], states[1], threshold, quantile, prior);
       c.states_a = machine.states[0];
       c.states_b = machine.states[1];
     } else {
-      c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine);
+      c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine, prior);
     }
     std::vector<std::string> named;
     for (StepComparison::FarRun& s : c.far_runs) {

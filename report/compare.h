@@ -35,6 +35,7 @@
 #include "hetbench/v1/agent.pb.h"
 #include "hetbench/v1/coordinator.pb.h"
 #include "report/machine_state.h"
+#include "report/run_spread.h"
 
 namespace hetbench::report {
 
@@ -64,6 +65,10 @@ struct StepComparison {
   std::string far_runs_note;
   // CompareRuns: the runs' variance pooled over both sides (one machine), not Welch's per side.
   bool pooled = false;
+  // Runs as the unit: the t's degrees of freedom; spread_prior (its df > 0) when the pooled variance was
+  // moderated by the configuration's earlier jobs on that machine (run_spread.h; RunNotesLine says so).
+  double df = 0;
+  RunSpreadPrior spread_prior;
   // CompareRunPhase, ComparePhase: what the machine probe said (JudgeMachine): B's median reading over A's
   // (0: no probes to compare), and the runs left out as taken in another machine state, named in
   // left_out_note ("B run 2 (job-2-t1, run 2): probe 1.19x the median reading").
@@ -116,6 +121,9 @@ std::string StatisticName(double quantile);
 ///    noise between runs, so it need not clear the threshold as a whole (as
 ///    CompareSteps' must, whose interval does not): a 5% slowdown whose
 ///    interval reaches down to 1.01 is "slower".
+///  - `prior` (one_machine only): the machine's run-to-run spread learned
+///    from earlier jobs of this configuration (run_spread.h); the pooled
+///    variance is moderated by it, on its degrees of freedom more;
 ///  - a run whose statistic lies more than kFarRunBeyond from its side's
 ///    median run, on a side of 3 runs or more, is listed in `far_runs` (it
 ///    stays in everything above): one run in another machine state widens
@@ -124,7 +132,8 @@ std::string StatisticName(double quantile);
 /// same data and seed give the same interval.
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile = 0.5,
-                           bool one_machine = false, int resamples = 2000, uint64_t seed = 20261126);
+                           bool one_machine = false, const RunSpreadPrior& prior = {}, int resamples = 2000,
+                           uint64_t seed = 20261126);
 
 /// Runs taken in two or more machine states (JudgeMachine grouped them by
 /// their probe readings: `states_a[i]` is run i's state, -1 for a run left
@@ -138,12 +147,13 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
 ///    Student's t on those; the verdict as CompareRuns';
 ///  - stat_a, stat_b (and the median columns): the sides as if every run
 ///    had been taken in state 0, exp(mu_0) and exp(mu_0 + d).
+/// s^2 is moderated by `prior` as CompareRuns' pooled variance is.
 /// With one state this is the pooled two-sample t on the runs. Needs 2 runs
 /// a side with 5 steps each, both sides in state 0 and 2 degrees of freedom
 /// ("too few runs" otherwise); `pooled` is set, `far_runs` empty.
 StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& runs_a, const std::vector<int>& states_a,
                                        const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
-                                       double threshold, double quantile = 0.5);
+                                       double threshold, double quantile = 0.5, const RunSpreadPrior& prior = {});
 
 /// What a phase is compared by: the median; a serving phase (serve, ttft,
 /// tpot) by its run's reported latency percentile (p99 for `server`, p90 for
@@ -186,6 +196,8 @@ struct RunPair {
   std::string key;                    // "mlp, cpu (AMD EPYC), torch, batch 64"
   std::string refused;                // non-empty: not compared, and why
 };
+/// A task's configuration, which pairs it: "mlp, cpu (AMD EPYC), torch, batch 64".
+std::string PairKey(const v1::Job& job, const v1::Task& t);
 /// Pairs the configurations of side A's jobs with side B's: equal model,
 /// device model, executor, batch size (and serving scenario and rate), in
 /// the order of A's first runs; a configuration on one side only is listed
@@ -202,10 +214,12 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 /// runs in far_runs_note; pooled when every run was on A's first run's agent
 /// and device), else CompareSteps of the first run of each side, noted as
 /// ignoring run-to-run variance; then the validity rule over every run
-/// compared.
+/// compared. `earlier`: other jobs (the store's recent ones) from which a
+/// pooled comparison learns its machine's run-to-run spread
+/// (EarlierRunStats, FitRunSpreadPrior); none, the runs' own spread only.
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
-                               const std::vector<std::vector<double>>& steps_b, double threshold,
-                               bool compare_anyway);
+                               const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
+                               const std::vector<const v1::Job*>& earlier = {});
 
 struct PairResult {
   RunPair pair;

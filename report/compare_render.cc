@@ -1,5 +1,6 @@
 // compare's output: the table, CSV and JSON (hetbench.compare/v1) of the
 // comparisons report/compare.cc makes.
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -9,12 +10,14 @@
 #include "report/compare.h"
 #include "report/render.h"
 #include "report/render/common.h"
+#include "report/run_spread.h"
 
 namespace hetbench::report {
 
 std::string RunNotesLine(const PairResult& r) {
   std::vector<std::string> notes;
-  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note}) {
+  const std::string spread = SpreadNote(r.result.spread_prior, r.result.df);
+  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &spread}) {
     if (!note->empty()) notes.push_back(*note);
   }
   if (notes.empty()) return "";
@@ -97,7 +100,14 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
         }
         p["far_runs"] = runs;
       }
-      if (r.result.note.empty()) p["variance"] = r.result.pooled ? "pooled" : "per side";
+      if (r.result.note.empty()) {
+        p["variance"] = r.result.pooled ? "pooled" : "per side";
+        p["degrees_of_freedom"] = r.result.df;
+        if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {
+          p["run_spread_prior"] = {
+              {"earlier_jobs", prior.jobs}, {"spread", std::sqrt(prior.variance)}, {"degrees_of_freedom", prior.df}};
+        }
+      }
       if (r.result.probe_ratio > 0) {
         nlohmann::ordered_json probe = {{"ratio_b_over_a", r.result.probe_ratio},
                                         {"runs_left_out", nlohmann::ordered_json::array()}};

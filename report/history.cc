@@ -81,6 +81,8 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const HistoryRow& a, const HistoryRow& b) { return a.finished_unix < b.finished_unix; });
+  std::vector<const v1::Job*> all_jobs;  // where a change between runs learns the machine's run-to-run spread
+  for (const v1::Job& job : jobs) all_jobs.push_back(&job);
   std::map<std::string, const HistoryRow*> previous;
   std::map<const v1::Task*, std::vector<double>> steps;  // each task's fetched once
   auto steps_for = [&](const v1::Task* t) -> const std::vector<double>& {
@@ -96,7 +98,7 @@ std::vector<HistoryRow> BuildHistory(const std::vector<v1::Job>& jobs, const std
       std::vector<std::vector<double>> a, b;
       for (const v1::Task* t : pair.a) a.push_back(steps_for(t));
       for (const v1::Task* t : pair.b) b.push_back(steps_for(t));
-      r.change = CompareRunPhase(pair, v1::PHASE_TRAIN, a, b, threshold, /*compare_anyway=*/false);
+      r.change = CompareRunPhase(pair, v1::PHASE_TRAIN, a, b, threshold, /*compare_anyway=*/false, all_jobs);
     }
     previous[r.series] = &r;
   }

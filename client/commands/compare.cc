@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/commands/command.h"
 #include "common/names.h"
+#include "report/render/common.h"
 
 namespace hetbench::client {
 
@@ -31,6 +33,11 @@ class Compare final : public Command {
     sub->add_flag("--compare-anyway", compare_anyway_,
                   "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases and where the "
                   "machine probe differed (marked)");
+    sub->add_option("--spread-jobs", spread_jobs_,
+                    "earlier jobs of each compared model to learn the machine's run-to-run spread from (runs as the "
+                    "unit, one agent and device; 8 with 2 runs or more are needed); 0: the runs' own spread only")
+        ->check(CLI::Range(0, 1000))
+        ->capture_default_str();
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
     return sub;
   }
@@ -65,6 +72,11 @@ class Compare final : public Command {
       for (const v1::Job& job : side) out.push_back(&job);
       return out;
     };
+    std::vector<v1::Job> earlier_jobs;
+    if (grpc::Status s = FetchEarlier(c, sides, &earlier_jobs); !s.ok()) {
+      return RpcError(c.err, "list jobs", s, c.common.server);
+    }
+    const std::vector<const v1::Job*> earlier = pointers(earlier_jobs);
     bool compared_any = false;
     for (size_t j = 1; j < sides.size(); ++j) {
       std::vector<std::string> unpaired;
@@ -89,7 +101,7 @@ class Compare final : public Command {
           }
           if (!any) continue;
           results.push_back(
-              {pair, phase, CompareRunPhase(pair, phase, steps_a, steps_b, threshold, compare_anyway_)});
+              {pair, phase, CompareRunPhase(pair, phase, steps_a, steps_b, threshold, compare_anyway_, earlier)});
           compared_any = true;
         }
       }
@@ -103,6 +115,37 @@ class Compare final : public Command {
   }
 
  private:
+  // The newest --spread-jobs jobs of each model the sides ran (their stored
+  // summaries, not their samples), when some side has 2 runs or more.
+  grpc::Status FetchEarlier(Context& c, const std::vector<std::vector<v1::Job>>& sides, std::vector<v1::Job>* out) {
+    std::set<std::string> models;
+    bool runs = false;
+    for (const std::vector<v1::Job>& side : sides) {
+      runs = runs || side.size() > 1;
+      for (const v1::Job& job : side) {
+        runs = runs || job.spec().repeats() > 1;
+        for (const v1::Task& t : job.tasks()) models.insert(render::TaskModel(job, t));
+      }
+    }
+    if (spread_jobs_ == 0 || !runs) return grpc::Status::OK;
+    std::set<std::string> seen;
+    for (const std::string& model : models) {
+      v1::ListJobsRequest req;
+      req.set_model(model);
+      req.set_state(v1::JOB_STATE_SUCCEEDED);
+      req.set_page_size(spread_jobs_);
+      grpc::ClientContext ctx;
+      Prepare(&ctx, c.common.timeout_seconds, c.common.token);
+      v1::ListJobsResponse resp;
+      if (grpc::Status s = c.stub.ListJobs(&ctx, req, &resp); !s.ok()) return s;
+      for (const v1::Job& listed : resp.jobs()) {
+        if (!seen.insert(listed.id()).second) continue;
+        if (grpc::Status s = FetchJob(c, listed.id(), &out->emplace_back()); !s.ok()) return s;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   // A task's stored samples, fetched once (side A's meet every later side).
   grpc::Status SamplesOf(Context& c, const v1::Task& task, const std::vector<v1::SampleBatch>** out) {
     auto it = fetched_.find(task.id());
@@ -120,6 +163,7 @@ class Compare final : public Command {
   std::vector<std::string> ids_;
   std::string threshold_text_ = "2%";
   bool compare_anyway_ = false;
+  int spread_jobs_ = 100;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -11,13 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/names.h"
 #include "report/compare.h"
 #include "report/history.h"
+#include "report/render/common.h"
 #include "report/render/html.h"
 #include "report/render/plots.h"
 #include "report/render/web.h"
-#include "common/log.h"
-#include "common/names.h"
 
 namespace hetbench::server {
 
@@ -149,6 +151,26 @@ absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataR
   return all;
 }
 
+absl::StatusOr<std::vector<v1::Job>> WebUi::OtherJobs(const v1::Job& a) {
+  std::vector<v1::Job> out;
+  if (a.spec().repeats() < 2) return out;  // one run a side: no run-to-run spread to moderate
+  std::set<std::string> models;
+  for (const v1::Task& t : a.tasks()) models.insert(report::render::TaskModel(a, t));
+  for (const std::string& model : models) {
+    JobFilter filter;
+    filter.page_size = 100;
+    filter.model = model;
+    filter.state = v1::JOB_STATE_SUCCEEDED;
+    auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
+    if (!page.ok()) return page.status();
+    for (const v1::Job& listed : page->jobs) {
+      auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(listed.id(), std::move(done)); });
+      if (job.ok()) out.push_back(std::move(*job));
+    }
+  }
+  return out;
+}
+
 void WebUi::Routes() {
   // Every request: one of this UI's names, then a client token or session
   // when tokens are configured (the login form itself is open).
@@ -245,6 +267,10 @@ void WebUi::Routes() {
     if (!a.ok()) return Error(res, a.status());
     auto b = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(b_id, std::move(done)); });
     if (!b.ok()) return Error(res, b.status());
+    auto others = OtherJobs(*a);
+    if (!others.ok()) return Error(res, others.status());
+    std::vector<const v1::Job*> earlier;
+    for (const v1::Job& job : *others) earlier.push_back(&job);
     std::vector<std::string> unpaired;
     std::vector<report::PairResult> results;
     for (const report::RunPair& pair : report::PairRuns({&*a}, {&*b}, false, &unpaired)) {
@@ -271,7 +297,7 @@ void WebUi::Routes() {
           }
         }
         if (!any) continue;
-        results.push_back({pair, phase, report::CompareRunPhase(pair, phase, x, y, *threshold, false)});
+        results.push_back({pair, phase, report::CompareRunPhase(pair, phase, x, y, *threshold, false, earlier)});
       }
     }
     Html(res, 200, report::RenderComparePage(&*a, &*b, results, unpaired, *threshold));

@@ -607,7 +607,7 @@ TEST(CompareTest, TheHierarchicalBootstrapKeepsItsFalseAlarmRateWhenRunsShift) {
   for (uint64_t seed = 1; seed <= kTrials; ++seed) {
     const auto a = Runs(3, 60, 25'000, 0.03, 0.05, seed), b = Runs(3, 60, 25'000, 0.03, 0.05, seed + 100'000);
     for (int pooled = 0; pooled < 2; ++pooled) {
-      const StepComparison c = CompareRuns(a, b, 1e-9, 0.5, pooled == 1, 300, seed);
+      const StepComparison c = CompareRuns(a, b, 1e-9, 0.5, pooled == 1, {}, 300, seed);
       EXPECT_EQ(c.pooled, pooled == 1);
       run_alarms[pooled] += c.verdict != "no change" ? 1 : 0;
       covered[pooled] += c.ci_low <= 1 && 1 <= c.ci_high ? 1 : 0;
@@ -644,11 +644,11 @@ TEST(CompareTest, RunsAsTheUnitCallAChangeThatIsThereAndBeyondTheThreshold) {
   for (uint64_t seed = 1; seed <= kTrials; ++seed) {
     const auto a = Runs(3, 100, 25'000, 0.01, 0.05, seed), a2 = Runs(3, 100, 25'000, 0.01, 0.05, seed + 100'000),
                b = Runs(3, 100, 26'250, 0.01, 0.05, seed + 200'000);
-    const StepComparison slower = CompareRuns(a, b, 0.02, 0.5, false, 300, seed);
+    const StepComparison slower = CompareRuns(a, b, 0.02, 0.5, false, {}, 300, seed);
     found += slower.verdict == "slower" ? 1 : 0;
     found_below += slower.verdict == "slower" && slower.ci_low < 1.02 ? 1 : 0;
     whole_interval += slower.ci_low > 1.02 ? 1 : 0;
-    false_alarms += CompareRuns(a, a2, 0.02, 0.5, false, 300, seed).verdict != "no change" ? 1 : 0;
+    false_alarms += CompareRuns(a, a2, 0.02, 0.5, false, {}, 300, seed).verdict != "no change" ? 1 : 0;
   }
   std::printf(
       "3 runs a side, runs shifting 1%%: 5%% slowdown found %d of %d (%d with the interval below 1.02; the "

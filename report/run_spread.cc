@@ -1,0 +1,118 @@
+#include "report/run_spread.h"
+
+#include <algorithm>
+#include <boost/math/special_functions/digamma.hpp>
+#include <boost/math/special_functions/polygamma.hpp>
+#include <boost/math/special_functions/trigamma.hpp>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "report/compare.h"
+#include "report/render/common.h"
+
+namespace hetbench::report {
+
+namespace {
+
+// The y with trigamma(y) = x (x > 0), by Newton's method on 1 / trigamma,
+// which is nearly linear in y (Smyth 2004's iteration).
+double TrigammaInverse(double x) {
+  if (x > 1e7) return 1 / std::sqrt(x);
+  if (x < 1e-6) return 1 / x;
+  double y = 0.5 + 1 / x;
+  for (int i = 0; i < 50; ++i) {
+    const double tri = boost::math::trigamma(y);
+    const double step = tri * (1 - tri / x) / boost::math::polygamma(2, y);
+    y += step;
+    if (-step / y < 1e-8) break;
+  }
+  return y;
+}
+
+}  // namespace
+
+RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_stats) {
+  // Each job's log variance, centred by what chi^2 on its degrees of freedom adds to it.
+  std::vector<double> e, d;
+  for (const std::vector<double>& runs : log_stats) {
+    if (runs.size() < 2) continue;
+    double mean = 0;
+    for (double l : runs) mean += l;
+    mean /= static_cast<double>(runs.size());
+    double ss = 0;
+    for (double l : runs) ss += (l - mean) * (l - mean);
+    const double df = static_cast<double>(runs.size() - 1);
+    const double s2 = ss / df;
+    if (!(s2 > 0) || !std::isfinite(s2)) continue;
+    e.push_back(std::log(s2) - boost::math::digamma(df / 2) + std::log(df / 2));
+    d.push_back(df);
+  }
+  RunSpreadPrior prior;
+  prior.jobs = static_cast<int64_t>(e.size());
+  if (prior.jobs < kMinSpreadJobs) return prior;
+  const double n = static_cast<double>(e.size());
+  double e_mean = 0, df_sum = 0, tri_mean = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    e_mean += e[i] / n;
+    df_sum += d[i];
+    tri_mean += boost::math::trigamma(d[i] / 2) / n;
+  }
+  double e_var = 0;
+  for (double x : e) e_var += (x - e_mean) * (x - e_mean) / (n - 1);
+  // What the log variances scatter beyond their own chi^2 is the spread's own variation.
+  const double excess = e_var - tri_mean;
+  prior.df = excess > 0 ? std::min(2 * TrigammaInverse(excess), df_sum) : df_sum;
+  prior.variance = std::exp(e_mean + boost::math::digamma(prior.df / 2) - std::log(prior.df / 2));
+  return prior;
+}
+
+std::pair<double, double> ModerateVariance(const RunSpreadPrior& prior, double variance, double df) {
+  if (!(prior.df > 0)) return {variance, df};
+  return {(prior.df * prior.variance + df * variance) / (prior.df + df), prior.df + df};
+}
+
+std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job*>& jobs,
+                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                 const std::string& key, v1::Phase phase, double quantile) {
+  const auto stat = [quantile](const v1::TimingStats& s) {
+    return quantile == 0.5 ? s.p50_ns() : quantile == 0.9 ? s.p90_ns() : quantile == 0.99 ? s.p99_ns() : 0.0;
+  };
+  // The reference's key in its own job when `jobs` holds it (history's pairs are keyed by series).
+  std::string reference_key = key;
+  for (const v1::Job* job : jobs) {
+    if (job->id() == reference.job_id()) reference_key = PairKey(*job, reference);
+  }
+  std::vector<std::vector<double>> out;
+  for (const v1::Job* job : jobs) {
+    if (std::find(exclude.begin(), exclude.end(), job->id()) != exclude.end()) continue;
+    std::map<int, int> per_run;  // a run with two tasks of this key is two configurations: the job is skipped
+    std::vector<double> logs;
+    for (const v1::Task& t : job->tasks()) {
+      if (t.state() != v1::TASK_STATE_SUCCEEDED || t.agent_id() != reference.agent_id() ||
+          t.device_id() != reference.device_id() ||
+          t.result().environment().threads() != reference.result().environment().threads() ||
+          !render::SameFingerprint(reference, t) || PairKey(*job, t) != reference_key) {
+        continue;
+      }
+      ++per_run[t.run()];
+      for (const v1::PhaseResult& p : t.result().phases()) {
+        if (p.phase() == phase && p.valid() && stat(p.stats()) > 0) logs.push_back(std::log(stat(p.stats())));
+      }
+    }
+    const bool ambiguous = std::any_of(per_run.begin(), per_run.end(), [](const auto& r) { return r.second > 1; });
+    if (!ambiguous && logs.size() >= 2) out.push_back(std::move(logs));
+  }
+  return out;
+}
+
+std::string SpreadNote(const RunSpreadPrior& prior, double df) {
+  if (!(prior.df > 0)) return "";
+  return absl::StrFormat(
+      "run-to-run spread moderated by %d earlier jobs' on this agent and device (their spread %.2f%%, worth %.1f "
+      "degrees of freedom): %.1f in all",
+      prior.jobs, 100 * std::sqrt(prior.variance), prior.df, df);
+}
+
+}  // namespace hetbench::report
