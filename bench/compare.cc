@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   // Each pair's sides as jobs, as the store holds them, in the order run: where later comparisons learn the
   // machine's run-to-run spread (as compare --spread-jobs); and how many comparisons did.
   std::deque<v1::Job> done_jobs;
-  int aa_moderated = 0, ab_moderated = 0;
+  int aa_moderated = 0, ab_moderated = 0, aa_beyond = 0, ab_beyond = 0;
   for (int kind = 0; kind < 2; ++kind) {
     agent::TorchExecutor& second = kind == 0 ? normal : slowed;
     std::vector<std::vector<Run>> runs_a(pairs), runs_b(pairs);
@@ -374,8 +374,11 @@ int main(int argc, char** argv) {
         }
         // The run-to-run spread moderated by earlier sides: "spread of 23 jobs".
         if (c.spread_prior.df > 0) {
-          absl::StrAppend(&far, absl::StrFormat(" spread of %d jobs", c.spread_prior.jobs));
-          (kind == 0 ? aa_moderated : ab_moderated) += 1;
+          absl::StrAppend(
+              &far, absl::StrFormat(c.spread.beyond_prior ? " beyond the spread of %d jobs" : " spread of %d jobs",
+                                    c.spread_prior.jobs));
+          (kind == 0 ? aa_moderated : ab_moderated) += c.spread.beyond_prior ? 0 : 1;
+          (kind == 0 ? aa_beyond : ab_beyond) += c.spread.beyond_prior ? 1 : 0;
         }
         std::printf("%-4s %-4d %-5s %8.4f %8.4f-%8.4f %9.2g %s%s\n", kind == 0 ? "A/A" : "A/B", p,
                     phase == 0 ? "train" : "infer", c.ratio, c.ci_low, c.ci_high, c.p_value, c.verdict.c_str(),
@@ -410,9 +413,10 @@ int main(int argc, char** argv) {
       report::kProbeBeyond * 100);
   if (runs > 1) {
     std::printf(
-        "RESULT_SPREAD aa_moderated=%d ab_moderated=%d spread_jobs=%d (comparisons whose run-to-run variance was "
-        "moderated by the spread of earlier sides' runs, %d of them with 2 runs or more needed)\n",
-        aa_moderated, ab_moderated, spread_jobs, report::kMinSpreadJobs);
+        "RESULT_SPREAD aa_moderated=%d ab_moderated=%d aa_beyond=%d ab_beyond=%d spread_jobs=%d (comparisons "
+        "whose run-to-run variance was moderated by the spread of earlier sides' runs, %d of them with 2 runs or "
+        "more needed; beyond: the runs spread beyond it, their own variance used alone)\n",
+        aa_moderated, ab_moderated, aa_beyond, ab_beyond, spread_jobs, report::kMinSpreadJobs);
   }
   if (runs >= 3) {
     std::printf(

@@ -268,14 +268,17 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   // side's variance of one run is k times its mean's). Else each side's own.
   c.pooled = one_machine;
   // One machine's variance may be moderated by its earlier jobs' (run_spread.h).
-  const auto [pooled_var, pooled_df] =
+  const ModeratedVariance pooled =
       ModerateVariance(one_machine ? prior : RunSpreadPrior{},
                        ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2), ka + kb - 2);
-  const double se2 = one_machine ? pooled_var * (1 / ka + 1 / kb) : a.boot_var + b.boot_var;
+  const double se2 = one_machine ? pooled.variance * (1 / ka + 1 / kb) : a.boot_var + b.boot_var;
   c.df = !(se2 > 0) || one_machine
-             ? pooled_df
+             ? pooled.df
              : se2 * se2 / (a.boot_var * a.boot_var / (ka - 1) + b.boot_var * b.boot_var / (kb - 1));
-  if (one_machine) c.spread_prior = prior;
+  if (one_machine) {
+    c.spread_prior = prior;
+    c.spread = pooled;
+  }
   TInterval(b.mean - a.mean, std::sqrt(std::max(se2, 0.0)), c.df, threshold, &c);
   return c;
 }
@@ -356,10 +359,10 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
   c.median_a_ns = std::exp(level(cells[0], true));
   c.median_b_ns = std::exp(level(cells[0], true) + d_median);
   c.ratio = std::exp(d);
-  const auto [variance, moderated_df] = ModerateVariance(prior, rss / df, df);
-  c.df = moderated_df;
+  c.spread = ModerateVariance(prior, rss / df, df);
   c.spread_prior = prior;
-  TInterval(d, std::sqrt(variance / weights), c.df, threshold, &c);
+  c.df = c.spread.df;
+  TInterval(d, std::sqrt(c.spread.variance / weights), c.df, threshold, &c);
   return c;
 }
 

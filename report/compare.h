@@ -65,10 +65,12 @@ struct StepComparison {
   std::string far_runs_note;
   // CompareRuns: the runs' variance pooled over both sides (one machine), not Welch's per side.
   bool pooled = false;
-  // Runs as the unit: the t's degrees of freedom; spread_prior (its df > 0) when the pooled variance was
-  // moderated by the configuration's earlier jobs on that machine (run_spread.h; RunNotesLine says so).
+  // Runs as the unit: the t's degrees of freedom. Pooled: the prior learned from the configuration's other
+  // jobs on that machine (its df > 0 when there was one) and the variance used, moderated by it unless the
+  // runs spread beyond it (run_spread.h; RunNotesLine says which).
   double df = 0;
   RunSpreadPrior spread_prior;
+  ModeratedVariance spread;
   // CompareRunPhase, ComparePhase: what the machine probe said (JudgeMachine): B's median reading over A's
   // (0: no probes to compare), and the runs left out as taken in another machine state, named in
   // left_out_note ("B run 2 (job-2-t1, run 2): probe 1.19x the median reading").

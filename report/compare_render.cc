@@ -16,7 +16,7 @@ namespace hetbench::report {
 
 std::string RunNotesLine(const PairResult& r) {
   std::vector<std::string> notes;
-  const std::string spread = SpreadNote(r.result.spread_prior, r.result.df);
+  const std::string spread = SpreadNote(r.result.spread_prior, r.result.spread);
   for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &spread}) {
     if (!note->empty()) notes.push_back(*note);
   }
@@ -104,8 +104,10 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
         p["variance"] = r.result.pooled ? "pooled" : "per side";
         p["degrees_of_freedom"] = r.result.df;
         if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {
-          p["run_spread_prior"] = {
-              {"earlier_jobs", prior.jobs}, {"spread", std::sqrt(prior.variance)}, {"degrees_of_freedom", prior.df}};
+          p["run_spread_prior"] = {{"other_jobs", prior.jobs},
+                                   {"spread", std::sqrt(prior.variance)},
+                                   {"degrees_of_freedom", prior.df},
+                                   {"used", !r.result.spread.beyond_prior}};
         }
       }
       if (r.result.probe_ratio > 0) {

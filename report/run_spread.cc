@@ -1,6 +1,7 @@
 #include "report/run_spread.h"
 
 #include <algorithm>
+#include <boost/math/distributions/fisher_f.hpp>
 #include <boost/math/special_functions/digamma.hpp>
 #include <boost/math/special_functions/polygamma.hpp>
 #include <boost/math/special_functions/trigamma.hpp>
@@ -68,9 +69,17 @@ RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_sta
   return prior;
 }
 
-std::pair<double, double> ModerateVariance(const RunSpreadPrior& prior, double variance, double df) {
-  if (!(prior.df > 0)) return {variance, df};
-  return {(prior.df * prior.variance + df * variance) / (prior.df + df), prior.df + df};
+ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance, double df) {
+  ModeratedVariance out{variance, df, false};
+  if (!(prior.df > 0) || !(prior.variance > 0) || !(df > 0)) return out;
+  const boost::math::fisher_f_distribution<double> f(df, prior.df);
+  if (variance / prior.variance > boost::math::quantile(f, 0.99)) {
+    out.beyond_prior = true;
+    return out;
+  }
+  out.variance = (prior.df * prior.variance + df * variance) / (prior.df + df);
+  out.df = prior.df + df;
+  return out;
 }
 
 std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job*>& jobs,
@@ -107,12 +116,17 @@ std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job
   return out;
 }
 
-std::string SpreadNote(const RunSpreadPrior& prior, double df) {
+std::string SpreadNote(const RunSpreadPrior& prior, const ModeratedVariance& used) {
   if (!(prior.df > 0)) return "";
-  return absl::StrFormat(
-      "run-to-run spread moderated by %d earlier jobs' on this agent and device (their spread %.2f%%, worth %.1f "
-      "degrees of freedom): %.1f in all",
-      prior.jobs, 100 * std::sqrt(prior.variance), prior.df, df);
+  const std::string of = absl::StrFormat(
+      "%d other jobs' of this configuration on this agent and device (their spread %.2f%%, worth %.1f degrees of "
+      "freedom)",
+      prior.jobs, 100 * std::sqrt(prior.variance), prior.df);
+  if (used.beyond_prior) {
+    return absl::StrFormat("the runs spread %.2f%%, beyond what %s allow (F test, 1%%): their own spread alone",
+                           100 * std::sqrt(used.variance), of);
+  }
+  return absl::StrFormat("run-to-run spread moderated by %s: %.1f degrees of freedom in all", of, used.df);
 }
 
 }  // namespace hetbench::report

@@ -16,12 +16,16 @@
 ///    when they scatter much more (the machine's spread changed between
 ///    jobs), d0 is small and the prior counts little;
 ///  - the comparison's variance s^2 on d degrees of freedom becomes
-///    (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees of freedom.
+///    (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees of freedom;
+///  - unless the runs spread more than the prior allows: under it s^2 / s0^2
+///    follows F(d, d0), and beyond its 99th percentile the machine is not
+///    what its earlier jobs showed (a noisier stretch), so the runs' own
+///    variance is used alone, and the note says so. Quieter runs than the
+///    prior only widen the interval.
 /// With fewer than kMinSpreadJobs earlier jobs there is no prior.
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "hetbench/v1/coordinator.pb.h"
@@ -42,9 +46,14 @@ struct RunSpreadPrior {
 /// statistics (jobs with fewer than 2 runs, or runs all equal, are skipped).
 RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_stats);
 
+/// The variance a comparison uses, and on how many degrees of freedom.
+struct ModeratedVariance {
+  double variance = 0, df = 0;
+  bool beyond_prior = false;  // the runs spread beyond the prior's 99th percentile: their own variance alone
+};
 /// `variance` on `df` degrees of freedom, moderated by `prior` (unchanged
-/// when it has none): the variance and degrees of freedom to use.
-std::pair<double, double> ModerateVariance(const RunSpreadPrior& prior, double variance, double df);
+/// when it has none, or when the runs spread beyond it).
+ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance, double df);
 
 /// The earlier runs of one configuration: from `jobs`, the tasks compare
 /// would pair with `reference` (its PairKey: computed in its own job when
@@ -57,9 +66,10 @@ std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job
                                                  const std::vector<std::string>& exclude, const v1::Task& reference,
                                                  const std::string& key, v1::Phase phase, double quantile);
 
-/// "run-to-run spread moderated by 23 earlier jobs' on this agent and device
-/// (their spread 1.02%, worth 4.6 degrees of freedom): 8.6 in all"; "" when
+/// "run-to-run spread moderated by 23 other jobs' of this configuration on
+/// this agent and device (their spread 1.02%, worth 4.6 degrees of
+/// freedom): 8.6 in all", or that the runs spread beyond them; "" when
 /// `prior` has none.
-std::string SpreadNote(const RunSpreadPrior& prior, double df);
+std::string SpreadNote(const RunSpreadPrior& prior, const ModeratedVariance& used);
 
 }  // namespace hetbench::report
