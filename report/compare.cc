@@ -267,7 +267,7 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   // One machine: one run-to-run variance, estimated from both sides' runs (a
   // side's variance of one run is k times its mean's). Else each side's own.
   c.pooled = one_machine;
-  // One machine's variance may be moderated by its earlier jobs' (run_spread.h).
+  // One machine's variance may be moderated by its other jobs' (run_spread.h).
   const ModeratedVariance pooled =
       ModerateVariance(one_machine ? prior : RunSpreadPrior{},
                        ((ka - 1) * ka * a.boot_var + (kb - 1) * kb * b.boot_var) / (ka + kb - 2), ka + kb - 2);
@@ -499,7 +499,7 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
                                const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
-                               const std::vector<const v1::Job*>& earlier) {
+                               const std::vector<const v1::Job*>& others) {
   const double quantile = ComparedQuantile(*pair.a[0], phase);
   const bool by_runs = steps_a.size() >= 2 && steps_b.size() >= 2;
   const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs);
@@ -522,18 +522,16 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
       }
     }
     bool one_machine = true;
+    std::vector<std::string> sides;  // the jobs compared, which the prior below does not learn from
     for (const auto* tasks : {&pair.a, &pair.b}) {
       for (const v1::Task* t : *tasks) {
         one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
+        sides.push_back(t->job_id());
       }
     }
-    // The machine's run-to-run spread learned from the configuration's earlier jobs there (one machine only).
-    std::vector<std::string> sides;
-    for (const auto* tasks : {&pair.a, &pair.b}) {
-      for (const v1::Task* t : *tasks) sides.push_back(t->job_id());
-    }
+    // The machine's run-to-run spread learned from the configuration's other jobs there (one machine only).
     const RunSpreadPrior prior =
-        one_machine ? FitRunSpreadPrior(EarlierRunStats(earlier, sides, *pair.a[0], pair.key, phase, quantile))
+        one_machine ? FitRunSpreadPrior(OtherJobsRunStats(others, sides, *pair.a[0], pair.key, phase, quantile))
                     : RunSpreadPrior{};
     if (!machine.states[0].empty()) {  // runs in two or more machine states: compared within them
       std::vector<int> states[2];

@@ -124,7 +124,7 @@ std::string StatisticName(double quantile);
 ///    CompareSteps' must, whose interval does not): a 5% slowdown whose
 ///    interval reaches down to 1.01 is "slower".
 ///  - `prior` (one_machine only): the machine's run-to-run spread learned
-///    from earlier jobs of this configuration (run_spread.h); the pooled
+///    from other jobs of this configuration (run_spread.h); the pooled
 ///    variance is moderated by it, on its degrees of freedom more;
 ///  - a run whose statistic lies more than kFarRunBeyond from its side's
 ///    median run, on a side of 3 runs or more, is listed in `far_runs` (it
@@ -216,12 +216,12 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 /// runs in far_runs_note; pooled when every run was on A's first run's agent
 /// and device), else CompareSteps of the first run of each side, noted as
 /// ignoring run-to-run variance; then the validity rule over every run
-/// compared. `earlier`: other jobs (the store's recent ones) from which a
+/// compared. `others`: other jobs (the store's recent ones) from which a
 /// pooled comparison learns its machine's run-to-run spread
-/// (EarlierRunStats, FitRunSpreadPrior); none, the runs' own spread only.
+/// (OtherJobsRunStats, FitRunSpreadPrior); none, the runs' own spread only.
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
                                const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
-                               const std::vector<const v1::Job*>& earlier = {});
+                               const std::vector<const v1::Job*>& others = {});
 
 struct PairResult {
   RunPair pair;

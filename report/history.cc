@@ -137,6 +137,9 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
         if (!r.change.note.empty()) j["versus_previous"]["note"] = r.change.note;
         if (!r.change.far_runs_note.empty()) j["versus_previous"]["far_runs"] = r.change.far_runs_note;
         if (!r.change.left_out_note.empty()) j["versus_previous"]["runs_left_out"] = r.change.left_out_note;
+        if (const std::string spread = SpreadNote(r.change.spread_prior, r.change.spread); !spread.empty()) {
+          j["versus_previous"]["run_spread"] = spread;
+        }
       }
       doc["rows"].push_back(j);
     }
@@ -162,7 +165,8 @@ std::string RenderHistory(const std::vector<HistoryRow>& rows, const std::string
   std::string far_runs;  // per row: its change's runs left out (machine probe) and far from their row's median run
   for (const HistoryRow& r : rows) {
     one_run = one_run || (r.has_change && !r.change.note.empty());
-    for (const std::string* note : {&r.change.left_out_note, &r.change.far_runs_note}) {
+    const std::string spread = SpreadNote(r.change.spread_prior, r.change.spread);
+    for (const std::string* note : {&r.change.left_out_note, &r.change.far_runs_note, &spread}) {
       if (r.has_change && !note->empty()) absl::StrAppend(&far_runs, r.task->id(), ": ", *note, "\n");
     }
     cells.push_back({render::TimeString(r.finished_unix), r.task->id(), render::DeviceLabel(*r.task, false),

@@ -82,9 +82,9 @@ ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance,
   return out;
 }
 
-std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job*>& jobs,
-                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
-                                                 const std::string& key, v1::Phase phase, double quantile) {
+std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::Job*>& jobs,
+                                                   const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                   const std::string& key, v1::Phase phase, double quantile) {
   const auto stat = [quantile](const v1::TimingStats& s) {
     return quantile == 0.5 ? s.p50_ns() : quantile == 0.9 ? s.p90_ns() : quantile == 0.99 ? s.p99_ns() : 0.0;
   };

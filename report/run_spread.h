@@ -1,12 +1,12 @@
 #pragma once
-/// One machine's run-to-run spread, learned from the earlier jobs of a
+/// One machine's run-to-run spread, learned from the other jobs of a
 /// configuration. Three runs a side know their own spread poorly (4 degrees
 /// of freedom pooled), so Student's t on them needs a wide interval; the
 /// same job run on the same agent and device before has shown that spread
 /// many times. compare moderates the runs' own variance with what those
 /// jobs showed, as limma does for genes (Smyth 2004, "Linear models and
 /// empirical Bayes methods for assessing differential expression"):
-///  - each earlier job with k >= 2 runs gives s_i^2, the variance of its
+///  - each other job with k >= 2 runs gives s_i^2, the variance of its
 ///    runs' log statistics, on d_i = k - 1 degrees of freedom;
 ///  - the s_i^2 are taken as draws of s0^2 chi^2(d0)/d0 scaled by chi^2:
 ///    d0 and s0^2 by the moments of log s_i^2 (digamma and trigamma from
@@ -19,10 +19,10 @@
 ///    (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees of freedom;
 ///  - unless the runs spread more than the prior allows: under it s^2 / s0^2
 ///    follows F(d, d0), and beyond its 99th percentile the machine is not
-///    what its earlier jobs showed (a noisier stretch), so the runs' own
+///    what its other jobs showed (a noisier stretch), so the runs' own
 ///    variance is used alone, and the note says so. Quieter runs than the
 ///    prior only widen the interval.
-/// With fewer than kMinSpreadJobs earlier jobs there is no prior.
+/// With fewer than kMinSpreadJobs other jobs there is no prior.
 
 #include <cstdint>
 #include <string>
@@ -37,12 +37,12 @@ namespace hetbench::report {
 inline constexpr int kMinSpreadJobs = 8;
 
 struct RunSpreadPrior {
-  int64_t jobs = 0;     // earlier jobs (2 runs or more) it was learned from
+  int64_t jobs = 0;     // other jobs (2 runs or more) it was learned from
   double variance = 0;  // s0^2: the variance of one run's log statistic
   double df = 0;        // d0: what it is worth; 0 when there is no prior
 };
 
-/// The prior from earlier jobs: `log_stats[i]` is job i's runs' log
+/// The prior from other jobs: `log_stats[i]` is job i's runs' log
 /// statistics (jobs with fewer than 2 runs, or runs all equal, are skipped).
 RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_stats);
 
@@ -55,16 +55,16 @@ struct ModeratedVariance {
 /// when it has none, or when the runs spread beyond it).
 ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance, double df);
 
-/// The earlier runs of one configuration: from `jobs`, the tasks compare
+/// The runs of one configuration in other jobs: from `jobs`, the tasks compare
 /// would pair with `reference` (its PairKey: computed in its own job when
 /// `jobs` holds it, else `key`; the same model
 /// fingerprint), run on its agent and device with its thread count, skipping
 /// the jobs in `exclude` (the sides compared); per job, the log of each run's stored
 /// statistic (TimingStats p50, or p90/p99 for `quantile` 0.9/0.99) whose
 /// `phase` is VALID. Jobs with fewer than 2 such runs are left out.
-std::vector<std::vector<double>> EarlierRunStats(const std::vector<const v1::Job*>& jobs,
-                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
-                                                 const std::string& key, v1::Phase phase, double quantile);
+std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::Job*>& jobs,
+                                                   const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                   const std::string& key, v1::Phase phase, double quantile);
 
 /// "run-to-run spread moderated by 23 other jobs' of this configuration on
 /// this agent and device (their spread 1.02%, worth 4.6 degrees of

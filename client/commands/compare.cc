@@ -34,7 +34,8 @@ class Compare final : public Command {
                   "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases and where the "
                   "machine probe differed (marked)");
     sub->add_option("--spread-jobs", spread_jobs_,
-                    "earlier jobs of each compared model to learn the machine's run-to-run spread from (runs as the "
+                    "the newest N succeeded jobs of each compared model to learn the machine's run-to-run spread from "
+                    "(runs as the "
                     "unit, one agent and device; 8 with 2 runs or more are needed); 0: the runs' own spread only")
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
@@ -72,11 +73,11 @@ class Compare final : public Command {
       for (const v1::Job& job : side) out.push_back(&job);
       return out;
     };
-    std::vector<v1::Job> earlier_jobs;
-    if (grpc::Status s = FetchEarlier(c, sides, &earlier_jobs); !s.ok()) {
+    std::vector<v1::Job> other_jobs;
+    if (grpc::Status s = FetchOthers(c, sides, &other_jobs); !s.ok()) {
       return RpcError(c.err, "list jobs", s, c.common.server);
     }
-    const std::vector<const v1::Job*> earlier = pointers(earlier_jobs);
+    const std::vector<const v1::Job*> others = pointers(other_jobs);
     bool compared_any = false;
     for (size_t j = 1; j < sides.size(); ++j) {
       std::vector<std::string> unpaired;
@@ -101,7 +102,7 @@ class Compare final : public Command {
           }
           if (!any) continue;
           results.push_back(
-              {pair, phase, CompareRunPhase(pair, phase, steps_a, steps_b, threshold, compare_anyway_, earlier)});
+              {pair, phase, CompareRunPhase(pair, phase, steps_a, steps_b, threshold, compare_anyway_, others)});
           compared_any = true;
         }
       }
@@ -117,7 +118,7 @@ class Compare final : public Command {
  private:
   // The newest --spread-jobs jobs of each model the sides ran (their stored
   // summaries, not their samples), when some side has 2 runs or more.
-  grpc::Status FetchEarlier(Context& c, const std::vector<std::vector<v1::Job>>& sides, std::vector<v1::Job>* out) {
+  grpc::Status FetchOthers(Context& c, const std::vector<std::vector<v1::Job>>& sides, std::vector<v1::Job>* out) {
     std::set<std::string> models;
     bool runs = false;
     for (const std::vector<v1::Job>& side : sides) {

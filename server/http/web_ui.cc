@@ -269,8 +269,8 @@ void WebUi::Routes() {
     if (!b.ok()) return Error(res, b.status());
     auto others = OtherJobs(*a);
     if (!others.ok()) return Error(res, others.status());
-    std::vector<const v1::Job*> earlier;
-    for (const v1::Job& job : *others) earlier.push_back(&job);
+    std::vector<const v1::Job*> other_jobs;
+    for (const v1::Job& job : *others) other_jobs.push_back(&job);
     std::vector<std::string> unpaired;
     std::vector<report::PairResult> results;
     for (const report::RunPair& pair : report::PairRuns({&*a}, {&*b}, false, &unpaired)) {
@@ -297,7 +297,7 @@ void WebUi::Routes() {
           }
         }
         if (!any) continue;
-        results.push_back({pair, phase, report::CompareRunPhase(pair, phase, x, y, *threshold, false, earlier)});
+        results.push_back({pair, phase, report::CompareRunPhase(pair, phase, x, y, *threshold, false, other_jobs)});
       }
     }
     Html(res, 200, report::RenderComparePage(&*a, &*b, results, unpaired, *threshold));

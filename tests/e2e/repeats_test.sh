@@ -10,7 +10,10 @@
 #    the variance pooled on one device, the machine probe compared)
 #    and follows its schema; against a job of one run it says that the
 #    verdict ignores run-to-run variance;
-#  - history has one row per job and configuration with its runs counted;
+#  - with 10 more jobs of that configuration, compare learns the machine's
+#    run-to-run spread from them (and says so), and --spread-jobs 0 does not;
+#  - history has one row per job and configuration with its runs counted, and
+#    its changes learn the spread from the other jobs too;
 #  - the report labels every run.
 # Usage: repeats_test.sh SERVER AGENT CLI SCHEMAS_DIR
 set -euo pipefail
@@ -76,12 +79,36 @@ jq -e '.pairs | all(.runs_b == 1 and (.note | test("ignores run-to-run variance"
 "$CLI" compare "${jobs[0]}" "$single" | grep -q "repeats 3" || fail "the table does not say how to compare runs"
 echo "compare of runs: $(jq -c '[.pairs[] | {phase, runs_a, runs_b, ratio, ci95, verdict}]' "$WORK/runs.json")"
 
+# ---- the machine's run-to-run spread learned from other jobs: 10 more jobs of 2 runs at batch 32 on this agent
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  "$CLI" submit "${short[@]}" -b 32 --repeats 2 --name spread >/dev/null || fail "submit of a spread job failed"
+done
+wait_for 240 all_jobs_ended "$CLI" || fail "the spread jobs did not end"
+"$CLI" compare "${jobs[0]}" "${jobs[1]}" -o json >"$WORK/spread.json" || fail "compare with other jobs failed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/spread.json" >"$WORK/schema.txt" ||
+  fail "compare -o json with run_spread_prior breaks its schema: $(cat "$WORK/schema.txt")"
+# Batch 32 learns from the other jobs' valid runs (8 needed; a job with an INVALID run drops out), batch 64
+# has none; the sides themselves are not counted.
+priors=$(jq -c '[.pairs[] | select(.key | test("batch 32")) | .run_spread_prior.other_jobs // 0]' "$WORK/spread.json")
+jq -e '[.pairs[] | select(.key | test("batch 32")) | .run_spread_prior] | any(. != null and .other_jobs >= 8 and .other_jobs <= 10)' \
+  "$WORK/spread.json" >/dev/null || fail "batch 32 did not learn from 8-10 other jobs: $priors"
+jq -e '[.pairs[] | select(.key | test("batch 64")) | has("run_spread_prior")] | all(. == false)' "$WORK/spread.json" \
+  >/dev/null || fail "batch 64 has no other jobs but claims a prior"
+"$CLI" compare "${jobs[0]}" "${jobs[1]}" | grep -qE "(moderated by|beyond what) (8|9|10) other jobs'" ||
+  fail "the table does not say the spread came from other jobs"
+"$CLI" compare "${jobs[0]}" "${jobs[1]}" --spread-jobs 0 -o json | jq -e '.pairs | all(has("run_spread_prior") | not)' \
+  >/dev/null || fail "--spread-jobs 0 still used other jobs"
+echo "compare with other jobs' spread: $(jq -c '[.pairs[] | {key, phase, degrees_of_freedom, run_spread_prior}]' "$WORK/spread.json")"
+
 # ---- history: a row per job and configuration, its runs counted
 "$CLI" history --model mlp -o json >"$WORK/history.json" || fail "history failed"
 python3 "$HERE/validate_json.py" "$SCHEMAS/history.v1.json" "$WORK/history.json" >"$WORK/schema.txt" ||
   fail "history -o json breaks its schema: $(cat "$WORK/schema.txt")"
 runs=$(jq -r --arg j "${jobs[1]}" '[.rows[] | select(.job == $j) | .runs] | join(" ")' "$WORK/history.json")
 [[ $runs == "2 2" ]] || fail "history of the repeated job: rows with runs '$runs', not '2 2'"
+# Changes between rows of 2 runs learn the spread from the series' other jobs too, and say so.
+jq -e '[.rows[] | .versus_previous.run_spread // empty | select(test("other jobs"))] | length > 0' \
+  "$WORK/history.json" >/dev/null || fail "history's changes do not say they used other jobs' spread"
 
 # ---- the report labels every run
 "$CLI" report "${jobs[0]}" >"$WORK/report.txt" || fail "report failed"
