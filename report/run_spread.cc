@@ -6,7 +6,6 @@
 #include <boost/math/special_functions/polygamma.hpp>
 #include <boost/math/special_functions/trigamma.hpp>
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include "absl/strings/str_format.h"

@@ -34,9 +34,9 @@ class Compare final : public Command {
                   "compare tasks whose model fingerprints differ, and give verdicts on INVALID phases and where the "
                   "machine probe differed (marked)");
     sub->add_option("--spread-jobs", spread_jobs_,
-                    "the newest N succeeded jobs of each compared model to learn the machine's run-to-run spread from "
-                    "(runs as the "
-                    "unit, one agent and device; 8 with 2 runs or more are needed); 0: the runs' own spread only")
+                    "the newest N succeeded jobs of each compared model to learn the machine's run-to-run spread "
+                    "from (runs as the unit, one agent and device; 8 with 2 runs or more are needed); 0: the runs' "
+                    "own spread only")
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();
