@@ -151,6 +151,16 @@ absl::StatusOr<v1::TaskData> WebUi::AllPages(const v1::Task& t, v1::GetTaskDataR
   return all;
 }
 
+absl::Status WebUi::ListedJobs(const JobFilter& filter, std::vector<v1::Job>* out) {
+  auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
+  if (!page.ok()) return page.status();
+  for (const v1::Job& listed : page->jobs) {
+    auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(listed.id(), std::move(done)); });
+    if (job.ok()) out->push_back(std::move(*job));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<v1::Job>> WebUi::OtherJobs(const v1::Job& a) {
   std::vector<v1::Job> out;
   if (a.spec().repeats() < 2) return out;  // one run a side: no run-to-run spread to moderate
@@ -161,12 +171,7 @@ absl::StatusOr<std::vector<v1::Job>> WebUi::OtherJobs(const v1::Job& a) {
     filter.page_size = 100;
     filter.model = model;
     filter.state = v1::JOB_STATE_SUCCEEDED;
-    auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
-    if (!page.ok()) return page.status();
-    for (const v1::Job& listed : page->jobs) {
-      auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(listed.id(), std::move(done)); });
-      if (job.ok()) out.push_back(std::move(*job));
-    }
+    if (absl::Status s = ListedJobs(filter, &out); !s.ok()) return s;
   }
   return out;
 }
@@ -314,13 +319,8 @@ void WebUi::Routes() {
       if (!kind) return Error(res, absl::InvalidArgumentError("kind = " + kind_text + ": use cpu, gpu, tpu, dpu or qpu-sim"));
       filter.device_kind = *kind;
     }
-    auto page = Await<JobPage>([&](auto done) { coordinator_->api().ListJobs(filter, std::move(done)); });
-    if (!page.ok()) return Error(res, page.status());
     std::vector<v1::Job> jobs;
-    for (const v1::Job& listed : page->jobs) {
-      auto job = Await<v1::Job>([&](auto done) { coordinator_->api().GetJob(listed.id(), std::move(done)); });
-      if (job.ok()) jobs.push_back(std::move(*job));
-    }
+    if (absl::Status s = ListedJobs(filter, &jobs); !s.ok()) return Error(res, s);
     auto steps_of = [&](const v1::Task& t) {
       auto s = samples_of(t);
       return s.ok() ? report::TimesPerSample(*s, v1::PHASE_TRAIN) : std::vector<double>{};

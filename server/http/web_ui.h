@@ -55,6 +55,9 @@ class WebUi {
   void LoginRoutes();
   /// Every page of one task's samples or power readings, through the coordinator's reader.
   absl::StatusOr<v1::TaskData> AllPages(const v1::Task& t, v1::GetTaskDataRequest::Kind kind);
+  /// The jobs `filter` lists, each whole (tasks with results; GetJob), appended to `out`; a job that
+  /// cannot be read is skipped.
+  absl::Status ListedJobs(const JobFilter& filter, std::vector<v1::Job>* out);
   /// The newest 100 succeeded jobs of each model `a` ran, when it has repeats: where a comparison by runs
   /// learns the machine's run-to-run spread (report/run_spread.h).
   absl::StatusOr<std::vector<v1::Job>> OtherJobs(const v1::Job& a);
