@@ -31,12 +31,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
@@ -111,13 +113,8 @@ void Judge(const v1::JobSpec& spec, const v1::TaskResult& r, v1::Phase phase, co
   JudgeValidity(spec, expected, p, &r.calibration());
 }
 
-Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string& model, int64_t steps, int64_t bs,
-            int64_t infer_batches) {
-  v1::Assign a;
-  a.set_task_id("bench");
-  a.set_attempt(1);
-  a.set_batch_size(static_cast<int32_t>(bs));
-  a.set_model(model);
+// A run's spec: the job's defaults, or shortened to `steps` measured steps and `infer_batches` batches.
+v1::JobSpec BenchSpec(int64_t steps, int64_t infer_batches) {
   v1::JobSpec spec;
   spec.set_seed(42);
   if (steps > 0) {  // shortened runs: exactly `steps` measured steps
@@ -127,7 +124,17 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
     spec.mutable_train()->set_min_duration_seconds(0);
   }
   if (infer_batches > 0) spec.mutable_inference()->set_max_batches(infer_batches);
-  *a.mutable_spec() = WithDefaults(spec);
+  return WithDefaults(spec);
+}
+
+Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string& model, int64_t steps, int64_t bs,
+            int64_t infer_batches) {
+  v1::Assign a;
+  a.set_task_id("bench");
+  a.set_attempt(1);
+  a.set_batch_size(static_cast<int32_t>(bs));
+  a.set_model(model);
+  *a.mutable_spec() = BenchSpec(steps, infer_batches);
   agent::TaskControl control(agent::SampleCapacity(a), SteadyNowNs());
   auto r = exec.Run(a, cpu, &control);
   Run out;
@@ -151,6 +158,80 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
   return out;
 }
 
+// A run read back from a --dump file: its kind ("AA"/"AB"), pair, side, run
+// number, per-sample step times and machine probe.
+struct DumpedRun {
+  std::string kind;
+  int pair = 0, run = 0;
+  bool side_b = false;
+  std::vector<double> train, infer;
+  int64_t probe_before = 0, probe_after = 0;
+};
+
+// Every run of a --dump file, in the order they were taken; a line that is
+// not the dump's shape is an error naming it.
+absl::StatusOr<std::vector<DumpedRun>> ReadDump(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--replay: cannot read ", path));
+  std::vector<DumpedRun> runs;
+  std::string line;
+  std::getline(in, line);  // the header
+  for (int number = 2; std::getline(in, line); ++number) {
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    DumpedRun row;
+    double ns = 0;
+    long before = 0, after = 0;
+    if (f.size() != 8 || (f[0] != "AA" && f[0] != "AB") || (f[2] != "A" && f[2] != "B") ||
+        (f[4] != "train" && f[4] != "infer") || !absl::SimpleAtoi(f[1], &row.pair) ||
+        !absl::SimpleAtoi(f[3], &row.run) || !absl::SimpleAtod(f[5], &ns) || !absl::SimpleAtoi(f[6], &before) ||
+        !absl::SimpleAtoi(f[7], &after)) {
+      return absl::InvalidArgumentError(absl::StrCat("--replay ", path, " line ", number,
+                                                     ": not kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
+                                                     "probe_after_ns (a --dump file)"));
+    }
+    row.kind = f[0];
+    row.side_b = f[2] == "B";
+    if (runs.empty() || runs.back().kind != row.kind || runs.back().pair != row.pair ||
+        runs.back().side_b != row.side_b || runs.back().run != row.run) {
+      row.probe_before = before;
+      row.probe_after = after;
+      runs.push_back(row);
+    }
+    (f[4] == "train" ? runs.back().train : runs.back().infer).push_back(ns);
+  }
+  return runs;
+}
+
+// A dumped run judged as RunOnce judges a measured one. The dump keeps each
+// step's time per sample, not its start or item count: the steps are laid
+// end to end at `bs` items each, and the counts taken are the ones expected
+// (a run cut short stays unseen), so validity is judged on the step times.
+Run FromDump(const DumpedRun& d, const v1::JobSpec& spec, int64_t bs) {
+  Run out;
+  out.train = d.train;
+  out.infer = d.infer;
+  out.task.set_state(v1::TASK_STATE_SUCCEEDED);
+  v1::MachineProbe* probe = out.task.mutable_result()->mutable_machine_probe();
+  probe->set_kernel("replayed");
+  probe->set_before_ns(d.probe_before);
+  probe->set_after_ns(d.probe_after);
+  for (const auto* values : {&d.train, &d.infer}) {
+    std::vector<StepSample> steps;
+    int64_t start = 0;
+    for (double v : *values) {
+      const auto ns = static_cast<int64_t>(v * static_cast<double>(bs));
+      steps.push_back({start, ns, static_cast<int32_t>(bs)});
+      start += ns;
+    }
+    if (steps.empty()) continue;
+    v1::PhaseResult* p = out.task.mutable_result()->add_phases();
+    p->set_phase(values == &d.train ? v1::PHASE_TRAIN : v1::PHASE_INFER);
+    *p->mutable_stats() = ComputeTimingStats(steps);
+    JudgeValidity(spec, static_cast<int64_t>(steps.size()), p);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace hetbench
 
@@ -159,7 +240,7 @@ int main(int argc, char** argv) {
   int pairs = 20, threads = 1, runs = 1, spread_jobs = 100;
   int64_t steps = 0, bs = 64, infer_batches = 0;  // 0: the job's defaults
   double slowdown = 0.05, threshold = 0.02;
-  std::string model = "mlp", dump, order = "interleaved";
+  std::string model = "mlp", dump, order = "interleaved", replay;
   CLI::App app{"hetbench compare's honesty: false alarms over A/A pairs, detection of an injected slowdown"};
   app.add_option("--pairs", pairs, "A/A pairs, and as many A/B pairs")->capture_default_str();
   app.add_option("--model", model, "model of the zoo")->capture_default_str();
@@ -197,7 +278,29 @@ int main(int argc, char** argv) {
       "write every run's per-sample step times here (CSV: kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
       "probe_after_ns: a row per step, the run's machine probe repeated), to judge the same runs offline by "
       "another method");
+  app.add_option("--replay", replay,
+                 "judge the runs of a --dump file again instead of running (a changed method on the same runs): "
+                 "--pairs and --runs are the file's; --order, --batch, --steps and --infer-batches must be the ones "
+                 "it was taken with; the "
+                 "steps' starts are laid end to end and their counts taken as expected (labelled in the RESULT line)")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+  std::vector<DumpedRun> replayed;
+  size_t next_replayed = 0;
+  if (!replay.empty()) {
+    auto read = ReadDump(replay);
+    if (!read.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    replayed = std::move(*read);
+    pairs = runs = 0;
+    for (const DumpedRun& d : replayed) pairs = std::max(pairs, d.pair + 1), runs = std::max(runs, d.run);
+    if (pairs == 0) {
+      std::fprintf(stderr, "--replay %s: no runs in it\n", replay.c_str());
+      return 2;
+    }
+  }
 
   auto cpu = agent::DiscoverCpu("/proc", agent::AffinityCores());
   if (!cpu.ok()) {
@@ -225,12 +328,19 @@ int main(int argc, char** argv) {
                 : "train steps as the job's default (one epoch and 1 s at least)",
       " and ",
       infer_batches > 0 ? absl::StrCat(infer_batches, " inference batches (shortened)") : "the whole test set");
-  const char* run_shape = steps > 0 || infer_batches > 0 ? "shortened" : "job_defaults";
-  std::printf(
-      "CPU %s; model %s, batch %ld, %s per run, threshold %.3g, injected slowdown %.3g, %d run(s) per side (%s), "
-      "%d LibTorch thread(s) (0 = all cores)\n",
-      bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), shape.c_str(), threshold, slowdown, runs,
-      order.c_str(), threads);
+  const char* run_shape = !replay.empty() ? "replayed" : steps > 0 || infer_batches > 0 ? "shortened" : "job_defaults";
+  if (replay.empty()) {
+    std::printf(
+        "CPU %s; model %s, batch %ld, %s per run, threshold %.3g, injected slowdown %.3g, %d run(s) per side (%s), "
+        "%d LibTorch thread(s) (0 = all cores)\n",
+        bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), shape.c_str(), threshold, slowdown, runs,
+        order.c_str(), threads);
+  } else {  // the CPU, thread count, shape and slowdown are the taking run's: its log says them
+    std::printf(
+        "replayed from %s (%d pairs, %d run(s) per side, %s, batch %ld, threshold %.3g): the runs of the "
+        "CPU and settings its log names, judged by this build\n",
+        replay.c_str(), pairs, runs, order.c_str(), static_cast<long>(bs), threshold);
+  }
   std::printf("%-4s %-4s %-5s %8s %17s %9s %-10s\n", "kind", "pair", "phase", "B/A", "95% CI", "p", "verdict");
   FILE* dump_file = dump.empty() ? nullptr : std::fopen(dump.c_str(), "w");
   if (!dump.empty() && dump_file == nullptr) {
@@ -258,7 +368,15 @@ int main(int argc, char** argv) {
     // messages ("run B (pair-3-B, run 2) train INVALID").
     auto run_side = [&](int p, int r, bool side_b) {
       std::vector<Run>& side = side_b ? runs_b[p] : runs_a[p];
-      side.push_back(RunOnce(side_b ? second : normal, *cpu, model, steps, bs, infer_batches));
+      if (replay.empty()) {
+        side.push_back(RunOnce(side_b ? second : normal, *cpu, model, steps, bs, infer_batches));
+      } else {  // the file's next run if it is this one, else an empty run (the executor failed when it was taken)
+        const bool here = next_replayed < replayed.size() &&
+                          replayed[next_replayed].kind == (kind == 0 ? "AA" : "AB") &&
+                          replayed[next_replayed].pair == p && replayed[next_replayed].side_b == side_b &&
+                          replayed[next_replayed].run == r + 1;
+        side.push_back(here ? FromDump(replayed[next_replayed++], BenchSpec(steps, infer_batches), bs) : Run{});
+      }
       const char* name = side_b ? "B" : "A";
       side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
       side.back().task.set_job_id(absl::StrCat(kind == 0 ? "aa-" : "ab-", p, "-", name));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -215,7 +214,8 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
   Side a = side_of(runs_a, false, &c.n_a), b = side_of(runs_b, true, &c.n_b);
   c.runs_a = static_cast<int64_t>(a.runs.size());
   c.runs_b = static_cast<int64_t>(b.runs.size());
-  if (a.runs.size() < 2 || b.runs.size() < 2) {
+  const size_t min_runs = one_machine && prior.df > 0 ? 1 : 2;  // one machine's spread known from its other jobs
+  if (a.runs.size() < min_runs || b.runs.size() < min_runs || a.runs.size() + b.runs.size() < 3) {
     c.verdict = "too few runs";
     return c;
   }
@@ -261,7 +261,7 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
     }
     const double m = sum / r_count;
     const double var = std::max(0.0, sum2 / r_count - m * m);
-    side->boot_var = var * static_cast<double>(k) / static_cast<double>(k - 1);
+    side->boot_var = k > 1 ? var * static_cast<double>(k) / static_cast<double>(k - 1) : 0;  // one run: no spread
   }
   const double ka = static_cast<double>(a.runs.size()), kb = static_cast<double>(b.runs.size());
   // One machine: one run-to-run variance, estimated from both sides' runs (a
@@ -337,7 +337,8 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
     ++counted;
   }
   const int df = static_cast<int>(runs.size()) - levels - 1;
-  if (counted == 0 || c.runs_a < 2 || c.runs_b < 2 || df < 2 || cells[0].n[0] == 0 || cells[0].n[1] == 0) {
+  const int need = prior.df > 0 ? 1 : 2;  // the spread known from other jobs: a run a side, 1 degree of freedom
+  if (counted == 0 || c.runs_a < need || c.runs_b < need || df < need || cells[0].n[0] == 0 || cells[0].n[1] == 0) {
     c.verdict = "too few runs";
     return c;
   }
@@ -416,93 +417,28 @@ namespace {
 // "run 2" of a job with repeats, else the task's id.
 std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.id(), ", run ", t.run()) : t.id(); }
 
-// A side's succeeded tasks grouped by PairKey, in order of first appearance.
-struct Groups {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const v1::Task*>> runs;
-};
-
-// Runs of one configuration share their key and differ in `run`. Tasks of
-// one job and run with the same key (a spec whose configurations the key
-// cannot tell apart) are different configurations, told apart by their
-// order: the k-th such task of each run is one group, " (k+1.)" on its key.
-Groups GroupSide(const std::vector<const v1::Job*>& side) {
-  Groups g;
-  for (const v1::Job* side_job : side) {
-    const v1::Job& job = *side_job;
-    std::map<std::pair<std::string, int>, int> seen;  // (key, run) -> tasks so far
-    for (const v1::Task& t : job.tasks()) {
-      if (t.state() != v1::TASK_STATE_SUCCEEDED) continue;
-      std::string key = PairKey(job, t);
-      if (const int k = seen[{key, t.run()}]++; k > 0) absl::StrAppend(&key, " (", k + 1, ".)");
-      auto [it, fresh] = g.runs.try_emplace(key);
-      if (fresh) g.order.push_back(key);
-      it->second.push_back(&t);
-    }
-  }
-  return g;
-}
-
-std::string SideName(const std::vector<const v1::Job*>& side) {
-  std::vector<std::string> ids;
-  for (const v1::Job* j : side) ids.push_back(j->id());
-  return absl::StrJoin(ids, ",");
-}
-
 }  // namespace
-
-std::string PairKey(const v1::Job& job, const v1::Task& t) {
-  const v1::RunEnvironment& e = t.result().environment();
-  // A serving task pairs with one of the same scenario and rate (a peak search's rate is its result).
-  const v1::ServingRun& sv = t.result().serving();
-  const std::string serving =
-      sv.scenario().empty() ? ""
-      : sv.scenario() == "server"
-          ? absl::StrFormat(", serving server at %g q/s", sv.target_qps() > 0 ? sv.target_qps() : t.target_qps())
-          : absl::StrCat(", serving ", sv.scenario());
-  return absl::StrCat(render::TaskModel(job, t), ", ", DeviceKindName(t.device_kind()), " (",
-                      e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
-                      e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(), serving,
-                      e.simulated() ? ", SIMULATED" : "");
-}
-
-std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,
-                              bool compare_anyway, std::vector<std::string>* unpaired) {
-  const Groups ga = GroupSide(side_a), gb = GroupSide(side_b);
-  std::vector<RunPair> out;
-  for (const std::string& key : ga.order) {
-    const std::vector<const v1::Task*>& a = ga.runs.at(key);
-    auto it = gb.runs.find(key);
-    if (it == gb.runs.end()) {
-      unpaired->push_back(absl::StrCat(a[0]->id(), " (", key, "): no such task in ", SideName(side_b)));
-      continue;
-    }
-    RunPair p{a, it->second, key, ""};
-    for (const std::vector<const v1::Task*>* side : {&p.a, &p.b}) {
-      for (const v1::Task* t : *side) {
-        if (!p.refused.empty() || compare_anyway || render::SameFingerprint(*a[0], *t)) continue;
-        p.refused = absl::StrCat("model fingerprints differ (", a[0]->result().environment().model_fingerprint(),
-                                 " vs ", t->result().environment().model_fingerprint(), " of ", t->id(),
-                                 "): not the same model, weights or data; --compare-anyway compares them");
-      }
-    }
-    out.push_back(std::move(p));
-  }
-  for (const std::string& key : gb.order) {
-    if (ga.runs.count(key) == 0) {
-      unpaired->push_back(
-          absl::StrCat(gb.runs.at(key)[0]->id(), " (", key, "): no such task in ", SideName(side_a)));
-    }
-  }
-  return out;
-}
 
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
                                const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
                                const std::vector<const v1::Job*>& others) {
   const double quantile = ComparedQuantile(*pair.a[0], phase);
   const bool by_runs = steps_a.size() >= 2 && steps_b.size() >= 2;
-  const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs);
+  bool one_machine = true;
+  std::vector<std::string> sides_jobs;  // not learned from by the prior below
+  for (const auto* tasks : {&pair.a, &pair.b}) {
+    for (const v1::Task* t : *tasks) {
+      one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
+      sides_jobs.push_back(t->job_id());
+    }
+  }
+  // The machine's run-to-run spread learned from the configuration's other jobs there (one machine only); known,
+  // a side's one run in the comparison's machine state suffices.
+  RunSpreadPrior prior;
+  if (by_runs && one_machine) {
+    prior = FitRunSpreadPrior(OtherJobsRunStats(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
+  }
+  const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs, prior.df > 0 ? 1 : 2);
   auto name_run = [&](bool side_b, size_t run) {
     const std::vector<const v1::Task*>& tasks = side_b ? pair.b : pair.a;
     return absl::StrFormat("%s run %d (%s)", side_b ? "B" : "A", run + 1,
@@ -521,18 +457,6 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
         index[side].push_back(i);
       }
     }
-    bool one_machine = true;
-    std::vector<std::string> sides;  // the jobs compared, which the prior below does not learn from
-    for (const auto* tasks : {&pair.a, &pair.b}) {
-      for (const v1::Task* t : *tasks) {
-        one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
-        sides.push_back(t->job_id());
-      }
-    }
-    // The machine's run-to-run spread learned from the configuration's other jobs there (one machine only).
-    const RunSpreadPrior prior =
-        one_machine ? FitRunSpreadPrior(OtherJobsRunStats(others, sides, *pair.a[0], pair.key, phase, quantile))
-                    : RunSpreadPrior{};
     if (!machine.states[0].empty()) {  // runs in two or more machine states: compared within them
       std::vector<int> states[2];
       for (int side = 0; side < 2; ++side) {

@@ -130,8 +130,12 @@ std::string StatisticName(double quantile);
 ///    median run, on a side of 3 runs or more, is listed in `far_runs` (it
 ///    stays in everything above): one run in another machine state widens
 ///    the interval past most changes, and says why.
-/// Needs 2 runs per side with 5 steps each ("too few runs" otherwise). The
-/// same data and seed give the same interval.
+/// Needs 2 runs per side with 5 steps each ("too few runs" otherwise); with
+/// `one_machine` and a `prior`, 1 run a side and 3 in all: the machine's
+/// spread is then known from its other jobs, and a side's single run adds
+/// none of its own (JudgeMachine leaves such sides when the other runs were
+/// taken in another machine state). The same data and seed give the same
+/// interval.
 StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
                            const std::vector<std::vector<double>>& runs_b, double threshold, double quantile = 0.5,
                            bool one_machine = false, const RunSpreadPrior& prior = {}, int resamples = 2000,
@@ -152,7 +156,9 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
 /// s^2 is moderated by `prior` as CompareRuns' pooled variance is.
 /// With one state this is the pooled two-sample t on the runs. Needs 2 runs
 /// a side with 5 steps each, both sides in state 0 and 2 degrees of freedom
-/// ("too few runs" otherwise); `pooled` is set, `far_runs` empty.
+/// ("too few runs" otherwise); with a `prior`, 1 run a side and 1 degree
+/// of freedom (one run a side in each of two states: the prior's variance
+/// moderated by that one). `pooled` is set, `far_runs` empty.
 StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& runs_a, const std::vector<int>& states_a,
                                        const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
                                        double threshold, double quantile = 0.5, const RunSpreadPrior& prior = {});
@@ -219,6 +225,8 @@ std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const s
 /// compared. `others`: other jobs (the store's recent ones) from which a
 /// pooled comparison learns its machine's run-to-run spread
 /// (OtherJobsRunStats, FitRunSpreadPrior); none, the runs' own spread only.
+/// With that spread learned, JudgeMachine keeps a side of 1 run (min_runs):
+/// a verdict where the runs' own spread would have needed 2 a side.
 StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
                                const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
                                const std::vector<const v1::Job*>& others = {});

@@ -21,7 +21,8 @@ double FarthestFrom(const std::vector<double>& run, double median) {
 // The runs grouped into machine states (JudgeMachine's last rule), given
 // each run's log readings and `median`, the median of all of them. Returns
 // false when no comparison within states can be made.
-bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double median, MachineJudgement* out) {
+bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double median, size_t min_runs,
+                  MachineJudgement* out, double* weight) {
   const double beyond = std::log1p(kProbeBeyond);
   struct Run {
     int side;
@@ -73,7 +74,11 @@ bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double 
     kept[1] += s.runs[1].size();
   }
   const int df = static_cast<int>(kept[0] + kept[1]) - static_cast<int>(counted.size()) - 1;
-  if (kept[0] < 2 || kept[1] < 2 || df < 2) return false;
+  for (const State* st : counted) {
+    const double n0 = static_cast<double>(st->runs[0].size()), n1 = static_cast<double>(st->runs[1].size());
+    *weight += n0 * n1 / (n0 + n1);
+  }
+  if (kept[0] < min_runs || kept[1] < min_runs || df < (min_runs < 2 ? 1 : 2)) return false;
   // State 0 is the one holding most runs (the lowest readings on a tie).
   std::stable_sort(counted.begin(), counted.end(), [](const State* x, const State* y) {
     return x->runs[0].size() + x->runs[1].size() > y->runs[0].size() + y->runs[1].size();
@@ -127,7 +132,7 @@ bool MachineJudgement::Kept(bool side_b, size_t run) const {
 }
 
 MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b,
-                              bool leave_out) {
+                              bool leave_out, size_t min_runs) {
   MachineJudgement out;
   if (a.empty() || b.empty()) return out;
   const v1::Task& first = *a[0];
@@ -171,7 +176,7 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
       }
     }
     for (int side = 0; side < 2 && too_few.empty(); ++side) {
-      if (kept[side] >= 2) continue;
+      if (kept[side] >= min_runs && kept[0] + kept[1] >= 3) continue;
       const size_t runs = readings[side].size();
       too_few = absl::StrFormat(
           "%s: %d of %s's %d runs were taken in another state (a probe reading beyond +/-%g%% of the comparison's "
@@ -180,6 +185,11 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
           kProbeBeyond * 100);
     }
     if (too_few.empty()) {
+      if (!left.empty()) {  // runs in other states: compared within states instead when that weighs more
+        MachineJudgement within;
+        double w_within = 0, w_kept = static_cast<double>(kept[0] * kept[1]) / static_cast<double>(kept[0] + kept[1]);
+        if (GroupByState(readings, median_reading, min_runs, &within, &w_within) && w_within > w_kept) return within;
+      }
       out.left_out = std::move(left);
     } else {  // judged on all runs: withheld, by the sides' medians below when they differ, else by too_few
       keep[0].assign(a.size(), true);
@@ -203,7 +213,8 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
   }
   if (leave_out && !out.differed.empty()) {  // withheld by the rules above: within states, if the runs allow
     MachineJudgement within;
-    if (GroupByState(readings, median_reading, &within)) return within;
+    double weight = 0;
+    if (GroupByState(readings, median_reading, min_runs, &within, &weight)) return within;
   }
   return out;
 }

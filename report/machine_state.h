@@ -53,9 +53,14 @@ struct MachineJudgement {
 ///  - `leave_out` (both sides with 2 runs or more): the runs whose reading
 ///    lies beyond kProbeBeyond of the median of all readings are left out of
 ///    the comparison, so that it is made within one machine state; when that
-///    would leave a side fewer than 2 runs, none is left out and the verdict
-///    is withheld: by the rule below if it applies, else `differed` says how
-///    many of that side's runs were in another state;
+///    would leave a side fewer than `min_runs` runs (or fewer than 3 in
+///    all), none is left out and the verdict is withheld: by the rule below
+///    if it applies, else `differed` says how many of that side's runs were
+///    in another state. When runs are left out and the grouping into states
+///    below would weigh more (the sum over states of n_a n_b / (n_a + n_b),
+///    what the estimate's variance is divided by), the comparison is made
+///    within states instead: the runs left out, taken in a state of their
+///    own on both sides, still count there;
 ///  - then each side's median reading over its kept runs: beyond
 ///    kProbeBeyond apart, `differed` is "the machine differed: its probe took
 ///    1.17x as long around B's runs as around A's";
@@ -65,15 +70,19 @@ struct MachineJudgement {
 ///    changed state during the run and is left out; the others, in order of
 ///    their mean reading, start a new state beyond kProbeBeyond above the
 ///    current state's first run. A state counts when both sides have runs
-///    in it (the other runs are left out); with 2 runs or more a side in
-///    the states that count and 2 or more degrees of freedom left (runs -
-///    states - 1), the comparison is made within those states and nothing
-///    is withheld: in one state as above, the other runs left out; in more,
-///    by CompareRunsWithinStates (compare.h).
+///    in it (the other runs are left out); with `min_runs` runs or more a
+///    side in the states that count and 2 or more degrees of freedom left
+///    (runs - states - 1; 1 with `min_runs` 1), the
+///    comparison is made within those states and nothing is withheld: in
+///    one state as above, the other runs left out; in more, by
+///    CompareRunsWithinStates (compare.h).
+/// `min_runs` is 2 when the runs' own spread decides the interval; 1 when
+/// the machine's run-to-run spread is known from its other jobs
+/// (run_spread.h): a side's one run in a state then suffices.
 /// The median, not the mean: one reading taken while something else held a
 /// core (8 ms a call against 0.15 ms: 4 of 1,152 readings in one bench run
 /// on this VM) barely moves a median of six readings.
 MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b,
-                              bool leave_out);
+                              bool leave_out, size_t min_runs = 2);
 
 }  // namespace hetbench::report

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "report/compare.h"
+#include "report/machine_state.h"
 
 namespace hetbench::report {
 namespace {
@@ -252,6 +253,129 @@ TEST(RunSpreadTest, CompareRunPhaseUsesOtherJobsOnOneMachineAndSaysSo) {
   EXPECT_FALSE(nlohmann::json::parse(
                    RenderComparison("job-a", "job-b", {{pairs[0], v1::PHASE_TRAIN, own}}, {}, 0.02, "json"))["pairs"][0]
                    .contains("run_spread_prior"));
+}
+
+TEST(RunSpreadTest, OneRunASideKeepsTheFalseAlarmRateWithThePriorAndIsRefusedWithout) {
+  // What JudgeMachine leaves when the other runs were taken in another machine state: 1 run of A against 3 of
+  // B (CompareRuns), and one run a side in each of two states (CompareRunsWithinStates, the second state 20%
+  // slower). Runs shift by 1.5%, and so did the 30 other jobs' runs the prior is learned from. 300 A/A trials
+  // each: alarms near the nominal 5%; B 5% slower is found in most trials; without the prior, no verdict.
+  std::mt19937_64 rng(20261201);
+  constexpr int kTrials = 300;
+  int alarms[2] = {0, 0}, found[2] = {0, 0};  // [0] 1 run against 3; [1] 1 run a side in each of 2 states
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const RunSpreadPrior prior = FitRunSpreadPrior(Jobs(30, 3, 0.015, 0, rng()));
+    const auto a = Runs(1, 60, 25'000, 0.015, rng), a2 = Runs(3, 60, 25'000, 0.015, rng),
+               b = Runs(3, 60, 26'250, 0.015, rng);
+    const auto seed = static_cast<uint64_t>(trial);
+    const StepComparison aa = CompareRuns(a, a2, 0.02, 0.5, true, prior, 200, seed);
+    ASSERT_EQ(aa.runs_a, 1);
+    ASSERT_NEAR(aa.df, (aa.spread.beyond_prior ? 0 : prior.df) + 2, 1e-9) << "B's 3 runs: 2 of their own";
+    alarms[0] += aa.verdict != "no change" ? 1 : 0;
+    found[0] += CompareRuns(a, b, 0.02, 0.5, true, prior, 200, seed).verdict == "slower" ? 1 : 0;
+    ASSERT_EQ(CompareRuns(a, a2, 0.02, 0.5, true, {}, 200, seed).verdict, "too few runs");
+    ASSERT_EQ(CompareRuns(a, a2, 0.02, 0.5, false, prior, 200, seed).verdict, "too few runs")
+        << "two machines: the prior is one machine's";
+
+    auto x = Runs(2, 60, 25'000, 0.015, rng), y = Runs(2, 60, 25'000, 0.015, rng), z = Runs(2, 60, 26'250, 0.015, rng);
+    for (auto* runs : {&x, &y, &z}) {
+      for (double& v : (*runs)[1]) v *= 1.2;  // the second run of each in the slow state
+    }
+    const StepComparison within = CompareRunsWithinStates(x, {0, 1}, y, {0, 1}, 0.02, 0.5, prior);
+    ASSERT_NEAR(within.df, (within.spread.beyond_prior ? 0 : prior.df) + 1, 1e-9) << "4 runs, 2 states, d: 1 own";
+    alarms[1] += within.verdict != "no change" ? 1 : 0;
+    found[1] += CompareRunsWithinStates(x, {0, 1}, z, {0, 1}, 0.02, 0.5, prior).verdict == "slower" ? 1 : 0;
+    ASSERT_EQ(CompareRunsWithinStates(x, {0, 1}, y, {0, 1}, 0.02).verdict, "too few runs");
+  }
+  std::printf("1 run against 3: %d A/A alarms, %d of %d found; 1 run a side in 2 states: %d alarms, %d found\n",
+              alarms[0], found[0], kTrials, alarms[1], found[1]);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LE(alarms[i], 27) << "5% of 300 is 15; 27 lies 3 standard deviations above it";
+    EXPECT_GE(alarms[i], 3) << "not so wide that it never sees anything";
+    EXPECT_GE(found[i], kTrials / 2);
+  }
+}
+
+// StoredRun with a machine probe of (before, after) ns.
+v1::Task ProbedRun(const std::string& job, int run, double p50, int64_t before, int64_t after) {
+  v1::Task t = StoredRun(job, run, "agent-1", "cpu0", 64, p50);
+  v1::MachineProbe* p = t.mutable_result()->mutable_machine_probe();
+  p->set_kernel("sgemm 64x512x512 float32, LibTorch, 2 threads");
+  p->set_before_ns(before);
+  p->set_after_ns(after);
+  return t;
+}
+
+TEST(RunSpreadTest, WithThePriorASideOfOneRunInTheComparisonsStateGetsAVerdict) {
+  // A's runs 2 and 3 were taken in the slow state (probe 1.2x), all of B's in the fast one: by the runs' own
+  // spread A keeps too few runs and the verdict is withheld; with ten other jobs' spread, A's run 1 is compared
+  // with B's three, and the table says the other two were left out.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> shift(0, 0.01);
+  std::vector<v1::Job> others;
+  for (int j = 0; j < 10; ++j) {
+    const std::string id = absl::StrCat("job-", j);
+    others.push_back(StoredJob(id, {StoredRun(id, 1, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng))),
+                                    StoredRun(id, 2, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng)))}));
+  }
+  const v1::Job a =
+      StoredJob("job-a", {ProbedRun("job-a", 1, 1e5, 150'000, 150'000), ProbedRun("job-a", 2, 1e5, 180'000, 180'000),
+                          ProbedRun("job-a", 3, 1e5, 180'000, 181'000)});
+  const v1::Job b =
+      StoredJob("job-b", {ProbedRun("job-b", 1, 1e5, 150'000, 151'000), ProbedRun("job-b", 2, 1e5, 151'000, 150'000),
+                          ProbedRun("job-b", 3, 1e5, 150'000, 150'000)});
+  std::vector<const v1::Job*> listed;
+  for (const v1::Job& j : others) listed.push_back(&j);
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&a}, {&b}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  std::vector<std::vector<double>> steps_a = Runs(3, 60, 25'000, 0.01, rng), steps_b = Runs(3, 60, 26'250, 0.01, rng);
+  for (int r : {1, 2}) {
+    for (double& v : steps_a[static_cast<size_t>(r)]) v *= 1.3;  // the slow state
+  }
+  const StepComparison own = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  EXPECT_THAT(own.verdict, HasSubstr("not comparable: the machine differed"));
+  const StepComparison with = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, listed);
+  EXPECT_EQ(with.invalid, "");
+  EXPECT_EQ(with.runs_a, 1);
+  EXPECT_EQ(with.runs_b, 3);
+  EXPECT_EQ(with.verdict, "slower") << with.ratio << " " << with.ci_low << "-" << with.ci_high;
+  ASSERT_EQ(with.left_out.size(), 2u);
+  EXPECT_FALSE(with.left_out[0].side_b);
+  EXPECT_EQ(with.spread_prior.jobs, 10);
+  const PairResult result{pairs[0], v1::PHASE_TRAIN, with};
+  EXPECT_THAT(RunNotesLine(result), HasSubstr("A run 2"));
+  const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
+  EXPECT_EQ(doc["pairs"][0]["run_spread_prior"]["other_jobs"], 10);
+  EXPECT_EQ(doc["pairs"][0]["machine_probe"]["runs_left_out"].size(), 2u);
+}
+
+TEST(RunSpreadTest, RunsLeftOutOnBothSidesInOneStateCountWithinStates) {
+  // Run 3 of each side in the slow state: leaving them out keeps 2 runs a side (weight 1); within the two
+  // states they count too (weight 1 + 1/2), so the comparison is made within states. Without the prior.
+  const v1::Job a =
+      StoredJob("job-a", {ProbedRun("job-a", 1, 1e5, 150'000, 150'000), ProbedRun("job-a", 2, 1e5, 151'000, 150'000),
+                          ProbedRun("job-a", 3, 1e5, 180'000, 180'000)});
+  const v1::Job b =
+      StoredJob("job-b", {ProbedRun("job-b", 1, 1e5, 150'000, 151'000), ProbedRun("job-b", 2, 1e5, 150'000, 150'000),
+                          ProbedRun("job-b", 3, 1e5, 181'000, 180'000)});
+  const MachineJudgement m =
+      JudgeMachine({&a.tasks(0), &a.tasks(1), &a.tasks(2)}, {&b.tasks(0), &b.tasks(1), &b.tasks(2)}, true);
+  EXPECT_EQ(m.differed, "");
+  EXPECT_TRUE(m.left_out.empty());
+  EXPECT_THAT(m.states[0], ::testing::ElementsAre(0, 0, 1));
+  EXPECT_THAT(m.states[1], ::testing::ElementsAre(0, 0, 1));
+  EXPECT_THAT(m.states_note, HasSubstr("compared within 2 machine states"));
+  // Run 3 of B alone in the slow state: nothing of A there, so leaving it out is all there is.
+  const v1::Job c =
+      StoredJob("job-c", {ProbedRun("job-c", 1, 1e5, 150'000, 150'000), ProbedRun("job-c", 2, 1e5, 151'000, 150'000),
+                          ProbedRun("job-c", 3, 1e5, 150'000, 151'000)});
+  const MachineJudgement one =
+      JudgeMachine({&c.tasks(0), &c.tasks(1), &c.tasks(2)}, {&b.tasks(0), &b.tasks(1), &b.tasks(2)}, true);
+  EXPECT_TRUE(one.states[0].empty());
+  ASSERT_EQ(one.left_out.size(), 1u);
+  EXPECT_TRUE(one.left_out[0].side_b);
+  EXPECT_EQ(one.left_out[0].run, 2u);
 }
 
 }  // namespace
