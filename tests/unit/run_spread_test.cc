@@ -209,9 +209,8 @@ TEST(RunSpreadTest, LearnsOnlyFromTheSameConfigurationOnTheSameMachine) {
   EXPECT_TRUE(OtherJobsRunStats(pointers, {}, reference, key, v1::PHASE_INFER, 0.5).empty());
 }
 
-TEST(RunSpreadTest, CompareRunPhaseUsesOtherJobsOnOneMachineAndSaysSo) {
-  // Ten other jobs of two runs on the agent's device, spread about 1%; a pair of jobs of three runs each.
-  std::mt19937_64 rng(11);
+// Ten other jobs of two runs on agent-1's cpu0, their runs spread about 1%.
+std::vector<v1::Job> TenOtherJobs(std::mt19937_64& rng) {
   std::normal_distribution<double> shift(0, 0.01);
   std::vector<v1::Job> others;
   for (int j = 0; j < 10; ++j) {
@@ -219,6 +218,14 @@ TEST(RunSpreadTest, CompareRunPhaseUsesOtherJobsOnOneMachineAndSaysSo) {
     others.push_back(StoredJob(id, {StoredRun(id, 1, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng))),
                                     StoredRun(id, 2, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng)))}));
   }
+  return others;
+}
+
+TEST(RunSpreadTest, CompareRunPhaseUsesOtherJobsOnOneMachineAndSaysSo) {
+  // Ten other jobs of two runs on the agent's device, spread about 1%; a pair of jobs of three runs each.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> shift(0, 0.01);
+  std::vector<v1::Job> others = TenOtherJobs(rng);
   std::vector<v1::Task> a_runs, b_runs;
   std::vector<std::vector<double>> steps_a, steps_b;
   for (int r = 1; r <= 3; ++r) {
@@ -306,24 +313,23 @@ v1::Task ProbedRun(const std::string& job, int run, double p50, int64_t before, 
   return t;
 }
 
+// Job `id` of 3 runs (p50 100 us) whose machine probes read `probes` (before, after) ns.
+v1::Job ProbedJob(const std::string& id, const std::vector<std::pair<int64_t, int64_t>>& probes) {
+  std::vector<v1::Task> runs;
+  for (size_t r = 0; r < probes.size(); ++r) {
+    runs.push_back(ProbedRun(id, static_cast<int>(r) + 1, 1e5, probes[r].first, probes[r].second));
+  }
+  return StoredJob(id, std::move(runs));
+}
+
 TEST(RunSpreadTest, WithThePriorASideOfOneRunInTheComparisonsStateGetsAVerdict) {
   // A's runs 2 and 3 were taken in the slow state (probe 1.2x), all of B's in the fast one: by the runs' own
   // spread A keeps too few runs and the verdict is withheld; with ten other jobs' spread, A's run 1 is compared
   // with B's three, and the table says the other two were left out.
   std::mt19937_64 rng(5);
-  std::normal_distribution<double> shift(0, 0.01);
-  std::vector<v1::Job> others;
-  for (int j = 0; j < 10; ++j) {
-    const std::string id = absl::StrCat("job-", j);
-    others.push_back(StoredJob(id, {StoredRun(id, 1, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng))),
-                                    StoredRun(id, 2, "agent-1", "cpu0", 64, 1e5 * std::exp(shift(rng)))}));
-  }
-  const v1::Job a =
-      StoredJob("job-a", {ProbedRun("job-a", 1, 1e5, 150'000, 150'000), ProbedRun("job-a", 2, 1e5, 180'000, 180'000),
-                          ProbedRun("job-a", 3, 1e5, 180'000, 181'000)});
-  const v1::Job b =
-      StoredJob("job-b", {ProbedRun("job-b", 1, 1e5, 150'000, 151'000), ProbedRun("job-b", 2, 1e5, 151'000, 150'000),
-                          ProbedRun("job-b", 3, 1e5, 150'000, 150'000)});
+  const std::vector<v1::Job> others = TenOtherJobs(rng);
+  const v1::Job a = ProbedJob("job-a", {{150'000, 150'000}, {180'000, 180'000}, {180'000, 181'000}});
+  const v1::Job b = ProbedJob("job-b", {{150'000, 151'000}, {151'000, 150'000}, {150'000, 150'000}});
   std::vector<const v1::Job*> listed;
   for (const v1::Job& j : others) listed.push_back(&j);
   std::vector<std::string> unpaired;
@@ -353,12 +359,8 @@ TEST(RunSpreadTest, WithThePriorASideOfOneRunInTheComparisonsStateGetsAVerdict) 
 TEST(RunSpreadTest, RunsLeftOutOnBothSidesInOneStateCountWithinStates) {
   // Run 3 of each side in the slow state: leaving them out keeps 2 runs a side (weight 1); within the two
   // states they count too (weight 1 + 1/2), so the comparison is made within states. Without the prior.
-  const v1::Job a =
-      StoredJob("job-a", {ProbedRun("job-a", 1, 1e5, 150'000, 150'000), ProbedRun("job-a", 2, 1e5, 151'000, 150'000),
-                          ProbedRun("job-a", 3, 1e5, 180'000, 180'000)});
-  const v1::Job b =
-      StoredJob("job-b", {ProbedRun("job-b", 1, 1e5, 150'000, 151'000), ProbedRun("job-b", 2, 1e5, 150'000, 150'000),
-                          ProbedRun("job-b", 3, 1e5, 181'000, 180'000)});
+  const v1::Job a = ProbedJob("job-a", {{150'000, 150'000}, {151'000, 150'000}, {180'000, 180'000}});
+  const v1::Job b = ProbedJob("job-b", {{150'000, 151'000}, {150'000, 150'000}, {181'000, 180'000}});
   const MachineJudgement m =
       JudgeMachine({&a.tasks(0), &a.tasks(1), &a.tasks(2)}, {&b.tasks(0), &b.tasks(1), &b.tasks(2)}, true);
   EXPECT_EQ(m.differed, "");
@@ -367,9 +369,7 @@ TEST(RunSpreadTest, RunsLeftOutOnBothSidesInOneStateCountWithinStates) {
   EXPECT_THAT(m.states[1], ::testing::ElementsAre(0, 0, 1));
   EXPECT_THAT(m.states_note, HasSubstr("compared within 2 machine states"));
   // Run 3 of B alone in the slow state: nothing of A there, so leaving it out is all there is.
-  const v1::Job c =
-      StoredJob("job-c", {ProbedRun("job-c", 1, 1e5, 150'000, 150'000), ProbedRun("job-c", 2, 1e5, 151'000, 150'000),
-                          ProbedRun("job-c", 3, 1e5, 150'000, 151'000)});
+  const v1::Job c = ProbedJob("job-c", {{150'000, 150'000}, {151'000, 150'000}, {150'000, 151'000}});
   const MachineJudgement one =
       JudgeMachine({&c.tasks(0), &c.tasks(1), &c.tasks(2)}, {&b.tasks(0), &b.tasks(1), &b.tasks(2)}, true);
   EXPECT_TRUE(one.states[0].empty());
