@@ -19,8 +19,9 @@ double FarthestFrom(const std::vector<double>& run, double median) {
 }
 
 // The runs grouped into machine states (JudgeMachine's last rule), given
-// each run's log readings and `median`, the median of all of them. Returns
-// false when no comparison within states can be made.
+// each run's log readings and `median`, the median of all of them, a state
+// counting with `min_runs` a side. Returns false when no comparison within
+// states can be made; `weight`: the states' sum of n_a n_b / (n_a + n_b).
 bool GroupByState(const std::vector<std::vector<double>> (&readings)[2], double median, size_t min_runs,
                   MachineJudgement* out, double* weight) {
   const double beyond = std::log1p(kProbeBeyond);
@@ -154,13 +155,17 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
   }
   const double beyond = std::log1p(kProbeBeyond);
   std::vector<bool> keep[2] = {std::vector<bool>(a.size(), true), std::vector<bool>(b.size(), true)};
-  std::string too_few;  // leaving out would leave a side fewer than 2 runs
+  std::string too_few;  // leaving out would leave a side fewer than min_runs runs
   // The median of every reading of both sides: the comparison's state.
   std::vector<double> all;
   for (const auto& side : readings) {
     for (const auto& run : side) all.insert(all.end(), run.begin(), run.end());
   }
   const double median_reading = MedianInPlace(all);
+  // The runs grouped into states (the last rule), and what a comparison within them would weigh.
+  MachineJudgement within;
+  double within_weight = 0;
+  const bool grouped = leave_out && GroupByState(readings, median_reading, min_runs, &within, &within_weight);
   if (leave_out) {
     std::vector<MachineJudgement::LeftOut> left;
     size_t kept[2] = {0, 0};
@@ -185,11 +190,9 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
           kProbeBeyond * 100);
     }
     if (too_few.empty()) {
-      if (!left.empty()) {  // runs in other states: compared within states instead when that weighs more
-        MachineJudgement within;
-        double w_within = 0, w_kept = static_cast<double>(kept[0] * kept[1]) / static_cast<double>(kept[0] + kept[1]);
-        if (GroupByState(readings, median_reading, min_runs, &within, &w_within) && w_within > w_kept) return within;
-      }
+      // Runs in other states: compared within states instead when that weighs more than the runs kept.
+      const double kept_weight = static_cast<double>(kept[0] * kept[1]) / static_cast<double>(kept[0] + kept[1]);
+      if (!left.empty() && grouped && within_weight > kept_weight) return within;
       out.left_out = std::move(left);
     } else {  // judged on all runs: withheld, by the sides' medians below when they differ, else by too_few
       keep[0].assign(a.size(), true);
@@ -211,12 +214,8 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
   } else {
     out.differed = too_few;
   }
-  if (leave_out && !out.differed.empty()) {  // withheld by the rules above: within states, if the runs allow
-    MachineJudgement within;
-    double weight = 0;
-    if (GroupByState(readings, median_reading, min_runs, &within, &weight)) return within;
-  }
-  return out;
+  // Withheld by the rules above: within states, if the runs allow.
+  return !out.differed.empty() && grouped ? within : out;
 }
 
 }  // namespace hetbench::report
