@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::vector<DumpedRun> replayed;
   size_t next_replayed = 0;
+  const v1::JobSpec replay_spec = BenchSpec(steps, infer_batches);  // every replayed run's
   if (!replay.empty()) {
     auto read = ReadDump(replay);
     if (!read.ok()) {
@@ -375,7 +376,7 @@ int main(int argc, char** argv) {
                           replayed[next_replayed].kind == (kind == 0 ? "AA" : "AB") &&
                           replayed[next_replayed].pair == p && replayed[next_replayed].side_b == side_b &&
                           replayed[next_replayed].run == r + 1;
-        side.push_back(here ? FromDump(replayed[next_replayed++], BenchSpec(steps, infer_batches), bs) : Run{});
+        side.push_back(here ? FromDump(replayed[next_replayed++], replay_spec, bs) : Run{});
       }
       const char* name = side_b ? "B" : "A";
       side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
@@ -543,5 +544,13 @@ int main(int argc, char** argv) {
         aa_far, ab_far, ab_missed_far, report::kFarRunBeyond * 100);
   }
   if (dump_file != nullptr) std::fclose(dump_file);
+  if (next_replayed < replayed.size()) {  // runs not where this order expects them: the figures are not the file's
+    std::fprintf(stderr,
+                 "--replay %s: %d of its %d runs were not where --order %s expects them; take the --order it was "
+                 "taken with\n",
+                 replay.c_str(), static_cast<int>(replayed.size() - next_replayed), static_cast<int>(replayed.size()),
+                 order.c_str());
+    return 2;
+  }
   return 0;
 }

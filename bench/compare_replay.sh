@@ -18,6 +18,9 @@ diff <(verdicts "$dir/taken.out") <(verdicts "$dir/replayed.out")
 [ "$(verdicts "$dir/taken.out" | wc -l)" -eq 8 ]
 counts() { grep "^RESULT " "$1" | sed 's/ run_shape=[a-z_]*//'; }
 diff <(counts "$dir/taken.out") <(counts "$dir/replayed.out")
+# Replayed in another order than it was taken: refused, exit 2.
+if "$bench" --replay "$dir/runs.csv" "${shape[@]}" --order apart > /dev/null 2> "$dir/err"; then exit 1; else [ $? -eq 2 ]; fi
+grep -q "runs were not where --order apart expects them" "$dir/err"
 # Not a dump: a precise error, exit 2.
 printf 'kind,pair,side,run,phase,ns_per_sample,probe_before_ns,probe_after_ns\nAA,0,A,one,train,1,2,3\n' > "$dir/bad.csv"
 if "$bench" --replay "$dir/bad.csv" 2> "$dir/err"; then exit 1; else [ $? -eq 2 ]; fi
