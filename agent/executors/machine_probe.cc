@@ -12,22 +12,26 @@
 
 namespace hetbench::agent {
 
-ProbeWindow TimeProbe(int64_t window_ns, int windows, int64_t gap_ns) {
+ProbeTimer::ProbeTimer() {
   torch::NoGradGuard no_grad;
   torch::Generator gen = at::detail::createCPUGenerator(/*seed_val=*/20261130);
-  const torch::Tensor a = torch::randn({64, 512}, gen, torch::kFloat32);
-  const torch::Tensor b = torch::randn({512, 512}, gen, torch::kFloat32);
-  torch::Tensor out = torch::empty({64, 512}, torch::kFloat32);
-  for (int i = 0; i < 2; ++i) torch::mm_out(out, a, b);  // untimed: caches, the BLAS's threads awake
+  a_ = torch::randn({64, 512}, gen, torch::kFloat32);
+  b_ = torch::randn({512, 512}, gen, torch::kFloat32);
+  out_ = torch::empty({64, 512}, torch::kFloat32);
+}
+
+ProbeWindow ProbeTimer::Time(int64_t window_ns, int windows, int64_t gap_ns, int warm) {
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < warm; ++i) torch::mm_out(out_, a_, b_);  // untimed: caches, the BLAS's threads awake
   ProbeWindow best;
   std::vector<int64_t> calls;
   calls.reserve(4096);
   for (int w = 0; w < windows; ++w) {
-    if (w > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(gap_ns));
+    if (w > 0 && gap_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(gap_ns));
     calls.clear();
     const int64_t end = SteadyNowNs() + window_ns;
     for (int64_t now = SteadyNowNs(); now < end || calls.size() < 5;) {
-      torch::mm_out(out, a, b);
+      torch::mm_out(out_, a_, b_);
       const int64_t t = SteadyNowNs();
       calls.push_back(t - now);
       now = t;
@@ -38,6 +42,25 @@ ProbeWindow TimeProbe(int64_t window_ns, int windows, int64_t gap_ns) {
     best.calls += static_cast<int32_t>(calls.size());
   }
   return best;
+}
+
+ProbeWindow TimeProbe(int64_t window_ns, int windows, int64_t gap_ns) {
+  return ProbeTimer().Time(window_ns, windows, gap_ns, /*warm=*/2);
+}
+
+ProbeDuringRun::ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::MachineProbe* out)
+    : every_ns_(every_ns), task_start_ns_(task_start_ns), next_ns_(SteadyNowNs() + every_ns), out_(out) {}
+
+void ProbeDuringRun::Between(v1::Phase phase, int64_t step) {
+  const int64_t now = SteadyNowNs();
+  if (now < next_ns_) return;
+  const ProbeWindow w = timer_.Time(/*window_ns=*/3'000'000, /*windows=*/2, /*gap_ns=*/0, /*warm=*/1);
+  v1::ProbeReading* r = out_->add_during();
+  r->set_phase(phase);
+  r->set_step(step);
+  r->set_median_ns(w.median_ns);
+  r->set_at_ns(now - task_start_ns_);
+  next_ns_ = SteadyNowNs() + every_ns_;
 }
 
 std::string ProbeKernel(int threads) {

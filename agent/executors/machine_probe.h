@@ -8,8 +8,12 @@
 /// test, so `compare` can tell "the machine differed" from "the code
 /// differed" (docs/measurement.md, "The machine probe").
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <string>
+
+#include "hetbench/v1/common.pb.h"
 
 namespace hetbench::agent {
 
@@ -30,6 +34,36 @@ struct ProbeWindow {
 /// Deterministic inputs (a fixed seed of its own, so the caller's random
 /// stream is untouched).
 ProbeWindow TimeProbe(int64_t window_ns = 10'000'000, int windows = 3, int64_t gap_ns = 20'000'000);
+
+/// The probe's kernel with its inputs made once: what TimeProbe and
+/// ProbeDuringRun time.
+class ProbeTimer {
+ public:
+  ProbeTimer();
+  /// After `warm` untimed calls, `windows` windows of `window_ns`, `gap_ns` apart.
+  ProbeWindow Time(int64_t window_ns, int windows, int64_t gap_ns, int warm);
+
+ private:
+  torch::Tensor a_, b_, out_;
+};
+
+/// The probe read during a run, between its steps: the run's loops call
+/// Between before each measured step; every `every_ns` (from construction,
+/// then from the end of the last reading) it times the kernel in two 3 ms
+/// windows (one untimed call first) and appends the reading, with the
+/// phase and step it preceded, to `out->during`. Steps before and after a
+/// reading compare only with the reading's cost outside their windows.
+class ProbeDuringRun {
+ public:
+  ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::MachineProbe* out);
+  void Between(v1::Phase phase, int64_t step);
+
+ private:
+  ProbeTimer timer_;
+  const int64_t every_ns_, task_start_ns_;
+  int64_t next_ns_;
+  v1::MachineProbe* out_;
+};
 
 /// What TimeProbe times, with the thread count: probes compare only when
 /// this text is equal.

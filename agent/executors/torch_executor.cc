@@ -128,10 +128,16 @@ absl::StatusOr<v1::TaskResult> TorchExecutor::Run(const v1::Assign& task, const 
     if (auto s = run.SetUpParallel(); !s.ok()) return s;
     // Every rank of a gang takes its turn, probing or not (a GPU rank of a
     // split has nothing to read): a barrier needs all ranks.
+    std::unique_ptr<ProbeDuringRun> during;
     if (task.has_gang()) {
       run.InTurn(probe_before);
     } else {
       probe_before();
+      if (probe && config_.machine_probe_every_ms > 0) {
+        during = std::make_unique<ProbeDuringRun>(int64_t{config_.machine_probe_every_ms} * 1'000'000,
+                                                  control->task_start_ns, result.mutable_machine_probe());
+        run.ProbeDuring(during.get());
+      }
     }
     if (auto s = run.Train(); !s.ok()) return s;
     if (control->cancel.load()) return result;

@@ -27,6 +27,11 @@ struct TorchExecutorConfig {
   /// (serving), each reading about 70 ms; a gang's ranks before training
   /// only, in turn.
   bool machine_probe = true;
+  /// With machine_probe, on a CPU task that is no serving run and no gang rank:
+  /// read the probe between its measured steps too, this often (about 6 ms
+  /// a reading; 0: not), so compare can tell which steps were taken in
+  /// which state when the machine flipped during the run.
+  int machine_probe_every_ms = 250;
   /// What the agent concluded about the math library's kernels at start-up.
   BlasCheck blas;
   /// Largest state the quantum models may allocate.

@@ -396,6 +396,7 @@ absl::Status TorchRun::Train() {
     auto next = BeforeStep(measuring, &wait_start_ns);
     if (!next.ok()) return next.status();
     if (*next == Next::kStop) break;
+    if (measuring && probe_during_) probe_during_->Between(v1::PHASE_TRAIN, measured_);
     if (!later_stage) batches.Next(x, y);
 
     const int64_t t0 = wait_start_ns > 0 ? wait_start_ns : SteadyNowNs();
@@ -477,6 +478,7 @@ absl::Status TorchRun::Infer() {
   int64_t seen = 0;
   for (int64_t b = 0; b < batches; ++b) {
     if (control_->cancel.load(std::memory_order_relaxed)) break;
+    if (probe_during_) probe_during_->Between(v1::PHASE_INFER, b);
     const int64_t lo = b * bs_, hi = std::min(lo + bs_, n_test);
     torch::Tensor x = ds.test.images.slice(0, lo, hi).to(torch_device_);
     torch::Tensor y = ds.test.labels.slice(0, lo, hi).to(torch_device_);

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/executors/executor.h"
+#include "agent/executors/machine_probe.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/gang/gradient_sync.h"
 #include "agent/gang/split_step.h"
@@ -39,6 +40,8 @@ class TorchRun {
   /// fails when the device needs CUDA and this LibTorch has none.
   absl::Status SelectDevice();
   bool on_cpu() const { return torch_device_.is_cpu(); }
+  /// Reads the machine probe between measured steps of Train and Infer (machine_probe.h); null: not.
+  void ProbeDuring(ProbeDuringRun* probe) { probe_during_ = probe; }
   /// LibTorch threads the task asks for: the spec's, else the agent's, else the device's cores.
   int threads() const;
 
@@ -122,6 +125,7 @@ class TorchRun {
   int64_t min_steps_ = 0, max_steps_ = 0, min_duration_ns_ = 0;
   int64_t measured_ = 0, first_step_start_ns_ = 0, last_step_end_ns_ = 0, measure_start_ns_ = 0;
   bool stop_voted_ = false;
+  ProbeDuringRun* probe_during_ = nullptr;
   int64_t train_warmup_ns_ = 0;  // warm-up time of training, added to inference's
 };
 
