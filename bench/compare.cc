@@ -166,6 +166,7 @@ struct DumpedRun {
   bool side_b = false;
   std::vector<double> train, infer;
   int64_t probe_before = 0, probe_after = 0;
+  std::vector<v1::ProbeReading> during;  // the probe read during the run (probe-train, probe-infer rows)
 };
 
 // Every run of a --dump file, in the order they were taken; a line that is
@@ -181,8 +182,9 @@ absl::StatusOr<std::vector<DumpedRun>> ReadDump(const std::string& path) {
     DumpedRun row;
     double ns = 0;
     long before = 0, after = 0;
+    const bool reading = f.size() == 8 && (f[4] == "probe-train" || f[4] == "probe-infer");
     if (f.size() != 8 || (f[0] != "AA" && f[0] != "AB") || (f[2] != "A" && f[2] != "B") ||
-        (f[4] != "train" && f[4] != "infer") || !absl::SimpleAtoi(f[1], &row.pair) ||
+        (f[4] != "train" && f[4] != "infer" && !reading) || !absl::SimpleAtoi(f[1], &row.pair) ||
         !absl::SimpleAtoi(f[3], &row.run) || !absl::SimpleAtod(f[5], &ns) || !absl::SimpleAtoi(f[6], &before) ||
         !absl::SimpleAtoi(f[7], &after)) {
       return absl::InvalidArgumentError(absl::StrCat("--replay ", path, " line ", number,
@@ -191,8 +193,21 @@ absl::StatusOr<std::vector<DumpedRun>> ReadDump(const std::string& path) {
     }
     row.kind = f[0];
     row.side_b = f[2] == "B";
-    if (runs.empty() || runs.back().kind != row.kind || runs.back().pair != row.pair ||
-        runs.back().side_b != row.side_b || runs.back().run != row.run) {
+    const bool same_run = !runs.empty() && runs.back().kind == row.kind && runs.back().pair == row.pair &&
+                          runs.back().side_b == row.side_b && runs.back().run == row.run;
+    if (reading) {  // a reading during the run just read: its step, median and time in the last three columns
+      if (!same_run) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--replay ", path, " line ", number, ": a probe reading of no run above it"));
+      }
+      v1::ProbeReading& r = runs.back().during.emplace_back();
+      r.set_phase(f[4] == "probe-train" ? v1::PHASE_TRAIN : v1::PHASE_INFER);
+      r.set_step(static_cast<int64_t>(ns));
+      r.set_median_ns(before);
+      r.set_at_ns(after);
+      continue;
+    }
+    if (!same_run) {
       row.probe_before = before;
       row.probe_after = after;
       runs.push_back(row);
@@ -215,6 +230,7 @@ Run FromDump(const DumpedRun& d, const v1::JobSpec& spec, int64_t bs) {
   probe->set_kernel("replayed");
   probe->set_before_ns(d.probe_before);
   probe->set_after_ns(d.probe_after);
+  for (const v1::ProbeReading& r : d.during) *probe->add_during() = r;
   for (const auto* values : {&d.train, &d.infer}) {
     std::vector<StepSample> steps;
     int64_t start = 0;
@@ -237,7 +253,7 @@ Run FromDump(const DumpedRun& d, const v1::JobSpec& spec, int64_t bs) {
 
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
-  int pairs = 20, threads = 1, runs = 1, spread_jobs = 100;
+  int pairs = 20, threads = 1, runs = 1, spread_jobs = 100, probe_every_ms = 250;
   int64_t steps = 0, bs = 64, infer_batches = 0;  // 0: the job's defaults
   double slowdown = 0.05, threshold = 0.02;
   std::string model = "mlp", dump, order = "interleaved", replay;
@@ -273,6 +289,12 @@ int main(int argc, char** argv) {
                  "spread; 0: the runs' own spread only (labelled in the RESULT line)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  app.add_option("--probe-every-ms", probe_every_ms,
+                 "the agent's machine_probe_every_ms: the probe read between a run's steps this often, as well as "
+                 "around the run; 0: around it only (labelled in the RESULT_PROBE line); with --replay, 0 sets the "
+                 "file's readings during runs aside")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
   app.add_option(
       "--dump", dump,
       "write every run's per-sample step times here (CSV: kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
@@ -312,6 +334,7 @@ int main(int argc, char** argv) {
   config.data_dir = HETBENCH_DATA_DIR;
   config.calibrate = false;
   config.threads = threads;
+  config.machine_probe_every_ms = probe_every_ms;
   agent::TorchExecutor normal(config);
   agent::TorchExecutorConfig slow_config = config;
   slow_config.make_workload = [slowdown](const std::string& m, const v1::JobSpec& spec,
@@ -355,6 +378,7 @@ int main(int argc, char** argv) {
   int aa_one_tests = 0, aa_one_alarms = 0, ab_one_tests = 0, ab_one_detected = 0;  // --runs > 1: run 0 alone
   // --runs >= 3: comparisons with a run far from its side's median run, and the A/B ones judged and missed.
   int aa_far = 0, ab_far = 0, ab_missed_far = 0, aa_left = 0, ab_left = 0, aa_within = 0, ab_within = 0;
+  int aa_cut = 0, ab_cut = 0;  // comparisons with runs cut to their steps in one machine state
   // Withheld because the machine probe differed, and of those, the ones that would have been an alarm (A/A) or
   // a detection (A/B) without that rule.
   int aa_probe = 0, ab_probe = 0, aa_probe_change = 0, ab_probe_change = 0;
@@ -377,6 +401,7 @@ int main(int argc, char** argv) {
                           replayed[next_replayed].pair == p && replayed[next_replayed].side_b == side_b &&
                           replayed[next_replayed].run == r + 1;
         side.push_back(here ? FromDump(replayed[next_replayed++], replay_spec, bs) : Run{});
+        if (probe_every_ms == 0) side.back().task.mutable_result()->mutable_machine_probe()->clear_during();
       }
       const char* name = side_b ? "B" : "A";
       side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
@@ -389,6 +414,11 @@ int main(int argc, char** argv) {
           std::fprintf(dump_file, "%s,%d,%s,%d,%s,%.1f,%ld,%ld\n", kind == 0 ? "AA" : "AB", p, name, r + 1, phase, v,
                        static_cast<long>(probe.before_ns()), static_cast<long>(probe.after_ns()));
         }
+      }
+      for (const v1::ProbeReading& read : probe.during()) {  // after the run's steps: step, median, time
+        std::fprintf(dump_file, "%s,%d,%s,%d,%s,%ld,%ld,%ld\n", kind == 0 ? "AA" : "AB", p, name, r + 1,
+                     read.phase() == v1::PHASE_TRAIN ? "probe-train" : "probe-infer", static_cast<long>(read.step()),
+                     static_cast<long>(read.median_ns()), static_cast<long>(read.at_ns()));
       }
     };
     if (order == "apart") {
@@ -482,6 +512,12 @@ int main(int argc, char** argv) {
                           absl::StrFormat(" %s%d %.2fx", l.side_b ? "B" : "A", l.run + 1, l.ratio_to_median));
         }
         (kind == 0 ? aa_left : ab_left) += c.left_out.empty() ? 0 : 1;
+        // The runs cut to their steps in one machine state by the probe read during them: "cut A2 612/938".
+        for (const report::CutRun& cut : c.cut) {
+          absl::StrAppend(&far, &cut == &c.cut[0] ? " cut" : "",
+                          absl::StrFormat(" %s%d %d/%d", cut.side_b ? "B" : "A", cut.run + 1, cut.kept, cut.steps));
+        }
+        (kind == 0 ? aa_cut : ab_cut) += c.cut.empty() ? 0 : 1;
         // Compared within machine states, which the rules above would have withheld: "within 2 states".
         if (!c.states_a.empty()) {
           int states = 0;
@@ -525,11 +561,13 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
       "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d aa_within_states=%d "
-      "ab_within_states=%d order=%s (comparisons withheld because the machine probe differed by more than "
-      "+/-%g%% between the sides; comparisons judged without runs whose probe lay beyond it of the comparison's "
-      "median; comparisons made within machine states, which those rules would have withheld)\n",
-      aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, aa_within, ab_within, order.c_str(),
-      report::kProbeBeyond * 100);
+      "ab_within_states=%d aa_with_runs_cut=%d ab_with_runs_cut=%d probe_every_ms=%d order=%s (comparisons "
+      "withheld because the machine probe differed by more than +/-%g%% between the sides; comparisons judged "
+      "without runs whose probe lay beyond it of the comparison's median; comparisons made within machine "
+      "states, which those rules would have withheld; comparisons with runs cut to their steps in one state by "
+      "the probe read during them, every probe_every_ms, 0: around runs only)\n",
+      aa_probe, aa_probe_change, ab_probe, ab_probe_change, aa_left, ab_left, aa_within, ab_within, aa_cut, ab_cut,
+      probe_every_ms, order.c_str(), report::kProbeBeyond * 100);
   if (runs > 1) {
     std::printf(
         "RESULT_SPREAD aa_moderated=%d ab_moderated=%d aa_beyond=%d ab_beyond=%d spread_jobs=%d (comparisons "

@@ -438,7 +438,11 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
   if (by_runs && one_machine) {
     prior = FitRunSpreadPrior(OtherJobsRunStats(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
   }
-  const MachineJudgement machine = JudgeMachine(pair.a, pair.b, /*leave_out=*/by_runs, prior.df > 0 ? 1 : 2);
+  // Runs whose machine flipped during them, cut to their steps in one state (the probe read during them).
+  const CutRuns cut = by_runs ? CutToMachineState(pair.a, pair.b, phase, steps_a, steps_b) : CutRuns{};
+  const MachineJudgement machine =
+      by_runs ? JudgeMachine(cut.tasks[0], cut.tasks[1], /*leave_out=*/true, prior.df > 0 ? 1 : 2)
+              : JudgeMachine(pair.a, pair.b, /*leave_out=*/false);
   auto name_run = [&](bool side_b, size_t run) {
     const std::vector<const v1::Task*>& tasks = side_b ? pair.b : pair.a;
     return absl::StrFormat("%s run %d (%s)", side_b ? "B" : "A", run + 1,
@@ -450,7 +454,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     std::vector<std::vector<double>> kept[2];
     std::vector<size_t> index[2];
     for (int side = 0; side < 2; ++side) {
-      const std::vector<std::vector<double>>& steps = side == 0 ? steps_a : steps_b;
+      const std::vector<std::vector<double>>& steps = cut.steps[side];
       for (size_t i = 0; i < steps.size(); ++i) {
         if (!machine.Kept(side == 1, i)) continue;
         kept[side].push_back(steps[i]);
@@ -493,7 +497,9 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
           "median): %s",
           kProbeBeyond * 100, absl::StrJoin(named, "; "));
     }
+    if (!cut.note.empty()) c.left_out_note = c.left_out_note.empty() ? cut.note : cut.note + "; " + c.left_out_note;
     c.left_out = machine.left_out;
+    c.cut = cut.cut;
   } else {
     c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
                      steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);

@@ -80,6 +80,9 @@ struct StepComparison {
   // CompareRunPhase, when the runs were compared within machine states (CompareRunsWithinStates): each side's
   // runs' state as given (0 the state of most runs, -1 left out); left_out_note then says which was where.
   std::vector<int> states_a, states_b;
+  // CompareRunPhase: the runs cut to their steps in one machine state by the probe read during them
+  // (CutToMachineState), also named first in left_out_note.
+  std::vector<CutRun> cut;
 };
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM

@@ -120,6 +120,17 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                                             {"task", l.run < tasks.size() ? tasks[l.run]->id() : ""},
                                             {"ratio_to_median_reading", l.ratio_to_median}});
         }
+        if (!r.result.cut.empty()) {  // runs cut to their steps in one machine state
+          nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+          for (const CutRun& c : r.result.cut) {
+            runs.push_back({{"side", c.side_b ? "b" : "a"},
+                            {"run", c.run + 1},
+                            {"steps_kept", c.kept},
+                            {"steps", c.steps},
+                            {"ratio_to_median_reading", c.ratio}});
+          }
+          probe["runs_cut"] = runs;
+        }
         if (!r.result.states_a.empty()) {  // compared within machine states
           nlohmann::ordered_json runs = nlohmann::ordered_json::array();
           for (const auto* states : {&r.result.states_a, &r.result.states_b}) {

@@ -219,3 +219,136 @@ MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::
 }
 
 }  // namespace hetbench::report
+
+namespace hetbench::report {
+namespace {
+
+struct Reading {
+  int64_t pos;  // the step it sits before
+  double ns;
+};
+
+// The readings around and during `phase` of a run of `steps` steps, in order
+// of their position: the last reading before it (of an earlier phase, else
+// the run's "before"), those during it, the first after it (of a later
+// phase, else the run's "after"); empty when the probe was read around the
+// run only.
+std::vector<Reading> PhaseReadings(const v1::MachineProbe& probe, v1::Phase phase, int64_t steps) {
+  std::vector<Reading> during;
+  const v1::ProbeReading* before = nullptr;  // the last reading of an earlier phase
+  const v1::ProbeReading* after = nullptr;   // the first of a later one
+  for (const v1::ProbeReading& r : probe.during()) {
+    if (r.median_ns() <= 0) continue;
+    if (r.phase() == phase) {
+      during.push_back({std::clamp<int64_t>(r.step(), 0, steps), static_cast<double>(r.median_ns())});
+    } else if (phase == v1::PHASE_INFER && r.phase() == v1::PHASE_TRAIN) {
+      before = &r;
+    } else if (phase == v1::PHASE_TRAIN && r.phase() == v1::PHASE_INFER && after == nullptr) {
+      after = &r;
+    }
+  }
+  if (during.empty() && before == nullptr && after == nullptr) return during;
+  std::vector<Reading> out;
+  if (before != nullptr) {
+    out.push_back({0, static_cast<double>(before->median_ns())});
+  } else if (probe.before_ns() > 0) {
+    out.push_back({0, static_cast<double>(probe.before_ns())});
+  }
+  out.insert(out.end(), during.begin(), during.end());
+  if (after != nullptr) {
+    out.push_back({steps, static_cast<double>(after->median_ns())});
+  } else if (probe.after_ns() > 0) {
+    out.push_back({steps, static_cast<double>(probe.after_ns())});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Reading& x, const Reading& y) { return x.pos < y.pos; });
+  return out;
+}
+
+bool Within(double ns, double state) { return std::abs(ns / state - 1) <= kProbeBeyond; }
+
+// The steps of `steps` taken in `state` by `readings`: each stretch between
+// consecutive readings both within kProbeBeyond of it (before the first
+// reading, that one alone decides). `all`: every stretch was.
+std::vector<double> StepsIn(const std::vector<Reading>& readings, const std::vector<double>& steps, double state,
+                            bool* all, std::vector<double>* around) {
+  std::vector<double> kept;
+  *all = true;
+  const int64_t n = static_cast<int64_t>(steps.size());
+  for (size_t j = 0; j <= readings.size(); ++j) {
+    const int64_t lo = j == 0 ? 0 : readings[j - 1].pos;
+    const int64_t hi = j == readings.size() ? n : readings[j].pos;
+    if (lo >= hi) continue;
+    const Reading& first = readings[j == 0 ? 0 : j - 1];
+    const Reading& last = readings[j == readings.size() ? j - 1 : j];
+    if (!Within(first.ns, state) || !Within(last.ns, state)) {
+      *all = false;
+      continue;
+    }
+    kept.insert(kept.end(), steps.begin() + lo, steps.begin() + hi);
+    around->push_back(first.ns);
+    around->push_back(last.ns);
+  }
+  return kept;
+}
+
+}  // namespace
+
+CutRuns CutToMachineState(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b, v1::Phase phase,
+                          const std::vector<std::vector<double>>& steps_a,
+                          const std::vector<std::vector<double>>& steps_b) {
+  CutRuns out;
+  out.tasks[0] = a;
+  out.tasks[1] = b;
+  out.steps[0] = steps_a;
+  out.steps[1] = steps_b;
+  if (phase != v1::PHASE_TRAIN && phase != v1::PHASE_INFER) return out;
+  std::vector<std::vector<Reading>> readings[2];
+  std::vector<double> all;
+  for (int side = 0; side < 2; ++side) {
+    for (size_t i = 0; i < out.tasks[side].size() && i < out.steps[side].size(); ++i) {
+      readings[side].push_back(PhaseReadings(out.tasks[side][i]->result().machine_probe(), phase,
+                                             static_cast<int64_t>(out.steps[side][i].size())));
+      for (const Reading& r : readings[side].back()) all.push_back(r.ns);
+    }
+  }
+  if (all.empty()) return out;
+  const double state = MedianInPlace(all);
+  std::vector<std::string> named;
+  for (int side = 0; side < 2; ++side) {
+    for (size_t i = 0; i < readings[side].size(); ++i) {
+      const std::vector<Reading>& r = readings[side][i];
+      const std::vector<double>& steps = out.steps[side][i];
+      if (r.empty()) continue;
+      const size_t enough = std::max<size_t>(5, steps.size() / 4);
+      bool whole = false;
+      std::vector<double> around;
+      std::vector<double> kept = StepsIn(r, steps, state, &whole, &around);
+      if (whole) continue;
+      if (kept.size() < enough) {  // too few in the comparison's state: the run's own
+        std::vector<double> own;
+        for (const Reading& x : r) own.push_back(x.ns);
+        around.clear();
+        kept = StepsIn(r, steps, MedianInPlace(own), &whole, &around);
+        if (whole || kept.size() < enough) continue;
+      }
+      auto copy = std::make_unique<v1::Task>(*out.tasks[side][i]);
+      const double level = MedianInPlace(around);
+      copy->mutable_result()->mutable_machine_probe()->set_before_ns(std::llround(level));
+      copy->mutable_result()->mutable_machine_probe()->set_after_ns(std::llround(level));
+      out.tasks[side][i] = copy.get();
+      out.copies.push_back(std::move(copy));
+      out.cut.push_back({side == 1, i, kept.size(), steps.size(), level / state});
+      named.push_back(absl::StrFormat("%s run %d %d of %d steps (probe %.2fx)", side == 0 ? "A" : "B",
+                                      static_cast<int>(i) + 1, kept.size(), steps.size(), level / state));
+      out.steps[side][i] = std::move(kept);
+    }
+  }
+  if (!named.empty()) {
+    out.note = absl::StrFormat(
+        "runs cut to their steps in one machine state (the probe read during them moved beyond +/-%g%%): %s",
+        kProbeBeyond * 100, absl::StrJoin(named, "; "));
+  }
+  return out;
+}
+
+}  // namespace hetbench::report

@@ -4,6 +4,7 @@
 /// machine_probe.h); compare and history ask here before giving a verdict.
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,5 +85,46 @@ struct MachineJudgement {
 /// on this VM) barely moves a median of six readings.
 MachineJudgement JudgeMachine(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b,
                               bool leave_out, size_t min_runs = 2);
+
+/// A run's steps of one phase cut to those taken in one machine state,
+/// told by the probe read during the run (v1::MachineProbe.during).
+struct CutRun {
+  bool side_b = false;
+  size_t run = 0;    // indexes its side as given
+  size_t kept = 0;   // steps kept
+  size_t steps = 0;  // of the run's steps
+  double ratio = 1;  // the kept steps' median reading over the comparison's median reading
+};
+
+/// The runs of a comparison as JudgeMachine and CompareRuns see them once
+/// cut by CutToMachineState: `tasks[side][i]` is the run given, or a copy
+/// whose probe reads the kept steps' state; `steps[side][i]` its steps.
+struct CutRuns {
+  std::vector<const v1::Task*> tasks[2];
+  std::vector<std::vector<double>> steps[2];
+  std::vector<CutRun> cut;
+  std::string note;  // "runs cut to ...: A run 2 812 of 938 steps (probe 1.01x); ..."; "" when none was
+  std::vector<std::unique_ptr<v1::Task>> copies;  // what the cut runs' tasks point to
+};
+
+/// Cuts each run whose probe was read during `phase` (TRAIN and INFER:
+/// v1::MachineProbe.during) to its steps taken in one machine state. Each
+/// stretch of steps between two consecutive readings (the reading before
+/// the phase, those during it, the one after; a reading of `phase` sits
+/// before its `step`) is in a state when both readings lie within
+/// kProbeBeyond of it; a stretch between readings farther apart held a flip
+/// and belongs to no state. The comparison's state is the median of every
+/// reading of both sides' runs. A run with a stretch outside that state
+/// keeps the steps of its stretches inside it when they are a quarter of
+/// its steps (5 at least); else those of its own median reading's state, on
+/// the same terms; else it stays whole (and JudgeMachine may leave it out).
+/// A cut run's probe then reads, before and after, the median of the
+/// readings around its kept steps, so JudgeMachine places it in that state.
+/// The steps never decide: the probe is a kernel the model cannot change,
+/// so a slowdown of the model, bimodal or not, is never cut away as the
+/// machine's. Runs without readings during `phase` stay as given.
+CutRuns CutToMachineState(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b, v1::Phase phase,
+                          const std::vector<std::vector<double>>& steps_a,
+                          const std::vector<std::vector<double>>& steps_b);
 
 }  // namespace hetbench::report
