@@ -26,6 +26,43 @@ std::string RunNotesLine(const PairResult& r) {
 
 namespace {
 
+// A pair's "machine_probe" object: the probe ratio, the runs left out, cut and grouped into states.
+nlohmann::ordered_json MachineProbeJson(const PairResult& r) {
+  nlohmann::ordered_json probe = {{"ratio_b_over_a", r.result.probe_ratio},
+                                  {"runs_left_out", nlohmann::ordered_json::array()}};
+  for (const MachineJudgement::LeftOut& l : r.result.left_out) {
+    const std::vector<const v1::Task*>& tasks = l.side_b ? r.pair.b : r.pair.a;
+    probe["runs_left_out"].push_back({{"side", l.side_b ? "b" : "a"},
+                                      {"run", l.run + 1},
+                                      {"task", l.run < tasks.size() ? tasks[l.run]->id() : ""},
+                                      {"ratio_to_median_reading", l.ratio_to_median}});
+  }
+  if (!r.result.cut.empty()) {  // runs cut to their steps in one machine state
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    for (const CutRun& c : r.result.cut) {
+      runs.push_back({{"side", c.side_b ? "b" : "a"},
+                      {"run", c.run + 1},
+                      {"steps_kept", c.kept},
+                      {"steps", c.steps},
+                      {"ratio_to_median_reading", c.ratio}});
+    }
+    probe["runs_cut"] = runs;
+  }
+  if (!r.result.states_a.empty()) {  // compared within machine states
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    for (const auto* states : {&r.result.states_a, &r.result.states_b}) {
+      const bool b = states == &r.result.states_b;
+      for (size_t i = 0; i < states->size(); ++i) {
+        if ((*states)[i] >= 0) {
+          runs.push_back({{"side", b ? "b" : "a"}, {"run", i + 1}, {"state", (*states)[i] + 1}});
+        }
+      }
+    }
+    probe["within_states"] = runs;
+  }
+  return probe;
+}
+
 // compare -o json: hetbench.compare/v1 (report/schemas/compare.v1.json).
 std::string ComparisonJson(const std::string& name_a, const std::string& name_b, const std::vector<PairResult>& results,
                            const std::vector<std::string>& unpaired, double threshold) {
@@ -42,7 +79,9 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                     "runs >= 2 a side: 95% Student t interval, standard error from a hierarchical bootstrap (runs, "
                     "then steps within runs); variance pooled over both sides on k_a + k_b - 2 degrees of freedom "
                     "when every run was on one agent and device (variance: pooled), else on the runs' "
-                    "Welch-Satterthwaite degrees of freedom (variance: per side); runs whose machine probe reading "
+                    "Welch-Satterthwaite degrees of freedom (variance: per side); a run whose machine probe, read "
+                    "during it, moved beyond 5% is cut to its steps in one machine state (machine_probe.runs_cut); "
+                    "runs whose machine probe reading "
                     "lay beyond 5% of the comparison's median are left out (machine_probe.runs_left_out); when "
                     "that would withhold the verdict and the runs fell in two or more machine states each holding "
                     "runs of both sides, the change is estimated within states by least squares on the runs' log "
@@ -110,41 +149,7 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                                    {"used", !r.result.spread.beyond_prior}};
         }
       }
-      if (r.result.probe_ratio > 0) {
-        nlohmann::ordered_json probe = {{"ratio_b_over_a", r.result.probe_ratio},
-                                        {"runs_left_out", nlohmann::ordered_json::array()}};
-        for (const MachineJudgement::LeftOut& l : r.result.left_out) {
-          const std::vector<const v1::Task*>& tasks = l.side_b ? r.pair.b : r.pair.a;
-          probe["runs_left_out"].push_back({{"side", l.side_b ? "b" : "a"},
-                                            {"run", l.run + 1},
-                                            {"task", l.run < tasks.size() ? tasks[l.run]->id() : ""},
-                                            {"ratio_to_median_reading", l.ratio_to_median}});
-        }
-        if (!r.result.cut.empty()) {  // runs cut to their steps in one machine state
-          nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-          for (const CutRun& c : r.result.cut) {
-            runs.push_back({{"side", c.side_b ? "b" : "a"},
-                            {"run", c.run + 1},
-                            {"steps_kept", c.kept},
-                            {"steps", c.steps},
-                            {"ratio_to_median_reading", c.ratio}});
-          }
-          probe["runs_cut"] = runs;
-        }
-        if (!r.result.states_a.empty()) {  // compared within machine states
-          nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-          for (const auto* states : {&r.result.states_a, &r.result.states_b}) {
-            const bool b = states == &r.result.states_b;
-            for (size_t i = 0; i < states->size(); ++i) {
-              if ((*states)[i] >= 0) {
-                runs.push_back({{"side", b ? "b" : "a"}, {"run", i + 1}, {"state", (*states)[i] + 1}});
-              }
-            }
-          }
-          probe["within_states"] = runs;
-        }
-        p["machine_probe"] = probe;
-      }
+      if (r.result.probe_ratio > 0) p["machine_probe"] = MachineProbeJson(r);
     }
     doc["pairs"].push_back(p);
   }

@@ -113,7 +113,9 @@ struct CutRuns {
 /// the phase, those during it, the one after; a reading of `phase` sits
 /// before its `step`) is in a state when both readings lie within
 /// kProbeBeyond of it; a stretch between readings farther apart held a flip
-/// and belongs to no state. The comparison's state is the median of every
+/// and belongs to no state; a reading beyond kProbeBeyond of both its
+/// neighbours while they agree is a moment's stall, not a state, and is set
+/// aside. The comparison's state is the median of every
 /// reading of both sides' runs. A run with a stretch outside that state
 /// keeps the steps of its stretches inside it when they are a quarter of
 /// its steps (5 at least); else those of its own median reading's state, on
@@ -122,7 +124,7 @@ struct CutRuns {
 /// readings around its kept steps, so JudgeMachine places it in that state.
 /// The steps never decide: the probe is a kernel the model cannot change,
 /// so a slowdown of the model, bimodal or not, is never cut away as the
-/// machine's. Runs without readings during `phase` stay as given.
+/// machine's. Runs whose probe was read around them only stay as given.
 CutRuns CutToMachineState(const std::vector<const v1::Task*>& a, const std::vector<const v1::Task*>& b, v1::Phase phase,
                           const std::vector<std::vector<double>>& steps_a,
                           const std::vector<std::vector<double>>& steps_b);

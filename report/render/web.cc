@@ -169,13 +169,14 @@ std::string RenderComparePage(const v1::Job* a, const v1::Job* b, const std::vec
                       "B/A: time per sample of %s over %s (median; a serving phase's reported percentile). With 2 or "
                       "more runs a side (repeats): the geometric mean of the runs' statistics, 95%% CI Student's t on "
                       "the runs' degrees of freedom with a hierarchical bootstrap's standard error (the sides' "
-                      "variances pooled when all runs were on one agent and device; runs whose machine probe lay "
+                      "variances pooled when all runs were on one agent and device; a run whose machine probe, read "
+                      "during it, moved beyond %g%% cut to its steps in one state; runs whose machine probe lay "
                       "beyond %g%% of the comparison's median reading left out, and runs more than %g%% from their "
                       "side's median run, with 3 runs or more a side, named below); with one run a "
                       "side: percentile bootstrap over the steps of both runs, p two-sided Mann-Whitney U. "
                       "slower/faster with runs when the CI excludes 1 and B/A lies beyond 1 +/- %.3g; with one run a "
                       "side when the whole CI lies beyond it.",
-                      b->id(), a->id(), kProbeBeyond * 100, kFarRunBeyond * 100, threshold)),
+                      b->id(), a->id(), kProbeBeyond * 100, kProbeBeyond * 100, kFarRunBeyond * 100, threshold)),
                   "</p>\n");
   return Page(absl::StrCat("Compare ", a->id(), " with ", b->id()), body);
 }

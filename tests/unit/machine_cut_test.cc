@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,52 @@ TEST(MachineCutTest, ARunThatFlippedKeepsItsStepsInTheComparisonsState) {
   EXPECT_EQ(cut.tasks[1][1], &b2);
   EXPECT_EQ(a2.result().machine_probe().after_ns(), 180'000);  // the run given is untouched
   EXPECT_THAT(cut.note, HasSubstr("A run 2 60 of 100 steps"));
+}
+
+TEST(MachineCutTest, CompareNamesTheRunsCutInItsNoteAndJson) {
+  const v1::Task a1 = Probed("a", 1, 150'000, 150'000, {{20, 150'000}, {40, 151'000}, {60, 150'000}, {80, 150'000}});
+  const v1::Task a2 = Probed("a", 2, 150'000, 180'000, {{20, 150'000}, {40, 149'000}, {60, 151'000}, {80, 180'000}});
+  const v1::Task b1 = Probed("b", 1, 150'000, 151'000, {{20, 150'000}, {40, 150'000}, {60, 150'000}, {80, 151'000}});
+  const v1::Task b2 = Probed("b", 2, 151'000, 150'000, {{20, 150'000}, {40, 150'000}, {60, 151'000}, {80, 150'000}});
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> noise(0, 0.01);
+  std::vector<std::vector<double>> steps_a(2), steps_b(2);
+  for (int i = 0; i < 100; ++i) {
+    steps_a[0].push_back(1e5 * noise(rng));
+    steps_a[1].push_back(1e5 * noise(rng) * (i >= 60 ? 1.3 : 1.0));
+    steps_b[0].push_back(1e5 * noise(rng));
+    steps_b[1].push_back(1e5 * noise(rng));
+  }
+  PairResult r;
+  r.pair.a = {&a1, &a2};
+  r.pair.b = {&b1, &b2};
+  r.pair.key = "mlp, cpu, torch, batch 64";
+  r.phase = v1::PHASE_TRAIN;
+  r.result = CompareRunPhase(r.pair, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  ASSERT_EQ(r.result.cut.size(), 1u);
+  EXPECT_EQ(r.result.verdict, "no change");  // the slow stretch of A's run 2 is not a change
+  EXPECT_THAT(RunNotesLine(r), HasSubstr("runs cut to their steps in one machine state"));
+  const nlohmann::json doc = nlohmann::json::parse(RenderComparison("a", "b", {r}, {}, 0.02, "json"));
+  const nlohmann::json& cut = doc["pairs"][0]["machine_probe"]["runs_cut"];
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0]["side"], "a");
+  EXPECT_EQ(cut[0]["run"], 2);
+  EXPECT_EQ(cut[0]["steps_kept"], 60);
+  EXPECT_EQ(cut[0]["steps"], 100);
+}
+
+TEST(MachineCutTest, AMomentsStallOfTheProbeIsNoState) {
+  // One reading 2.5x its neighbours, which agree: something held a core for a
+  // moment; run 1 stays whole. Two readings in the slow state are a state: run 2 is cut.
+  const v1::Task a1 = Probed("a", 1, 175'000, 176'000, {{25, 176'000}, {50, 438'000}, {75, 175'000}});
+  const v1::Task a2 = Probed("a", 2, 175'000, 176'000, {{25, 176'000}, {50, 210'000}, {75, 211'000}});
+  const v1::Task b1 = Probed("b", 1, 175'000, 175'000, {{25, 175'000}, {50, 176'000}, {75, 175'000}});
+  const CutRuns cut =
+      CutToMachineState({&a1, &a2}, {&b1}, v1::PHASE_TRAIN, {Steps(100, 1.0), Steps(100, 1.0)}, {Steps(100, 1.0)});
+  ASSERT_EQ(cut.cut.size(), 1u);
+  EXPECT_EQ(cut.cut[0].run, 1u);
+  EXPECT_EQ(cut.cut[0].kept, 25u);
+  EXPECT_EQ(cut.steps[0][0].size(), 100u);
 }
 
 TEST(MachineCutTest, ARunMostlyInAnotherStateKeepsItsOwnStateAndTheStretchBeforeTheFirstReadingCounts) {

@@ -325,6 +325,75 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   EXPECT_GE(probe.calls(), 5);
 }
 
+// The probe read between measured steps too (machine_probe_every_ms): each
+// reading says the phase and the step it preceded, in order; none with 0.
+TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
+  ImageDataset tiny = TinyDataset();
+  for (int every_ms : {1, 0}) {
+    TorchExecutorConfig config;
+    config.calibrate = false;
+    config.machine_probe_every_ms = every_ms;
+    config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
+      return MakeWorkload(m, s, tiny);
+    };
+    config.data_dir = HETBENCH_DATA_DIR;
+    TorchExecutor exec(config);
+    v1::Assign a;
+    a.set_task_id("t");
+    a.set_batch_size(8);
+    a.set_model("mlp");
+    v1::JobSpec spec;
+    spec.mutable_train()->set_min_steps(6);
+    spec.mutable_train()->set_max_steps(6);
+    spec.mutable_train()->set_warmup_steps(2);
+    spec.mutable_train()->set_min_duration_seconds(0);
+    spec.mutable_inference()->set_max_batches(3);
+    *a.mutable_spec() = WithDefaults(spec);
+    v1::Device cpu;
+    cpu.set_cores(1);
+    TaskControl control(SampleCapacity(a), SteadyNowNs());
+    auto r = exec.Run(a, cpu, &control);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const v1::MachineProbe& probe = r->machine_probe();
+    EXPECT_GT(probe.before_ns(), 0);
+    if (every_ms == 0) {
+      EXPECT_EQ(probe.during_size(), 0);
+      continue;
+    }
+    std::vector<std::pair<v1::Phase, int64_t>> where;
+    int64_t last_at = 0;
+    for (const v1::ProbeReading& d : probe.during()) {
+      where.emplace_back(d.phase(), d.step());
+      EXPECT_GT(d.median_ns(), 0);
+      EXPECT_GT(d.at_ns(), last_at);
+      last_at = d.at_ns();
+    }
+    std::vector<std::pair<v1::Phase, int64_t>> steps;  // each measured step: its phase and its place in it
+    int64_t counts[3] = {0, 0, 0};
+    for (size_t i = 0; i < control.samples.published(); ++i) {
+      const auto phase = static_cast<v1::Phase>(control.samples.at(i).phase);
+      steps.emplace_back(phase, counts[phase]++);
+    }
+    ASSERT_EQ(counts[v1::PHASE_TRAIN], 6);
+    ASSERT_GE(counts[v1::PHASE_INFER], 1);
+    // Each reading precedes a measured step, in the order taken; the first measured step follows a reading
+    // (the warm-up took longer than 1 ms), and so do the later ones at least 1 ms after the last reading.
+    ASSERT_FALSE(where.empty());
+    EXPECT_EQ(where[0], std::pair(v1::PHASE_TRAIN, int64_t{0}));
+    for (size_t j = 0; j < where.size(); ++j) {
+      EXPECT_NE(std::find(steps.begin(), steps.end(), where[j]), steps.end()) << "reading " << j;
+      if (j > 0) EXPECT_LT(where[j - 1], where[j]) << "reading " << j;
+    }
+    // Outside the timed windows: no step's window holds a reading's time.
+    for (size_t i = 0; i < control.samples.published(); ++i) {
+      const auto& rec = control.samples.at(i);
+      for (const v1::ProbeReading& d : probe.during()) {
+        EXPECT_FALSE(d.at_ns() > rec.start_ns && d.at_ns() < rec.start_ns + rec.duration_ns) << "step " << i;
+      }
+    }
+  }
+}
+
 // Two first tasks at once on two devices of one agent: the dataset is
 // loaded once (the other waits for it), calibration is measured once, and
 // the process-wide thread count is not changed under a running task.
