@@ -278,19 +278,25 @@ TEST(CalibrationTest, SgemmMatchesAFloat64ReferenceAndRatesArePositive) {
   EXPECT_GT(c.memory_gbytes_per_second(), 0.1);
 }
 
+// An executor's config whose workloads are built on `tiny` (which must outlive it).
+TorchExecutorConfig OnTinyData(const ImageDataset& tiny) {
+  TorchExecutorConfig config;
+  config.make_workload = [&tiny](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
+    return MakeWorkload(m, s, tiny);
+  };
+  config.data_dir = HETBENCH_DATA_DIR;
+  return config;
+}
+
 // The executor end to end on the tiny dataset: per-layer timings, FLOPs per
 // sample (training = 3x forward), calibration attached once, the machine
 // probe taken before and after.
 TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
   testing::TempDir dir;
   ImageDataset tiny = TinyDataset();
-  TorchExecutorConfig config;
+  TorchExecutorConfig config = OnTinyData(tiny);
   config.calibration_gemm_size = 128;
   config.blas.text = "test";
-  config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
-    return MakeWorkload(m, s, tiny);
-  };
-  config.data_dir = HETBENCH_DATA_DIR;
   TorchExecutor exec(config);
   v1::Assign a;
   a.set_task_id("t");
@@ -330,13 +336,9 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
 TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
   ImageDataset tiny = TinyDataset();
   for (int every_ms : {1, 0}) {
-    TorchExecutorConfig config;
+    TorchExecutorConfig config = OnTinyData(tiny);
     config.calibrate = false;
     config.machine_probe_every_ms = every_ms;
-    config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
-      return MakeWorkload(m, s, tiny);
-    };
-    config.data_dir = HETBENCH_DATA_DIR;
     TorchExecutor exec(config);
     v1::Assign a;
     a.set_task_id("t");
@@ -473,12 +475,8 @@ TEST(TorchThreadsTest, TheFirstHolderSetsTheCountAndLaterOnesShareIt) {
 // 0.9996 s window ("measured 1.000 s, below train.min_duration_seconds = 1").
 TEST(TorchExecutorTest, StoppingOnTheDurationNeverYieldsAWindowBelowIt) {
   ImageDataset tiny = TinyDataset();
-  TorchExecutorConfig config;
+  TorchExecutorConfig config = OnTinyData(tiny);
   config.calibrate = false;
-  config.make_workload = [&](const std::string& m, const v1::JobSpec& s, const ImageDataset&) {
-    return MakeWorkload(m, s, tiny);
-  };
-  config.data_dir = HETBENCH_DATA_DIR;
   TorchExecutor exec(config);
   for (int run = 0; run < 5; ++run) {
     v1::Assign a;
