@@ -25,16 +25,12 @@
 #include "bench/machine.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
+#include "common/stats.h"
 
 namespace hetbench {
 namespace {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
-}
+double Median(std::vector<double> v) { return MedianInPlace(v); }  // common/stats.h
 
 struct Run {
   std::vector<double> steps[2];  // train, infer: ns per sample
