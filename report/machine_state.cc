@@ -339,20 +339,21 @@ CutRuns CutToMachineState(const std::vector<const v1::Task*>& a, const std::vect
       bool whole = false;
       std::vector<double> around;
       std::vector<double> kept = StepsIn(r, steps, state, &whole, &around);
-      if (whole) continue;
-      if (kept.size() < enough) {  // too few in the comparison's state: the run's own
+      if (!whole && kept.size() < enough) {  // too few in the comparison's state: the run's own
         std::vector<double> own;
         for (const Reading& x : r) own.push_back(x.ns);
         around.clear();
         kept = StepsIn(r, steps, MedianInPlace(own), &whole, &around);
-        if (whole || kept.size() < enough) continue;
+        if (!whole && kept.size() < enough) continue;  // in flux throughout: as given
       }
+      // Placed by the readings around its kept steps (all of them when whole), not by those around the run.
       auto copy = std::make_unique<v1::Task>(*out.tasks[side][i]);
       const double level = MedianInPlace(around);
       copy->mutable_result()->mutable_machine_probe()->set_before_ns(std::llround(level));
       copy->mutable_result()->mutable_machine_probe()->set_after_ns(std::llround(level));
       out.tasks[side][i] = copy.get();
       out.copies.push_back(std::move(copy));
+      if (whole) continue;
       out.cut.push_back({side == 1, i, kept.size(), steps.size(), level / state});
       named.push_back(absl::StrFormat("%s run %d %d of %d steps (probe %.2fx)", side == 0 ? "A" : "B",
                                       static_cast<int>(i) + 1, kept.size(), steps.size(), level / state));

@@ -121,7 +121,11 @@ struct CutRuns {
 /// its steps (5 at least); else those of its own median reading's state, on
 /// the same terms; else it stays whole (and JudgeMachine may leave it out).
 /// A cut run's probe then reads, before and after, the median of the
-/// readings around its kept steps, so JudgeMachine places it in that state.
+/// readings around its kept steps, so JudgeMachine places it in that state;
+/// so does a run whose stretches of `phase` all lie in one state, by its
+/// phase's readings rather than those around the whole run (a flip during
+/// training no longer leaves its inference out, nor one during inference
+/// its training). Only runs cut are named in `cut` and `note`.
 /// The steps never decide: the probe is a kernel the model cannot change,
 /// so a slowdown of the model, bimodal or not, is never cut away as the
 /// machine's. Runs whose probe was read around them only stay as given.

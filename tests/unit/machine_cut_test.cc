@@ -65,10 +65,13 @@ TEST(MachineCutTest, ARunThatFlippedKeepsItsStepsInTheComparisonsState) {
   EXPECT_EQ(cut.cut[0].kept, 60u);
   EXPECT_EQ(cut.cut[0].steps, 100u);
   EXPECT_EQ(cut.steps[0][1], Steps(60, 1.0));
-  // Its probe now reads the kept steps' state before and after; the others are the runs given.
+  // Its probe now reads the kept steps' state before and after; so does whole
+  // A run 1's, from its phase's readings; B's run 2, read around only, is the run given.
   EXPECT_EQ(cut.tasks[0][1]->result().machine_probe().before_ns(), 150'000);
   EXPECT_EQ(cut.tasks[0][1]->result().machine_probe().after_ns(), 150'000);
-  EXPECT_EQ(cut.tasks[0][0], &a1);
+  EXPECT_NE(cut.tasks[0][0], &a1);
+  EXPECT_EQ(cut.tasks[0][0]->result().machine_probe().after_ns(), 150'000);
+  EXPECT_EQ(cut.steps[0][0], Steps(100, 1.0));
   EXPECT_EQ(cut.tasks[1][1], &b2);
   EXPECT_EQ(a2.result().machine_probe().after_ns(), 180'000);  // the run given is untouched
   EXPECT_THAT(cut.note, HasSubstr("A run 2 60 of 100 steps"));
@@ -104,6 +107,45 @@ TEST(MachineCutTest, CompareNamesTheRunsCutInItsNoteAndJson) {
   EXPECT_EQ(cut[0]["run"], 2);
   EXPECT_EQ(cut[0]["steps_kept"], 60);
   EXPECT_EQ(cut[0]["steps"], 100);
+}
+
+TEST(MachineCutTest, ARunIsPlacedByItsPhasesReadingsNotByThoseAroundTheRun) {
+  // A's run 3 flipped to the slow state during its inference, after the
+  // reading before inference's first batch: its training was all in the
+  // comparison's state and counts; its inference, between readings 1.2x
+  // apart, is left out.
+  std::vector<v1::Task> a, b;
+  std::vector<std::vector<double>> steps_a, steps_b;
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> noise(0, 0.01);
+  for (int r = 1; r <= 3; ++r) {
+    a.push_back(Probed("a", r, 150'000, r == 3 ? 180'000 : 150'000, {{50, 150'000}, {100, 151'000}}));
+    b.push_back(Probed("b", r, 150'000, 151'000, {{50, 150'000}, {100, 150'000}}));
+    for (v1::Task* t : {&a.back(), &b.back()}) {
+      v1::ProbeReading* infer = t->mutable_result()->mutable_machine_probe()->add_during();
+      infer->set_phase(v1::PHASE_INFER);
+      infer->set_step(0);
+      infer->set_median_ns(150'000);
+    }
+    steps_a.emplace_back();
+    steps_b.emplace_back();
+    for (int i = 0; i < 150; ++i) {
+      steps_a.back().push_back(1e5 * noise(rng));
+      steps_b.back().push_back(1.05e5 * noise(rng));
+    }
+  }
+  RunPair pair;
+  for (const v1::Task& t : a) pair.a.push_back(&t);
+  for (const v1::Task& t : b) pair.b.push_back(&t);
+  pair.key = "mlp, cpu, torch, batch 64";
+  const StepComparison train = CompareRunPhase(pair, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  EXPECT_TRUE(train.left_out.empty()) << train.left_out_note;
+  EXPECT_TRUE(train.cut.empty());
+  EXPECT_EQ(train.verdict, "slower");
+  const StepComparison infer = CompareRunPhase(pair, v1::PHASE_INFER, steps_a, steps_b, 0.02, false);
+  ASSERT_EQ(infer.left_out.size(), 1u) << infer.left_out_note;
+  EXPECT_FALSE(infer.left_out[0].side_b);
+  EXPECT_EQ(infer.left_out[0].run, 2u);
 }
 
 TEST(MachineCutTest, AMomentsStallOfTheProbeIsNoState) {
