@@ -1,0 +1,275 @@
+// Which probe kernel follows a model's training steps? On some hosts
+// mlp's training steps wander by several percent over stretches of a
+// second or more while the machine probe's SGEMM holds steady
+// (docs/reports.md, "A reading before inference, and runs placed by their
+// phase's readings"). This bench trains one model (mlp, batch 64) for
+// --seconds without a break and, every --every-ms between steps, reads
+// each candidate kernel in turn (the order rotating), as ProbeDuringRun
+// reads the probe: one untimed call, two 3 ms windows, the lower median:
+//  - sgemm: the agent's probe ([64,512] x [512,512] float32);
+//  - l3: a += b over two float32 tensors of --l3-mib MiB together (out of
+//    L2, inside L3 on the hosts seen here): memory-bound, as an optimizer's
+//    update over mlp's parameters is;
+//  - dram: the same over --dram-mib MiB (beyond L3).
+// For each stretch of steps between two consecutive readings it takes the
+// steps' median, and prints for each kernel how its reading (the mean of
+// the two around the stretch, log scale) follows that median: correlation,
+// slope, and the readings' own noise (median |log change| from one reading
+// to the next). Also every 10 s: the steps' median and each kernel's.
+// Prints what it measured in one run; asserts nothing.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/data/fashion_mnist.h"
+#include "agent/models/workload.h"
+#include "bench/machine.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "common/stats.h"
+
+namespace hetbench {
+namespace {
+
+double Median(std::vector<double> v) { return v.empty() ? 0 : MedianInPlace(v); }
+
+// One kernel timed as ProbeDuringRun times the probe: one untimed call, two
+// 3 ms windows, the lower of their median calls (ns).
+double TimeKernel(const std::function<void()>& call) {
+  call();
+  double best = 0;
+  std::vector<double> calls;
+  for (int w = 0; w < 2; ++w) {
+    calls.clear();
+    const int64_t end = SteadyNowNs() + 3'000'000;
+    for (int64_t now = SteadyNowNs(); now < end || calls.size() < 5;) {
+      call();
+      const int64_t t = SteadyNowNs();
+      calls.push_back(static_cast<double>(t - now));
+      now = t;
+    }
+    const double m = MedianInPlace(calls);
+    if (best == 0 || m < best) best = m;
+  }
+  return best;
+}
+
+struct Kernel {
+  std::string name;
+  std::function<void()> call;
+  std::vector<double> readings;  // log ns, one per reading time
+};
+
+// a += b over two float32 tensors of `mib` MiB together.
+std::function<void()> Stream(double mib) {
+  const int64_t n = std::max<int64_t>(1024, static_cast<int64_t>(mib * 1024 * 1024 / 8));
+  auto a = std::make_shared<torch::Tensor>(torch::ones({n}));
+  auto b = std::make_shared<torch::Tensor>(torch::full({n}, 1e-7));
+  return [a, b] {
+    torch::NoGradGuard no_grad;
+    a->add_(*b);
+  };
+}
+
+// The machine probe's kernel (agent/executors/machine_probe.cc): [64,512] x [512,512] float32.
+std::function<void()> Sgemm() {
+  auto a = std::make_shared<torch::Tensor>(torch::randn({64, 512}));
+  auto b = std::make_shared<torch::Tensor>(torch::randn({512, 512}));
+  auto out = std::make_shared<torch::Tensor>(torch::empty({64, 512}));
+  return [a, b, out] {
+    torch::NoGradGuard no_grad;
+    torch::mm_out(*out, *a, *b);
+  };
+}
+
+struct Fit {
+  double corr = 0, slope = 0;
+};
+
+Fit Correlate(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = std::min(x.size(), y.size());
+  if (n < 3) return {};
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) mx += x[i], my += y[i];
+  mx /= static_cast<double>(n);
+  my /= static_cast<double>(n);
+  double sxx = 0, syy = 0, sxy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  if (!(sxx > 0) || !(syy > 0)) return {};
+  return {sxy / std::sqrt(sxx * syy), sxy / sxx};
+}
+
+// What one training session recorded: each step's time, and where and when the kernels were read.
+struct Trace {
+  std::vector<double> steps;        // ns per step
+  std::vector<size_t> reading_at;   // the step each reading preceded
+  std::vector<int64_t> reading_ns;  // when, since the start
+};
+
+// Trains `w` for `seconds`, reading every kernel (its order rotating) every `every_ms` between steps.
+Trace Train(agent::Workload& w, const agent::ImageDataset& ds, int64_t bs, double seconds, int every_ms,
+            std::vector<Kernel>* kernels) {
+  Trace t;
+  w.SetTraining(true);
+  const torch::Tensor& images = ds.train.images;
+  const torch::Tensor& labels = ds.train.labels;
+  const int64_t n = images.size(0);
+  const int64_t start = SteadyNowNs(), until = start + static_cast<int64_t>(seconds * 1e9);
+  int64_t next_reading = start, lo = 0;
+  for (int64_t now = start; now < until;) {
+    if (now >= next_reading) {
+      const size_t first = t.reading_at.size() % kernels->size();
+      for (size_t k = 0; k < kernels->size(); ++k) {
+        Kernel& kernel = (*kernels)[(first + k) % kernels->size()];
+        kernel.readings.push_back(std::log(TimeKernel(kernel.call)));
+      }
+      t.reading_at.push_back(t.steps.size());
+      t.reading_ns.push_back(now - start);
+      next_reading = SteadyNowNs() + int64_t{every_ms} * 1'000'000;
+    }
+    if (lo + bs > n) lo = 0;
+    const torch::Tensor x = images.slice(0, lo, lo + bs), y = labels.slice(0, lo, lo + bs);
+    lo += bs;
+    const int64_t t0 = SteadyNowNs();
+    (void)w.TrainStep(x, y);
+    now = SteadyNowNs();
+    t.steps.push_back(static_cast<double>(now - t0));
+  }
+  return t;
+}
+
+// Every 10 s: the steps' median and each kernel's median reading (us).
+void PrintTimeline(const Trace& t, const std::vector<Kernel>& kernels, double seconds) {
+  std::printf("%6s %10s", "t (s)", "step us");
+  for (const Kernel& k : kernels) std::printf(" %9s", (k.name + " us").c_str());
+  std::printf("\n");
+  for (int64_t from = 0; from < static_cast<int64_t>(seconds * 1e9); from += 10'000'000'000) {
+    std::vector<double> s;
+    std::vector<std::vector<double>> r(kernels.size());
+    for (size_t j = 0; j + 1 < t.reading_at.size(); ++j) {
+      if (t.reading_ns[j] < from || t.reading_ns[j] >= from + 10'000'000'000) continue;
+      s.insert(s.end(), t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j]),
+               t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j + 1]));
+      for (size_t k = 0; k < kernels.size(); ++k) r[k].push_back(std::exp(kernels[k].readings[j]));
+    }
+    if (s.empty()) continue;
+    std::printf("%6.0f %10.1f", static_cast<double>(from) * 1e-9, Median(s) * 1e-3);
+    for (size_t k = 0; k < kernels.size(); ++k) std::printf(" %9.1f", Median(r[k]) * 1e-3);
+    std::printf("\n");
+  }
+}
+
+// How each kernel's readings follow the steps between them, over all
+// stretches and within the SGEMM's main state; RESULT lines.
+void PrintFits(const Trace& t, const std::vector<Kernel>& kernels, const std::string& model, double seconds) {
+  // Each stretch between consecutive readings: its steps' median (log), and
+  // each kernel's mean of the two readings around it.
+  std::vector<double> stretch;
+  std::vector<std::vector<double>> around(kernels.size());
+  for (size_t j = 1; j < t.reading_at.size(); ++j) {
+    const std::vector<double> s(t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j - 1]),
+                                t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j]));
+    if (s.size() < 5) continue;
+    stretch.push_back(std::log(Median(s)));
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      around[k].push_back(0.5 * (kernels[k].readings[j - 1] + kernels[k].readings[j]));
+    }
+  }
+  std::vector<double> step_moves;
+  for (size_t j = 1; j < stretch.size(); ++j) step_moves.push_back(std::fabs(stretch[j] - stretch[j - 1]));
+  std::printf("RESULT probe_kernels model=%s threads=%d seconds=%.0f steps=%zu stretches=%zu step_move_median=%.4f\n",
+              model.c_str(), torch::get_num_threads(), seconds, t.steps.size(), stretch.size(), Median(step_moves));
+  // Within the SGEMM's main state (its reading within 5% of its median):
+  // does a kernel follow what the SGEMM does not?
+  std::vector<size_t> steady;
+  const double sgemm_state = Median(around[0]);
+  for (size_t j = 0; j < stretch.size(); ++j) {
+    if (std::fabs(around[0][j] - sgemm_state) <= std::log1p(0.05)) steady.push_back(j);
+  }
+  auto pick = [&](const std::vector<double>& v) {
+    std::vector<double> out;
+    for (size_t j : steady) out.push_back(v[j]);
+    return out;
+  };
+  std::vector<double> steady_stretch = pick(stretch), steady_moves;
+  for (size_t j = 1; j < steady_stretch.size(); ++j) {
+    steady_moves.push_back(std::fabs(steady_stretch[j] - steady_stretch[j - 1]));
+  }
+  std::vector<double> centred = steady_stretch;
+  const double steady_median = Median(centred);
+  for (double& c : centred) c = std::fabs(c - steady_median);
+  std::printf(
+      "RESULT_STEADY stretches=%zu of %zu step_move_median=%.4f step_dev_median=%.4f (stretches in the "
+      "SGEMM's main state)\n",
+      steady.size(), stretch.size(), Median(steady_moves), Median(centred));
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const Fit in_state = Correlate(pick(around[k]), steady_stretch);
+    std::printf("RESULT_KERNEL_STEADY %s corr=%.3f slope=%.3f\n", kernels[k].name.c_str(), in_state.corr,
+                in_state.slope);
+  }
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    std::vector<double> moves;
+    for (size_t j = 1; j < kernels[k].readings.size(); ++j) {
+      moves.push_back(std::fabs(kernels[k].readings[j] - kernels[k].readings[j - 1]));
+    }
+    const Fit f = Correlate(around[k], stretch);
+    std::printf("RESULT_KERNEL %s median_us=%.2f corr=%.3f slope=%.3f reading_move_median=%.4f\n",
+                kernels[k].name.c_str(), std::exp(Median(kernels[k].readings)) * 1e-3, f.corr, f.slope, Median(moves));
+  }
+}
+}  // namespace
+}  // namespace hetbench
+
+int main(int argc, char** argv) {
+  using namespace hetbench;  // NOLINT
+  int threads = 0, every_ms = 250;
+  double seconds = 120, l3_mib = 8, dram_mib = 64;
+  int64_t bs = 64;
+  std::string model = "mlp";
+  CLI::App app{"which probe kernel follows a model's training steps?"};
+  app.add_option("--seconds", seconds, "training time")->capture_default_str()->check(CLI::Range(5.0, 3600.0));
+  app.add_option("--threads", threads, "LibTorch threads (0 = all cores, the job default)")->capture_default_str();
+  app.add_option("--every-ms", every_ms, "the kernels read this often")
+      ->capture_default_str()
+      ->check(CLI::Range(50, 60000));
+  app.add_option("--model", model, "the model trained")->capture_default_str();
+  app.add_option("--batch", bs, "batch size")->capture_default_str();
+  app.add_option("--l3-mib", l3_mib, "the l3 kernel's two tensors, MiB together")->capture_default_str();
+  app.add_option("--dram-mib", dram_mib, "the dram kernel's two tensors, MiB together")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  torch::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  auto ds = agent::LoadFashionMnist(HETBENCH_DATA_DIR);
+  if (!ds.ok()) {
+    std::fprintf(stderr, "setup failed: %s\n", ds.status().ToString().c_str());
+    return 1;
+  }
+  v1::JobSpec spec;
+  spec.set_seed(42);
+  auto w = agent::MakeWorkload(model, WithDefaults(spec), *ds);
+  if (!w.ok()) {
+    std::fprintf(stderr, "setup failed: %s\n", w.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Kernel> kernels;
+  kernels.push_back({"sgemm", Sgemm(), {}});
+  kernels.push_back({"l3", Stream(l3_mib), {}});
+  kernels.push_back({"dram", Stream(dram_mib), {}});
+  std::printf("CPU %s; %s, batch %ld, %d LibTorch thread(s); kernels read every %d ms; l3 %.0f MiB, dram %.0f MiB\n",
+              bench::CpuModel().c_str(), model.c_str(), static_cast<long>(bs), torch::get_num_threads(), every_ms,
+              l3_mib, dram_mib);
+  const Trace trace = Train(**w, *ds, bs, seconds, every_ms, &kernels);
+  PrintTimeline(trace, kernels, seconds);
+  PrintFits(trace, kernels, model, seconds);
+  return 0;
+}
