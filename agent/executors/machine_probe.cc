@@ -53,8 +53,7 @@ ProbeDuringRun::ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::Mach
 
 void ProbeDuringRun::Between(v1::Phase phase, int64_t step) {
   const int64_t now = SteadyNowNs();
-  if (now < next_ns_ && phase == phase_) return;  // a phase's first measured step follows a reading
-  phase_ = phase;
+  if (now < next_ns_) return;
   const ProbeWindow w = timer_.Time(/*window_ns=*/3'000'000, /*windows=*/2, /*gap_ns=*/0, /*warm=*/1);
   v1::ProbeReading* r = out_->add_during();
   r->set_phase(phase);

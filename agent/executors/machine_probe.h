@@ -48,14 +48,11 @@ class ProbeTimer {
 };
 
 /// The probe read during a run, between its steps: the run's loops call
-/// Between before each measured step; before a phase's first measured step,
-/// and then every `every_ns` (from the end of the last reading), it times
-/// the kernel in two 3 ms windows (one untimed call first) and appends the
-/// reading, with the phase and step it preceded, to `out->during`. So an
-/// inference phase of 0.1 s is bracketed by a reading of its own and the
-/// reading after the run, not by the last one of training. Steps before
-/// and after a reading compare only with the reading's cost outside their
-/// windows.
+/// Between before each measured step; every `every_ns` (from construction,
+/// then from the end of the last reading) it times the kernel in two 3 ms
+/// windows (one untimed call first) and appends the reading, with the
+/// phase and step it preceded, to `out->during`. Steps before and after a
+/// reading compare only with the reading's cost outside their windows.
 class ProbeDuringRun {
  public:
   ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::MachineProbe* out);
@@ -65,7 +62,6 @@ class ProbeDuringRun {
   ProbeTimer timer_;
   const int64_t every_ns_, task_start_ns_;
   int64_t next_ns_;
-  v1::Phase phase_ = v1::PHASE_UNSPECIFIED;  // of the last reading
   v1::MachineProbe* out_;
 };
 

@@ -335,7 +335,7 @@ TEST(TorchExecutorTest, LayersFlopsAndCalibrationReachTheResult) {
 // reading says the phase and the step it preceded, in order; none with 0.
 TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
   ImageDataset tiny = TinyDataset();
-  for (int every_ms : {1, 60'000, 0}) {
+  for (int every_ms : {1, 0}) {
     TorchExecutorConfig config = OnTinyData(tiny);
     config.calibrate = false;
     config.machine_probe_every_ms = every_ms;
@@ -378,10 +378,6 @@ TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
     }
     ASSERT_EQ(counts[v1::PHASE_TRAIN], 6);
     ASSERT_GE(counts[v1::PHASE_INFER], 1);
-    if (every_ms == 60'000) {  // long before the timer: each phase's first measured step follows a reading all the same
-      EXPECT_EQ(where, (std::vector<std::pair<v1::Phase, int64_t>>{{v1::PHASE_TRAIN, 0}, {v1::PHASE_INFER, 0}}));
-      continue;
-    }
     // Each reading precedes a measured step, in the order taken; the first measured step follows a reading
     // (the warm-up took longer than 1 ms), and so do the later ones at least 1 ms after the last reading.
     ASSERT_FALSE(where.empty());
