@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "agent/data/fashion_mnist.h"
+#include "agent/executors/machine_probe.h"
 #include "agent/models/workload.h"
 #include "bench/machine.h"
 #include "common/clock.h"
@@ -40,7 +41,7 @@ namespace {
 
 double Median(std::vector<double> v) { return v.empty() ? 0 : MedianInPlace(v); }
 
-// One kernel timed as ProbeDuringRun times the probe: one untimed call, two
+// A stream kernel timed as ProbeDuringRun times the probe: one untimed call, two
 // 3 ms windows, the lower of their median calls (ns).
 double TimeKernel(const std::function<void()>& call) {
   call();
@@ -63,29 +64,20 @@ double TimeKernel(const std::function<void()>& call) {
 
 struct Kernel {
   std::string name;
-  std::function<void()> call;
+  std::function<double()> read;  // one reading, ns a call
   std::vector<double> readings;  // log ns, one per reading time
 };
 
-// a += b over two float32 tensors of `mib` MiB together.
-std::function<void()> Stream(double mib) {
+// a += b over two float32 tensors of `mib` MiB together, read as TimeKernel reads.
+std::function<double()> Stream(double mib) {
   const int64_t n = std::max<int64_t>(1024, static_cast<int64_t>(mib * 1024 * 1024 / 8));
   auto a = std::make_shared<torch::Tensor>(torch::ones({n}));
   auto b = std::make_shared<torch::Tensor>(torch::full({n}, 1e-7));
   return [a, b] {
-    torch::NoGradGuard no_grad;
-    a->add_(*b);
-  };
-}
-
-// The machine probe's kernel (agent/executors/machine_probe.cc): [64,512] x [512,512] float32.
-std::function<void()> Sgemm() {
-  auto a = std::make_shared<torch::Tensor>(torch::randn({64, 512}));
-  auto b = std::make_shared<torch::Tensor>(torch::randn({512, 512}));
-  auto out = std::make_shared<torch::Tensor>(torch::empty({64, 512}));
-  return [a, b, out] {
-    torch::NoGradGuard no_grad;
-    torch::mm_out(*out, *a, *b);
+    return TimeKernel([a, b] {
+      torch::NoGradGuard no_grad;
+      a->add_(*b);
+    });
   };
 }
 
@@ -132,7 +124,7 @@ Trace Train(agent::Workload& w, const agent::ImageDataset& ds, int64_t bs, doubl
       const size_t first = t.reading_at.size() % kernels->size();
       for (size_t k = 0; k < kernels->size(); ++k) {
         Kernel& kernel = (*kernels)[(first + k) % kernels->size()];
-        kernel.readings.push_back(std::log(TimeKernel(kernel.call)));
+        kernel.readings.push_back(std::log(kernel.read()));
       }
       t.reading_at.push_back(t.steps.size());
       t.reading_ns.push_back(now - start);
@@ -262,7 +254,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<Kernel> kernels;
-  kernels.push_back({"sgemm", Sgemm(), {}});
+  // The agent's own probe, read exactly as ProbeDuringRun reads it (agent/executors/machine_probe.h).
+  auto probe = std::make_shared<agent::ProbeTimer>();
+  kernels.push_back({"sgemm", [probe] { return static_cast<double>(probe->Time(3'000'000, 2, 0, 1).median_ns); }, {}});
   kernels.push_back({"l3", Stream(l3_mib), {}});
   kernels.push_back({"dram", Stream(dram_mib), {}});
   std::printf("CPU %s; %s, batch %ld, %d LibTorch thread(s); kernels read every %d ms; l3 %.0f MiB, dram %.0f MiB\n",
