@@ -110,6 +110,7 @@ EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase) {
     out.joules_per_sample += e.joules_per_sample();
     out.coverage = std::min(out.coverage, e.coverage());
     out.short_window = out.short_window || e.short_window();
+    out.probe_seconds = std::max(out.probe_seconds, e.probe_seconds());
     if (!e.assumptions().empty() && out.assumptions.find(e.assumptions()) == std::string::npos) {
       out.assumptions += (out.assumptions.empty() ? "" : "; ") + e.assumptions();
     }

@@ -57,6 +57,7 @@ struct EnergySummary {
   double joules_per_sample = 0;
   double coverage = 1;  // the lowest coverage among the summed sensors
   bool short_window = false;
+  double probe_seconds = 0;  // machine-probe readings left out of the window (EnergyResult.probe_seconds)
   std::string assumptions;
 };
 EnergySummary SummarizeEnergy(const v1::TaskResult& result, v1::Phase phase);

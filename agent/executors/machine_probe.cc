@@ -60,7 +60,9 @@ void ProbeDuringRun::Between(v1::Phase phase, int64_t step) {
   r->set_step(step);
   r->set_median_ns(w.median_ns);
   r->set_at_ns(now - task_start_ns_);
-  next_ns_ = SteadyNowNs() + every_ns_;
+  const int64_t end = SteadyNowNs();
+  r->set_duration_ns(end - now);  // the coordinator leaves this out of the phase's energy and paid time
+  next_ns_ = end + every_ns_;
 }
 
 std::string ProbeKernel(int threads) {

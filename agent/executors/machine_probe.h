@@ -51,8 +51,10 @@ class ProbeTimer {
 /// Between before each measured step; every `every_ns` (from construction,
 /// then from the end of the last reading) it times the kernel in two 3 ms
 /// windows (one untimed call first) and appends the reading, with the
-/// phase and step it preceded, to `out->during`. Steps before and after a
-/// reading compare only with the reading's cost outside their windows.
+/// phase and step it preceded, when and for how long, to `out->during`.
+/// Steps before and after a reading compare only with the reading's cost
+/// outside their windows; the coordinator takes its time and energy out of
+/// the phase's energy and cost (server/ingest/energy_cost.cc).
 class ProbeDuringRun {
  public:
   ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::MachineProbe* out);

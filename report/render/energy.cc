@@ -57,12 +57,14 @@ std::string RenderEnergyTable(const v1::Job& job) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
   bool any_short = false, any_baseline = false;
+  double probe_seconds = 0;
   for (const v1::Task& t : job.tasks()) {
     for (const v1::PhaseResult& p : t.result().phases()) {
       const EnergySummary e = SummarizeEnergy(t.result(), p.phase());
       const v1::CostResult* c = FindCost(t, p.phase());
       if (!e.ok && c == nullptr) continue;
       any_short = any_short || e.short_window;
+      probe_seconds += std::max(e.probe_seconds, c ? c->probe_seconds() : 0.0);
       any_baseline = any_baseline || e.has_baseline;
       if (!e.assumptions.empty() && std::find(notes.begin(), notes.end(), e.assumptions) == notes.end()) {
         notes.push_back(e.assumptions);
@@ -82,6 +84,10 @@ std::string RenderEnergyTable(const v1::Job& job) {
   for (const std::string& n : notes) absl::StrAppend(&out, "* ", n, "\n");
   if (any_short) absl::StrAppend(&out, "! window shorter than the sensor's update period: not exact\n");
   if (any_baseline) absl::StrAppend(&out, "NET_J = energy minus the idle baseline measured before the task\n");
+  if (probe_seconds > 0) {
+    absl::StrAppend(&out, "Left out of energy and cost: the machine probe's readings between steps (",
+                    Num(probe_seconds, "%.2f"), " s over these phases; docs/measurement.md, \"The machine probe\")\n");
+  }
   absl::StrAppend(&out,
                   "Energy per window of each phase: counter delta or trapezoid of sampled power; "
                   "J_PER_1K_SAMPLES is joules per 1,000 samples; costs in USD.\n");

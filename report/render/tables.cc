@@ -1,20 +1,19 @@
 #include <algorithm>
 #include <map>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "report/render.h"
-#include "report/render/common.h"
-#include "report/render/serving.h"
-#include "report/render/validation.h"
-#include "common/validate_spec.h"
-#include "report/render/parallel.h"
 #include "common/energy.h"
 #include "common/names.h"
 #include "common/spec_yaml.h"
+#include "common/validate_spec.h"
+#include "report/render.h"
+#include "report/render/common.h"
+#include "report/render/parallel.h"
+#include "report/render/serving.h"
+#include "report/render/validation.h"
 
 namespace hetbench::report {
 
@@ -116,6 +115,7 @@ std::string ReportCsv(const v1::Job& job, Speedups& speedup) {
                                                "joules_per_sample",
                                                "energy_coverage",
                                                "energy_short_window",
+                                               "energy_probe_seconds",
                                                "net_energy_joules",
                                                "usd_per_hour",
                                                "usd_per_1000_samples",
@@ -172,6 +172,7 @@ std::string ReportCsv(const v1::Job& job, Speedups& speedup) {
                           CsvNumber(e.joules_per_sample),
                           CsvNumber(e.coverage),
                           e.short_window ? "true" : "false",
+                          CsvNumber(e.probe_seconds),
                           e.has_baseline ? CsvNumber(e.net_joules) : "",
                           c ? CsvNumber(c->usd_per_hour()) : "",
                           c ? CsvNumber(c->usd_per_1000_samples()) : "",
@@ -591,8 +592,7 @@ std::vector<std::string> ProgressLines(const v1::Job& job, int width) {
     }
     const int filled = static_cast<int>(frac * width + 0.5);
     lines.push_back(absl::StrFormat("%-16s %-11s b=%-5d [%s%s] %3.0f%% %s", t.id(), TaskModel(job, t), t.batch_size(),
-                                    std::string(filled, '#'),
-                                    std::string(width - filled, '.'), frac * 100, what));
+                                    std::string(filled, '#'), std::string(width - filled, '.'), frac * 100, what));
   }
   return lines;
 }

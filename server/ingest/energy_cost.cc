@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,79 @@ std::pair<double, std::string> CostRate(const v1::JobSpec& spec, const v1::Hello
     }
   }
   return {0, ""};
+}
+
+// A machine-probe reading the agent took between steps: its own time on
+// the task's clock (MachineProbe.during).
+struct ProbeSpan {
+  v1::Phase phase;
+  int64_t step, start_ns, end_ns;
+};
+
+std::vector<ProbeSpan> ProbeSpans(const v1::TaskResult& result) {
+  std::vector<ProbeSpan> out;
+  for (const v1::ProbeReading& r : result.machine_probe().during()) {
+    if (r.duration_ns() > 0) out.push_back({r.phase(), r.step(), r.at_ns(), r.at_ns() + r.duration_ns()});
+  }
+  return out;
+}
+
+// The window's energy without the probe readings inside it: their time out
+// of the window, their energy (over each reading's own span, or at the
+// window's average power where the readings do not reach it) out of the joules.
+void LeaveOutProbe(const PowerSeries& series, const std::vector<ProbeSpan>& spans, const v1::PhaseWindow& w,
+                   WindowEnergy* e, double* probe_seconds) {
+  double seconds = 0, joules = 0;
+  for (const ProbeSpan& p : spans) {
+    const int64_t lo = std::max(p.start_ns, w.start_ns()), hi = std::min(p.end_ns, w.end_ns());
+    if (hi <= lo) continue;
+    const double s = static_cast<double>(hi - lo) * 1e-9;
+    const WindowEnergy pe = EnergyInWindow(series, lo, hi);
+    seconds += s;
+    joules += pe.ok ? pe.joules : e->average_watts * s;
+  }
+  *probe_seconds = seconds;
+  if (seconds <= 0 || seconds >= e->window_seconds) return;
+  e->joules -= joules;
+  e->window_seconds -= seconds;
+  e->average_watts = e->joules / e->window_seconds;
+}
+
+// Cost per phase: the rate over the phase's paid time, and the electricity.
+void AddCosts(const v1::JobSpec& spec, const v1::Hello& agent, std::map<v1::Phase, int64_t>& items,
+              std::map<v1::Phase, double>& phase_seconds, const std::vector<ProbeSpan>& probe_spans, v1::Task* task) {
+  v1::TaskResult* result = task->mutable_result();
+  // A reading before a phase's step k > 0 lies between its first and last
+  // step, inside the timing window the phase is paid for.
+  std::map<v1::Phase, double> probe_paid_seconds;
+  for (const ProbeSpan& p : probe_spans) {
+    if (p.step > 0) probe_paid_seconds[p.phase] += static_cast<double>(p.end_ns - p.start_ns) * 1e-9;
+  }
+  const auto [rate, rate_source] = CostRate(spec, agent, *task);
+  const double price_per_joule = spec.cost().electricity_usd_per_kwh() / 3.6e6;
+  for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE}) {
+    const int64_t n = items[phase];
+    const double probe_seconds = probe_paid_seconds[phase];
+    const double seconds = phase_seconds[phase] - (probe_seconds < phase_seconds[phase] ? probe_seconds : 0);
+    if (n <= 0 || seconds <= 0 || (rate <= 0 && price_per_joule <= 0)) continue;
+    v1::CostResult* c = result->add_cost();
+    c->set_phase(phase);
+    c->set_usd_per_hour(rate);
+    c->set_probe_seconds(probe_seconds < phase_seconds[phase] ? probe_seconds : 0);
+    c->set_rate_source(rate > 0 ? rate_source : "no rate: set cost.usd_per_hour or the agent's --cost-usd-per-hour");
+    // The device is held for the phase's wall window, so that is what is paid
+    // for, less the machine probe's readings (hetbench's, not the model's).
+    const double usd = rate * seconds / 3600.0;
+    c->set_usd_per_1000_samples(usd / static_cast<double>(n) * 1000.0);
+    if (phase == v1::PHASE_TRAIN && result->dataset_train_size() > 0) {
+      c->set_usd_per_epoch(usd * static_cast<double>(result->dataset_train_size()) / static_cast<double>(n));
+    }
+    EnergySummary e = SummarizeEnergy(*result, phase);
+    if (e.ok && price_per_joule > 0) {
+      c->set_electricity_usd(e.joules * price_per_joule);
+      c->set_electricity_usd_per_1000_samples(e.joules * price_per_joule / static_cast<double>(n) * 1000.0);
+    }
+  }
 }
 
 }  // namespace
@@ -90,6 +164,7 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
     items[v1::PHASE_UNSPECIFIED] += p.stats().items();
     phase_seconds[p.phase()] = p.stats().window_seconds();
   }
+  const std::vector<ProbeSpan> probe_spans = ProbeSpans(*result);
 
   for (const auto& [name, s] : by_sensor) {
     double idle_watts = 0;
@@ -100,6 +175,8 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
     for (const auto& [phase, w] : windows) {
       WindowEnergy e = EnergyInWindow(s.series, w.start_ns(), w.end_ns());
       if (!e.ok) continue;
+      double probe_seconds = 0;
+      if (phase != v1::PHASE_IDLE) LeaveOutProbe(s.series, probe_spans, w, &e, &probe_seconds);
       v1::EnergyResult* r = result->add_energy();
       r->set_phase(phase);
       r->set_sensor(name);
@@ -112,6 +189,7 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
       r->set_short_window(e.short_window);
       r->set_update_period_seconds(s.info.update_period_seconds());
       r->set_assumptions(s.assumptions);
+      r->set_probe_seconds(probe_seconds);
       if (items[phase] > 0) r->set_joules_per_sample(e.joules / static_cast<double>(items[phase]));
       if (idle_watts > 0 && phase != v1::PHASE_IDLE) {
         r->set_idle_watts(idle_watts);
@@ -130,28 +208,7 @@ void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const
     }
   }
 
-  const auto [rate, rate_source] = CostRate(spec, agent, *task);
-  const double price_per_joule = spec.cost().electricity_usd_per_kwh() / 3.6e6;
-  for (v1::Phase phase : {v1::PHASE_TRAIN, v1::PHASE_INFER, v1::PHASE_SERVE}) {
-    const int64_t n = items[phase];
-    const double seconds = phase_seconds[phase];
-    if (n <= 0 || seconds <= 0 || (rate <= 0 && price_per_joule <= 0)) continue;
-    v1::CostResult* c = result->add_cost();
-    c->set_phase(phase);
-    c->set_usd_per_hour(rate);
-    c->set_rate_source(rate > 0 ? rate_source : "no rate: set cost.usd_per_hour or the agent's --cost-usd-per-hour");
-    // The device is held for the phase's wall window, so that is what is paid for.
-    const double usd = rate * seconds / 3600.0;
-    c->set_usd_per_1000_samples(usd / static_cast<double>(n) * 1000.0);
-    if (phase == v1::PHASE_TRAIN && result->dataset_train_size() > 0) {
-      c->set_usd_per_epoch(usd * static_cast<double>(result->dataset_train_size()) / static_cast<double>(n));
-    }
-    EnergySummary e = SummarizeEnergy(*result, phase);
-    if (e.ok && price_per_joule > 0) {
-      c->set_electricity_usd(e.joules * price_per_joule);
-      c->set_electricity_usd_per_1000_samples(e.joules * price_per_joule / static_cast<double>(n) * 1000.0);
-    }
-  }
+  AddCosts(spec, agent, items, phase_seconds, probe_spans, task);
 }
 
 }  // namespace hetbench::server

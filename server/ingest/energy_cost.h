@@ -11,7 +11,9 @@ namespace hetbench::server {
 
 /// Fills task->result().energy and .cost. Needs result.phases (timing
 /// aggregates), result.windows (sent by the agent) and the agent's Hello for
-/// labels and its advertised cost rate. Pure: no I/O.
+/// labels and its advertised cost rate. The machine probe's readings
+/// between steps (result.machine_probe.during, with their durations) are left
+/// out of each window's energy and each phase's paid time. Pure: no I/O.
 void ComputeEnergyAndCost(const v1::JobSpec& spec, const v1::Hello& agent, const std::vector<v1::PowerBatch>& batches,
                           v1::Task* task);
 

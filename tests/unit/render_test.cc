@@ -168,6 +168,24 @@ TEST(RenderTest, CsvHasOneRowPerTaskAndPhaseWithAHeader) {
   EXPECT_THAT(csv, HasSubstr("job-000007,job-000007-t1,mlp,n1,gpu0,gpu,64,succeeded,train,100,"));
 }
 
+TEST(RenderTest, TheEnergyTableSaysHowMuchProbeTimeItLeftOut) {
+  v1::Job job = TwoTaskJob();
+  v1::EnergyResult* e = job.mutable_tasks(0)->mutable_result()->add_energy();
+  e->set_phase(v1::PHASE_TRAIN);
+  e->set_sensor("rapl:package-0");
+  e->set_source(v1::POWER_SOURCE_RAPL);
+  e->set_energy_joules(185);
+  e->set_joules_per_sample(0.925);
+  e->set_coverage(1);
+  std::string table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("925.0000"));  // J per 1k samples
+  EXPECT_EQ(table.find("machine probe's readings"), std::string::npos) << "no readings, no line";
+  e->set_probe_seconds(0.15);
+  table = RenderReport(job, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("Left out of energy and cost: the machine probe's readings between steps (0.15 s"));
+  EXPECT_THAT(RenderReport(job, OutputFormat::kCsv), HasSubstr(",false,0.15,")) << "energy_short_window, then probe";
+}
+
 // Two models on two devices: each model's GPU task is compared with the same
 // model on the CPU, as a percentage, with its quality beside it.
 v1::Job StudyJob() {

@@ -368,7 +368,14 @@ TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
       where.emplace_back(d.phase(), d.step());
       EXPECT_GT(d.median_ns(), 0);
       EXPECT_GT(d.at_ns(), last_at);
-      last_at = d.at_ns();
+      EXPECT_GE(d.duration_ns(), 6'000'000) << "one untimed call and two 3 ms windows";
+      last_at = d.at_ns() + d.duration_ns();
+      // Inside its phase's window, where the coordinator leaves it out of the energy.
+      for (const v1::PhaseWindow& w : r->windows()) {
+        if (w.phase() != d.phase()) continue;
+        EXPECT_GE(d.at_ns(), w.start_ns());
+        EXPECT_LE(d.at_ns() + d.duration_ns(), w.end_ns());
+      }
     }
     std::vector<std::pair<v1::Phase, int64_t>> steps;  // each measured step: its phase and its place in it
     int64_t counts[3] = {0, 0, 0};
@@ -386,11 +393,12 @@ TEST(TorchExecutorTest, TheProbeIsReadBetweenMeasuredStepsWithItsPhaseAndStep) {
       EXPECT_NE(std::find(steps.begin(), steps.end(), where[j]), steps.end()) << "reading " << j;
       if (j > 0) EXPECT_LT(where[j - 1], where[j]) << "reading " << j;
     }
-    // Outside the timed windows: no step's window holds a reading's time.
+    // Outside the timed windows: no step's window overlaps a reading's span.
     for (size_t i = 0; i < control.samples.published(); ++i) {
       const auto& rec = control.samples.at(i);
       for (const v1::ProbeReading& d : probe.during()) {
-        EXPECT_FALSE(d.at_ns() > rec.start_ns && d.at_ns() < rec.start_ns + rec.duration_ns) << "step " << i;
+        EXPECT_FALSE(d.at_ns() < rec.start_ns + rec.duration_ns && rec.start_ns < d.at_ns() + d.duration_ns())
+            << "step " << i;
       }
     }
   }
