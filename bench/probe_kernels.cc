@@ -15,7 +15,9 @@
 // steps' median, and prints for each kernel how its reading (the mean of
 // the two around the stretch, log scale) follows that median: correlation,
 // slope, and the readings' own noise (median |log change| from one reading
-// to the next). Also every 10 s: the steps' median and each kernel's.
+// to the next). Also every 10 s: the steps' median and each kernel's; and,
+// over stretches of --run-s seconds standing for runs, how much of the
+// steps' spread between them a kernel's readings would explain (RESULT_RUNS).
 // Prints what it measured in one run; asserts nothing.
 #include <torch/torch.h>
 
@@ -220,13 +222,81 @@ void PrintFits(const Trace& t, const std::vector<Kernel>& kernels, const std::st
                 kernels[k].name.c_str(), std::exp(Median(kernels[k].readings)) * 1e-3, f.corr, f.slope, Median(moves));
   }
 }
+// Run-length stretches: would a kernel's readings, taken over a run as the
+// agent takes them, narrow the spread between runs in one SGEMM state? The
+// trace is cut into stretches of `run_s` seconds; each stretch's median step
+// and each kernel's median reading (logs); stretches whose SGEMM median lies
+// within 3% of the median stretch's are kept. For each kernel: the steps'
+// spread (sd of log medians) left after subtracting the kernel's reading
+// times a slope fitted on the other stretches only (leave one out: the
+// slope is never fitted on the stretch it corrects, as compare would learn
+// it from other jobs).
+void PrintRuns(const Trace& t, const std::vector<Kernel>& kernels, double run_s) {
+  const int64_t run_ns = static_cast<int64_t>(run_s * 1e9);
+  std::vector<double> step;
+  std::vector<std::vector<double>> reading(kernels.size());
+  for (int64_t from = 0;; from += run_ns) {
+    std::vector<double> s;
+    std::vector<std::vector<double>> r(kernels.size());
+    bool past_end = true;
+    for (size_t j = 0; j + 1 < t.reading_at.size(); ++j) {
+      if (t.reading_ns[j] >= from) past_end = false;
+      if (t.reading_ns[j] < from || t.reading_ns[j] >= from + run_ns) continue;
+      s.insert(s.end(), t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j]),
+               t.steps.begin() + static_cast<std::ptrdiff_t>(t.reading_at[j + 1]));
+      for (size_t k = 0; k < kernels.size(); ++k) r[k].push_back(kernels[k].readings[j]);
+    }
+    if (past_end) break;
+    if (r[0].size() < 3) continue;
+    step.push_back(std::log(Median(s)));
+    for (size_t k = 0; k < kernels.size(); ++k) reading[k].push_back(Median(r[k]));
+  }
+  const double state = Median(reading[0]);
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < step.size(); ++i) {
+    if (std::fabs(reading[0][i] - state) <= std::log1p(0.03)) kept.push_back(i);
+  }
+  auto sd = [](const std::vector<double>& v) {
+    if (v.size() < 2) return 0.0;
+    double m = 0, q = 0;
+    for (double x : v) m += x;
+    m /= static_cast<double>(v.size());
+    for (double x : v) q += (x - m) * (x - m);
+    return std::sqrt(q / static_cast<double>(v.size() - 1));
+  };
+  std::vector<double> kept_steps;
+  for (size_t i : kept) kept_steps.push_back(step[i]);
+  std::printf(
+      "RESULT_RUNS run_s=%.1f runs=%zu in_state=%zu step_sd=%.4f (log medians of the runs in the SGEMM's state)\n",
+      run_s, step.size(), kept.size(), sd(kept_steps));
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    std::vector<double> x, residual;
+    for (size_t i : kept) x.push_back(reading[k][i]);
+    for (size_t out = 0; out < kept.size(); ++out) {
+      std::vector<double> xs, ys;
+      for (size_t i = 0; i < kept.size(); ++i) {
+        if (i != out) xs.push_back(x[i]), ys.push_back(kept_steps[i]);
+      }
+      const Fit f = Correlate(xs, ys);
+      double mx = 0;
+      for (double v : xs) mx += v;
+      mx /= static_cast<double>(std::max<size_t>(xs.size(), 1));
+      residual.push_back(kept_steps[out] - f.slope * (x[out] - mx));
+    }
+    const Fit all = Correlate(x, kept_steps);
+    std::printf("RESULT_RUNS_KERNEL %s corr=%.3f slope=%.3f step_sd_after=%.4f (leave one out) ratio=%.3f\n",
+                kernels[k].name.c_str(), all.corr, all.slope, sd(residual),
+                sd(kept_steps) > 0 ? sd(residual) / sd(kept_steps) : 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace hetbench
 
 int main(int argc, char** argv) {
   using namespace hetbench;  // NOLINT
   int threads = 0, every_ms = 250;
-  double seconds = 120, l3_mib = 8, dram_mib = 64;
+  double seconds = 120, l3_mib = 8, dram_mib = 64, run_s = 1;
   int64_t bs = 64;
   std::string model = "mlp";
   CLI::App app{"which probe kernel follows a model's training steps?"};
@@ -239,6 +309,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch", bs, "batch size")->capture_default_str();
   app.add_option("--l3-mib", l3_mib, "the l3 kernel's two tensors, MiB together")->capture_default_str();
   app.add_option("--dram-mib", dram_mib, "the dram kernel's two tensors, MiB together")->capture_default_str();
+  app.add_option(
+         "--run-s", run_s,
+         "stretches this long stand for runs in RESULT_RUNS (a job's training: train.min_duration_seconds, 1 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 600.0));
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   auto ds = agent::LoadFashionMnist(HETBENCH_DATA_DIR);
@@ -265,5 +340,6 @@ int main(int argc, char** argv) {
   const Trace trace = Train(**w, *ds, bs, seconds, every_ms, &kernels);
   PrintTimeline(trace, kernels, seconds);
   PrintFits(trace, kernels, model, seconds);
+  PrintRuns(trace, kernels, run_s);
   return 0;
 }
