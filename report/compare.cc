@@ -50,6 +50,7 @@ void TInterval(double diff, double se, double df, double threshold, StepComparis
     c->ci_low = std::exp(diff - t * se);
     c->ci_high = std::exp(diff + t * se);
     c->p_value = std::min(1.0, 2 * (1 - StudentTCdf(std::abs(diff) / se, df)));
+    c->detectable = std::exp((t + StudentTQuantile(0.8, df)) * se) - 1;
   }
   c->verdict = RunVerdict(c->ratio, c->ci_low, c->ci_high, threshold);
 }

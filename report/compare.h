@@ -69,6 +69,10 @@ struct StepComparison {
   // jobs on that machine (its df > 0 when there was one) and the variance used, moderated by it unless the
   // runs spread beyond it (run_spread.h; RunNotesLine says which).
   double df = 0;
+  // Runs as the unit: the smallest change (a fraction, B/A - 1) this comparison's interval would find four
+  // times in five, (t(0.975, df) + t(0.8, df)) x its standard error; 0 when not computed. A "no change"
+  // with this at 6% says more runs are needed to see 5%, not that nothing changed.
+  double detectable = 0;
   RunSpreadPrior spread_prior;
   ModeratedVariance spread;
   // CompareRunPhase, ComparePhase: what the machine probe said (JudgeMachine): B's median reading over A's

@@ -17,7 +17,15 @@ namespace hetbench::report {
 std::string RunNotesLine(const PairResult& r) {
   std::vector<std::string> notes;
   const std::string spread = SpreadNote(r.result.spread_prior, r.result.spread);
-  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &spread}) {
+  // Where nothing was found: how large a change would have been.
+  const std::string detectable =
+      r.result.verdict == "no change" && r.result.detectable > 0
+          ? absl::StrFormat(
+                "with these runs' spread a change of about %.1f%% would be found four times in five, a "
+                "smaller one may pass as no change (more repeats narrow it)",
+                100 * r.result.detectable)
+          : "";
+  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &spread, &detectable}) {
     if (!note->empty()) notes.push_back(*note);
   }
   if (notes.empty()) return "";
@@ -142,6 +150,7 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
       if (r.result.note.empty()) {
         p["variance"] = r.result.pooled ? "pooled" : "per side";
         p["degrees_of_freedom"] = r.result.df;
+        if (r.result.detectable > 0) p["detectable_change"] = r.result.detectable;
         if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {
           p["run_spread_prior"] = {{"other_jobs", prior.jobs},
                                    {"spread", std::sqrt(prior.variance)},

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "absl/strings/str_format.h"
 #include "common/stats.h"
 
 namespace hetbench::report {
@@ -628,6 +629,50 @@ TEST(CompareTest, TheHierarchicalBootstrapKeepsItsFalseAlarmRateWhenRunsShift) {
   // A 10% shift with 5 runs a side is found.
   const auto a = Runs(5, 60, 25'000, 0.03, 0.05, 1), b = Runs(5, 60, 27'500, 0.03, 0.05, 2);
   EXPECT_EQ(CompareRuns(a, b, 0.02).verdict, "slower");
+}
+
+// A "no change" says how large a change the runs would have found: the
+// detectable change is what it claims. Over A/A pairs of 3 runs a side
+// (runs shifting by 3%), a slowdown of the pairs' typical (median)
+// detectable change, put into B of fresh pairs, is found about four times in
+// five; with 5 runs a side the detectable change is smaller; and the line
+// under the table says it.
+TEST(CompareTest, ANoChangeSaysHowLargeAChangeItsRunsWouldHaveFound) {
+  constexpr int kTrials = 100;
+  std::vector<double> three, five;
+  for (uint64_t seed = 1; seed <= kTrials; ++seed) {
+    const StepComparison c =
+        CompareRuns(Runs(3, 60, 25'000, 0.03, 0.01, seed), Runs(3, 60, 25'000, 0.03, 0.01, seed + 100'000), 0.02);
+    ASSERT_GT(c.detectable, 0);
+    three.push_back(c.detectable);
+    five.push_back(
+        CompareRuns(Runs(5, 60, 25'000, 0.03, 0.01, seed), Runs(5, 60, 25'000, 0.03, 0.01, seed + 100'000), 0.02)
+            .detectable);
+  }
+  const double typical = MedianInPlace(three);
+  int found = 0;
+  for (uint64_t seed = 1; seed <= kTrials; ++seed) {
+    auto slowed = Runs(3, 60, 25'000, 0.03, 0.01, seed + 300'000);
+    for (auto& run : slowed) {
+      for (double& step : run) step *= 1 + typical;
+    }
+    found += CompareRuns(Runs(3, 60, 25'000, 0.03, 0.01, seed + 200'000), slowed, 0.02).verdict == "slower" ? 1 : 0;
+  }
+  std::printf("detectable change: 3 runs median %.4f, 5 runs %.4f; a slowdown of %.4f found %d of %d\n", typical,
+              MedianInPlace(five), typical, found, kTrials);
+  EXPECT_GE(found, 65) << "four times in five, give or take";
+  EXPECT_LE(found, 95);
+  EXPECT_LT(MedianInPlace(five), 0.8 * typical) << "more runs, a smaller change found";
+
+  PairResult r;
+  r.pair.key = "mlp, cpu, batch 64";
+  r.phase = v1::PHASE_TRAIN;
+  r.result = CompareRuns(Runs(3, 60, 25'000, 0.03, 0.01, 1), Runs(3, 60, 25'000, 0.03, 0.01, 100'001), 0.02);
+  ASSERT_EQ(r.result.verdict, "no change");
+  EXPECT_THAT(RunNotesLine(r), HasSubstr(absl::StrFormat("a change of about %.1f%% would be found four times in five",
+                                                         100 * r.result.detectable)));
+  r.result.verdict = "slower";
+  EXPECT_EQ(RunNotesLine(r).find("four times in five"), std::string::npos) << "said only where nothing was found";
 }
 
 // Runs as the unit: a change is called when the interval excludes 1 (it is
