@@ -53,7 +53,12 @@ ProbeDuringRun::ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::Mach
 
 void ProbeDuringRun::Between(v1::Phase phase, int64_t step) {
   const int64_t now = SteadyNowNs();
-  if (now < next_ns_) return;
+  if (now >= next_ns_) Read(phase, step, now);
+}
+
+void ProbeDuringRun::BeforeWarmUp(v1::Phase phase) { Read(phase, 0, SteadyNowNs()); }
+
+void ProbeDuringRun::Read(v1::Phase phase, int64_t step, int64_t now) {
   const ProbeWindow w = timer_.Time(/*window_ns=*/3'000'000, /*windows=*/2, /*gap_ns=*/0, /*warm=*/1);
   v1::ProbeReading* r = out_->add_during();
   r->set_phase(phase);

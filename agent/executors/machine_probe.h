@@ -59,8 +59,15 @@ class ProbeDuringRun {
  public:
   ProbeDuringRun(int64_t every_ns, int64_t task_start_ns, v1::MachineProbe* out);
   void Between(v1::Phase phase, int64_t step);
+  /// A reading now, labelled with `phase` and step 0, whatever the time
+  /// since the last: the run calls it before a phase's warm-up, so that a
+  /// phase as short as inference (0.1 s) has a reading of its own and its
+  /// warm-up steps, not its measured ones, follow the probe's SGEMM.
+  void BeforeWarmUp(v1::Phase phase);
 
  private:
+  void Read(v1::Phase phase, int64_t step, int64_t now);
+
   ProbeTimer timer_;
   const int64_t every_ns_, task_start_ns_;
   int64_t next_ns_;

@@ -467,6 +467,10 @@ absl::Status TorchRun::Infer() {
   torch::NoGradGuard no_grad;
   const int64_t n_test = ds.test.size();
   const auto [batches_all, batches] = BeginInference(spec_, n_test, bs_, control_);
+  // Inference lasts about 0.1 s at the job's defaults, seldom long enough
+  // for a reading every 250 ms: it gets one before its warm-up batches
+  // (none without them: its measured batches would follow the SGEMM).
+  if (probe_during_ && spec_.inference().warmup_batches() > 0) probe_during_->BeforeWarmUp(v1::PHASE_INFER);
   const int64_t infer_warmup_start_ns = SteadyNowNs();
   for (int i = 0; i < spec_.inference().warmup_batches(); ++i) {
     const int64_t lo = (i % batches_all) * bs_;
