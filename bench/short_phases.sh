@@ -12,17 +12,11 @@
 # Loopback only; every process is stopped when the script ends.
 set -euo pipefail
 SERVER=$1 CLI=$2 AGENT_A=$3 AGENT_B=$4 ROUNDS=${5:-3} JOBS=${6:-10}
-WORK=$(mktemp -d /tmp/hetbench-short-phases.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=../tests/e2e/lib.sh
+source "$(dirname "$0")/../tests/e2e/lib.sh"  # e2e_begin, wait_for, agent_connected, cpu_model
+e2e_begin short-phases  # WORK (kept unless the bench finishes), PIDS stopped on exit
 shape=(-m mlp -b 32 --min-steps 40 --max-steps 40 --warmup-steps 2 --infer-max-batches 6 --min-duration 0 --repeats 2)
-awk -F': ' '/^model name/ && !n { n = $2 } /^cpu family/ && !f { f = $2 } /^model[[:space:]]*:/ && !m { m = $2 }
-            END { printf "cpu: %s (family %s, model %s)\n", n, f, m }' /proc/cpuinfo
+echo "cpu: $(cpu_model)"
 echo "A: $AGENT_A"
 echo "B: $AGENT_B"
 
@@ -32,19 +26,12 @@ side() {
   mkdir -p "$WORK/$name"
   "$SERVER" --listen "127.0.0.1:$port" --metrics-listen "" --db "$WORK/$name/jobs.db" >>"$WORK/$name/server.log" 2>&1 &
   PIDS+=($!)
-  local deadline=$((SECONDS + 20))
-  until HETBENCH_SERVER=127.0.0.1:$port "$CLI" health >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { echo "$name: the coordinator did not start" >&2; exit 1; }
-    sleep 0.1
-  done
+  HETBENCH_SERVER=127.0.0.1:$port wait_for 20 "$CLI" health || { echo "$name: the coordinator did not start" >&2; exit 1; }
   "$agent" --server "127.0.0.1:$port" --agent-id "$name" --threads 1 --qpu-sim off --python-runner off \
     --calibration off >>"$WORK/$name/agent.log" 2>&1 &
   PIDS+=($!)
-  deadline=$((SECONDS + 60))
-  until HETBENCH_SERVER=127.0.0.1:$port "$CLI" get agents -o json 2>/dev/null | jq -e '.agents | length == 1' >/dev/null; do
-    ((SECONDS < deadline)) || { echo "$name: the agent did not connect" >&2; exit 1; }
-    sleep 0.1
-  done
+  HETBENCH_SERVER=127.0.0.1:$port wait_for 60 agent_connected "$CLI" "$name" ||
+    { echo "$name: the agent did not connect" >&2; exit 1; }
 }
 ended() {
   HETBENCH_SERVER=127.0.0.1:$1 "$CLI" get jobs --limit 0 -o json >"$WORK/jobs.$1.json" 2>/dev/null &&
@@ -80,7 +67,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     HETBENCH_SERVER=127.0.0.1:$pb "$CLI" submit "${shape[@]}" --name short >/dev/null
   done
   deadline=$((SECONDS + 300))
-  until ended "$pa" && ended "$pb"; do
+  until ended "$pa" && ended "$pb"; do  # every 0.5 s, not wait_for's 0.1 s: the polls load the machine measured
     ((SECONDS < deadline)) || { echo "round $round: the jobs did not end in 300 s" >&2; exit 1; }
     sleep 0.5
   done
@@ -107,3 +94,4 @@ for s in a b; do
   echo "RESULT_${s^^} train_invalid=${total_invalid[${s}_train]}/${total_runs[${s}_train]}" \
     "infer_invalid=${total_invalid[${s}_infer]}/${total_runs[${s}_infer]}"
 done
+ok=1
