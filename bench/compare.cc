@@ -31,18 +31,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "agent/data/fashion_mnist.h"
 #include "agent/devices/cpu_discovery.h"
 #include "agent/executors/torch_executor.h"
 #include "agent/models/workload.h"
+#include "bench/compare_dump.h"
 #include "bench/machine.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
@@ -50,6 +49,11 @@
 
 namespace hetbench {
 namespace {
+
+using bench::DumpedRun;
+using bench::FromDump;
+using bench::ReadDump;
+using bench::Run;
 
 // Spins until `fraction` x the time since `t0` has passed again.
 void Stretch(int64_t t0, double fraction) {
@@ -92,11 +96,6 @@ class SlowedWorkload final : public agent::Workload {
  private:
   std::unique_ptr<agent::Workload> inner_;
   double fraction_;
-};
-
-struct Run {
-  std::vector<double> train, infer;  // ns per sample, per step
-  v1::Task task;                     // its phases judged as the coordinator judges them
 };
 
 // The phase's stats and verdict from its steps, as the coordinator makes them
@@ -158,96 +157,6 @@ Run RunOnce(agent::TorchExecutor& exec, const v1::Device& cpu, const std::string
   return out;
 }
 
-// A run read back from a --dump file: its kind ("AA"/"AB"), pair, side, run
-// number, per-sample step times and machine probe.
-struct DumpedRun {
-  std::string kind;
-  int pair = 0, run = 0;
-  bool side_b = false;
-  std::vector<double> train, infer;
-  int64_t probe_before = 0, probe_after = 0;
-  std::vector<v1::ProbeReading> during;  // the probe read during the run (probe-train, probe-infer rows)
-};
-
-// Every run of a --dump file, in the order they were taken; a line that is
-// not the dump's shape is an error naming it.
-absl::StatusOr<std::vector<DumpedRun>> ReadDump(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--replay: cannot read ", path));
-  std::vector<DumpedRun> runs;
-  std::string line;
-  std::getline(in, line);  // the header
-  for (int number = 2; std::getline(in, line); ++number) {
-    const std::vector<std::string> f = absl::StrSplit(line, ',');
-    DumpedRun row;
-    double ns = 0;
-    long before = 0, after = 0;
-    const bool reading = f.size() == 8 && (f[4] == "probe-train" || f[4] == "probe-infer");
-    if (f.size() != 8 || (f[0] != "AA" && f[0] != "AB") || (f[2] != "A" && f[2] != "B") ||
-        (f[4] != "train" && f[4] != "infer" && !reading) || !absl::SimpleAtoi(f[1], &row.pair) ||
-        !absl::SimpleAtoi(f[3], &row.run) || !absl::SimpleAtod(f[5], &ns) || !absl::SimpleAtoi(f[6], &before) ||
-        !absl::SimpleAtoi(f[7], &after)) {
-      return absl::InvalidArgumentError(absl::StrCat("--replay ", path, " line ", number,
-                                                     ": not kind,pair,side,run,phase,ns_per_sample,probe_before_ns,"
-                                                     "probe_after_ns (a --dump file)"));
-    }
-    row.kind = f[0];
-    row.side_b = f[2] == "B";
-    const bool same_run = !runs.empty() && runs.back().kind == row.kind && runs.back().pair == row.pair &&
-                          runs.back().side_b == row.side_b && runs.back().run == row.run;
-    if (reading) {  // a reading during the run just read: its step, median and time in the last three columns
-      if (!same_run) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--replay ", path, " line ", number, ": a probe reading of no run above it"));
-      }
-      v1::ProbeReading& r = runs.back().during.emplace_back();
-      r.set_phase(f[4] == "probe-train" ? v1::PHASE_TRAIN : v1::PHASE_INFER);
-      r.set_step(static_cast<int64_t>(ns));
-      r.set_median_ns(before);
-      r.set_at_ns(after);
-      continue;
-    }
-    if (!same_run) {
-      row.probe_before = before;
-      row.probe_after = after;
-      runs.push_back(row);
-    }
-    (f[4] == "train" ? runs.back().train : runs.back().infer).push_back(ns);
-  }
-  return runs;
-}
-
-// A dumped run judged as RunOnce judges a measured one. The dump keeps each
-// step's time per sample, not its start or item count: the steps are laid
-// end to end at `bs` items each, and the counts taken are the ones expected
-// (a run cut short stays unseen), so validity is judged on the step times.
-Run FromDump(const DumpedRun& d, const v1::JobSpec& spec, int64_t bs) {
-  Run out;
-  out.train = d.train;
-  out.infer = d.infer;
-  out.task.set_state(v1::TASK_STATE_SUCCEEDED);
-  v1::MachineProbe* probe = out.task.mutable_result()->mutable_machine_probe();
-  probe->set_kernel("replayed");
-  probe->set_before_ns(d.probe_before);
-  probe->set_after_ns(d.probe_after);
-  for (const v1::ProbeReading& r : d.during) *probe->add_during() = r;
-  for (const auto* values : {&d.train, &d.infer}) {
-    std::vector<StepSample> steps;
-    int64_t start = 0;
-    for (double v : *values) {
-      const auto ns = static_cast<int64_t>(v * static_cast<double>(bs));
-      steps.push_back({start, ns, static_cast<int32_t>(bs)});
-      start += ns;
-    }
-    if (steps.empty()) continue;
-    v1::PhaseResult* p = out.task.mutable_result()->add_phases();
-    p->set_phase(values == &d.train ? v1::PHASE_TRAIN : v1::PHASE_INFER);
-    *p->mutable_stats() = ComputeTimingStats(steps);
-    JudgeValidity(spec, static_cast<int64_t>(steps.size()), p);
-  }
-  return out;
-}
-
 }  // namespace
 }  // namespace hetbench
 
@@ -256,7 +165,7 @@ int main(int argc, char** argv) {
   int pairs = 20, threads = 1, runs = 1, spread_jobs = 100, probe_every_ms = 250;
   int64_t steps = 0, bs = 64, infer_batches = 0;  // 0: the job's defaults
   double slowdown = 0.05, threshold = 0.02;
-  std::string model = "mlp", dump, order = "interleaved", replay;
+  std::string model = "mlp", dump, order = "interleaved", replay, pairing = "on";
   CLI::App app{"hetbench compare's honesty: false alarms over A/A pairs, detection of an injected slowdown"};
   app.add_option("--pairs", pairs, "A/A pairs, and as many A/B pairs")->capture_default_str();
   app.add_option("--model", model, "model of the zoo")->capture_default_str();
@@ -283,6 +192,12 @@ int main(int argc, char** argv) {
                  "pair's A runs, then every pair's B runs (the same job submitted again minutes later)")
       ->capture_default_str()
       ->check(CLI::IsMember({"interleaved", "apart"}));
+  app.add_option("--pairing", pairing,
+                 "on: each run's start time is its place in the order taken, as the store records a task's start, so "
+                 "compare pairs runs that took turns (interleaved) as it pairs a store's; off: starts unknown, runs "
+                 "never paired (labelled in the RESULT line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--spread-jobs", spread_jobs,
                  "as compare's --spread-jobs: the newest N earlier sides (each a job of --runs runs, A/A pairs' and "
                  "then A/B pairs' in the order run) from which a comparison by runs learns the machine's run-to-run "
@@ -386,6 +301,8 @@ int main(int argc, char** argv) {
   // machine's run-to-run spread (as compare --spread-jobs); and how many comparisons did.
   std::deque<v1::Job> done_jobs;
   int aa_moderated = 0, ab_moderated = 0, aa_beyond = 0, ab_beyond = 0;
+  int aa_paired = 0, ab_paired = 0;  // comparisons of runs paired by time (ComparePairedRuns)
+  int64_t taken = 0;                 // runs taken so far: the next one's start time with --pairing on
   for (int kind = 0; kind < 2; ++kind) {
     agent::TorchExecutor& second = kind == 0 ? normal : slowed;
     std::vector<std::vector<Run>> runs_a(pairs), runs_b(pairs);
@@ -403,6 +320,7 @@ int main(int argc, char** argv) {
         side.push_back(here ? FromDump(replayed[next_replayed++], replay_spec, bs) : Run{});
         if (probe_every_ms == 0) side.back().task.mutable_result()->mutable_machine_probe()->clear_during();
       }
+      if (pairing == "on") side.back().task.set_started_unix_seconds(static_cast<double>(++taken));
       const char* name = side_b ? "B" : "A";
       side.back().task.set_id(absl::StrCat("pair-", p, "-", name));
       side.back().task.set_job_id(absl::StrCat(kind == 0 ? "aa-" : "ab-", p, "-", name));
@@ -527,11 +445,12 @@ int main(int argc, char** argv) {
           absl::StrAppend(&far, absl::StrFormat(" within %d states", states));
           (kind == 0 ? aa_within : ab_within) += 1;
         }
-        // The run-to-run spread moderated by earlier sides: "spread of 23 jobs".
+        // The run-to-run spread moderated by earlier sides: "spread of 23 jobs", "paired, spread of 40 pairs".
+        (kind == 0 ? aa_paired : ab_paired) += c.paired_runs.empty() ? 0 : 1;
         if (c.spread_prior.df > 0) {
-          absl::StrAppend(
-              &far, absl::StrFormat(c.spread.beyond_prior ? " beyond the spread of %d jobs" : " spread of %d jobs",
-                                    c.spread_prior.jobs));
+          absl::StrAppend(&far, c.paired_runs.empty() ? "" : " paired,",
+                          absl::StrFormat(c.spread.beyond_prior ? " beyond the spread of %d %s" : " spread of %d %s",
+                                          c.spread_prior.jobs, c.spread_prior.paired ? "pairs" : "jobs"));
           (kind == 0 ? aa_moderated : ab_moderated) += c.spread.beyond_prior ? 0 : 1;
           (kind == 0 ? aa_beyond : ab_beyond) += c.spread.beyond_prior ? 1 : 0;
         }
@@ -554,10 +473,10 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT aa_comparisons=%d aa_false_alarms=%d aa_false_alarm_rate=%.3f aa_withheld=%d ab_comparisons=%d "
       "ab_detected=%d ab_detection_rate=%.3f ab_withheld=%d slowdown=%.3g threshold=%.3g runs=%d order=%s "
-      "run_shape=%s spread_jobs=%d\n",
+      "run_shape=%s spread_jobs=%d pairing=%s\n",
       aa_tests, aa_alarms, aa_tests ? static_cast<double>(aa_alarms) / aa_tests : 0.0, aa_withheld, ab_tests,
       ab_detected, ab_tests ? static_cast<double>(ab_detected) / ab_tests : 0.0, ab_withheld, slowdown, threshold, runs,
-      order.c_str(), run_shape, spread_jobs);
+      order.c_str(), run_shape, spread_jobs, pairing.c_str());
   std::printf(
       "RESULT_PROBE aa_withheld_by_probe=%d aa_would_have_alarmed=%d ab_withheld_by_probe=%d "
       "ab_would_have_found=%d aa_with_runs_left_out=%d ab_with_runs_left_out=%d aa_within_states=%d "
@@ -570,10 +489,13 @@ int main(int argc, char** argv) {
       probe_every_ms, order.c_str(), report::kProbeBeyond * 100);
   if (runs > 1) {
     std::printf(
-        "RESULT_SPREAD aa_moderated=%d ab_moderated=%d aa_beyond=%d ab_beyond=%d spread_jobs=%d (comparisons "
-        "whose run-to-run variance was moderated by the spread of earlier sides' runs, %d of them with 2 runs or "
-        "more needed; beyond: the runs spread beyond it, their own variance used alone)\n",
-        aa_moderated, ab_moderated, aa_beyond, ab_beyond, spread_jobs, report::kMinSpreadJobs);
+        "RESULT_SPREAD aa_moderated=%d ab_moderated=%d aa_beyond=%d ab_beyond=%d aa_paired=%d ab_paired=%d "
+        "pairing=%s spread_jobs=%d (comparisons whose run-to-run variance was moderated by the spread of earlier "
+        "sides' runs, %d of them with 2 runs or more needed; beyond: the runs spread beyond it, their own variance "
+        "used alone; paired: runs that took turns compared couple by couple, the prior from earlier pairs of "
+        "sides whose runs took turns)\n",
+        aa_moderated, ab_moderated, aa_beyond, ab_beyond, aa_paired, ab_paired, pairing.c_str(), spread_jobs,
+        report::kMinSpreadJobs);
   }
   if (runs >= 3) {
     std::printf(

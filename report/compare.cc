@@ -1,18 +1,18 @@
+// compare's statistics: steps of one run a side (CompareSteps), runs as the
+// unit (CompareRuns, CompareRunsWithinStates, ComparePairedRuns), the
+// threshold and the rank test (report/compare.h); applied to tasks in
+// report/compare_phase.cc.
 #include "report/compare.h"
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "common/stats.h"
-#include "report/render.h"
-#include "report/render/common.h"
 #include "report/run_spread.h"
 
 namespace hetbench::report {
@@ -72,14 +72,19 @@ double NearestRankInPlace(std::vector<double>& v, double q) {
   return v[at];
 }
 
-// The validity rule: no verdict when a side's phase is INVALID or the
-// machine differed (`invalid` lists them), unless `compare_anyway`, which
-// marks it.
-StepComparison Withheld(StepComparison c, const std::vector<std::string>& invalid, bool compare_anyway) {
-  c.invalid = absl::StrJoin(invalid, ", ");
-  if (c.invalid.empty() || c.verdict == "too few steps" || c.verdict == "too few runs") return c;
-  c.verdict = compare_anyway ? absl::StrCat(c.verdict, " (", c.invalid, ")") : absl::StrCat("not comparable: ", c.invalid);
-  return c;
+// A side's runs far from its median run, when 3 or more make a median (the
+// machine in another state for a whole run): `logs` their log statistics,
+// `index` their places as given. They stay in the comparison.
+void AddFarRuns(const std::vector<double>& logs, bool side_b, const std::vector<size_t>& index,
+                std::vector<StepComparison::FarRun>* out) {
+  if (logs.size() < 3) return;
+  std::vector<double> sorted = logs;
+  const double median_log = MedianInPlace(sorted);
+  for (size_t r = 0; r < logs.size(); ++r) {
+    if (std::abs(logs[r] - median_log) > std::log1p(kFarRunBeyond)) {
+      out->push_back({side_b, index[r], std::exp(logs[r] - median_log)});
+    }
+  }
 }
 
 }  // namespace
@@ -197,17 +202,7 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
       side.logs.push_back(std::log(s));
       index.push_back(i);
     }
-    // Runs far from their side's median run (the machine in another state
-    // for a whole run), named when 3 or more runs make a median; they stay in.
-    if (side.logs.size() >= 3) {
-      std::vector<double> logs = side.logs;
-      const double median_log = MedianInPlace(logs);
-      for (size_t r = 0; r < side.logs.size(); ++r) {
-        if (std::abs(side.logs[r] - median_log) > std::log1p(kFarRunBeyond)) {
-          c.far_runs.push_back({side_b, index[r], std::exp(side.logs[r] - median_log)});
-        }
-      }
-    }
+    AddFarRuns(side.logs, side_b, index, &c.far_runs);
     for (double l : side.logs) side.mean += l;
     if (!side.logs.empty()) side.mean /= static_cast<double>(side.logs.size());
     return side;
@@ -368,163 +363,68 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
   return c;
 }
 
-std::string InvalidSide(const v1::Task& t, v1::Phase phase, const char* run) {
-  const v1::PhaseResult* p = render::FindPhase(t, phase);
-  if (p == nullptr || p->valid()) return "";
-  std::string why = p->invalid_reasons().empty() ? std::string("no reason recorded") : p->invalid_reasons(0);
-  if (const size_t colon = why.find(':'); colon != std::string::npos) why.resize(colon);
-  return absl::StrCat("run ", run, " ", PhaseName(phase), " INVALID (", why, ")");
-}
-
-double ComparedQuantile(const v1::Task& a, v1::Phase phase) {
-  const bool serving = phase == v1::PHASE_SERVE || phase == v1::PHASE_TTFT || phase == v1::PHASE_TPOT;
-  const double percentile = a.result().serving().percentile();
-  return serving && percentile > 0 && percentile < 100 ? percentile / 100 : 0.5;
-}
-
-StepComparison ComparePhase(const v1::Task& a, const v1::Task& b, v1::Phase phase, const std::vector<double>& steps_a,
-                            const std::vector<double>& steps_b, double threshold, bool compare_anyway) {
-  StepComparison c = CompareSteps(steps_a, steps_b, threshold, 2000, 20261122, ComparedQuantile(a, phase));
-  const MachineJudgement machine = JudgeMachine({&a}, {&b}, /*leave_out=*/false);
-  c.probe_ratio = machine.probe_ratio;
-  std::vector<std::string> sides;
-  for (const std::string& side : {InvalidSide(a, phase, "A"), InvalidSide(b, phase, "B"), machine.differed}) {
-    if (!side.empty()) sides.push_back(side);
-  }
-  return Withheld(std::move(c), sides, compare_anyway);
-}
-
-bool IsChange(const StepComparison& c) { return c.invalid.empty() && (c.verdict == "slower" || c.verdict == "faster"); }
-
-std::vector<double> TimesPerSample(const std::vector<v1::SampleBatch>& batches, v1::Phase phase) {
-  std::vector<double> out;
-  for (const v1::SampleBatch& b : batches) {
-    if (b.phase() != phase) continue;
-    // A serving sample is one query's (request's) latency, TTFT or TPOT whatever its items.
-    const bool serving = phase == v1::PHASE_SERVE || phase == v1::PHASE_TTFT || phase == v1::PHASE_TPOT;
-    for (int i = 0; i < b.duration_ns_size() && i < b.items_size(); ++i) {
-      if (serving) {
-        out.push_back(static_cast<double>(b.duration_ns(i)));
-      } else if (b.items(i) > 0) {
-        out.push_back(static_cast<double>(b.duration_ns(i)) / b.items(i));
-      }
-    }
-  }
-  return out;
-}
-
-namespace {
-
-// "run 2" of a job with repeats, else the task's id.
-std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.id(), ", run ", t.run()) : t.id(); }
-
-}  // namespace
-
-StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::vector<std::vector<double>>& steps_a,
-                               const std::vector<std::vector<double>>& steps_b, double threshold, bool compare_anyway,
-                               const std::vector<const v1::Job*>& others) {
-  const double quantile = ComparedQuantile(*pair.a[0], phase);
-  const bool by_runs = steps_a.size() >= 2 && steps_b.size() >= 2;
-  bool one_machine = true;
-  std::vector<std::string> sides_jobs;  // not learned from by the prior below
-  for (const auto* tasks : {&pair.a, &pair.b}) {
-    for (const v1::Task* t : *tasks) {
-      one_machine = one_machine && t->agent_id() == pair.a[0]->agent_id() && t->device_id() == pair.a[0]->device_id();
-      sides_jobs.push_back(t->job_id());
-    }
-  }
-  // The machine's run-to-run spread learned from the configuration's other jobs there (one machine only); known,
-  // a side's one run in the comparison's machine state suffices.
-  RunSpreadPrior prior;
-  if (by_runs && one_machine) {
-    prior = FitRunSpreadPrior(OtherJobsRunStats(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
-  }
-  // Runs whose machine flipped during them, cut to their steps in one state (the probe read during them).
-  const CutRuns cut = by_runs ? CutToMachineState(pair.a, pair.b, phase, steps_a, steps_b) : CutRuns{};
-  const MachineJudgement machine =
-      by_runs ? JudgeMachine(cut.tasks[0], cut.tasks[1], /*leave_out=*/true, prior.df > 0 ? 1 : 2)
-              : JudgeMachine(pair.a, pair.b, /*leave_out=*/false);
-  auto name_run = [&](bool side_b, size_t run) {
-    const std::vector<const v1::Task*>& tasks = side_b ? pair.b : pair.a;
-    return absl::StrFormat("%s run %d (%s)", side_b ? "B" : "A", run + 1,
-                           run < tasks.size() ? DeviceRun(*tasks[run]) : std::string("?"));
-  };
+StepComparison ComparePairedRuns(const std::vector<std::vector<double>>& runs_a,
+                                 const std::vector<std::vector<double>>& runs_b, double threshold, double quantile,
+                                 const RunSpreadPrior& prior) {
   StepComparison c;
-  if (by_runs) {
-    // The runs JudgeMachine kept (taken in the comparison's machine state), and where each stands in its side.
-    std::vector<std::vector<double>> kept[2];
-    std::vector<size_t> index[2];
+  c.quantile = quantile;
+  c.pooled = true;
+  c.runs_a = c.runs_b = 0;
+  // Each counted couple's log statistics and log medians, per side, and its place as given.
+  std::vector<double> logs[2], medians[2];
+  std::vector<size_t> index;
+  for (size_t i = 0; i < runs_a.size() && i < runs_b.size(); ++i) {
+    c.n_a += static_cast<int64_t>(runs_a[i].size());
+    c.n_b += static_cast<int64_t>(runs_b[i].size());
+    double y[2], m[2];
+    bool counted = true;
     for (int side = 0; side < 2; ++side) {
-      const std::vector<std::vector<double>>& steps = cut.steps[side];
-      for (size_t i = 0; i < steps.size(); ++i) {
-        if (!machine.Kept(side == 1, i)) continue;
-        kept[side].push_back(steps[i]);
-        index[side].push_back(i);
+      std::vector<double> v = side == 0 ? runs_a[i] : runs_b[i];
+      if (v.size() < kMinSteps) {
+        counted = false;
+        break;
       }
+      m[side] = MedianInPlace(v);
+      y[side] = quantile == 0.5 ? m[side] : NearestRankInPlace(v, quantile);
+      counted = counted && y[side] > 0 && m[side] > 0;
     }
-    if (!machine.states[0].empty()) {  // runs in two or more machine states: compared within them
-      std::vector<int> states[2];
-      for (int side = 0; side < 2; ++side) {
-        for (size_t i : index[side]) states[side].push_back(machine.states[side][i]);
-      }
-      c = CompareRunsWithinStates(kept[0], states[0], kept[1], states[1], threshold, quantile, prior);
-      c.states_a = machine.states[0];
-      c.states_b = machine.states[1];
-    } else {
-      c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine, prior);
+    if (!counted) continue;
+    for (int side = 0; side < 2; ++side) {
+      logs[side].push_back(std::log(y[side]));
+      medians[side].push_back(std::log(m[side]));
     }
-    std::vector<std::string> named;
-    for (StepComparison::FarRun& s : c.far_runs) {
-      s.run = index[s.side_b ? 1 : 0][s.run];  // as given, not among the kept
-      named.push_back(absl::StrFormat("%s at %.2fx %s's median run", name_run(s.side_b, s.run), s.ratio_to_median,
-                                      s.side_b ? "B" : "A"));
-    }
-    if (!named.empty()) {
-      c.far_runs_note = absl::StrFormat(
-          "runs beyond +/-%g%% of their side's median run (the machine in another state for a whole run?); they "
-          "widen the interval: %s",
-          kFarRunBeyond * 100, absl::StrJoin(named, "; "));
-    }
-    named.clear();
-    for (const MachineJudgement::LeftOut& l : machine.left_out) {
-      named.push_back(
-          absl::StrFormat("%s: probe %.2fx the median reading", name_run(l.side_b, l.run), l.ratio_to_median));
-    }
-    if (!machine.states_note.empty()) {
-      c.left_out_note = machine.states_note;
-    } else if (!named.empty()) {
-      c.left_out_note = absl::StrFormat(
-          "runs left out, taken in another machine state (a probe reading beyond +/-%g%% of the comparison's "
-          "median): %s",
-          kProbeBeyond * 100, absl::StrJoin(named, "; "));
-    }
-    if (!cut.note.empty()) c.left_out_note = c.left_out_note.empty() ? cut.note : cut.note + "; " + c.left_out_note;
-    c.left_out = machine.left_out;
-    c.cut = cut.cut;
-  } else {
-    c = CompareSteps(steps_a.empty() ? std::vector<double>{} : steps_a[0],
-                     steps_b.empty() ? std::vector<double>{} : steps_b[0], threshold, 2000, 20261122, quantile);
-    auto with_steps = [](const std::vector<std::vector<double>>& runs) {
-      return static_cast<int64_t>(std::count_if(runs.begin(), runs.end(), [](const auto& r) { return !r.empty(); }));
-    };
-    c.runs_a = with_steps(steps_a);  // the runs each side had; the first of each was compared
-    c.runs_b = with_steps(steps_b);
-    c.note = "a side of one run: the first runs' steps compared, so the verdict ignores run-to-run variance "
-             "(repeats: N on both sides compares runs)";
+    index.push_back(i);
+    c.paired_runs.emplace_back(i, i);
   }
-  c.probe_ratio = machine.probe_ratio;
-  std::vector<std::string> sides;
-  for (auto [tasks, run] : {std::pair{&pair.a, "A"}, std::pair{&pair.b, "B"}}) {
-    for (size_t i = 0; i < tasks->size(); ++i) {
-      if (!machine.Kept(tasks == &pair.b, i)) continue;  // not compared
-      std::string why = InvalidSide(*(*tasks)[i], phase, run);
-      if (why.empty()) continue;
-      if (tasks->size() > 1) why.insert(why.find(' ', 4), absl::StrCat(" (", DeviceRun(*(*tasks)[i]), ")"));
-      sides.push_back(why);
-    }
+  const size_t n = index.size();
+  c.runs_a = c.runs_b = static_cast<int64_t>(n);
+  if (n < 2) {
+    c.verdict = "too few runs";
+    return c;
   }
-  if (!machine.differed.empty()) sides.push_back(machine.differed);
-  return Withheld(std::move(c), sides, compare_anyway);
+  for (int side = 0; side < 2; ++side) AddFarRuns(logs[side], side == 1, index, &c.far_runs);
+  // Each couple's difference B - A: the drift its two runs shared cancels; what is left varies on n - 1
+  // degrees of freedom, moderated by the differences of other jobs whose runs took turns.
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) d[i] = logs[1][i] - logs[0][i];
+  const double d_mean = mean(d);
+  double ss = 0;
+  for (double x : d) ss += (x - d_mean) * (x - d_mean);
+  c.stat_a_ns = std::exp(mean(logs[0]));
+  c.stat_b_ns = std::exp(mean(logs[1]));
+  c.median_a_ns = std::exp(mean(medians[0]));
+  c.median_b_ns = std::exp(mean(medians[1]));
+  c.ratio = std::exp(d_mean);
+  c.spread = ModerateVariance(prior, ss / static_cast<double>(n - 1), static_cast<double>(n - 1));
+  c.spread_prior = prior;
+  c.df = c.spread.df;
+  TInterval(d_mean, std::sqrt(c.spread.variance / static_cast<double>(n)), c.df, threshold, &c);
+  return c;
 }
 
 }  // namespace hetbench::report

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,6 +85,9 @@ struct StepComparison {
   // CompareRunPhase, when the runs were compared within machine states (CompareRunsWithinStates): each side's
   // runs' state as given (0 the state of most runs, -1 left out); left_out_note then says which was where.
   std::vector<int> states_a, states_b;
+  // ComparePairedRuns: the couples of runs compared, (A run, B run) as given; empty when the runs were not
+  // paired.
+  std::vector<std::pair<size_t, size_t>> paired_runs;
   // CompareRunPhase: the runs cut to their steps in one machine state by the probe read during them
   // (CutToMachineState), also named first in left_out_note.
   std::vector<CutRun> cut;
@@ -170,6 +174,23 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
                                        const std::vector<std::vector<double>>& runs_b, const std::vector<int>& states_b,
                                        double threshold, double quantile = 0.5, const RunSpreadPrior& prior = {});
 
+/// Runs that took turns on one machine (InterleavedRuns): `runs_a[i]` and
+/// `runs_b[i]` are a couple, taken one after the other, so the machine's
+/// drift between couples, which CompareRuns counts as noise between runs,
+/// is the same for both and cancels in their difference:
+///  - each couple's d_i = log stat(B_i) - log stat(A_i) (the statistic as
+///    CompareRuns'; a couple with a run of fewer than 5 steps is skipped);
+///  - ratio: exp(mean d_i), which is CompareRuns' ratio of geometric means;
+///  - the d_i's variance on n - 1 degrees of freedom, moderated by `prior`
+///    (other pairs of jobs' differences, OtherJobPairsDifferences); the
+///    interval Student's t with standard error sqrt(variance / n); the
+///    p-value and verdict as CompareRuns';
+///  - far_runs as CompareRuns'; `paired_runs` the couples counted.
+/// Needs 2 couples ("too few runs" otherwise). `pooled` is set.
+StepComparison ComparePairedRuns(const std::vector<std::vector<double>>& runs_a,
+                                 const std::vector<std::vector<double>>& runs_b, double threshold,
+                                 double quantile = 0.5, const RunSpreadPrior& prior = {});
+
 /// What a phase is compared by: the median; a serving phase (serve, ttft,
 /// tpot) by its run's reported latency percentile (p99 for `server`, p90 for
 /// `single_stream`), the figure serving is judged on; offline by the median.
@@ -221,6 +242,16 @@ std::string PairKey(const v1::Job& job, const v1::Task& t);
 /// The jobs must outlive the pairs (they point into them).
 std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,
                               bool compare_anyway, std::vector<std::string>* unpaired);
+
+/// Runs of the two sides taken in turns on one machine (A B A B, B A A B, ...):
+/// `starts_a[i]`, `starts_b[j]` are the runs' start times. Taken in time
+/// order two at a time, every couple must hold one run of each side; then
+/// each couple's (A run, B run) in time order, else none (the sides' counts
+/// differ, a start is unknown (0), or two runs of a side follow each other).
+/// A couple's runs share the machine's drift, which their difference cancels
+/// (ComparePairedRuns).
+std::vector<std::pair<size_t, size_t>> InterleavedRuns(const std::vector<double>& starts_a,
+                                                       const std::vector<double>& starts_b);
 
 /// The comparison of `phase` for `pair`, given each run's per-step times per
 /// sample (`steps_a[i]` of `pair.a[i]`): CompareRuns at ComparedQuantile

@@ -14,6 +14,19 @@
 
 namespace hetbench::report {
 
+namespace {
+
+// "runs paired by time (... A1-B1, A2-B2 ...) ..." when the runs were paired, else "".
+std::string PairedNote(const StepComparison& c) {
+  if (c.paired_runs.empty()) return "";
+  std::vector<std::string> couples;
+  for (const auto& [a, b] : c.paired_runs) couples.push_back(absl::StrCat("A", a + 1, "-B", b + 1));
+  return absl::StrCat("runs paired by time (they took turns on one machine: ", absl::StrJoin(couples, ", "),
+                      "), so the drift each couple shared cancels");
+}
+
+}  // namespace
+
 std::string RunNotesLine(const PairResult& r) {
   std::vector<std::string> notes;
   const std::string spread = SpreadNote(r.result.spread_prior, r.result.spread);
@@ -25,7 +38,8 @@ std::string RunNotesLine(const PairResult& r) {
                 "smaller one may pass as no change (more repeats narrow it)",
                 100 * r.result.detectable)
           : "";
-  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &spread, &detectable}) {
+  const std::string paired = PairedNote(r.result);
+  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &paired, &spread, &detectable}) {
     if (!note->empty()) notes.push_back(*note);
   }
   if (notes.empty()) return "";
@@ -97,7 +111,9 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                     "(machine_probe.within_states); far_runs "
                     "names the runs more than 10% from their side's median run (3 runs or more a side), which stay "
                     "in; a side of one run: 95% percentile bootstrap over the steps (queries) of both runs, which "
-                    "ignores run-to-run variance"},
+                    "ignores run-to-run variance; runs that took turns on one machine (variance: paired, "
+                    "paired_runs), when other pairs of jobs whose runs took turns give a prior: Student's t on "
+                    "each couple's difference of log statistics, n - 1 degrees of freedom plus the prior's"},
                    {"test",
                     "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
                     "approximation, tie-corrected"},
@@ -148,14 +164,20 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
         p["far_runs"] = runs;
       }
       if (r.result.note.empty()) {
-        p["variance"] = r.result.pooled ? "pooled" : "per side";
+        p["variance"] = !r.result.paired_runs.empty() ? "paired" : r.result.pooled ? "pooled" : "per side";
+        if (!r.result.paired_runs.empty()) {
+          nlohmann::ordered_json couples = nlohmann::ordered_json::array();
+          for (const auto& [a, b] : r.result.paired_runs) couples.push_back({{"run_a", a + 1}, {"run_b", b + 1}});
+          p["paired_runs"] = couples;
+        }
         p["degrees_of_freedom"] = r.result.df;
         if (r.result.detectable > 0) p["detectable_change"] = r.result.detectable;
         if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {
-          p["run_spread_prior"] = {{"other_jobs", prior.jobs},
+          p["run_spread_prior"] = {{"other_jobs", prior.paired ? 2 * prior.jobs : prior.jobs},
                                    {"spread", std::sqrt(prior.variance)},
                                    {"degrees_of_freedom", prior.df},
                                    {"used", !r.result.spread.beyond_prior}};
+          if (prior.paired) p["run_spread_prior"]["of"] = "paired differences";
         }
       }
       if (r.result.probe_ratio > 0) p["machine_probe"] = MachineProbeJson(r);
@@ -175,7 +197,8 @@ std::string RenderComparison(const std::string& name_a, const std::string& name_
       "ratio: the statistic of time per sample (median; a serving phase's reported percentile), B over A (> 1: B is "
       "slower). RUNS 2 or more a side: runs are the unit: the geometric mean of the runs' statistics, 95%% CI "
       "Student's t with a hierarchical bootstrap's standard error (runs, then steps within them; the sides' variances "
-      "pooled when all runs were on one agent and device), p its t test; runs whose machine probe lay beyond "
+      "pooled when all runs were on one agent and device; runs that took turns on one machine, paired, each couple's "
+      "difference the unit), p its t test; runs whose machine probe lay beyond "
       "%g%% of the comparison's median reading left out (or, when that would withhold the verdict, the change "
       "estimated within machine states), and runs more than %g%% from their side's median run (3 "
       "runs or more a side), named below the table. One run a side: 95%% CI percentile bootstrap over the steps of "

@@ -1,7 +1,10 @@
 // Which runs compare compares with which (compare.h: PairKey, PairRuns):
 // a side's succeeded tasks grouped into configurations, each configuration's
 // runs paired with the other side's of the same key.
+#include <algorithm>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,6 +64,29 @@ std::string PairKey(const v1::Job& job, const v1::Task& t) {
                       e.device_model().empty() ? "unknown model" : e.device_model(), "), ",
                       e.executor().empty() ? "torch" : e.executor(), ", batch ", t.batch_size(), serving,
                       e.simulated() ? ", SIMULATED" : "");
+}
+
+std::vector<std::pair<size_t, size_t>> InterleavedRuns(const std::vector<double>& starts_a,
+                                                       const std::vector<double>& starts_b) {
+  if (starts_a.empty() || starts_a.size() != starts_b.size()) return {};
+  // Every run in time order, each with its side and place.
+  std::vector<std::tuple<double, int, size_t>> order;
+  for (int side = 0; side < 2; ++side) {
+    const std::vector<double>& starts = side == 0 ? starts_a : starts_b;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      if (!(starts[i] > 0)) return {};  // a start unknown: no time order
+      order.emplace_back(starts[i], side, i);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t k = 0; k + 1 < order.size(); k += 2) {
+    const auto& [t0, side0, i0] = order[k];
+    const auto& [t1, side1, i1] = order[k + 1];
+    if (side0 == side1) return {};  // two runs of one side next to each other: not interleaved
+    out.emplace_back(side0 == 0 ? i0 : i1, side0 == 0 ? i1 : i0);
+  }
+  return out;
 }
 
 std::vector<RunPair> PairRuns(const std::vector<const v1::Job*>& side_a, const std::vector<const v1::Job*>& side_b,

@@ -81,9 +81,17 @@ ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance,
   return out;
 }
 
-std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::Job*>& jobs,
-                                                   const std::vector<std::string>& exclude, const v1::Task& reference,
-                                                   const std::string& key, v1::Phase phase, double quantile) {
+namespace {
+
+// A run of another job: when it started and its log statistic.
+struct TimedLog {
+  double start = 0, log = 0;
+};
+
+// OtherJobsRunStats' runs, each with its start, per job.
+std::vector<std::vector<TimedLog>> OtherJobsRuns(const std::vector<const v1::Job*>& jobs,
+                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                 const std::string& key, v1::Phase phase, double quantile) {
   const auto stat = [quantile](const v1::TimingStats& s) {
     return quantile == 0.5 ? s.p50_ns() : quantile == 0.9 ? s.p90_ns() : quantile == 0.99 ? s.p99_ns() : 0.0;
   };
@@ -92,11 +100,11 @@ std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::J
   for (const v1::Job* job : jobs) {
     if (job->id() == reference.job_id()) reference_key = PairKey(*job, reference);
   }
-  std::vector<std::vector<double>> out;
+  std::vector<std::vector<TimedLog>> out;
   for (const v1::Job* job : jobs) {
     if (std::find(exclude.begin(), exclude.end(), job->id()) != exclude.end()) continue;
     std::map<int, int> per_run;  // a run with two tasks of this key is two configurations: the job is skipped
-    std::vector<double> logs;
+    std::vector<TimedLog> runs;
     for (const v1::Task& t : job->tasks()) {
       if (t.state() != v1::TASK_STATE_SUCCEEDED || t.agent_id() != reference.agent_id() ||
           t.device_id() != reference.device_id() ||
@@ -106,26 +114,77 @@ std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::J
       }
       ++per_run[t.run()];
       for (const v1::PhaseResult& p : t.result().phases()) {
-        if (p.phase() == phase && p.valid() && stat(p.stats()) > 0) logs.push_back(std::log(stat(p.stats())));
+        if (p.phase() == phase && p.valid() && stat(p.stats()) > 0) {
+          runs.push_back({t.started_unix_seconds(), std::log(stat(p.stats()))});
+        }
       }
     }
     const bool ambiguous = std::any_of(per_run.begin(), per_run.end(), [](const auto& r) { return r.second > 1; });
-    if (!ambiguous && logs.size() >= 2) out.push_back(std::move(logs));
+    if (!ambiguous && runs.size() >= 2) out.push_back(std::move(runs));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::Job*>& jobs,
+                                                   const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                   const std::string& key, v1::Phase phase, double quantile) {
+  std::vector<std::vector<double>> out;
+  for (const std::vector<TimedLog>& runs : OtherJobsRuns(jobs, exclude, reference, key, phase, quantile)) {
+    std::vector<double>& logs = out.emplace_back();
+    for (const TimedLog& r : runs) logs.push_back(r.log);
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> OtherJobPairsDifferences(const std::vector<const v1::Job*>& jobs,
+                                                          const std::vector<std::string>& exclude,
+                                                          const v1::Task& reference, const std::string& key,
+                                                          v1::Phase phase, double quantile) {
+  std::vector<std::vector<TimedLog>> runs = OtherJobsRuns(jobs, exclude, reference, key, phase, quantile);
+  for (std::vector<TimedLog>& job : runs) {
+    std::sort(job.begin(), job.end(), [](const TimedLog& x, const TimedLog& y) { return x.start < y.start; });
+  }
+  // Jobs in the order their first runs started; each with the next one when their runs interleave.
+  std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x[0].start < y[0].start; });
+  std::vector<std::vector<double>> out;
+  for (size_t j = 0; j + 1 < runs.size();) {
+    std::vector<double> starts[2];
+    for (int side = 0; side < 2; ++side) {
+      for (const TimedLog& r : runs[j + side]) starts[side].push_back(r.start);
+    }
+    const std::vector<std::pair<size_t, size_t>> couples = InterleavedRuns(starts[0], starts[1]);
+    if (couples.empty()) {
+      ++j;
+      continue;
+    }
+    std::vector<double>& differences = out.emplace_back();
+    for (const auto& [a, b] : couples) differences.push_back(runs[j + 1][b].log - runs[j][a].log);
+    j += 2;
   }
   return out;
 }
 
 std::string SpreadNote(const RunSpreadPrior& prior, const ModeratedVariance& used) {
   if (!(prior.df > 0)) return "";
-  const std::string of = absl::StrFormat(
-      "%d other jobs' of this configuration on this agent and device (their spread %.2f%%, worth %.1f degrees of "
-      "freedom)",
-      prior.jobs, 100 * std::sqrt(prior.variance), prior.df);
+  const std::string of =
+      prior.paired
+          ? absl::StrFormat(
+                "%d other pairs of jobs' of this configuration on this agent and device whose runs took turns "
+                "(their paired differences spread %.2f%%, worth %.1f degrees of freedom)",
+                prior.jobs, 100 * std::sqrt(prior.variance), prior.df)
+          : absl::StrFormat(
+                "%d other jobs' of this configuration on this agent and device (their spread %.2f%%, worth %.1f "
+                "degrees of freedom)",
+                prior.jobs, 100 * std::sqrt(prior.variance), prior.df);
   if (used.beyond_prior) {
-    return absl::StrFormat("the runs spread %.2f%%, beyond what %s allow (F test, 1%%): their own spread alone",
+    return absl::StrFormat("%s %.2f%%, beyond what %s allow (F test, 1%%): their own spread alone",
+                           prior.paired ? "the paired runs' differences spread" : "the runs spread",
                            100 * std::sqrt(used.variance), of);
   }
-  return absl::StrFormat("run-to-run spread moderated by %s: %.1f degrees of freedom in all", of, used.df);
+  return absl::StrFormat("%s moderated by %s: %.1f degrees of freedom in all",
+                         prior.paired ? "the spread of paired runs' differences" : "run-to-run spread", of, used.df);
 }
 
 }  // namespace hetbench::report

@@ -40,6 +40,9 @@ struct RunSpreadPrior {
   int64_t jobs = 0;     // other jobs (2 runs or more) it was learned from
   double variance = 0;  // s0^2: the variance of one run's log statistic
   double df = 0;        // d0: what it is worth; 0 when there is no prior
+  // Learned from pairs of jobs whose runs took turns (OtherJobPairsDifferences): `variance` is then a paired
+  // difference's (B_i - A_i), `jobs` the pairs.
+  bool paired = false;
 };
 
 /// The prior from other jobs: `log_stats[i]` is job i's runs' log
@@ -65,6 +68,19 @@ ModeratedVariance ModerateVariance(const RunSpreadPrior& prior, double variance,
 std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::Job*>& jobs,
                                                    const std::vector<std::string>& exclude, const v1::Task& reference,
                                                    const std::string& key, v1::Phase phase, double quantile);
+
+/// Pairs of other jobs (as OtherJobsRunStats finds them) whose runs took
+/// turns on the machine: the jobs in the order their first runs started,
+/// each with the next one when InterleavedRuns pairs their runs by start
+/// time (then both are used up). Per pair of jobs, each couple's difference
+/// of log statistics, the later job's minus the earlier's: what
+/// FitRunSpreadPrior makes the prior of ComparePairedRuns from. A pair's
+/// differences vary around its own mean, so a change between the two jobs
+/// does not count as spread.
+std::vector<std::vector<double>> OtherJobPairsDifferences(const std::vector<const v1::Job*>& jobs,
+                                                          const std::vector<std::string>& exclude,
+                                                          const v1::Task& reference, const std::string& key,
+                                                          v1::Phase phase, double quantile);
 
 /// "run-to-run spread moderated by 23 other jobs' of this configuration on
 /// this agent and device (their spread 1.02%, worth 4.6 degrees of

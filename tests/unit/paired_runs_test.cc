@@ -1,0 +1,268 @@
+// compare's runs paired by time (report/compare.h: InterleavedRuns,
+// ComparePairedRuns; report/run_spread.h: OtherJobPairsDifferences): which
+// runs pair, what the prior is learned from, and on synthetic runs whose
+// couples share the machine's drift, the false-alarm rate at its nominal
+// level and more slowdowns found than by runs unpaired.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "report/compare.h"
+#include "report/run_spread.h"
+
+namespace hetbench::report {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Couples = std::vector<std::pair<size_t, size_t>>;
+
+TEST(PairedRunsTest, RunsThatTookTurnsPairAndOthersDoNot) {
+  // A B A B, and B A A B: each couple in time holds one run of each side.
+  EXPECT_EQ(InterleavedRuns({10, 30, 50}, {20, 40, 60}), (Couples{{0, 0}, {1, 1}, {2, 2}}));
+  EXPECT_EQ(InterleavedRuns({20, 30}, {10, 40}), (Couples{{0, 0}, {1, 1}}));
+  // Given out of time order: each couple names its runs as given.
+  EXPECT_EQ(InterleavedRuns({50, 10, 30}, {60, 20, 40}), (Couples{{1, 1}, {2, 2}, {0, 0}}));
+  // A A B B (the same job submitted again later), unequal counts, a start unknown: no couples.
+  EXPECT_TRUE(InterleavedRuns({10, 20}, {30, 40}).empty());
+  EXPECT_TRUE(InterleavedRuns({10, 30, 50}, {20, 40}).empty());
+  EXPECT_TRUE(InterleavedRuns({10, 0}, {20, 40}).empty());
+  EXPECT_TRUE(InterleavedRuns({}, {}).empty());
+}
+
+// Run `run` of job `job`, started at `start`, its train phase's median `p50`, on agent-1's cpu0.
+v1::Task StoredRun(const std::string& job, int run, double start, double p50) {
+  v1::Task t;
+  t.set_id(absl::StrCat(job, "-t", run));
+  t.set_job_id(job);
+  t.set_run(run);
+  t.set_state(v1::TASK_STATE_SUCCEEDED);
+  t.set_agent_id("agent-1");
+  t.set_device_id("cpu0");
+  t.set_device_kind(v1::DEVICE_KIND_CPU);
+  t.set_batch_size(64);
+  t.set_model("mlp");
+  t.set_started_unix_seconds(start);
+  t.mutable_result()->mutable_environment()->set_threads(2);
+  t.mutable_result()->mutable_environment()->set_device_model("AMD EPYC");
+  t.mutable_result()->mutable_environment()->set_model_fingerprint("fp");
+  v1::PhaseResult* p = t.mutable_result()->add_phases();
+  p->set_phase(v1::PHASE_TRAIN);
+  p->set_valid(true);
+  p->mutable_stats()->set_p50_ns(p50);
+  return t;
+}
+
+v1::Job Job(const std::string& id, const std::vector<v1::Task>& tasks) {
+  v1::Job j;
+  j.set_id(id);
+  j.set_created_unix_seconds(tasks.empty() ? 0 : tasks[0].started_unix_seconds());
+  j.mutable_spec()->add_models("mlp");
+  j.mutable_spec()->set_repeats(static_cast<int>(tasks.size()));
+  for (const v1::Task& t : tasks) *j.add_tasks() = t;
+  return j;
+}
+
+TEST(PairedRunsTest, ThePriorIsLearnedFromOtherPairsOfJobsWhoseRunsTookTurns) {
+  const std::vector<v1::Job> jobs = {
+      // job-1 and job-2 took turns: couples (100, 110) and (120, 126).
+      Job("job-1", {StoredRun("job-1", 1, 1, 100), StoredRun("job-1", 2, 3, 120)}),
+      Job("job-2", {StoredRun("job-2", 1, 2, 110), StoredRun("job-2", 2, 4, 126)}),
+      // job-3 ran alone, then job-4 and job-5 took turns (B A A B).
+      Job("job-3", {StoredRun("job-3", 1, 10, 100), StoredRun("job-3", 2, 11, 100)}),
+      Job("job-4", {StoredRun("job-4", 1, 21, 100), StoredRun("job-4", 2, 22, 200)}),
+      Job("job-5", {StoredRun("job-5", 1, 20, 90), StoredRun("job-5", 2, 23, 220)}),
+  };
+  std::vector<const v1::Job*> pointers;
+  for (const v1::Job& j : jobs) pointers.push_back(&j);
+  const v1::Task reference = StoredRun("job-a", 1, 100, 100);
+  const auto differences =
+      OtherJobPairsDifferences(pointers, {"job-a"}, reference, PairKey(jobs[0], reference), v1::PHASE_TRAIN, 0.5);
+  ASSERT_EQ(differences.size(), 2u);
+  EXPECT_THAT(differences[0],
+              ElementsAre(DoubleNear(std::log(110.0 / 100), 1e-12), DoubleNear(std::log(126.0 / 120), 1e-12)));
+  // The later job's runs minus the earlier's (job-5 began first).
+  EXPECT_THAT(differences[1],
+              ElementsAre(DoubleNear(std::log(100.0 / 90), 1e-12), DoubleNear(std::log(200.0 / 220), 1e-12)));
+  // A side compared is never learned from.
+  EXPECT_EQ(OtherJobPairsDifferences(pointers, {"job-2"}, reference, PairKey(jobs[0], reference), v1::PHASE_TRAIN, 0.5)
+                .size(),
+            1u);
+}
+
+// `n` couples of runs of `steps` steps: couple i's runs share the machine's drift (lognormal, `drift`), each
+// run adds its own (`own`), B's are `change` slower; steps spread 1% around their run's median.
+void Couple(int n, double drift, double own, double change, std::mt19937_64& rng, std::vector<std::vector<double>>* a,
+            std::vector<std::vector<double>>* b) {
+  std::normal_distribution<double> shared(0, drift), alone(0, own);
+  a->clear();
+  b->clear();
+  for (int i = 0; i < n; ++i) {
+    const double level = shared(rng);
+    for (auto* side : {a, b}) {
+      const double median = 25'000 * std::exp(level + alone(rng)) * (side == b ? 1 + change : 1);
+      std::lognormal_distribution<double> step(std::log(median), 0.01);
+      std::vector<double>& steps = side->emplace_back();
+      for (int s = 0; s < 60; ++s) steps.push_back(step(rng));
+    }
+  }
+}
+
+// The prior's differences: `pairs` earlier pairs of jobs of 3 couples each, drawn as Couple draws them.
+RunSpreadPrior PairedPrior(int pairs, double drift, double own, std::mt19937_64& rng) {
+  std::vector<std::vector<double>> differences;
+  std::vector<std::vector<double>> a, b;
+  for (int p = 0; p < pairs; ++p) {
+    Couple(3, drift, own, 0, rng, &a, &b);
+    std::vector<double>& d = differences.emplace_back();
+    for (size_t i = 0; i < a.size(); ++i) {
+      std::vector<double> x = a[i], y = b[i];
+      std::sort(x.begin(), x.end());
+      std::sort(y.begin(), y.end());
+      d.push_back(std::log(y[y.size() / 2] / x[x.size() / 2]));
+    }
+  }
+  RunSpreadPrior prior = FitRunSpreadPrior(differences);
+  prior.paired = true;
+  return prior;
+}
+
+TEST(PairedRunsTest, PairedRunsKeepTheirFalseAlarmRateAndFindMoreWhereCouplesShareDrift) {
+  // The machine drifts by 3% between couples, each run adds 1% of its own (as one LibTorch thread's runs
+  // correlated on this project's VM, docs/reports.md); 3 couples, 300 A/A and 300 A/B (5% slower) trials,
+  // each with the prior from 30 earlier pairs of jobs. Pooled: CompareRuns on the same runs, its prior from
+  // the same jobs taken one by one.
+  std::mt19937_64 rng(20261201);
+  constexpr int kTrials = 300;
+  int alarms[2] = {0, 0}, found[2] = {0, 0};  // [0] pooled, [1] paired
+  std::vector<std::vector<double>> a, a2, b, b2;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const RunSpreadPrior paired = PairedPrior(30, 0.03, 0.01, rng);
+    ASSERT_GT(paired.df, 0);
+    std::vector<std::vector<double>> jobs;
+    for (int j = 0; j < 30; ++j) {
+      Couple(3, 0.03, 0.01, 0, rng, &a, &b);
+      for (const auto* side : {&a, &b}) {
+        std::vector<double>& logs = jobs.emplace_back();
+        for (const std::vector<double>& run : *side) {
+          std::vector<double> v = run;
+          std::sort(v.begin(), v.end());
+          logs.push_back(std::log(v[v.size() / 2]));
+        }
+      }
+    }
+    const RunSpreadPrior pooled = FitRunSpreadPrior(jobs);
+    Couple(3, 0.03, 0.01, 0, rng, &a, &a2);
+    Couple(3, 0.03, 0.01, 0.05, rng, &b, &b2);
+    const auto seed = static_cast<uint64_t>(trial);
+    const StepComparison aa[2] = {CompareRuns(a, a2, 0.02, 0.5, true, pooled, 200, seed),
+                                  ComparePairedRuns(a, a2, 0.02, 0.5, paired)};
+    const StepComparison ab[2] = {CompareRuns(b, b2, 0.02, 0.5, true, pooled, 200, seed),
+                                  ComparePairedRuns(b, b2, 0.02, 0.5, paired)};
+    for (int k = 0; k < 2; ++k) {
+      alarms[k] += aa[k].verdict != "no change" ? 1 : 0;
+      found[k] += ab[k].verdict == "slower" ? 1 : 0;
+    }
+    EXPECT_EQ(ab[1].paired_runs, (Couples{{0, 0}, {1, 1}, {2, 2}}));
+    EXPECT_NEAR(std::log(ab[1].ratio), std::log(ab[0].ratio), 1e-9) << "the same ratio of geometric means";
+  }
+  std::printf("pooled: %d A/A alarms, %d of %d found; paired: %d alarms, %d found\n", alarms[0], found[0], kTrials,
+              alarms[1], found[1]);
+  // 5% of 300 is 15; 27 lies 3 standard deviations above it.
+  EXPECT_LE(alarms[1], 27);
+  EXPECT_GE(found[1], found[0] + kTrials / 5);
+}
+
+TEST(PairedRunsTest, WithoutSharedDriftPairingKeepsItsFalseAlarmRate) {
+  // Couples that share nothing (each run 2% on its own): pairing gains nothing, and must not cry wolf.
+  std::mt19937_64 rng(7);
+  constexpr int kTrials = 300;
+  int alarms = 0;
+  std::vector<std::vector<double>> a, a2;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const RunSpreadPrior prior = PairedPrior(30, 0, 0.02, rng);
+    Couple(3, 0, 0.02, 0, rng, &a, &a2);
+    alarms += ComparePairedRuns(a, a2, 0.02, 0.5, prior).verdict != "no change" ? 1 : 0;
+  }
+  std::printf("no shared drift: %d A/A alarms of %d\n", alarms, kTrials);
+  EXPECT_LE(alarms, 27);
+}
+
+TEST(PairedRunsTest, ACoupleNeedsBothRunsAndTwoCouplesAreNeeded) {
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<double>> a, b;
+  Couple(3, 0.03, 0.01, 0, rng, &a, &b);
+  b[1].resize(3);  // too few steps: couple 2 is skipped
+  const StepComparison c = ComparePairedRuns(a, b, 0.02);
+  EXPECT_EQ(c.paired_runs, (Couples{{0, 0}, {2, 2}}));
+  EXPECT_EQ(c.runs_a, 2);
+  EXPECT_EQ(c.df, 1);
+  a.resize(2);
+  b[0].resize(3);
+  EXPECT_EQ(ComparePairedRuns(a, b, 0.02).verdict, "too few runs");
+}
+
+TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
+  // Twenty earlier pairs of jobs whose 3 runs took turns, their couples' differences spread ~1%; then the
+  // sides compared, A B A B B A in time, on one machine.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> drift(0, 0.03), own(0, 0.007);
+  std::vector<v1::Job> jobs;
+  double t = 1;
+  for (int p = 0; p < 20; ++p) {
+    std::vector<v1::Task> x, y;
+    const std::string ix = absl::StrCat("old-", p, "-a"), iy = absl::StrCat("old-", p, "-b");
+    for (int r = 1; r <= 3; ++r) {
+      const double level = 1e5 * std::exp(drift(rng));
+      x.push_back(StoredRun(ix, r, t++, level * std::exp(own(rng))));
+      y.push_back(StoredRun(iy, r, t++, level * std::exp(own(rng))));
+    }
+    jobs.push_back(Job(ix, x));
+    jobs.push_back(Job(iy, y));
+  }
+  const double starts_a[] = {t, t + 2, t + 5}, starts_b[] = {t + 1, t + 3, t + 4};
+  std::vector<v1::Task> ra, rb;
+  for (int r = 0; r < 3; ++r) {
+    ra.push_back(StoredRun("job-a", r + 1, starts_a[r], 1e5));
+    rb.push_back(StoredRun("job-b", r + 1, starts_b[r], 1e5));
+  }
+  jobs.push_back(Job("job-a", ra));
+  jobs.push_back(Job("job-b", rb));
+  std::vector<const v1::Job*> others;
+  for (const v1::Job& j : jobs) others.push_back(&j);
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&jobs[40]}, {&jobs[41]}, false, &unpaired);
+  ASSERT_EQ(pairs.size(), 1u);
+  std::vector<std::vector<double>> steps_a, steps_b;
+  Couple(3, 0.03, 0.007, 0, rng, &steps_a, &steps_b);
+  const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others);
+  EXPECT_EQ(c.paired_runs, (Couples{{0, 0}, {1, 1}, {2, 2}}));
+  EXPECT_TRUE(c.spread_prior.paired);
+  EXPECT_EQ(c.spread_prior.jobs, 20);
+  const PairResult result{pairs[0], v1::PHASE_TRAIN, c};
+  EXPECT_THAT(RunNotesLine(result), HasSubstr("runs paired by time (they took turns on one machine: A1-B1, A2-B2, "
+                                              "A3-B3)"));
+  EXPECT_THAT(RunNotesLine(result), HasSubstr("20 other pairs of jobs'"));
+  const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
+  EXPECT_EQ(doc["pairs"][0]["variance"], "paired");
+  EXPECT_EQ(doc["pairs"][0]["paired_runs"][2]["run_b"], 3);
+  EXPECT_EQ(doc["pairs"][0]["run_spread_prior"]["other_jobs"], 40);
+  EXPECT_EQ(doc["pairs"][0]["run_spread_prior"]["of"], "paired differences");
+  // Without the earlier pairs there is no prior for the couples: runs compared unpaired, as before.
+  const StepComparison alone = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  EXPECT_TRUE(alone.paired_runs.empty());
+  EXPECT_EQ(alone.df, 4);
+  // Runs one side after the other (A A A B B B): not paired, whatever the earlier jobs.
+  std::vector<v1::Job> apart = {jobs[40], jobs[41]};
+  for (int r = 0; r < 3; ++r) apart[1].mutable_tasks(r)->set_started_unix_seconds(t + 10 + r);
+  const std::vector<RunPair> later = PairRuns({&apart[0]}, {&apart[1]}, false, &unpaired);
+  EXPECT_TRUE(CompareRunPhase(later[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others).paired_runs.empty());
+}
+
+}  // namespace
+}  // namespace hetbench::report
