@@ -19,8 +19,6 @@ namespace hetbench::report {
 
 namespace {
 
-constexpr int kMinSteps = 5;
-
 // One run a side (an interval over steps, blind to the noise between runs):
 // "slower" when the whole interval lies above 1 + threshold, "faster" below
 // 1 - threshold.
@@ -143,7 +141,7 @@ StepComparison CompareSteps(const std::vector<double>& a, const std::vector<doub
   c.quantile = quantile;
   c.n_a = static_cast<int64_t>(a.size());
   c.n_b = static_cast<int64_t>(b.size());
-  if (a.size() < kMinSteps || b.size() < kMinSteps) {
+  if (a.size() < kMinRunSteps || b.size() < kMinRunSteps) {
     c.verdict = "too few steps";
     return c;
   }
@@ -194,7 +192,7 @@ StepComparison CompareRuns(const std::vector<std::vector<double>>& runs_a,
     for (size_t i = 0; i < runs.size(); ++i) {
       const std::vector<double>& steps = runs[i];
       *steps_seen += static_cast<int64_t>(steps.size());
-      if (steps.size() < kMinSteps) continue;
+      if (steps.size() < kMinRunSteps) continue;
       std::vector<double> v = steps;
       const double s = stat(v);
       if (!(s > 0)) continue;
@@ -298,7 +296,7 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
     const auto& state = side == 0 ? states_a : states_b;
     for (size_t i = 0; i < steps.size(); ++i) {
       (side == 0 ? c.n_a : c.n_b) += static_cast<int64_t>(steps[i].size());
-      if (i >= state.size() || state[i] < 0 || steps[i].size() < kMinSteps) continue;
+      if (i >= state.size() || state[i] < 0 || steps[i].size() < kMinRunSteps) continue;
       std::vector<double> v = steps[i];
       const double m = MedianInPlace(v);
       const double s = quantile == 0.5 ? m : NearestRankInPlace(v, quantile);
@@ -380,7 +378,7 @@ StepComparison ComparePairedRuns(const std::vector<std::vector<double>>& runs_a,
     bool counted = true;
     for (int side = 0; side < 2; ++side) {
       std::vector<double> v = side == 0 ? runs_a[i] : runs_b[i];
-      if (v.size() < kMinSteps) {
+      if (v.size() < kMinRunSteps) {
         counted = false;
         break;
       }

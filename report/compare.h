@@ -27,6 +27,7 @@
 /// variance (bench_compare measures how often that calls two runs of one job
 /// different on this machine).
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -92,6 +93,10 @@ struct StepComparison {
   // (CutToMachineState), also named first in left_out_note.
   std::vector<CutRun> cut;
 };
+
+/// Steps a run needs to be compared (a side of one run: its steps; runs as
+/// the unit: each run's).
+inline constexpr size_t kMinRunSteps = 5;
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM
 /// 90% of the runs lay within -2.4% and +2.4-3.5% of their side's median
@@ -182,7 +187,7 @@ StepComparison CompareRunsWithinStates(const std::vector<std::vector<double>>& r
 ///    CompareRuns'; a couple with a run of fewer than 5 steps is skipped);
 ///  - ratio: exp(mean d_i), which is CompareRuns' ratio of geometric means;
 ///  - the d_i's variance on n - 1 degrees of freedom, moderated by `prior`
-///    (other pairs of jobs' differences, OtherJobPairsDifferences); the
+///    (runs next to each other in other jobs, OtherJobsCoupleSpreads); the
 ///    interval Student's t with standard error sqrt(variance / n); the
 ///    p-value and verdict as CompareRuns';
 ///  - far_runs as CompareRuns'; `paired_runs` the couples counted.

@@ -83,25 +83,30 @@ namespace {
 std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.id(), ", run ", t.run()) : t.id(); }
 
 // The couples of runs that took turns on one machine (InterleavedRuns by their start times) whose runs
-// `machine` kept, and the prior of a couple's difference learned from other pairs of jobs whose runs took
-// turns; no couples when fewer than 2 were kept or there is no such prior (3 couples alone know their
-// differences' spread on 2 degrees of freedom: a wider interval than CompareRuns' pooled one on 4).
+// `machine` kept, each with kMinRunSteps steps in `cut`, and the prior of a couple's difference learned from runs next
+// to each other in other jobs (OtherJobsCoupleSpreads); no couples when fewer than 2 were kept or there is no such
+// prior (3 couples alone know their differences' spread on 2 degrees of freedom: a wider interval than CompareRuns'
+// pooled one on 4).
 struct KeptCouples {
   std::vector<std::pair<size_t, size_t>> couples;
   RunSpreadPrior prior;
 };
-KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, v1::Phase phase, double quantile,
-                        const std::vector<const v1::Job*>& others, const std::vector<std::string>& sides_jobs) {
+KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, const CutRuns& cut, v1::Phase phase,
+                        double quantile, const std::vector<const v1::Job*>& others,
+                        const std::vector<std::string>& sides_jobs) {
   std::vector<double> starts[2];
   for (int side = 0; side < 2; ++side) {
     for (const v1::Task* t : side == 0 ? pair.a : pair.b) starts[side].push_back(t->started_unix_seconds());
   }
   KeptCouples out;
   for (const auto& [a, b] : InterleavedRuns(starts[0], starts[1])) {
-    if (machine.Kept(false, a) && machine.Kept(true, b)) out.couples.emplace_back(a, b);
+    if (machine.Kept(false, a) && machine.Kept(true, b) && a < cut.steps[0].size() && b < cut.steps[1].size() &&
+        cut.steps[0][a].size() >= kMinRunSteps && cut.steps[1][b].size() >= kMinRunSteps) {
+      out.couples.emplace_back(a, b);
+    }
   }
   if (out.couples.size() < 2) return {};
-  out.prior = FitRunSpreadPrior(OtherJobPairsDifferences(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
+  out.prior = FitSpreadPrior(OtherJobsCoupleSpreads(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
   out.prior.paired = true;
   if (!(out.prior.df > 0)) return {};
   return out;
@@ -143,7 +148,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     // The runs JudgeMachine kept (taken in the comparison's machine state), and where each stands in its side;
     // runs that took turns on one machine, in couples.
     const KeptCouples couples = one_machine && machine.states[0].empty()
-                                    ? CouplesKept(pair, machine, phase, quantile, others, sides_jobs)
+                                    ? CouplesKept(pair, machine, cut, phase, quantile, others, sides_jobs)
                                     : KeptCouples{};
     std::vector<std::vector<double>> kept[2];
     std::vector<size_t> index[2];

@@ -112,7 +112,7 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
                     "names the runs more than 10% from their side's median run (3 runs or more a side), which stay "
                     "in; a side of one run: 95% percentile bootstrap over the steps (queries) of both runs, which "
                     "ignores run-to-run variance; runs that took turns on one machine (variance: paired, "
-                    "paired_runs), when other pairs of jobs whose runs took turns give a prior: Student's t on "
+                    "paired_runs), when runs next to each other in other jobs give a prior: Student's t on "
                     "each couple's difference of log statistics, n - 1 degrees of freedom plus the prior's"},
                    {"test",
                     "runs >= 2 a side: that t test; a side of one run: two-sided Mann-Whitney U, normal "
@@ -173,7 +173,7 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
         p["degrees_of_freedom"] = r.result.df;
         if (r.result.detectable > 0) p["detectable_change"] = r.result.detectable;
         if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {
-          p["run_spread_prior"] = {{"other_jobs", prior.paired ? 2 * prior.jobs : prior.jobs},
+          p["run_spread_prior"] = {{"other_jobs", prior.jobs},
                                    {"spread", std::sqrt(prior.variance)},
                                    {"degrees_of_freedom", prior.df},
                                    {"used", !r.result.spread.beyond_prior}};

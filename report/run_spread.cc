@@ -34,8 +34,7 @@ double TrigammaInverse(double x) {
 }  // namespace
 
 RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_stats) {
-  // Each job's log variance, centred by what chi^2 on its degrees of freedom adds to it.
-  std::vector<double> e, d;
+  std::vector<SpreadSample> samples;
   for (const std::vector<double>& runs : log_stats) {
     if (runs.size() < 2) continue;
     double mean = 0;
@@ -44,14 +43,24 @@ RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_sta
     double ss = 0;
     for (double l : runs) ss += (l - mean) * (l - mean);
     const double df = static_cast<double>(runs.size() - 1);
-    const double s2 = ss / df;
-    if (!(s2 > 0) || !std::isfinite(s2)) continue;
-    e.push_back(std::log(s2) - boost::math::digamma(df / 2) + std::log(df / 2));
-    d.push_back(df);
+    samples.push_back({ss / df, df, 1});
+  }
+  return FitSpreadPrior(samples);
+}
+
+RunSpreadPrior FitSpreadPrior(const std::vector<SpreadSample>& samples) {
+  // Each sample's log variance, centred by what chi^2 on its degrees of freedom adds to it.
+  std::vector<double> e, d;
+  int64_t jobs = 0;
+  for (const SpreadSample& sample : samples) {
+    if (!(sample.variance > 0) || !std::isfinite(sample.variance) || !(sample.df > 0)) continue;
+    e.push_back(std::log(sample.variance) - boost::math::digamma(sample.df / 2) + std::log(sample.df / 2));
+    d.push_back(sample.df);
+    jobs += sample.jobs;
   }
   RunSpreadPrior prior;
-  prior.jobs = static_cast<int64_t>(e.size());
-  if (prior.jobs < kMinSpreadJobs) return prior;
+  prior.jobs = jobs;
+  if (static_cast<int64_t>(e.size()) < kMinSpreadJobs) return prior;
   const double n = static_cast<double>(e.size());
   double e_mean = 0, df_sum = 0, tri_mean = 0;
   for (size_t i = 0; i < e.size(); ++i) {
@@ -138,30 +147,45 @@ std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::J
   return out;
 }
 
-std::vector<std::vector<double>> OtherJobPairsDifferences(const std::vector<const v1::Job*>& jobs,
-                                                          const std::vector<std::string>& exclude,
-                                                          const v1::Task& reference, const std::string& key,
-                                                          v1::Phase phase, double quantile) {
+std::vector<SpreadSample> OtherJobsCoupleSpreads(const std::vector<const v1::Job*>& jobs,
+                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                 const std::string& key, v1::Phase phase, double quantile) {
   std::vector<std::vector<TimedLog>> runs = OtherJobsRuns(jobs, exclude, reference, key, phase, quantile);
   for (std::vector<TimedLog>& job : runs) {
     std::sort(job.begin(), job.end(), [](const TimedLog& x, const TimedLog& y) { return x.start < y.start; });
   }
-  // Jobs in the order their first runs started; each with the next one when their runs interleave.
+  // Jobs in the order their first runs started (a start unknown, 0, first: such jobs pair with none).
   std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x[0].start < y[0].start; });
-  std::vector<std::vector<double>> out;
-  for (size_t j = 0; j + 1 < runs.size();) {
-    std::vector<double> starts[2];
-    for (int side = 0; side < 2; ++side) {
-      for (const TimedLog& r : runs[j + side]) starts[side].push_back(r.start);
+  std::vector<SpreadSample> out;
+  for (size_t j = 0; j < runs.size();) {
+    // With the next job, when their runs took turns: the couples' differences around their own mean.
+    if (j + 1 < runs.size()) {
+      std::vector<double> starts[2];
+      for (int side = 0; side < 2; ++side) {
+        for (const TimedLog& r : runs[j + side]) starts[side].push_back(r.start);
+      }
+      const std::vector<std::pair<size_t, size_t>> couples = InterleavedRuns(starts[0], starts[1]);
+      if (couples.size() >= 2) {
+        std::vector<double> d;
+        for (const auto& [a, b] : couples) d.push_back(runs[j + 1][b].log - runs[j][a].log);
+        double mean = 0, ss = 0;
+        for (double x : d) mean += x / static_cast<double>(d.size());
+        for (double x : d) ss += (x - mean) * (x - mean);
+        out.push_back({ss / static_cast<double>(d.size() - 1), static_cast<double>(d.size() - 1), 2});
+        j += 2;
+        continue;
+      }
     }
-    const std::vector<std::pair<size_t, size_t>> couples = InterleavedRuns(starts[0], starts[1]);
-    if (couples.empty()) {
-      ++j;
-      continue;
+    // Alone, its runs in time order two at a time (1 and 2, 3 and 4, ...): one configuration, no change
+    // between them, so each couple's squared difference, uncentred, on 1 degree of freedom.
+    const std::vector<TimedLog>& job = runs[j++];
+    if (!(job[0].start > 0)) continue;  // sorted: a start unknown comes first, and the runs have no order
+    double ss = 0;
+    size_t n = 0;
+    for (size_t r = 0; r + 1 < job.size(); r += 2, ++n) {
+      ss += (job[r + 1].log - job[r].log) * (job[r + 1].log - job[r].log);
     }
-    std::vector<double>& differences = out.emplace_back();
-    for (const auto& [a, b] : couples) differences.push_back(runs[j + 1][b].log - runs[j][a].log);
-    j += 2;
+    out.push_back({ss / static_cast<double>(n), static_cast<double>(n), 1});
   }
   return out;
 }
@@ -171,8 +195,8 @@ std::string SpreadNote(const RunSpreadPrior& prior, const ModeratedVariance& use
   const std::string of =
       prior.paired
           ? absl::StrFormat(
-                "%d other pairs of jobs' of this configuration on this agent and device whose runs took turns "
-                "(their paired differences spread %.2f%%, worth %.1f degrees of freedom)",
+                "the runs next to each other in %d other jobs of this configuration on this agent and device "
+                "(their differences spread %.2f%%, worth %.1f degrees of freedom)",
                 prior.jobs, 100 * std::sqrt(prior.variance), prior.df)
           : absl::StrFormat(
                 "%d other jobs' of this configuration on this agent and device (their spread %.2f%%, worth %.1f "

@@ -40,14 +40,24 @@ struct RunSpreadPrior {
   int64_t jobs = 0;     // other jobs (2 runs or more) it was learned from
   double variance = 0;  // s0^2: the variance of one run's log statistic
   double df = 0;        // d0: what it is worth; 0 when there is no prior
-  // Learned from pairs of jobs whose runs took turns (OtherJobPairsDifferences): `variance` is then a paired
-  // difference's (B_i - A_i), `jobs` the pairs.
+  // Learned from runs next to each other in time (OtherJobsCoupleSpreads): `variance` is then a couple's
+  // difference's (B_i - A_i).
   bool paired = false;
 };
 
 /// The prior from other jobs: `log_stats[i]` is job i's runs' log
 /// statistics (jobs with fewer than 2 runs, or runs all equal, are skipped).
 RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_stats);
+
+/// One variance seen elsewhere: `variance` on `df` degrees of freedom, from `jobs` jobs.
+struct SpreadSample {
+  double variance = 0, df = 0;
+  int64_t jobs = 1;
+};
+/// The prior from variances seen elsewhere (FitRunSpreadPrior's, each job's
+/// variance given): those not positive and finite are skipped; kMinSpreadJobs
+/// samples are needed; `jobs` sums theirs.
+RunSpreadPrior FitSpreadPrior(const std::vector<SpreadSample>& samples);
 
 /// The variance a comparison uses, and on how many degrees of freedom.
 struct ModeratedVariance {
@@ -69,18 +79,23 @@ std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::J
                                                    const std::vector<std::string>& exclude, const v1::Task& reference,
                                                    const std::string& key, v1::Phase phase, double quantile);
 
-/// Pairs of other jobs (as OtherJobsRunStats finds them) whose runs took
-/// turns on the machine: the jobs in the order their first runs started,
-/// each with the next one when InterleavedRuns pairs their runs by start
-/// time (then both are used up). Per pair of jobs, each couple's difference
-/// of log statistics, the later job's minus the earlier's: what
-/// FitRunSpreadPrior makes the prior of ComparePairedRuns from. A pair's
-/// differences vary around its own mean, so a change between the two jobs
-/// does not count as spread.
-std::vector<std::vector<double>> OtherJobPairsDifferences(const std::vector<const v1::Job*>& jobs,
-                                                          const std::vector<std::string>& exclude,
-                                                          const v1::Task& reference, const std::string& key,
-                                                          v1::Phase phase, double quantile);
+/// How two runs next to each other in time differ, from other jobs (as
+/// OtherJobsRunStats finds them; a run's start is its task's
+/// started_unix_seconds), for ComparePairedRuns' prior. The jobs in the
+/// order their first runs started:
+///  - a job whose runs took turns with the next job's (InterleavedRuns, 2
+///    couples or more): each couple's difference of log statistics, their
+///    variance around their own mean (a change between the two jobs is not
+///    spread) on couples - 1 degrees of freedom; both jobs used up;
+///  - else the job alone: its runs in time order two at a time (1 and 2, 3
+///    and 4, ...), one configuration with no change between them, the mean
+///    squared difference on as many degrees of freedom as couples.
+/// Runs of other configurations between two runs of a job are not seen, so
+/// such a couple spans more drift than a comparison's: it widens the
+/// interval, never narrows it.
+std::vector<SpreadSample> OtherJobsCoupleSpreads(const std::vector<const v1::Job*>& jobs,
+                                                 const std::vector<std::string>& exclude, const v1::Task& reference,
+                                                 const std::string& key, v1::Phase phase, double quantile);
 
 /// "run-to-run spread moderated by 23 other jobs' of this configuration on
 /// this agent and device (their spread 1.02%, worth 4.6 degrees of

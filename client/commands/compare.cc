@@ -25,7 +25,8 @@ class Compare final : public Command {
     sub->add_option("ids", ids_,
                     "JOB_A JOB_B [JOB_C ...]: each later side against the first; a side may be runs of one spec, "
                     "JOB,JOB,...; with 2 or more runs a side (these, or a job's --repeats) runs are compared as runs, "
-                    "so the noise between runs counts")
+                    "so the noise between runs counts; runs that took turns on one device (jobs submitted A B A B) "
+                    "are compared couple by couple")
         ->required()
         ->expected(2, 64);
     sub->add_option("--threshold", threshold_text_, "smallest change called slower or faster, e.g. 2% or 0.02")
@@ -35,8 +36,8 @@ class Compare final : public Command {
                   "machine probe differed (marked)");
     sub->add_option("--spread-jobs", spread_jobs_,
                     "the newest N succeeded jobs of each compared model to learn the machine's run-to-run spread "
-                    "from (runs as the unit, one agent and device; 8 with 2 runs or more are needed); 0: the runs' "
-                    "own spread only")
+                    "from (runs as the unit, one agent and device; 8 with 2 runs or more are needed), and how much two "
+                    "runs next to each other differ there (for runs that took turns); 0: the runs' own spread only")
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
     sub->add_option("-o,--output", common.output, "table, json or csv")->capture_default_str();

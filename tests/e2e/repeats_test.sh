@@ -14,6 +14,8 @@
 #    run-to-run spread from them (and says so), and --spread-jobs 0 does not;
 #  - history has one row per job and configuration with its runs counted, and
 #    its changes learn the spread from the other jobs too;
+#  - six single-run jobs that took turns on the device, compared as JOB,JOB,JOB sides, are compared couple
+#    by couple, the couples' spread learned from the runs next to each other in the jobs above;
 #  - the report labels every run.
 # Usage: repeats_test.sh SERVER AGENT CLI SCHEMAS_DIR
 set -euo pipefail
@@ -118,6 +120,29 @@ if ((train_prior >= 8)); then
 else
   [[ -z $spread_note ]] || fail "history claims a spread compare did not have: '$spread_note'"
 fi
+
+# ---- runs that took turns, paired: six single-run jobs submitted at once run one after another on the one
+# device, A B A B A B; compared as sides A1,A2,A3 against B1,B2,B3, each couple's difference is the unit, and
+# the couples' spread is learned from the runs next to each other in the jobs above (2 runs each).
+turns=()
+for _ in 1 2 3 4 5 6; do
+  turns+=("$("$CLI" submit "${spread[@]}" -b 32 --name turn)") || fail "submit of a single-run job failed"
+done
+wait_for 240 all_jobs_ended "$CLI" || fail "the single-run jobs did not end"
+"$CLI" compare "${turns[0]},${turns[2]},${turns[4]}" "${turns[1]},${turns[3]},${turns[5]}" -o json >"$WORK/turns.json" ||
+  fail "compare of jobs that took turns failed"
+python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/turns.json" >"$WORK/schema.txt" ||
+  fail "compare -o json of paired runs breaks its schema: $(cat "$WORK/schema.txt")"
+# Each phase is paired, unless the machine probe set runs aside (left out, or compared within machine states).
+jq -e '[.pairs[] | (.variance == "paired" and (.paired_runs | length) >= 2 and .run_spread_prior.of == "paired differences")
+        or (.machine_probe.runs_left_out // [] | length) > 0 or has("machine_probe") and (.machine_probe | has("within_states"))]
+       | all' "$WORK/turns.json" >/dev/null ||
+  fail "runs that took turns were not paired: $(jq -c '[.pairs[] | {phase, variance, paired_runs, run_spread_prior, machine_probe}]' "$WORK/turns.json")"
+jq -e '[.pairs[] | .variance == "paired"] | any' "$WORK/turns.json" >/dev/null ||
+  fail "no phase of the runs that took turns was paired: $(jq -c '[.pairs[] | {phase, variance, machine_probe}]' "$WORK/turns.json")"
+"$CLI" compare "${turns[0]},${turns[2]},${turns[4]}" "${turns[1]},${turns[3]},${turns[5]}" |
+  grep -q "runs paired by time (they took turns on one machine: A1-B1" || fail "the table does not say the runs were paired"
+echo "runs that took turns: $(jq -c '[.pairs[] | {phase, variance, paired_runs, degrees_of_freedom, run_spread_prior}]' "$WORK/turns.json")"
 
 # ---- the report labels every run
 "$CLI" report "${jobs[0]}" >"$WORK/report.txt" || fail "report failed"

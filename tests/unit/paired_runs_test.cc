@@ -1,5 +1,5 @@
 // compare's runs paired by time (report/compare.h: InterleavedRuns,
-// ComparePairedRuns; report/run_spread.h: OtherJobPairsDifferences): which
+// ComparePairedRuns; report/run_spread.h: OtherJobsCoupleSpreads): which
 // runs pair, what the prior is learned from, and on synthetic runs whose
 // couples share the machine's drift, the false-alarm rate at its nominal
 // level and more slowdowns found than by runs unpaired.
@@ -68,31 +68,52 @@ v1::Job Job(const std::string& id, const std::vector<v1::Task>& tasks) {
   return j;
 }
 
-TEST(PairedRunsTest, ThePriorIsLearnedFromOtherPairsOfJobsWhoseRunsTookTurns) {
+TEST(PairedRunsTest, ThePriorIsLearnedFromRunsNextToEachOtherInOtherJobs) {
   const std::vector<v1::Job> jobs = {
       // job-1 and job-2 took turns: couples (100, 110) and (120, 126).
       Job("job-1", {StoredRun("job-1", 1, 1, 100), StoredRun("job-1", 2, 3, 120)}),
       Job("job-2", {StoredRun("job-2", 1, 2, 110), StoredRun("job-2", 2, 4, 126)}),
-      // job-3 ran alone, then job-4 and job-5 took turns (B A A B).
-      Job("job-3", {StoredRun("job-3", 1, 10, 100), StoredRun("job-3", 2, 11, 100)}),
+      // job-3 ran alone: its runs two at a time, (100, 105) and (90, 99).
+      Job("job-3", {StoredRun("job-3", 1, 10, 100), StoredRun("job-3", 2, 11, 105), StoredRun("job-3", 3, 12, 90),
+                    StoredRun("job-3", 4, 13, 99)}),
+      // job-4 and job-5 took turns, B A A B.
       Job("job-4", {StoredRun("job-4", 1, 21, 100), StoredRun("job-4", 2, 22, 200)}),
       Job("job-5", {StoredRun("job-5", 1, 20, 90), StoredRun("job-5", 2, 23, 220)}),
+      // Stored without its runs' starts: no order, not learned from.
+      Job("job-6", {StoredRun("job-6", 1, 0, 100), StoredRun("job-6", 2, 0, 130)}),
   };
   std::vector<const v1::Job*> pointers;
   for (const v1::Job& j : jobs) pointers.push_back(&j);
   const v1::Task reference = StoredRun("job-a", 1, 100, 100);
-  const auto differences =
-      OtherJobPairsDifferences(pointers, {"job-a"}, reference, PairKey(jobs[0], reference), v1::PHASE_TRAIN, 0.5);
-  ASSERT_EQ(differences.size(), 2u);
-  EXPECT_THAT(differences[0],
-              ElementsAre(DoubleNear(std::log(110.0 / 100), 1e-12), DoubleNear(std::log(126.0 / 120), 1e-12)));
-  // The later job's runs minus the earlier's (job-5 began first).
-  EXPECT_THAT(differences[1],
-              ElementsAre(DoubleNear(std::log(100.0 / 90), 1e-12), DoubleNear(std::log(200.0 / 220), 1e-12)));
-  // A side compared is never learned from.
-  EXPECT_EQ(OtherJobPairsDifferences(pointers, {"job-2"}, reference, PairKey(jobs[0], reference), v1::PHASE_TRAIN, 0.5)
-                .size(),
-            1u);
+  const std::string key = PairKey(jobs[0], reference);
+  const std::vector<SpreadSample> samples =
+      OtherJobsCoupleSpreads(pointers, {"job-a"}, reference, key, v1::PHASE_TRAIN, 0.5);
+  ASSERT_EQ(samples.size(), 3u);
+  // A pair: its couples' differences around their mean (a change between the jobs is not spread), 1 df.
+  const double d1 = std::log(110.0 / 100) - std::log(126.0 / 120);
+  EXPECT_NEAR(samples[0].variance, d1 * d1 / 2, 1e-12);
+  EXPECT_EQ(samples[0].df, 1);
+  EXPECT_EQ(samples[0].jobs, 2);
+  // Alone: the couples' squared differences, uncentred, a degree of freedom each.
+  EXPECT_NEAR(samples[1].variance, (std::pow(std::log(1.05), 2) + std::pow(std::log(1.1), 2)) / 2, 1e-12);
+  EXPECT_EQ(samples[1].df, 2);
+  EXPECT_EQ(samples[1].jobs, 1);
+  // job-5 began first: job-4's runs minus job-5's.
+  const double d3 = std::log(100.0 / 90) - std::log(200.0 / 220);
+  EXPECT_NEAR(samples[2].variance, d3 * d3 / 2, 1e-12);
+  // A side compared is never learned from: job-1 then runs alone.
+  const std::vector<SpreadSample> without =
+      OtherJobsCoupleSpreads(pointers, {"job-2"}, reference, key, v1::PHASE_TRAIN, 0.5);
+  ASSERT_EQ(without.size(), 3u);
+  EXPECT_NEAR(without[0].variance, std::pow(std::log(1.2), 2), 1e-12);
+  EXPECT_EQ(without[0].jobs, 1);
+  // Eight samples make a prior; it counts their jobs.
+  std::vector<SpreadSample> eight(8, SpreadSample{1e-4, 1, 2});
+  eight[0].variance = 4e-4;
+  EXPECT_EQ(FitSpreadPrior(eight).jobs, 16);
+  EXPECT_GT(FitSpreadPrior(eight).df, 0);
+  eight.pop_back();
+  EXPECT_EQ(FitSpreadPrior(eight).df, 0);
 }
 
 // `n` couples of runs of `steps` steps: couple i's runs share the machine's drift (lognormal, `drift`), each
@@ -243,11 +264,11 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others);
   EXPECT_EQ(c.paired_runs, (Couples{{0, 0}, {1, 1}, {2, 2}}));
   EXPECT_TRUE(c.spread_prior.paired);
-  EXPECT_EQ(c.spread_prior.jobs, 20);
+  EXPECT_EQ(c.spread_prior.jobs, 40);  // 20 pairs of jobs
   const PairResult result{pairs[0], v1::PHASE_TRAIN, c};
   EXPECT_THAT(RunNotesLine(result), HasSubstr("runs paired by time (they took turns on one machine: A1-B1, A2-B2, "
                                               "A3-B3)"));
-  EXPECT_THAT(RunNotesLine(result), HasSubstr("20 other pairs of jobs'"));
+  EXPECT_THAT(RunNotesLine(result), HasSubstr("the runs next to each other in 40 other jobs"));
   const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
   EXPECT_EQ(doc["pairs"][0]["variance"], "paired");
   EXPECT_EQ(doc["pairs"][0]["paired_runs"][2]["run_b"], 3);
@@ -257,6 +278,28 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   const StepComparison alone = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
   EXPECT_TRUE(alone.paired_runs.empty());
   EXPECT_EQ(alone.df, 4);
+  // Single-run jobs submitted in turns, compared as JOB,JOB,JOB sides; the prior from ten other jobs of 2
+  // runs each, run alone: paired too.
+  std::vector<v1::Job> turns;
+  for (int j = 0; j < 10; ++j) {
+    const std::string id = absl::StrCat("rep-", j);
+    const double level = 1e5 * std::exp(drift(rng));
+    turns.push_back(Job(id, {StoredRun(id, 1, 2 * j + 1, level * std::exp(own(rng))),
+                             StoredRun(id, 2, 2 * j + 2, level * std::exp(own(rng)))}));
+  }
+  for (int r = 0; r < 6; ++r) {
+    const std::string id = absl::StrCat("turn-", r);
+    turns.push_back(Job(id, {StoredRun(id, 0, 100 + r, 1e5)}));
+  }
+  std::vector<const v1::Job*> turn_jobs;
+  for (const v1::Job& j : turns) turn_jobs.push_back(&j);
+  const std::vector<RunPair> single =
+      PairRuns({&turns[10], &turns[12], &turns[14]}, {&turns[11], &turns[13], &turns[15]}, false, &unpaired);
+  ASSERT_EQ(single.size(), 1u);
+  ASSERT_EQ(single[0].a.size(), 3u);
+  const StepComparison in_turns = CompareRunPhase(single[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, turn_jobs);
+  EXPECT_EQ(in_turns.paired_runs, (Couples{{0, 0}, {1, 1}, {2, 2}}));
+  EXPECT_EQ(in_turns.spread_prior.jobs, 10);
   // Runs one side after the other (A A A B B B): not paired, whatever the earlier jobs.
   std::vector<v1::Job> apart = {jobs[40], jobs[41]};
   for (int r = 0; r < 3; ++r) apart[1].mutable_tasks(r)->set_started_unix_seconds(t + 10 + r);
