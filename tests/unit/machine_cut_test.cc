@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "absl/strings/str_cat.h"
 #include "report/compare.h"
 #include "report/machine_state.h"
+#include "tests/testing/stored_runs.h"
 
 namespace hetbench::report {
 namespace {
@@ -23,16 +23,7 @@ using ::testing::HasSubstr;
 // `after` the run and `during` (step, ns) before those training steps.
 v1::Task Probed(const std::string& job, int run, int64_t before, int64_t after,
                 const std::vector<std::pair<int64_t, int64_t>>& during) {
-  v1::Task t;
-  t.set_id(absl::StrCat(job, "-t", run));
-  t.set_job_id(job);
-  t.set_run(run);
-  t.set_state(v1::TASK_STATE_SUCCEEDED);
-  t.set_agent_id("agent-1");
-  t.set_device_id("cpu0");
-  t.set_device_kind(v1::DEVICE_KIND_CPU);
-  t.set_batch_size(64);
-  t.set_model("mlp");
+  v1::Task t = testing::StoredTask(job, run);
   v1::MachineProbe* p = t.mutable_result()->mutable_machine_probe();
   p->set_kernel("sgemm 64x512x512 float32, LibTorch, 2 threads");
   p->set_before_ns(before);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/compare.h"
 #include "report/run_spread.h"
+#include "tests/testing/stored_runs.h"
 
 namespace hetbench::report {
 namespace {
@@ -21,6 +22,7 @@ using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Couples = std::vector<std::pair<size_t, size_t>>;
+using testing::StoredJob;
 
 TEST(PairedRunsTest, RunsThatTookTurnsPairAndOthersDoNot) {
   // A B A B, and B A A B: each couple in time holds one run of each side.
@@ -37,50 +39,24 @@ TEST(PairedRunsTest, RunsThatTookTurnsPairAndOthersDoNot) {
 
 // Run `run` of job `job`, started at `start`, its train phase's median `p50`, on agent-1's cpu0.
 v1::Task StoredRun(const std::string& job, int run, double start, double p50) {
-  v1::Task t;
-  t.set_id(absl::StrCat(job, "-t", run));
-  t.set_job_id(job);
-  t.set_run(run);
-  t.set_state(v1::TASK_STATE_SUCCEEDED);
-  t.set_agent_id("agent-1");
-  t.set_device_id("cpu0");
-  t.set_device_kind(v1::DEVICE_KIND_CPU);
-  t.set_batch_size(64);
-  t.set_model("mlp");
+  v1::Task t = testing::WithTrainMedian(testing::StoredTask(job, run), p50);
   t.set_started_unix_seconds(start);
-  t.mutable_result()->mutable_environment()->set_threads(2);
-  t.mutable_result()->mutable_environment()->set_device_model("AMD EPYC");
-  t.mutable_result()->mutable_environment()->set_model_fingerprint("fp");
-  v1::PhaseResult* p = t.mutable_result()->add_phases();
-  p->set_phase(v1::PHASE_TRAIN);
-  p->set_valid(true);
-  p->mutable_stats()->set_p50_ns(p50);
   return t;
-}
-
-v1::Job Job(const std::string& id, const std::vector<v1::Task>& tasks) {
-  v1::Job j;
-  j.set_id(id);
-  j.set_created_unix_seconds(tasks.empty() ? 0 : tasks[0].started_unix_seconds());
-  j.mutable_spec()->add_models("mlp");
-  j.mutable_spec()->set_repeats(static_cast<int>(tasks.size()));
-  for (const v1::Task& t : tasks) *j.add_tasks() = t;
-  return j;
 }
 
 TEST(PairedRunsTest, ThePriorIsLearnedFromRunsNextToEachOtherInOtherJobs) {
   const std::vector<v1::Job> jobs = {
       // job-1 and job-2 took turns: couples (100, 110) and (120, 126).
-      Job("job-1", {StoredRun("job-1", 1, 1, 100), StoredRun("job-1", 2, 3, 120)}),
-      Job("job-2", {StoredRun("job-2", 1, 2, 110), StoredRun("job-2", 2, 4, 126)}),
+      StoredJob("job-1", {StoredRun("job-1", 1, 1, 100), StoredRun("job-1", 2, 3, 120)}),
+      StoredJob("job-2", {StoredRun("job-2", 1, 2, 110), StoredRun("job-2", 2, 4, 126)}),
       // job-3 ran alone: its runs two at a time, (100, 105) and (90, 99).
-      Job("job-3", {StoredRun("job-3", 1, 10, 100), StoredRun("job-3", 2, 11, 105), StoredRun("job-3", 3, 12, 90),
-                    StoredRun("job-3", 4, 13, 99)}),
+      StoredJob("job-3", {StoredRun("job-3", 1, 10, 100), StoredRun("job-3", 2, 11, 105), StoredRun("job-3", 3, 12, 90),
+                          StoredRun("job-3", 4, 13, 99)}),
       // job-4 and job-5 took turns, B A A B.
-      Job("job-4", {StoredRun("job-4", 1, 21, 100), StoredRun("job-4", 2, 22, 200)}),
-      Job("job-5", {StoredRun("job-5", 1, 20, 90), StoredRun("job-5", 2, 23, 220)}),
+      StoredJob("job-4", {StoredRun("job-4", 1, 21, 100), StoredRun("job-4", 2, 22, 200)}),
+      StoredJob("job-5", {StoredRun("job-5", 1, 20, 90), StoredRun("job-5", 2, 23, 220)}),
       // Stored without its runs' starts: no order, not learned from.
-      Job("job-6", {StoredRun("job-6", 1, 0, 100), StoredRun("job-6", 2, 0, 130)}),
+      StoredJob("job-6", {StoredRun("job-6", 1, 0, 100), StoredRun("job-6", 2, 0, 130)}),
   };
   std::vector<const v1::Job*> pointers;
   for (const v1::Job& j : jobs) pointers.push_back(&j);
@@ -243,8 +219,8 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
       x.push_back(StoredRun(ix, r, t++, level * std::exp(own(rng))));
       y.push_back(StoredRun(iy, r, t++, level * std::exp(own(rng))));
     }
-    jobs.push_back(Job(ix, x));
-    jobs.push_back(Job(iy, y));
+    jobs.push_back(StoredJob(ix, x));
+    jobs.push_back(StoredJob(iy, y));
   }
   const double starts_a[] = {t, t + 2, t + 5}, starts_b[] = {t + 1, t + 3, t + 4};
   std::vector<v1::Task> ra, rb;
@@ -252,8 +228,8 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
     ra.push_back(StoredRun("job-a", r + 1, starts_a[r], 1e5));
     rb.push_back(StoredRun("job-b", r + 1, starts_b[r], 1e5));
   }
-  jobs.push_back(Job("job-a", ra));
-  jobs.push_back(Job("job-b", rb));
+  jobs.push_back(StoredJob("job-a", ra));
+  jobs.push_back(StoredJob("job-b", rb));
   std::vector<const v1::Job*> others;
   for (const v1::Job& j : jobs) others.push_back(&j);
   std::vector<std::string> unpaired;
@@ -284,12 +260,12 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   for (int j = 0; j < 10; ++j) {
     const std::string id = absl::StrCat("rep-", j);
     const double level = 1e5 * std::exp(drift(rng));
-    turns.push_back(Job(id, {StoredRun(id, 1, 2 * j + 1, level * std::exp(own(rng))),
-                             StoredRun(id, 2, 2 * j + 2, level * std::exp(own(rng)))}));
+    turns.push_back(StoredJob(id, {StoredRun(id, 1, 2 * j + 1, level * std::exp(own(rng))),
+                                   StoredRun(id, 2, 2 * j + 2, level * std::exp(own(rng)))}));
   }
   for (int r = 0; r < 6; ++r) {
     const std::string id = absl::StrCat("turn-", r);
-    turns.push_back(Job(id, {StoredRun(id, 0, 100 + r, 1e5)}));
+    turns.push_back(StoredJob(id, {StoredRun(id, 0, 100 + r, 1e5)}));
   }
   std::vector<const v1::Job*> turn_jobs;
   for (const v1::Job& j : turns) turn_jobs.push_back(&j);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/compare.h"
 #include "report/machine_state.h"
+#include "tests/testing/stored_runs.h"
 
 namespace hetbench::report {
 namespace {
@@ -148,33 +149,10 @@ TEST(RunSpreadTest, ANoisierStretchThanThePriorKeepsItsOwnSpread) {
 // median `p50` (valid or not).
 v1::Task StoredRun(const std::string& job, int run, const std::string& agent, const std::string& device, int batch,
                    double p50, bool valid = true) {
-  v1::Task t;
-  t.set_id(absl::StrCat(job, "-t", run));
-  t.set_job_id(job);
-  t.set_run(run);
-  t.set_state(v1::TASK_STATE_SUCCEEDED);
-  t.set_agent_id(agent);
-  t.set_device_id(device);
-  t.set_device_kind(v1::DEVICE_KIND_CPU);
-  t.set_batch_size(batch);
-  t.set_model("mlp");
-  t.mutable_result()->mutable_environment()->set_threads(2);
-  t.mutable_result()->mutable_environment()->set_device_model("AMD EPYC");
-  t.mutable_result()->mutable_environment()->set_model_fingerprint("fp");
-  v1::PhaseResult* p = t.mutable_result()->add_phases();
-  p->set_phase(v1::PHASE_TRAIN);
-  p->set_valid(valid);
-  p->mutable_stats()->set_p50_ns(p50);
-  return t;
+  return testing::WithTrainMedian(testing::StoredTask(job, run, {agent, device, batch}), p50, valid);
 }
 
-v1::Job StoredJob(const std::string& id, std::vector<v1::Task> tasks) {
-  v1::Job j;
-  j.set_id(id);
-  j.mutable_spec()->add_models("mlp");
-  for (v1::Task& t : tasks) *j.add_tasks() = std::move(t);
-  return j;
-}
+using testing::StoredJob;
 
 TEST(RunSpreadTest, LearnsOnlyFromTheSameConfigurationOnTheSameMachine) {
   const v1::Task reference = StoredRun("job-a", 1, "agent-1", "cpu0", 64, 100);
