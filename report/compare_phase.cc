@@ -93,7 +93,7 @@ struct KeptCouples {
 };
 KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, const CutRuns& cut, v1::Phase phase,
                         double quantile, const std::vector<const v1::Job*>& others,
-                        const std::vector<std::string>& sides_jobs) {
+                        const std::vector<std::string>& sides_jobs, const RunSpreadPrior& runs_prior) {
   std::vector<double> starts[2];
   for (int side = 0; side < 2; ++side) {
     for (const v1::Task* t : side == 0 ? pair.a : pair.b) starts[side].push_back(t->started_unix_seconds());
@@ -109,6 +109,10 @@ KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, co
   out.prior = FitSpreadPrior(OtherJobsCoupleSpreads(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
   out.prior.paired = true;
   if (!(out.prior.df > 0)) return {};
+  // Adjacent runs that share none of the machine's drift: a couple's difference varies more than two independent
+  // runs' do (2 s0^2), and pairing would only spend degrees of freedom. Jobs of 2 runs, each run alone, give both
+  // priors the same differences (the couple's exactly twice the run's variance): no evidence either way, paired.
+  if (runs_prior.df > 0 && out.prior.variance > 2 * runs_prior.variance * (1 + 1e-9)) return {};
   return out;
 }
 
@@ -148,7 +152,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     // The runs JudgeMachine kept (taken in the comparison's machine state), and where each stands in its side;
     // runs that took turns on one machine, in couples.
     const KeptCouples couples = one_machine && machine.states[0].empty()
-                                    ? CouplesKept(pair, machine, cut, phase, quantile, others, sides_jobs)
+                                    ? CouplesKept(pair, machine, cut, phase, quantile, others, sides_jobs, prior)
                                     : KeptCouples{};
     std::vector<std::vector<double>> kept[2];
     std::vector<size_t> index[2];

@@ -26,7 +26,7 @@ class Compare final : public Command {
                     "JOB_A JOB_B [JOB_C ...]: each later side against the first; a side may be runs of one spec, "
                     "JOB,JOB,...; with 2 or more runs a side (these, or a job's --repeats) runs are compared as runs, "
                     "so the noise between runs counts; runs that took turns on one device (jobs submitted A B A B) "
-                    "are compared couple by couple")
+                    "are compared couple by couple where the machine's runs next to each other share its drift")
         ->required()
         ->expected(2, 64);
     sub->add_option("--threshold", threshold_text_, "smallest change called slower or faster, e.g. 2% or 0.02")

@@ -204,20 +204,21 @@ TEST(PairedRunsTest, ACoupleNeedsBothRunsAndTwoCouplesAreNeeded) {
   EXPECT_EQ(ComparePairedRuns(a, b, 0.02).verdict, "too few runs");
 }
 
-TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
-  // Twenty earlier pairs of jobs whose 3 runs took turns, their couples' differences spread ~1%; then the
-  // sides compared, A B A B B A in time, on one machine.
-  std::mt19937_64 rng(11);
-  std::normal_distribution<double> drift(0, 0.03), own(0, 0.007);
+// Twenty earlier pairs of jobs ("old-<p>-a", "old-<p>-b") whose 3 runs took turns on agent-1's cpu0 at times 1 to
+// 120, then the sides compared, "job-a" and "job-b", A B A B B A from time 121 (jobs 40 and 41). An earlier couple's
+// runs share the machine's drift (lognormal, `drift`), B's as `b_follows` of A's (1: the same, -1: the opposite),
+// each adds its own (`own`).
+std::vector<v1::Job> TookTurns(double drift, double own, double b_follows, std::mt19937_64& rng) {
+  std::normal_distribution<double> shared(0, drift), alone(0, own);
   std::vector<v1::Job> jobs;
   double t = 1;
   for (int p = 0; p < 20; ++p) {
     std::vector<v1::Task> x, y;
     const std::string ix = absl::StrCat("old-", p, "-a"), iy = absl::StrCat("old-", p, "-b");
     for (int r = 1; r <= 3; ++r) {
-      const double level = 1e5 * std::exp(drift(rng));
-      x.push_back(StoredRun(ix, r, t++, level * std::exp(own(rng))));
-      y.push_back(StoredRun(iy, r, t++, level * std::exp(own(rng))));
+      const double level = shared(rng);
+      x.push_back(StoredRun(ix, r, t++, 1e5 * std::exp(level + alone(rng))));
+      y.push_back(StoredRun(iy, r, t++, 1e5 * std::exp(b_follows * level + alone(rng))));
     }
     jobs.push_back(StoredJob(ix, x));
     jobs.push_back(StoredJob(iy, y));
@@ -230,6 +231,16 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   }
   jobs.push_back(StoredJob("job-a", ra));
   jobs.push_back(StoredJob("job-b", rb));
+  return jobs;
+}
+
+TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
+  // Twenty earlier pairs of jobs whose 3 runs took turns, their couples' differences spread ~1%; then the
+  // sides compared, A B A B B A in time, on one machine.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> drift(0, 0.03), own(0, 0.007);
+  std::vector<v1::Job> jobs = TookTurns(0.03, 0.007, 1, rng);
+  const double t = 121;
   std::vector<const v1::Job*> others;
   for (const v1::Job& j : jobs) others.push_back(&j);
   std::vector<std::string> unpaired;
@@ -281,6 +292,28 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   for (int r = 0; r < 3; ++r) apart[1].mutable_tasks(r)->set_started_unix_seconds(t + 10 + r);
   const std::vector<RunPair> later = PairRuns({&apart[0]}, {&apart[1]}, false, &unpaired);
   EXPECT_TRUE(CompareRunPhase(later[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others).paired_runs.empty());
+}
+
+TEST(PairedRunsTest, RunsAreNotPairedWhereAdjacentRunsShareNoDrift) {
+  // The earlier pairs' adjacent runs drift apart (B's opposite to A's): a couple's difference varies more than two
+  // independent runs' would, so pairing would only cost degrees of freedom: compared unpaired, on the machine's run
+  // spread. Where they share it, paired.
+  for (const double b_follows : {-1.0, 1.0}) {
+    std::mt19937_64 rng(13);
+    const std::vector<v1::Job> jobs = TookTurns(0.03, 0.007, b_follows, rng);
+    std::vector<const v1::Job*> others;
+    for (const v1::Job& j : jobs) others.push_back(&j);
+    std::vector<std::string> unpaired;
+    const std::vector<RunPair> pairs = PairRuns({&jobs[40]}, {&jobs[41]}, false, &unpaired);
+    ASSERT_EQ(pairs.size(), 1u);
+    std::vector<std::vector<double>> steps_a, steps_b;
+    Couple(3, 0.03, 0.007, 0, rng, &steps_a, &steps_b);
+    const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others);
+    SCOPED_TRACE(b_follows);
+    EXPECT_EQ(c.paired_runs.empty(), b_follows < 0);
+    EXPECT_EQ(c.spread_prior.paired, b_follows > 0);
+    EXPECT_EQ(c.spread_prior.jobs, 40);
+  }
 }
 
 }  // namespace
