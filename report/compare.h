@@ -65,6 +65,9 @@ struct StepComparison {
   std::vector<FarRun> far_runs;
   // CompareRunPhase: those runs named, "B run 2 (job-2-t1, run 2) at 1.24x B's median run".
   std::string far_runs_note;
+  // CompareRunPhase: runs that took turns compared unpaired because the machine's adjacent runs share none of its
+  // drift, and the two spreads that say so; else empty.
+  std::string unpaired_note;
   // CompareRuns: the runs' variance pooled over both sides (one machine), not Welch's per side.
   bool pooled = false;
   // Runs as the unit: the t's degrees of freedom. Pooled: the prior learned from the configuration's other

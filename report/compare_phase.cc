@@ -3,6 +3,7 @@
 // ComparePhase, CompareRunPhase); the statistics themselves are in
 // report/compare.cc.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ std::string DeviceRun(const v1::Task& t) { return t.run() > 0 ? absl::StrCat(t.i
 struct KeptCouples {
   std::vector<std::pair<size_t, size_t>> couples;
   RunSpreadPrior prior;
+  std::string declined;  // no couples although the runs took turns: why
 };
 KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, const CutRuns& cut, v1::Phase phase,
                         double quantile, const std::vector<const v1::Job*>& others,
@@ -112,7 +114,14 @@ KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, co
   // Adjacent runs that share none of the machine's drift: a couple's difference varies more than two independent
   // runs' do (2 s0^2), and pairing would only spend degrees of freedom. Jobs of 2 runs, each run alone, give both
   // priors the same differences (the couple's exactly twice the run's variance): no evidence either way, paired.
-  if (runs_prior.df > 0 && out.prior.variance > 2 * runs_prior.variance * (1 + 1e-9)) return {};
+  if (runs_prior.df > 0 && out.prior.variance > 2 * runs_prior.variance * (1 + 1e-9)) {
+    KeptCouples none;
+    none.declined = absl::StrFormat(
+        "runs took turns but were compared unpaired: on this machine runs next to each other share none of its "
+        "drift (their differences spread %.2f%% in %d other jobs, more than two independent runs' %.2f%%)",
+        100 * std::sqrt(out.prior.variance), out.prior.jobs, 100 * std::sqrt(2 * runs_prior.variance));
+    return none;
+  }
   return out;
 }
 
@@ -181,6 +190,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
       c.states_b = machine.states[1];
     } else {
       c = CompareRuns(kept[0], kept[1], threshold, quantile, one_machine, prior);
+      c.unpaired_note = couples.declined;
     }
     std::vector<std::string> named;
     for (StepComparison::FarRun& s : c.far_runs) {

@@ -39,7 +39,8 @@ std::string RunNotesLine(const PairResult& r) {
                 100 * r.result.detectable)
           : "";
   const std::string paired = PairedNote(r.result);
-  for (const std::string* note : {&r.result.left_out_note, &r.result.far_runs_note, &paired, &spread, &detectable}) {
+  for (const std::string* note :
+       {&r.result.left_out_note, &r.result.far_runs_note, &paired, &r.result.unpaired_note, &spread, &detectable}) {
     if (!note->empty()) notes.push_back(*note);
   }
   if (notes.empty()) return "";
@@ -170,6 +171,7 @@ std::string ComparisonJson(const std::string& name_a, const std::string& name_b,
           for (const auto& [a, b] : r.result.paired_runs) couples.push_back({{"run_a", a + 1}, {"run_b", b + 1}});
           p["paired_runs"] = couples;
         }
+        if (!r.result.unpaired_note.empty()) p["unpaired_because"] = r.result.unpaired_note;
         p["degrees_of_freedom"] = r.result.df;
         if (r.result.detectable > 0) p["detectable_change"] = r.result.detectable;
         if (const RunSpreadPrior& prior = r.result.spread_prior; prior.df > 0) {

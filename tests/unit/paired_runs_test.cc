@@ -313,6 +313,19 @@ TEST(PairedRunsTest, RunsAreNotPairedWhereAdjacentRunsShareNoDrift) {
     EXPECT_EQ(c.paired_runs.empty(), b_follows < 0);
     EXPECT_EQ(c.spread_prior.paired, b_follows > 0);
     EXPECT_EQ(c.spread_prior.jobs, 40);
+    // Declined, the comparison says why, in the table's notes and the JSON.
+    const PairResult result{pairs[0], v1::PHASE_TRAIN, c};
+    const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
+    if (b_follows < 0) {
+      EXPECT_THAT(c.unpaired_note, HasSubstr("runs next to each other share none of its drift"));
+      EXPECT_THAT(c.unpaired_note, HasSubstr("in 40 other jobs, more than two independent runs'"));
+      EXPECT_THAT(RunNotesLine(result), HasSubstr("runs took turns but were compared unpaired"));
+      EXPECT_EQ(doc["pairs"][0]["unpaired_because"], c.unpaired_note);
+      EXPECT_EQ(doc["pairs"][0]["variance"], "pooled");
+    } else {
+      EXPECT_TRUE(c.unpaired_note.empty());
+      EXPECT_FALSE(doc["pairs"][0].contains("unpaired_because"));
+    }
   }
 }
 
