@@ -234,25 +234,40 @@ std::vector<v1::Job> TookTurns(double drift, double own, double b_follows, std::
   return jobs;
 }
 
+// TookTurns' sides compared on train, all its jobs as the others, on 3 couples of runs drawn as Couple draws them.
+struct TurnsCompared {
+  std::vector<const v1::Job*> others;
+  RunPair pair;
+  std::vector<std::vector<double>> steps_a, steps_b;
+  StepComparison c;
+};
+TurnsCompared CompareTurns(const std::vector<v1::Job>& jobs, std::mt19937_64& rng) {
+  TurnsCompared out;
+  for (const v1::Job& j : jobs) out.others.push_back(&j);
+  std::vector<std::string> unpaired;
+  const std::vector<RunPair> pairs = PairRuns({&jobs[40]}, {&jobs[41]}, false, &unpaired);
+  EXPECT_EQ(pairs.size(), 1u);
+  out.pair = pairs.at(0);
+  Couple(3, 0.03, 0.007, 0, rng, &out.steps_a, &out.steps_b);
+  out.c = CompareRunPhase(out.pair, v1::PHASE_TRAIN, out.steps_a, out.steps_b, 0.02, false, out.others);
+  return out;
+}
+
 TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   // Twenty earlier pairs of jobs whose 3 runs took turns, their couples' differences spread ~1%; then the
   // sides compared, A B A B B A in time, on one machine.
   std::mt19937_64 rng(11);
   std::normal_distribution<double> drift(0, 0.03), own(0, 0.007);
-  std::vector<v1::Job> jobs = TookTurns(0.03, 0.007, 1, rng);
+  const std::vector<v1::Job> jobs = TookTurns(0.03, 0.007, 1, rng);
   const double t = 121;
-  std::vector<const v1::Job*> others;
-  for (const v1::Job& j : jobs) others.push_back(&j);
+  const TurnsCompared turned = CompareTurns(jobs, rng);
+  const StepComparison& c = turned.c;
+  const std::vector<std::vector<double>>&steps_a = turned.steps_a, &steps_b = turned.steps_b;
   std::vector<std::string> unpaired;
-  const std::vector<RunPair> pairs = PairRuns({&jobs[40]}, {&jobs[41]}, false, &unpaired);
-  ASSERT_EQ(pairs.size(), 1u);
-  std::vector<std::vector<double>> steps_a, steps_b;
-  Couple(3, 0.03, 0.007, 0, rng, &steps_a, &steps_b);
-  const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others);
   EXPECT_EQ(c.paired_runs, (Couples{{0, 0}, {1, 1}, {2, 2}}));
   EXPECT_TRUE(c.spread_prior.paired);
   EXPECT_EQ(c.spread_prior.jobs, 40);  // 20 pairs of jobs
-  const PairResult result{pairs[0], v1::PHASE_TRAIN, c};
+  const PairResult result{turned.pair, v1::PHASE_TRAIN, c};
   EXPECT_THAT(RunNotesLine(result), HasSubstr("runs paired by time (they took turns on one machine: A1-B1, A2-B2, "
                                               "A3-B3)"));
   EXPECT_THAT(RunNotesLine(result), HasSubstr("the runs next to each other in 40 other jobs"));
@@ -262,7 +277,7 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   EXPECT_EQ(doc["pairs"][0]["run_spread_prior"]["other_jobs"], 40);
   EXPECT_EQ(doc["pairs"][0]["run_spread_prior"]["of"], "paired differences");
   // Without the earlier pairs there is no prior for the couples: runs compared unpaired, as before.
-  const StepComparison alone = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
+  const StepComparison alone = CompareRunPhase(turned.pair, v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false);
   EXPECT_TRUE(alone.paired_runs.empty());
   EXPECT_EQ(alone.df, 4);
   // Single-run jobs submitted in turns, compared as JOB,JOB,JOB sides; the prior from ten other jobs of 2
@@ -291,7 +306,8 @@ TEST(PairedRunsTest, CompareRunPhasePairsRunsThatTookTurnsAndSaysSo) {
   std::vector<v1::Job> apart = {jobs[40], jobs[41]};
   for (int r = 0; r < 3; ++r) apart[1].mutable_tasks(r)->set_started_unix_seconds(t + 10 + r);
   const std::vector<RunPair> later = PairRuns({&apart[0]}, {&apart[1]}, false, &unpaired);
-  EXPECT_TRUE(CompareRunPhase(later[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others).paired_runs.empty());
+  EXPECT_TRUE(
+      CompareRunPhase(later[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, turned.others).paired_runs.empty());
 }
 
 TEST(PairedRunsTest, RunsAreNotPairedWhereAdjacentRunsShareNoDrift) {
@@ -301,20 +317,14 @@ TEST(PairedRunsTest, RunsAreNotPairedWhereAdjacentRunsShareNoDrift) {
   for (const double b_follows : {-1.0, 1.0}) {
     std::mt19937_64 rng(13);
     const std::vector<v1::Job> jobs = TookTurns(0.03, 0.007, b_follows, rng);
-    std::vector<const v1::Job*> others;
-    for (const v1::Job& j : jobs) others.push_back(&j);
-    std::vector<std::string> unpaired;
-    const std::vector<RunPair> pairs = PairRuns({&jobs[40]}, {&jobs[41]}, false, &unpaired);
-    ASSERT_EQ(pairs.size(), 1u);
-    std::vector<std::vector<double>> steps_a, steps_b;
-    Couple(3, 0.03, 0.007, 0, rng, &steps_a, &steps_b);
-    const StepComparison c = CompareRunPhase(pairs[0], v1::PHASE_TRAIN, steps_a, steps_b, 0.02, false, others);
+    const TurnsCompared turned = CompareTurns(jobs, rng);
+    const StepComparison& c = turned.c;
     SCOPED_TRACE(b_follows);
     EXPECT_EQ(c.paired_runs.empty(), b_follows < 0);
     EXPECT_EQ(c.spread_prior.paired, b_follows > 0);
     EXPECT_EQ(c.spread_prior.jobs, 40);
     // Declined, the comparison says why, in the table's notes and the JSON.
-    const PairResult result{pairs[0], v1::PHASE_TRAIN, c};
+    const PairResult result{turned.pair, v1::PHASE_TRAIN, c};
     const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
     if (b_follows < 0) {
       EXPECT_THAT(c.unpaired_note, HasSubstr("runs next to each other share none of its drift"));
