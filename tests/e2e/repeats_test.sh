@@ -14,8 +14,11 @@
 #    run-to-run spread from them (and says so), and --spread-jobs 0 does not;
 #  - history has one row per job and configuration with its runs counted, and
 #    its changes learn the spread from the other jobs too;
-#  - six single-run jobs that took turns on the device, compared as JOB,JOB,JOB sides, are compared couple
-#    by couple, the couples' spread learned from the runs next to each other in the jobs above;
+#  - ten single-run jobs that took turns on the device, compared as JOB,JOB,... sides, are compared couple
+#    by couple, the couples' spread learned from the runs next to each other in the jobs above (SKIPPED, exit
+#    77, when in 3 attempts the machine probe set runs aside in every phase);
+#  - every job is judged valid however noisy (validity.max_iqr_over_median 100): this tests counting,
+#    pairing and priors, not noise;
 #  - the report labels every run.
 # Usage: repeats_test.sh SERVER AGENT CLI SCHEMAS_DIR
 set -euo pipefail
@@ -29,8 +32,14 @@ start_coordinator "$SERVER" "$CLI"
 PIDS+=($!)
 wait_for 60 agent_connected "$CLI" rep || fail "agent did not connect"
 
+# Every job here is judged valid however noisy its steps (validity.max_iqr_over_median 100): what is tested is how
+# runs are counted, paired and learned from, and a job with an INVALID run drops out of the priors; on a VM in its
+# noisy state (2026-12-01 evening) most 10- and 40-step phases were INVALID (IQR/median 0.3) and the priors missing
+# in 2 of 3 runs of this test alone. Noise judgements are the unit tests' (phase_validity).
+printf 'validity:\n  max_iqr_over_median: 100\n' >"$WORK/lenient.yaml"
+
 # ---- bad input: refused, nothing stored
-short=(-m mlp --min-steps 10 --max-steps 10 --warmup-steps 2 --infer-max-batches 6 --min-duration 0)
+short=(-f "$WORK/lenient.yaml" -m mlp --min-steps 10 --max-steps 10 --warmup-steps 2 --infer-max-batches 6 --min-duration 0)
 for bad in 51 -1; do
   if "$CLI" submit "${short[@]}" --repeats "$bad" >"$WORK/bad.out" 2>&1; then fail "--repeats $bad accepted"; fi
   grep -qF "repeats = $bad: must be in [1, 50]" "$WORK/bad.out" || fail "the error does not name repeats: $(cat "$WORK/bad.out")"
@@ -82,9 +91,8 @@ jq -e '.pairs | all(.runs_b == 1 and (.note | test("ignores run-to-run variance"
 echo "compare of runs: $(jq -c '[.pairs[] | {phase, runs_a, runs_b, ratio, ci95, verdict}]' "$WORK/runs.json")"
 
 # ---- the machine's run-to-run spread learned from other jobs: 12 more jobs of 2 runs at batch 32 on this agent
-# (40 training steps, so that their train phases are seldom INVALID (too noisy) on a loaded machine; 12 jobs
-# because a job with an INVALID run drops out: two copies of this test at once lost 3 of 10 in 7 of 112 runs.)
-spread=(-m mlp --min-steps 40 --max-steps 40 --warmup-steps 2 --infer-max-batches 6 --min-duration 0)
+# (40 training steps and 12 jobs: from before the lenient validity above, when INVALID runs dropped jobs out.)
+spread=(-f "$WORK/lenient.yaml" -m mlp --min-steps 40 --max-steps 40 --warmup-steps 2 --infer-max-batches 6 --min-duration 0)
 for _ in 1 2 3 4 5 6 7 8 9 10 11 12; do
   "$CLI" submit "${spread[@]}" -b 32 --repeats 2 --name spread >/dev/null || fail "submit of a spread job failed"
 done
@@ -121,31 +129,48 @@ else
   [[ -z $spread_note ]] || fail "history claims a spread compare did not have: '$spread_note'"
 fi
 
-# ---- runs that took turns, paired: six single-run jobs submitted at once run one after another on the one
-# device, A B A B A B; compared as sides A1,A2,A3 against B1,B2,B3, each couple's difference is the unit, and
-# the couples' spread is learned from the runs next to each other in the jobs above (2 runs each).
-turns=()
-for _ in 1 2 3 4 5 6; do
-  turns+=("$("$CLI" submit "${spread[@]}" -b 32 --name turn)") || fail "submit of a single-run job failed"
+# ---- runs that took turns, paired: ten single-run jobs submitted at once run one after another on the one
+# device, A B A B ...; compared as sides A1,...,A5 against B1,...,B5, each couple's difference is the unit, and
+# the couples' spread is learned from the runs next to each other in the jobs above (2 runs each). Five couples,
+# so that two or more are left when the machine probe sets a run or two aside. When it set runs aside in every
+# phase (the VM in its noisy state: left out, or compared within machine states), nothing was paired and that is
+# right; the turns are taken again, at most 3 times, and if pairing was never exercised the test ends SKIPPED (77)
+# after its other checks, saying so.
+paired_turns=0
+for attempt in 1 2 3; do
+  turns=()
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    turns+=("$("$CLI" submit "${spread[@]}" -b 32 --name turn)") || fail "submit of a single-run job failed"
+  done
+  wait_for 240 all_jobs_ended "$CLI" || fail "the single-run jobs did not end"
+  side_a="${turns[0]},${turns[2]},${turns[4]},${turns[6]},${turns[8]}"
+  side_b="${turns[1]},${turns[3]},${turns[5]},${turns[7]},${turns[9]}"
+  "$CLI" compare "$side_a" "$side_b" -o json >"$WORK/turns.json" || fail "compare of jobs that took turns failed"
+  python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/turns.json" >"$WORK/schema.txt" ||
+    fail "compare -o json of paired runs breaks its schema: $(cat "$WORK/schema.txt")"
+  # Each phase is paired, unless the machine probe set runs aside (left out, or compared within machine states).
+  jq -e '[.pairs[] | (.variance == "paired" and (.paired_runs | length) >= 2 and .run_spread_prior.of == "paired differences")
+          or (.machine_probe.runs_left_out // [] | length) > 0 or has("machine_probe") and (.machine_probe | has("within_states"))]
+         | all' "$WORK/turns.json" >/dev/null ||
+    fail "runs that took turns were not paired: $(jq -c '[.pairs[] | {phase, variance, paired_runs, run_spread_prior, machine_probe}]' "$WORK/turns.json")"
+  if jq -e '[.pairs[] | .variance == "paired"] | any' "$WORK/turns.json" >/dev/null; then
+    paired_turns=1
+    break
+  fi
+  echo "runs that took turns, attempt $attempt: the machine probe set runs aside in every phase: $(jq -c '[.pairs[] | {phase, variance, machine_probe}]' "$WORK/turns.json")"
 done
-wait_for 240 all_jobs_ended "$CLI" || fail "the single-run jobs did not end"
-"$CLI" compare "${turns[0]},${turns[2]},${turns[4]}" "${turns[1]},${turns[3]},${turns[5]}" -o json >"$WORK/turns.json" ||
-  fail "compare of jobs that took turns failed"
-python3 "$HERE/validate_json.py" "$SCHEMAS/compare.v1.json" "$WORK/turns.json" >"$WORK/schema.txt" ||
-  fail "compare -o json of paired runs breaks its schema: $(cat "$WORK/schema.txt")"
-# Each phase is paired, unless the machine probe set runs aside (left out, or compared within machine states).
-jq -e '[.pairs[] | (.variance == "paired" and (.paired_runs | length) >= 2 and .run_spread_prior.of == "paired differences")
-        or (.machine_probe.runs_left_out // [] | length) > 0 or has("machine_probe") and (.machine_probe | has("within_states"))]
-       | all' "$WORK/turns.json" >/dev/null ||
-  fail "runs that took turns were not paired: $(jq -c '[.pairs[] | {phase, variance, paired_runs, run_spread_prior, machine_probe}]' "$WORK/turns.json")"
-jq -e '[.pairs[] | .variance == "paired"] | any' "$WORK/turns.json" >/dev/null ||
-  fail "no phase of the runs that took turns was paired: $(jq -c '[.pairs[] | {phase, variance, machine_probe}]' "$WORK/turns.json")"
-"$CLI" compare "${turns[0]},${turns[2]},${turns[4]}" "${turns[1]},${turns[3]},${turns[5]}" |
-  grep -q "runs paired by time (they took turns on one machine: A1-B1" || fail "the table does not say the runs were paired"
-echo "runs that took turns: $(jq -c '[.pairs[] | {phase, variance, paired_runs, degrees_of_freedom, run_spread_prior}]' "$WORK/turns.json")"
+if ((paired_turns)); then
+  "$CLI" compare "$side_a" "$side_b" |
+    grep -q "runs paired by time (they took turns on one machine: A[0-9]-B[0-9]" || fail "the table does not say the runs were paired"
+  echo "runs that took turns: $(jq -c '[.pairs[] | {phase, variance, paired_runs, degrees_of_freedom, run_spread_prior}]' "$WORK/turns.json")"
+fi
 
 # ---- the report labels every run
 "$CLI" report "${jobs[0]}" >"$WORK/report.txt" || fail "report failed"
 grep -q "run 2" "$WORK/report.txt" || fail "the report does not label the runs"
 ok=1
+if ((!paired_turns)); then
+  echo "e2e repeats: SKIPPED: the other checks passed, but in 3 attempts the machine probe set runs that took turns aside in every phase, so pairing was not exercised"
+  exit 77
+fi
 echo "e2e repeats: OK"
