@@ -66,7 +66,8 @@ struct StepComparison {
   // CompareRunPhase: those runs named, "B run 2 (job-2-t1, run 2) at 1.24x B's median run".
   std::string far_runs_note;
   // CompareRunPhase: runs that took turns compared unpaired because the machine's adjacent runs share none of its
-  // drift, and the two spreads that say so; else empty.
+  // drift (in other jobs that took turns, their differences spread more than two independent runs'), and the two
+  // spreads that say so; else empty.
   std::string unpaired_note;
   // CompareRuns: the runs' variance pooled over both sides (one machine), not Welch's per side.
   bool pooled = false;

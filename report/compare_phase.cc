@@ -95,7 +95,7 @@ struct KeptCouples {
 };
 KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, const CutRuns& cut, v1::Phase phase,
                         double quantile, const std::vector<const v1::Job*>& others,
-                        const std::vector<std::string>& sides_jobs, const RunSpreadPrior& runs_prior) {
+                        const std::vector<std::string>& sides_jobs) {
   std::vector<double> starts[2];
   for (int side = 0; side < 2; ++side) {
     for (const v1::Task* t : side == 0 ? pair.a : pair.b) starts[side].push_back(t->started_unix_seconds());
@@ -108,18 +108,35 @@ KeptCouples CouplesKept(const RunPair& pair, const MachineJudgement& machine, co
     }
   }
   if (out.couples.size() < 2) return {};
-  out.prior = FitSpreadPrior(OtherJobsCoupleSpreads(others, sides_jobs, *pair.a[0], pair.key, phase, quantile));
+  const std::vector<SpreadSample> samples =
+      OtherJobsCoupleSpreads(others, sides_jobs, *pair.a[0], pair.key, phase, quantile);
+  out.prior = FitSpreadPrior(samples);
   out.prior.paired = true;
   if (!(out.prior.df > 0)) return {};
-  // Adjacent runs that share none of the machine's drift: a couple's difference varies more than two independent
-  // runs' do (2 s0^2), and pairing would only spend degrees of freedom. Jobs of 2 runs, each run alone, give both
-  // priors the same differences (the couple's exactly twice the run's variance): no evidence either way, paired.
-  if (runs_prior.df > 0 && out.prior.variance > 2 * runs_prior.variance * (1 + 1e-9)) {
+  // Adjacent runs that share none of the machine's drift: in the other pairs of jobs that took turns, a couple's
+  // difference varies more than two independent runs' do (twice the same runs' own spread; both pooled, as the two
+  // jobs of a pair share their drift, so the runs' variances are not independent samples for a prior's fit), and
+  // pairing would only spend degrees of freedom. Without 8 such pairs (jobs each run alone, say) nothing says so:
+  // paired.
+  double couples_ss = 0, couples_df = 0, runs_ss = 0, runs_df = 0;
+  int64_t pairs = 0, jobs = 0;
+  for (const SpreadSample& s : samples) {
+    if (!(s.runs_df > 0) || !std::isfinite(s.variance) || !std::isfinite(s.runs_variance)) continue;
+    couples_ss += s.variance * s.df;
+    couples_df += s.df;
+    runs_ss += s.runs_variance * s.runs_df;
+    runs_df += s.runs_df;
+    ++pairs;
+    jobs += s.jobs;
+  }
+  const double couples_variance = couples_ss / couples_df, runs_variance = runs_ss / runs_df;
+  if (pairs >= kMinSpreadJobs && couples_variance > 2 * runs_variance) {
     KeptCouples none;
     none.declined = absl::StrFormat(
         "runs took turns but were compared unpaired: on this machine runs next to each other share none of its "
-        "drift (their differences spread %.2f%% in %d other jobs, more than two independent runs' %.2f%%)",
-        100 * std::sqrt(out.prior.variance), out.prior.jobs, 100 * std::sqrt(2 * runs_prior.variance));
+        "drift (their differences spread %.2f%% in %d other jobs that took turns, more than two independent "
+        "runs' %.2f%%)",
+        100 * std::sqrt(couples_variance), jobs, 100 * std::sqrt(2 * runs_variance));
     return none;
   }
   return out;
@@ -161,7 +178,7 @@ StepComparison CompareRunPhase(const RunPair& pair, v1::Phase phase, const std::
     // The runs JudgeMachine kept (taken in the comparison's machine state), and where each stands in its side;
     // runs that took turns on one machine, in couples.
     const KeptCouples couples = one_machine && machine.states[0].empty()
-                                    ? CouplesKept(pair, machine, cut, phase, quantile, others, sides_jobs, prior)
+                                    ? CouplesKept(pair, machine, cut, phase, quantile, others, sides_jobs)
                                     : KeptCouples{};
     std::vector<std::vector<double>> kept[2];
     std::vector<size_t> index[2];

@@ -171,7 +171,15 @@ std::vector<SpreadSample> OtherJobsCoupleSpreads(const std::vector<const v1::Job
         double mean = 0, ss = 0;
         for (double x : d) mean += x / static_cast<double>(d.size());
         for (double x : d) ss += (x - mean) * (x - mean);
-        out.push_back({ss / static_cast<double>(d.size() - 1), static_cast<double>(d.size() - 1), 2});
+        double runs_ss = 0, runs_df = 0;
+        for (int side = 0; side < 2; ++side) {
+          double m = 0;
+          for (const TimedLog& r : runs[j + side]) m += r.log / static_cast<double>(runs[j + side].size());
+          for (const TimedLog& r : runs[j + side]) runs_ss += (r.log - m) * (r.log - m);
+          runs_df += static_cast<double>(runs[j + side].size() - 1);
+        }
+        out.push_back(
+            {ss / static_cast<double>(d.size() - 1), static_cast<double>(d.size() - 1), 2, runs_ss / runs_df, runs_df});
         j += 2;
         continue;
       }

@@ -53,6 +53,9 @@ RunSpreadPrior FitRunSpreadPrior(const std::vector<std::vector<double>>& log_sta
 struct SpreadSample {
   double variance = 0, df = 0;
   int64_t jobs = 1;
+  // From two jobs whose runs took turns (OtherJobsCoupleSpreads): the same runs' spread, each around its own job's
+  // mean, pooled (a run's variance, not a couple's); 0 degrees of freedom otherwise.
+  double runs_variance = 0, runs_df = 0;
 };
 /// The prior from variances seen elsewhere (FitRunSpreadPrior's, each job's
 /// variance given): those not positive and finite are skipped; kMinSpreadJobs
@@ -86,7 +89,9 @@ std::vector<std::vector<double>> OtherJobsRunStats(const std::vector<const v1::J
 ///  - a job whose runs took turns with the next job's (InterleavedRuns, 2
 ///    couples or more): each couple's difference of log statistics, their
 ///    variance around their own mean (a change between the two jobs is not
-///    spread) on couples - 1 degrees of freedom; both jobs used up;
+///    spread) on couples - 1 degrees of freedom, and beside it those runs'
+///    own spread (runs_variance: each job's runs around its mean, pooled);
+///    both jobs used up;
 ///  - else the job alone: its runs in time order two at a time (1 and 2, 3
 ///    and 4, ...), one configuration with no change between them, the mean
 ///    squared difference on as many degrees of freedom as couples.

@@ -70,10 +70,15 @@ TEST(PairedRunsTest, ThePriorIsLearnedFromRunsNextToEachOtherInOtherJobs) {
   EXPECT_NEAR(samples[0].variance, d1 * d1 / 2, 1e-12);
   EXPECT_EQ(samples[0].df, 1);
   EXPECT_EQ(samples[0].jobs, 2);
+  // Beside it, the same runs' own spread: each job's around its mean, pooled (1 + 1 df).
+  const double s1 = std::pow(std::log(120.0 / 100), 2) / 2, s2 = std::pow(std::log(126.0 / 110), 2) / 2;
+  EXPECT_NEAR(samples[0].runs_variance, (s1 + s2) / 2, 1e-12);
+  EXPECT_EQ(samples[0].runs_df, 2);
   // Alone: the couples' squared differences, uncentred, a degree of freedom each.
   EXPECT_NEAR(samples[1].variance, (std::pow(std::log(1.05), 2) + std::pow(std::log(1.1), 2)) / 2, 1e-12);
   EXPECT_EQ(samples[1].df, 2);
   EXPECT_EQ(samples[1].jobs, 1);
+  EXPECT_EQ(samples[1].runs_df, 0);  // nothing took turns with it
   // job-5 began first: job-4's runs minus job-5's.
   const double d3 = std::log(100.0 / 90) - std::log(200.0 / 220);
   EXPECT_NEAR(samples[2].variance, d3 * d3 / 2, 1e-12);
@@ -328,7 +333,7 @@ TEST(PairedRunsTest, RunsAreNotPairedWhereAdjacentRunsShareNoDrift) {
     const auto doc = nlohmann::json::parse(RenderComparison("job-a", "job-b", {result}, {}, 0.02, "json"));
     if (b_follows < 0) {
       EXPECT_THAT(c.unpaired_note, HasSubstr("runs next to each other share none of its drift"));
-      EXPECT_THAT(c.unpaired_note, HasSubstr("in 40 other jobs, more than two independent runs'"));
+      EXPECT_THAT(c.unpaired_note, HasSubstr("in 40 other jobs that took turns, more than two independent runs'"));
       EXPECT_THAT(RunNotesLine(result), HasSubstr("runs took turns but were compared unpaired"));
       EXPECT_EQ(doc["pairs"][0]["unpaired_because"], c.unpaired_note);
       EXPECT_EQ(doc["pairs"][0]["variance"], "pooled");
