@@ -1,8 +1,7 @@
 // Which probe kernel follows a model's training steps? On some hosts
 // mlp's training steps wander by several percent over stretches of a
 // second or more while the machine probe's SGEMM holds steady
-// (docs/reports.md, "A reading before inference, and runs placed by their
-// phase's readings"). This bench trains one model (mlp, batch 64) for
+// (docs/compare-measured.md, "Runs placed by their phase's readings"). This bench trains one model (mlp, batch 64) for
 // --seconds without a break and, every --every-ms between steps, reads
 // each candidate kernel in turn (the order rotating), as ProbeDuringRun
 // reads the probe: one untimed call, two 3 ms windows, the lower median:

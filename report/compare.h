@@ -104,7 +104,7 @@ inline constexpr size_t kMinRunSteps = 5;
 
 /// A run far from its side's median run: beyond +/-10%. On this project's VM
 /// 90% of the runs lay within -2.4% and +2.4-3.5% of their side's median
-/// run; a run in the slow state lay 16-37% off (docs/reports.md).
+/// run; a run in the slow state lay 16-37% off (docs/compare-measured.md).
 inline constexpr double kFarRunBeyond = 0.10;
 
 /// A threshold as users type it: "2%" or "0.02" (empty: 2%). Errors say the

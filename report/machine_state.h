@@ -16,7 +16,7 @@ namespace hetbench::report {
 /// run) beyond +/-5% of another reading: the machine was in another state.
 /// On this project's VM (2 threads) its median call took 148-161 us over 20
 /// minutes of one state (+/-4% of its middle) and 175-187 us in the slow
-/// state, in which mlp's training steps took 31% longer (docs/reports.md,
+/// state, in which mlp's training steps took 31% longer (docs/compare-measured.md,
 /// "Jobs taken minutes apart, and the machine probe").
 inline constexpr double kProbeBeyond = 0.05;
 

@@ -136,7 +136,7 @@ RunSpreadPrior PairedPrior(int pairs, double drift, double own, std::mt19937_64&
 
 TEST(PairedRunsTest, PairedRunsKeepTheirFalseAlarmRateAndFindMoreWhereCouplesShareDrift) {
   // The machine drifts by 3% between couples, each run adds 1% of its own (as one LibTorch thread's runs
-  // correlated on this project's VM, docs/reports.md); 3 couples, 300 A/A and 300 A/B (5% slower) trials,
+  // correlated on this project's VM, docs/compare-measured.md); 3 couples, 300 A/A and 300 A/B (5% slower) trials,
   // each with the prior from 30 earlier pairs of jobs. Pooled: CompareRuns on the same runs, its prior from
   // the same jobs taken one by one.
   std::mt19937_64 rng(20261201);

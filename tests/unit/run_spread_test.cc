@@ -99,7 +99,7 @@ TEST(RunSpreadTest, ModeratesTowardThePriorUnlessTheRunsSpreadBeyondIt) {
 }
 
 TEST(RunSpreadTest, ComparisonsWithThePriorKeepTheirFalseAlarmRateAndFindMore) {
-  // Runs shift by 1.5% from run to run (as on this project's VM, docs/reports.md), 3 runs a side on one
+  // Runs shift by 1.5% from run to run (as on this project's VM, docs/compare-measured.md), 3 runs a side on one
   // machine; the prior from 30 other jobs of 3 runs that shared that spread. 300 A/A and 300 A/B (5% slower)
   // trials: alarms near the nominal 5% with or without the prior, and more of the slowdowns found with it.
   std::mt19937_64 rng(20261130);
