@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How a bench_compare --dump's runs spread, and what three runs could find in them.
+"""How a bench_compare --dump's runs spread, and what a test on k runs a side could find (modelled).
 
 Reads the dump (bench/compare_dump.h) and prints, per phase, from the A/A pairs (no change
 between the sides), the spread (standard deviation of the log of a median, robust: 1.4826 x
@@ -95,7 +95,7 @@ def spreads(runs, phase, slowdown):
     k = min(k_seen)
     df = k - 1  # Wilson-Hilferty: the median of chi-square on df degrees of freedom
     median_chi2 = df * (1 - 2 / (9 * df)) ** 3
-    median_sd = statistics.median(couples_sd) / math.sqrt(median_chi2 / df)
+    typical_sd = statistics.median(couples_sd) / math.sqrt(median_chi2 / df)
     rms_sd = math.sqrt(statistics.fmean(s * s for s in couples_sd))
     delta = math.log(1 + slowdown)
 
@@ -105,14 +105,14 @@ def spreads(runs, phase, slowdown):
     return {
         "comparisons": len(couples_sd), "k": k,
         "within": robust_sd(halves), "repeat": robust_sd(repeat), "consecutive": robust_sd(consecutive),
-        "median": median_sd, "rms": rms_sd, "found_median": found(median_sd), "found_rms": found(rms_sd),
+        "typical": typical_sd, "rms": rms_sd, "found_typical": found(typical_sd), "found_rms": found(rms_sd),
     }
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dump")
-    ap.add_argument("--slowdown", type=float, default=0.05, help="the change the ceiling is for (0.05: 5%%)")
+    ap.add_argument("--slowdown", type=float, default=0.05, help="the change the model is for (0.05: 5%%)")
     args = ap.parse_args()
     if not (args.slowdown > 0 and math.isfinite(args.slowdown)):
         print("--slowdown must be a positive fraction, e.g. 0.05", file=sys.stderr)
@@ -125,7 +125,7 @@ def main():
     pct = lambda x: f"{100 * x:.2f}%"
     print(f"{args.dump}: spread of a log median (robust sd), A/A pairs; steps only, the probe not read")
     print("phase  comparisons  within a run  A_i vs B_i  side's i vs i+1  couples' sd typical  rms"
-          f"  ceiling: {100 * args.slowdown:g}% found at typical, rms (modelled)")
+          f"  modelled: {100 * args.slowdown:g}% found at typical, rms")
     ok = False
     for phase in PHASES:
         s = spreads(runs, phase, args.slowdown)
@@ -133,8 +133,8 @@ def main():
             continue
         ok = True
         print(f"{phase:6} {s['comparisons']:11}  {pct(s['within']):>12}  {pct(s['repeat']):>10}  "
-              f"{pct(s['consecutive']):>15}  {pct(s['median']):>19}  {pct(s['rms']):>6}  "
-              f"{pct(s['found_median']):>8}, {pct(s['found_rms'])} (z test, {s['k']} couples, spread known)")
+              f"{pct(s['consecutive']):>15}  {pct(s['typical']):>19}  {pct(s['rms']):>6}  "
+              f"{pct(s['found_typical']):>8}, {pct(s['found_rms'])} (z test, {s['k']} couples, spread known)")
     if not ok:
         print(f"{args.dump}: no A/A pair with 2 runs or more a side", file=sys.stderr)
         return 2

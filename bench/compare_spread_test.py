@@ -70,7 +70,7 @@ def main():
             near(f"{phase} side's i vs i+1", consecutive, 0.02, 0.15)
             near(f"{phase} couples' typical sd", typical, 0.02 * math.sqrt(2), 0.15)
             near(f"{phase} couples' rms sd", rms, 0.02 * math.sqrt(2), 0.15)
-        if "(modelled)" not in out:
+        if "modelled:" not in out:
             sys.exit("the detection figure must say it is modelled")
 
         write_dump(dump, rng, 0.03)
