@@ -41,10 +41,9 @@ void JudgeValidity(const v1::JobSpec& spec, int64_t expected_steps, v1::PhaseRes
     std::string reason = absl::StrFormat("too noisy: IQR/median = %.3f > validity.max_iqr_over_median = %g",
                                          s.iqr_ns() / s.p50_ns(), limit);
     if (in_order != nullptr) {
-      if (std::string modes = DescribeStepModes(FindStepModes(*in_order), s.count(), s.window_seconds());
-          !modes.empty()) {
-        absl::StrAppend(&reason, "; ", modes);
-      }
+      std::string why = DescribeStepModes(FindStepModes(*in_order), s.count(), s.window_seconds());
+      if (why.empty()) why = DescribeStepLevels(FindStepLevels(*in_order), s.count(), s.window_seconds());
+      if (!why.empty()) absl::StrAppend(&reason, "; ", why);
     }
     phase->add_invalid_reasons(reason);
   }

@@ -120,4 +120,128 @@ std::string DescribeStepModes(const StepModes& m, int64_t steps, double window_s
   return out;
 }
 
+namespace {
+
+constexpr int64_t kMinWindow = 10;
+constexpr int64_t kWindowsWanted = 25;
+constexpr size_t kMaxSegments = 4;
+constexpr double kMinStandardErrors = 4.0;
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return Median(v, 0, v.size());
+}
+
+// The level of windows [begin, end): the mean of their medians (each window's
+// median already sets its spikes aside; a mean, unlike a median, moves with
+// every window, so a cut lands where the level changes).
+double Level(const std::vector<double>& window_medians, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t j = begin; j < end; ++j) sum += window_medians[j];
+  return sum / static_cast<double>(end - begin);
+}
+
+}  // namespace
+
+StepLevels FindStepLevels(const std::vector<int64_t>& in_order) {
+  StepLevels out;
+  const auto n = static_cast<int64_t>(in_order.size());
+  const int64_t w = std::max(kMinWindow, n / kWindowsWanted);
+  const int64_t windows = n / w;
+  if (windows < 4) return out;
+  std::vector<double> logs;
+  logs.reserve(in_order.size());
+  for (int64_t d : in_order) logs.push_back(std::log(static_cast<double>(std::max<int64_t>(d, 1))));
+  std::vector<double> medians;
+  for (int64_t j = 0; j < windows; ++j) {
+    medians.push_back(MedianOf(std::vector<double>(logs.begin() + j * w, logs.begin() + (j + 1) * w)));
+  }
+  // A step's spread from consecutive differences (robust: 1.4826 x MAD / sqrt(2)),
+  // a window median's error from it (the median of w draws: 1.2533 sigma / sqrt(w)).
+  std::vector<double> diffs;
+  for (size_t i = 1; i < logs.size(); ++i) diffs.push_back(logs[i] - logs[i - 1]);
+  const double mid = MedianOf(diffs);
+  for (double& d : diffs) d = std::abs(d - mid);
+  const double step_sd = 1.4826 * MedianOf(diffs) / std::sqrt(2.0);
+  const double window_se = std::max(1.2533 * step_sd / std::sqrt(static_cast<double>(w)), 1e-6);
+  // Binary segmentation: cut the segment whose best cut is strongest, while cuts pass.
+  std::vector<size_t> cuts = {0, static_cast<size_t>(windows)};
+  while (cuts.size() - 1 < kMaxSegments) {
+    double best_z = 0;
+    size_t best_at = 0;
+    for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+      for (size_t at = cuts[s] + 2; at + 2 <= cuts[s + 1]; ++at) {
+        const double gap = std::abs(Level(medians, cuts[s], at) - Level(medians, at, cuts[s + 1]));
+        const double se = window_se * std::sqrt(1.0 / static_cast<double>(at - cuts[s]) +
+                                                1.0 / static_cast<double>(cuts[s + 1] - at));
+        const double z = gap / se;
+        if (gap >= std::log(kMinRatio) && z >= kMinStandardErrors && z > best_z) {
+          best_z = z;
+          best_at = at;
+        }
+      }
+    }
+    if (best_at == 0) break;
+    cuts.insert(std::upper_bound(cuts.begin(), cuts.end(), best_at), best_at);
+  }
+  // A cut made inside a larger segment can leave neighbours less than 15% apart
+  // (a wide slow state cut where its tail met the fast steps): merge them.
+  const auto merge_close = [&] {
+    for (bool merged = true; merged && cuts.size() > 2;) {
+      merged = false;
+      for (size_t s = 1; s + 1 < cuts.size(); ++s) {
+        if (std::abs(Level(medians, cuts[s - 1], cuts[s]) - Level(medians, cuts[s], cuts[s + 1])) <
+            std::log(kMinRatio)) {
+          cuts.erase(cuts.begin() + static_cast<std::ptrdiff_t>(s));
+          merged = true;
+          break;
+        }
+      }
+    }
+  };
+  merge_close();
+  if (cuts.size() < 3) return out;
+  // Each cut moved to where it best parts its two neighbours, as they stand now.
+  for (size_t s = 1; s + 1 < cuts.size(); ++s) {
+    double best_z = -1;
+    for (size_t at = cuts[s - 1] + 2; at + 2 <= cuts[s + 1]; ++at) {
+      const double z =
+          std::abs(Level(medians, cuts[s - 1], at) - Level(medians, at, cuts[s + 1])) /
+          std::sqrt(1.0 / static_cast<double>(at - cuts[s - 1]) + 1.0 / static_cast<double>(cuts[s + 1] - at));
+      if (z > best_z) {
+        best_z = z;
+        cuts[s] = at;
+      }
+    }
+  }
+  merge_close();  // a moved cut may have brought two neighbours closer
+  if (cuts.size() < 3) return out;
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    const bool last = s + 2 == cuts.size();  // the last segment keeps the steps after the last whole window
+    const int64_t first = static_cast<int64_t>(cuts[s]) * w;
+    const int64_t end = last ? n : static_cast<int64_t>(cuts[s + 1]) * w;
+    out.segments.push_back(
+        {first, end - 1, std::exp(MedianOf(std::vector<double>(logs.begin() + first, logs.begin() + end)))});
+  }
+  return out;
+}
+
+std::string DescribeStepLevels(const StepLevels& l, int64_t steps, double window_seconds) {
+  if (l.segments.size() < 2) return "";
+  double fastest = l.segments[0].median_ns;
+  for (const StepLevels::Segment& s : l.segments) fastest = std::min(fastest, s.median_ns);
+  const double per_step = steps > 0 ? window_seconds / static_cast<double>(steps) : 0;
+  std::vector<std::string> parts;
+  for (const StepLevels::Segment& s : l.segments) {
+    std::string part =
+        absl::StrFormat("%.2f ms (%.1f-%.1f s", s.median_ns * 1e-6, static_cast<double>(s.first) * per_step,
+                        static_cast<double>(s.last + 1) * per_step);
+    if (s.median_ns > fastest * 1.005) absl::StrAppendFormat(&part, ", %.2fx the fastest", s.median_ns / fastest);
+    parts.push_back(part + ")");
+  }
+  return absl::StrCat("step times shifted during the run: ", absl::StrJoin(parts, ", "),
+                      " into the phase: the machine's speed changed during the run; run it again to see whether the "
+                      "slow level persists");
+}
+
 }  // namespace hetbench

@@ -43,4 +43,30 @@ StepModes FindStepModes(const std::vector<int64_t>& in_order);
 /// are in none); "" without two modes.
 std::string DescribeStepModes(const StepModes& m, int64_t steps, double window_seconds);
 
+/// A phase whose steps moved between levels in run order without two clean
+/// modes (the slow state itself wide, or more than two speeds): the run's
+/// windows of w = max(10, steps / 25) consecutive steps, each window's median
+/// log step time, cut by binary segmentation into at most 4 segments of 2
+/// windows or more. A cut is kept when the two sides' levels (the mean of
+/// their windows' medians) differ by at least 15% and by at least 4 standard
+/// errors, a window median's error taken from the spread of consecutive
+/// steps' differences (so the shifts themselves do not widen it); neighbours
+/// left less than 15% apart by later cuts are merged, and each cut then moved
+/// to where it best parts its neighbours. A segment's figure is the median of
+/// its steps. Fewer than 4 windows (40 steps) are never cut.
+struct StepLevels {
+  struct Segment {
+    int64_t first = 0, last = 0;  // step indexes in run order, inclusive
+    double median_ns = 0;
+  };
+  std::vector<Segment> segments;  // 2 or more when the steps shifted, else empty
+};
+StepLevels FindStepLevels(const std::vector<int64_t>& in_order);
+
+/// "step times shifted during the run: 4.51 ms (0.0-0.8 s), 6.40 ms (0.8-2.6 s,
+/// 1.42x the fastest), 4.95 ms (2.6-2.7 s into the phase): the machine's speed
+/// changed during the run; run it again to see whether the slow level
+/// persists"; "" without shifts.
+std::string DescribeStepLevels(const StepLevels& l, int64_t steps, double window_seconds);
+
 }  // namespace hetbench
