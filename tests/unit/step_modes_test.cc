@@ -74,27 +74,34 @@ TEST(StepModesTest, ALongTailOrAWideSingleModeIsNotTwoModes) {
   EXPECT_FALSE(FindStepModes(few).two_modes) << "fewer than 40 steps";
 }
 
+// An inference phase of `steps` over `window_seconds`, its p50 and IQR from
+// them, judged as the coordinator judges it with the steps in run order.
+v1::PhaseResult Judged(const std::vector<int64_t>& steps, double window_seconds) {
+  std::vector<int64_t> sorted = steps;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  v1::PhaseResult phase;
+  phase.set_phase(v1::PHASE_INFER);
+  v1::TimingStats* s = phase.mutable_stats();
+  s->set_count(static_cast<int64_t>(n));
+  s->set_p50_ns(static_cast<double>(sorted[n / 2]));
+  s->set_iqr_ns(static_cast<double>(sorted[3 * n / 4] - sorted[n / 4]));
+  s->set_window_seconds(window_seconds);
+  JudgeValidity(WithDefaults(v1::JobSpec()), static_cast<int64_t>(n), &phase, nullptr, &steps);
+  return phase;
+}
+
 TEST(StepModesTest, ANoisyPhaseSaysItsTwoModesInItsReason) {
   std::mt19937_64 rng(7);
   std::vector<int64_t> steps;
   Append(&steps, 60, 10, rng);
   Append(&steps, 60, 16, rng);
-  std::vector<int64_t> sorted = steps;
-  std::sort(sorted.begin(), sorted.end());
-  v1::JobSpec spec = WithDefaults(v1::JobSpec());
-  v1::PhaseResult phase;
-  phase.set_phase(v1::PHASE_INFER);
-  v1::TimingStats* s = phase.mutable_stats();
-  s->set_count(120);
-  s->set_p50_ns(static_cast<double>(sorted[60]));
-  s->set_iqr_ns(static_cast<double>(sorted[90] - sorted[30]));
-  s->set_window_seconds(1.56);
-  JudgeValidity(spec, 120, &phase, nullptr, &steps);
+  v1::PhaseResult phase = Judged(steps, 1.56);
   ASSERT_FALSE(phase.valid());
   EXPECT_THAT(phase.invalid_reasons(0), HasSubstr("too noisy: IQR/median = "));
   EXPECT_THAT(phase.invalid_reasons(0), HasSubstr("; step times have two modes: "));
   EXPECT_THAT(phase.invalid_reasons(0), HasSubstr("1 stretch (0.8-1.6 s into the phase)"));
-  JudgeValidity(spec, 120, &phase);  // without the steps: the spread alone
+  JudgeValidity(WithDefaults(v1::JobSpec()), 120, &phase);  // without the steps: the spread alone
   EXPECT_THAT(phase.invalid_reasons(0), Not(HasSubstr("two modes")));
 }
 
@@ -158,18 +165,7 @@ TEST(StepModesTest, ARunThatStaysAtOneLevelHasNoShiftsHoweverNoisy) {
 }
 
 TEST(StepModesTest, ANoisyPhaseWithoutTwoModesSaysItsShiftsInItsReason) {
-  std::vector<int64_t> steps = ShiftedRun(11);
-  std::vector<int64_t> sorted = steps;
-  std::sort(sorted.begin(), sorted.end());
-  v1::JobSpec spec = WithDefaults(v1::JobSpec());
-  v1::PhaseResult phase;
-  phase.set_phase(v1::PHASE_INFER);
-  v1::TimingStats* s = phase.mutable_stats();
-  s->set_count(459);
-  s->set_p50_ns(static_cast<double>(sorted[229]));
-  s->set_iqr_ns(static_cast<double>(sorted[344] - sorted[114]));
-  s->set_window_seconds(2.7);
-  JudgeValidity(spec, 459, &phase, nullptr, &steps);
+  const v1::PhaseResult phase = Judged(ShiftedRun(11), 2.7);
   ASSERT_FALSE(phase.valid());
   EXPECT_THAT(phase.invalid_reasons(0), HasSubstr("too noisy: IQR/median = "));
   EXPECT_THAT(phase.invalid_reasons(0), HasSubstr("; step times shifted during the run: "));
