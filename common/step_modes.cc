@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/stats.h"
 
 namespace hetbench {
 
@@ -127,10 +128,8 @@ constexpr int64_t kWindowsWanted = 25;
 constexpr size_t kMaxSegments = 4;
 constexpr double kMinStandardErrors = 4.0;
 
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return Median(v, 0, v.size());
-}
+// The median of a copy (common/stats' MedianInPlace reorders its input).
+double MedianOf(std::vector<double> v) { return MedianInPlace(v); }
 
 // The level of windows [begin, end): the mean of their medians (each window's
 // median already sets its spikes aside; a mean, unlike a median, moves with
