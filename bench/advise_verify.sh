@@ -20,7 +20,7 @@ SERVER=$1 AGENT=$2 CLI=$3 N=${4:-6} REPEATS=${5:-3} STEPS=${6:-30} PROFILE_AGENT
 source "$(dirname "$0")/../tests/e2e/lib.sh"  # e2e_begin, start_coordinator, wait_for, agent_connected
 e2e_begin advise-bench  # WORK (kept unless the bench finishes), PIDS stopped on exit
 start_coordinator "$SERVER" "$CLI"
-BASE=$((41000 + RANDOM % 20000))
+BASE=$(ports_below_ephemeral 20000 102)
 for i in 1 2; do
   "$AGENT" --agent-id "adv$i" --threads 1 --qpu-sim off --python-runner off --calibration off \
     --rendezvous-port-base $((BASE + 100 * i)) >"$WORK/agent-$i.log" 2>&1 &

@@ -16,12 +16,14 @@ SERVER=$1 AGENT=$2 CLI=$3 STEPS=${4:-300}
 WORK=$(mktemp -d /tmp/hetbench-parallel.XXXXXX)
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
-PORT=$((20000 + RANDOM % 20000))
+# shellcheck source=../tests/e2e/lib.sh
+source "$(dirname "$0")/../tests/e2e/lib.sh"  # ports_below_ephemeral
+PORT=$(ports_below_ephemeral 10000 1 20000)
 export HETBENCH_SERVER=127.0.0.1:$PORT
 "$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" >"$WORK/server.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do "$CLI" health >/dev/null 2>&1 && break; sleep 0.1; done
-BASE=$((41000 + RANDOM % 20000))
+BASE=$(ports_below_ephemeral 20000 42)
 for i in 1 2 3 4; do
   qpu=off
   [[ $i == 1 ]] && qpu=on

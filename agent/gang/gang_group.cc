@@ -1,10 +1,10 @@
 #include "agent/gang/gang_group.h"
 
+#include <chrono>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <chrono>
-
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -47,8 +47,15 @@ absl::StatusOr<std::unique_ptr<GangGroup>> GangGroup::Join(const v1::GangAssign&
     gloo->timeout = timeout;
     g->impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(g->impl_->store, gang.rank(), gang.world_size(), gloo);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("gang ", gang.gang_id(), " rank ", gang.rank(), ": rendezvous at ",
-                                               gang.master_host(), ":", gang.master_port(), " failed: ", e.what()));
+    // Rank 0 binds the store's port: when something else holds it, say which flag moves it.
+    const bool in_use = gang.rank() == 0 && absl::StrContains(e.what(), "Address already in use");
+    return absl::UnavailableError(absl::StrCat(
+        "gang ", gang.gang_id(), " rank ", gang.rank(), ": rendezvous at ", gang.master_host(), ":", gang.master_port(),
+        " failed: ", e.what(),
+        in_use ? absl::StrCat(" (another socket holds port ", gang.master_port(),
+                              " on this node: give its agent a --rendezvous-port-base whose ports are free and below "
+                              "the kernel's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range)")
+               : ""));
   }
   g->rendezvous_seconds_ = static_cast<double>(SteadyNowNs() - start_ns) * 1e-9;
   LogInfo(kLog, gang.gang_id(), " rank ", gang.rank(), "/", gang.world_size(), " joined via ", gang.master_host(), ":",

@@ -15,7 +15,7 @@ SERVER=$1 AGENT=$2 CLI=$3
 source "$(dirname "$0")/lib.sh"
 e2e_begin "advise"
 start_coordinator "$SERVER" "$CLI"
-BASE=$((41000 + RANDOM % 20000))
+BASE=$(ports_below_ephemeral 20000 102)
 "$AGENT" --agent-id adv --threads 1 --python-runner off --calibration off --rendezvous-port-base "$BASE" \
   >>"$WORK/agent.log" 2>&1 &
 PIDS+=($!)

@@ -37,7 +37,7 @@ psql_q postgres "CREATE DATABASE hetbench" >/dev/null
 URL="postgresql://postgres@/hetbench?host=$WORK/pg&port=5432"
 
 # ---- two coordinators, two agents
-PORT_A=$((20000 + RANDOM % 20000))
+PORT_A=$(ports_below_ephemeral 10000 2 20000)
 PORT_B=$((PORT_A + 1))
 export HETBENCH_SERVER=127.0.0.1:$PORT_A,127.0.0.1:$PORT_B
 start_coordinator() {  # start_coordinator PORT

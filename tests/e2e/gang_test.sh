@@ -28,7 +28,7 @@ start_agent() {  # start_agent ID PORT_BASE
   PIDS+=($!)
   eval "PID_$1=$!"
 }
-BASE=$((41000 + RANDOM % 20000))
+BASE=$(ports_below_ephemeral 20000 102)
 start_agent a1 "$BASE"
 start_agent a2 $((BASE + 100))
 { wait_for 60 agent_connected "$CLI" a1 && wait_for 60 agent_connected "$CLI" a2; } || fail "agents did not connect"

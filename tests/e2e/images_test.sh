@@ -79,7 +79,7 @@ labels=$("${B[@]}" inspect --format '{{.OCIv1.Config.Labels}}' "localhost/hetben
 in_srv cat /usr/share/hetbench/packages.txt | grep '^libgrpc++1.51 ' >/dev/null || fail "no package versions recorded"
 
 # The coordinator from its image, the agent from its image, a job across them on loopback.
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(ports_below_ephemeral 10000 1 20000)
 setsid "${B[@]}" run --isolation chroot "$SRV" -- hetbench-server --listen "127.0.0.1:$PORT" \
   --metrics-listen "" --db /var/lib/hetbench/jobs.db >"$WORK/server.log" 2>&1 &
 GROUPS_TO_STOP+=($!)

@@ -8,6 +8,11 @@
 #   start_coordinator SERVER CLI [FLAGS...]   a coordinator on loopback port PORT (picked once, kept for
 #                                 restarts), HETBENCH_SERVER exported, its database in WORK; waits until
 #                                 healthy; SERVER_PID set
+#   ports_below_ephemeral LO N [HI]   the first of N consecutive ports at or above LO, below HI and the
+#                    kernel's ephemeral range (ip_local_port_range), with no socket bound to any of them now
+#                    (coordinators take 10000-19999, a gang's TCPStores 20000 up, so the two never meet):
+#                    a port inside that range may be a client connection's local port at any moment (a
+#                    gang's TCPStore failed to bind 50366 that way in CI)
 #   cpu_model        the first CPU's model name with its family and model numbers ("AMD EPYC (family 26,
 #                    model 2)", as bench::CpuModel prints it): a VM may name two different CPUs alike
 e2e_begin() {
@@ -34,7 +39,7 @@ agent_connected() {
 start_coordinator() {
   local server=$1 cli=$2
   shift 2
-  : "${PORT:=$((20000 + RANDOM % 20000))}"
+  : "${PORT:=$(ports_below_ephemeral 10000 1 20000)}"
   export HETBENCH_SERVER=127.0.0.1:$PORT
   "$server" --listen "127.0.0.1:$PORT" --metrics-listen "" --db "$WORK/jobs.db" "$@" >>"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
@@ -63,6 +68,23 @@ make_tokens() {  # make_tokens FILE
   CLIENT_TOKEN=$(openssl rand -hex 24)
   printf 'agent %s\nclient %s\n' "$AGENT_TOKEN" "$CLIENT_TOKEN" >"$1"
   chmod 600 "$1"
+}
+ports_below_ephemeral() {  # ports_below_ephemeral LO N [HI]
+  local lo=$1 n=$2 hi=32768 base
+  [[ -r /proc/sys/net/ipv4/ip_local_port_range ]] && read -r hi _ </proc/sys/net/ipv4/ip_local_port_range
+  [[ -n ${3:-} ]] && ((${3} < hi)) && hi=$3
+  for _ in $(seq 50); do
+    base=$((lo + RANDOM % (hi - lo - n)))
+    # ss lists every socket's local address; none may end in a port of base..base+n-1.
+    if ! command -v ss >/dev/null ||
+      ! ss -Htan | awk -v b="$base" -v n="$n" '{ p = $4; sub(/.*:/, "", p); if (p >= b && p < b + n) f = 1 }
+                                            END { exit !f }'; then
+      echo "$base"
+      return 0
+    fi
+  done
+  echo "ports_below_ephemeral: no $n free ports in $lo..$hi" >&2
+  return 1
 }
 cpu_model() {
   awk -F': ' '/^model name/ && n == "" { n = $2 } /^cpu family/ && f == "" { f = $2 }

@@ -47,7 +47,7 @@ scrape_configs:
       - targets: ["127.0.0.1:$METRICS_PORT"]
 CONF
 for attempt in 1 2 3 4 5; do
-  PROM_PORT=$((20000 + RANDOM % 20000))
+  PROM_PORT=$(ports_below_ephemeral 10000 1 20000)
   prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
     --web.listen-address="127.0.0.1:$PROM_PORT" >"$WORK/prometheus.log" 2>&1 &
   PROM_PID=$!

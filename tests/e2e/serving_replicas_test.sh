@@ -19,7 +19,7 @@ start_agent() {  # start_agent ID PORT_BASE
     --rendezvous-port-base "$2" >>"$WORK/agent-$1.log" 2>&1 &
   PIDS+=($!)
 }
-BASE=$((41000 + RANDOM % 20000))
+BASE=$(ports_below_ephemeral 20000 102)
 start_agent r1 "$BASE"
 start_agent r2 $((BASE + 100))
 { wait_for 60 agent_connected "$CLI" r1 && wait_for 60 agent_connected "$CLI" r2; } || fail "agents did not connect"

@@ -14,7 +14,7 @@ SERVER=$1 AGENT=$2 CLI=$3
 source "$(dirname "$0")/lib.sh"
 e2e_begin "validate"
 start_coordinator "$SERVER" "$CLI"
-BASE=$((41000 + RANDOM % 20000))  # the agents' rendezvous ports (an all-reduce pair's store)
+BASE=$(ports_below_ephemeral 20000 102)  # the agents' rendezvous ports (an all-reduce pair's store)
 "$AGENT" --agent-id good --threads 1 --python-runner off --calibration off --rendezvous-port-base "$BASE" \
   >>"$WORK/good.log" 2>&1 &
 PIDS+=($!)
