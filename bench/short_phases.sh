@@ -58,8 +58,7 @@ reasons() {
 declare -A total_invalid total_runs
 for key in a_train a_infer b_train b_infer; do total_invalid[$key]=0 total_runs[$key]=0; done
 for ((round = 1; round <= ROUNDS; round++)); do
-  pa=$(ports_below_ephemeral 10000 1 20000) pb=$(ports_below_ephemeral 10000 1 20000)
-  [[ $pa != "$pb" ]] || pb=$((pa + 1))
+  pa=$(ports_below_ephemeral 10000 2 20000) pb=$((pa + 1))
   side a "$AGENT_A" "$pa"
   side b "$AGENT_B" "$pb"
   for ((j = 0; j < JOBS; j++)); do

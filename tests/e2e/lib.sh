@@ -8,8 +8,8 @@
 #   start_coordinator SERVER CLI [FLAGS...]   a coordinator on loopback port PORT (picked once, kept for
 #                                 restarts), HETBENCH_SERVER exported, its database in WORK; waits until
 #                                 healthy; SERVER_PID set
-#   ports_below_ephemeral LO N [HI]   the first of N consecutive ports at or above LO, below HI and the
-#                    kernel's ephemeral range (ip_local_port_range), with no socket bound to any of them now
+#   ports_below_ephemeral LO N [HI]   a random first port of N consecutive ones at or above LO, below HI
+#                    and the kernel's ephemeral range (ip_local_port_range), none held by a socket now (ss)
 #                    (coordinators take 10000-19999, a gang's TCPStores 20000 up, so the two never meet):
 #                    a port inside that range may be a client connection's local port at any moment (a
 #                    gang's TCPStore failed to bind 50366 that way in CI)
