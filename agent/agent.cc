@@ -108,6 +108,7 @@ bool Agent::RunConnection() {
   hello->set_rendezvous_host(config_.rendezvous_host);
   hello->set_rendezvous_port_base(config_.rendezvous_port_base);
   hello->set_ack_lists(true);
+  hello->set_gang_rounds(true);
   for (HeldTask* t : HeldTasks()) {
     if (t->abandoned.load()) continue;
     v1::ResumeTask* r = hello->add_resume();

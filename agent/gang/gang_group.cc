@@ -1,6 +1,7 @@
 #include "agent/gang/gang_group.h"
 
 #include <chrono>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -31,6 +32,7 @@ absl::StatusOr<std::unique_ptr<GangGroup>> GangGroup::Join(const v1::GangAssign&
     return absl::FailedPreconditionError(
         absl::StrCat("gang ", gang.gang_id(), ": rank 0's agent advertised no rendezvous port (--rendezvous-port-base)"));
   }
+  const std::string& label = gang.round().empty() ? gang.gang_id() : gang.round();  // "job-000001-g0/2"
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(gang.timeout_seconds() * 1000));
   const int64_t start_ns = SteadyNowNs();
   try {
@@ -42,6 +44,11 @@ absl::StatusOr<std::unique_ptr<GangGroup>> GangGroup::Join(const v1::GangAssign&
     options.timeout = timeout;
     g->impl_ = std::make_unique<Impl>();
     g->impl_->store = c10::make_intrusive<c10d::TCPStore>(gang.master_host(), options);
+    // The store listens on one port every round: a rank of an earlier round
+    // that reaches it must not take a place in this one.
+    if (!gang.round().empty()) {
+      g->impl_->store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(gang.round(), "/"), g->impl_->store);
+    }
     auto gloo = c10d::ProcessGroupGloo::Options::create();
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(own_host));
     gloo->timeout = timeout;
@@ -50,7 +57,7 @@ absl::StatusOr<std::unique_ptr<GangGroup>> GangGroup::Join(const v1::GangAssign&
     // Rank 0 binds the store's port: when something else holds it, say which flag moves it.
     const bool in_use = gang.rank() == 0 && absl::StrContains(e.what(), "Address already in use");
     return absl::UnavailableError(absl::StrCat(
-        "gang ", gang.gang_id(), " rank ", gang.rank(), ": rendezvous at ", gang.master_host(), ":", gang.master_port(),
+        "gang ", label, " rank ", gang.rank(), ": rendezvous at ", gang.master_host(), ":", gang.master_port(),
         " failed: ", e.what(),
         in_use ? absl::StrCat(" (another socket holds port ", gang.master_port(),
                               " on this node: give its agent a --rendezvous-port-base whose ports are free and below "
@@ -58,7 +65,7 @@ absl::StatusOr<std::unique_ptr<GangGroup>> GangGroup::Join(const v1::GangAssign&
                : ""));
   }
   g->rendezvous_seconds_ = static_cast<double>(SteadyNowNs() - start_ns) * 1e-9;
-  LogInfo(kLog, gang.gang_id(), " rank ", gang.rank(), "/", gang.world_size(), " joined via ", gang.master_host(), ":",
+  LogInfo(kLog, label, " rank ", gang.rank(), "/", gang.world_size(), " joined via ", gang.master_host(), ":",
           gang.master_port(), " in ", g->rendezvous_seconds_, " s");
   return g;
 }

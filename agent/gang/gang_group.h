@@ -27,7 +27,8 @@ class GangGroup {
  public:
   /// Joins: rank 0 opens the TCPStore at master_host:master_port, every rank
   /// connects to it and builds the process group, its own end of the
-  /// connections on `own_host`. UNAVAILABLE (retryable) when the store's
+  /// connections on `own_host`; every key it writes carries gang.round, so
+  /// only ranks of one round meet. UNAVAILABLE (retryable) when the store's
   /// port is taken or a peer does not arrive within gang.timeout_seconds.
   /// A gang of one opens nothing.
   static absl::StatusOr<std::unique_ptr<GangGroup>> Join(const v1::GangAssign& gang, const std::string& own_host);

@@ -232,6 +232,11 @@ void Placer::PlaceGang(const v1::Job& job, int first, SchedulingPass& pass, doub
   }
   v1::GangAssign gang;
   gang.set_gang_id(head.gang().id());
+  // Rank 0's attempt rises every round (Attempts::Start counts it), so this
+  // names the round; only when every rank's agent keys its store by it.
+  bool rounds = true;
+  for (const Placement& p : *placements) rounds = rounds && p.hello != nullptr && p.hello->gang_rounds();
+  if (rounds) gang.set_round(absl::StrCat(head.gang().id(), "/", head.attempt() + 1));
   gang.set_world_size(world);
   gang.set_master_host(master.rendezvous_host().empty() ? "127.0.0.1" : master.rendezvous_host());
   gang.set_master_port(master.rendezvous_port_base() > 0 ? master.rendezvous_port_base() + device_index : 0);

@@ -3,7 +3,8 @@
 // batch, and a peer that never arrives fails the rank instead of hanging.
 // Split across agents: each stage's rank ends with its layers' parameters
 // of one process trained on the same batches. Either way each rank reads
-// the machine probe before training, the ranks taking turns.
+// the machine probe before training, the ranks taking turns, and a rank of
+// an earlier round of the gang takes no place in the next.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -201,6 +202,53 @@ TEST(GangGroupTest, RanksTakeTurnsOneAfterAnother) {
   for (int r = 1; r < kWorld; ++r) {
     EXPECT_GE(spans[r].first, spans[r - 1].second) << "rank " << r << " started before rank " << r - 1 << " ended";
   }
+}
+
+// The store listens on one port every round of a gang: a rank fenced from
+// round 1 that reaches it while round 2 meets (it had started joining when
+// the fence came) takes no place in round 2, whose two ranks meet each other;
+// it waits for its own round's peers and fails alone.
+TEST(GangGroupTest, ARankOfAnEarlierRoundTakesNoPlaceInTheNext) {
+  const int port = FreePort();
+  auto assign = [&](const std::string& round, int rank, double timeout_seconds) {
+    v1::GangAssign g;
+    g.set_gang_id("g");
+    g.set_round(round);
+    g.set_rank(rank);
+    g.set_world_size(2);
+    g.set_master_host("127.0.0.1");
+    g.set_master_port(port);
+    g.set_timeout_seconds(timeout_seconds);
+    return g;
+  };
+  // Joins and passes a barrier with the round's other rank.
+  auto meet = [](const v1::GangAssign& g) -> absl::Status {
+    auto joined = GangGroup::Join(g, "127.0.0.1");
+    if (!joined.ok()) return joined.status();
+    try {
+      (*joined)->InTurn([] {});
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(e.what());  // its peer was not of its round
+    }
+    return absl::OkStatus();
+  };
+  absl::Status zero, stale, one;
+  std::thread t0([&] { zero = meet(assign("g/2", 0, 20)); });
+  std::thread tstale([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the store is up
+    stale = meet(assign("g/1", 1, 2));
+  });
+  std::thread t1([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // after the stale rank
+    one = meet(assign("g/2", 1, 20));
+  });
+  t0.join();
+  tstale.join();
+  t1.join();
+  EXPECT_TRUE(zero.ok()) << zero;
+  EXPECT_TRUE(one.ok()) << one;
+  EXPECT_EQ(stale.code(), absl::StatusCode::kUnavailable) << stale;
+  EXPECT_THAT(stale.message(), HasSubstr("gang g/1 rank 1"));
 }
 
 // Rank 0 of 2 whose peer never comes: it fails retryable (UNAVAILABLE) after

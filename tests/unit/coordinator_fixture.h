@@ -205,6 +205,7 @@ class CoordinatorTest : public ::testing::Test {
     v1::AgentMessage m;
     m.mutable_hello()->set_agent_id(agent_id);
     m.mutable_hello()->set_ack_lists(ack_lists);
+    m.mutable_hello()->set_gang_rounds(true);  // as hetbench-agent says
     for (const v1::ResumeTask& r : resume) *m.mutable_hello()->add_resume() = r;
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = m.mutable_hello()->add_devices();

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "tests/unit/coordinator_fixture.h"
 
 namespace hetbench::server::coordinator_testing {
@@ -108,6 +109,12 @@ TEST_F(CoordinatorTest, AFailedRankFencesTheOtherAndTheGangIsRetriedAsAWhole) {
   ASSERT_TRUE(s2->WaitFor([](auto& v) { return CountAssigns(v) == 2; }));
   EXPECT_EQ(Assigns(*s1).back().attempt(), 2);
   EXPECT_EQ(Assigns(*s2).back().attempt(), 2);
+  // Each round has its own name in the store, shared by its ranks.
+  const std::string id = r1.gang().gang_id();
+  EXPECT_EQ(r1.gang().round(), absl::StrCat(id, "/1"));
+  EXPECT_EQ(r2.gang().round(), r1.gang().round());
+  EXPECT_EQ(Assigns(*s1).back().gang().round(), absl::StrCat(id, "/2"));
+  EXPECT_EQ(Assigns(*s2).back().gang().round(), absl::StrCat(id, "/2"));
   const v1::Job j = Get(gang->id());
   for (const v1::Task& t : j.tasks()) {
     EXPECT_EQ(t.state(), v1::TASK_STATE_RUNNING);

@@ -233,6 +233,30 @@ TEST(PlacerTest, AGangStartsEveryRankAtOnceWithOneRendezvousOrNone) {
   EXPECT_NE(p.starts[0].placement.agent_id, p.starts[1].placement.agent_id);
 }
 
+// Each round of a gang is named (its id and rank 0's next attempt) for the
+// ranks' store keys, but only when every rank's agent keys by it: a rank
+// that does and one that does not would never meet.
+TEST(PlacerTest, AGangRoundIsNamedOnlyWhenEveryRanksAgentKeysByIt) {
+  Placer placer({});
+  v1::Hello a = Agent("a", 1, 29500), b = Agent("b", 1, 29600);
+  std::vector<const v1::Hello*> two{&a, &b};
+  v1::Job job = Job("j1", 0, 2);
+  auto rounds = [&] {
+    SchedulingPass pass = placer.BeginPass(two);
+    JobPlacement p = placer.PlaceJob(job, pass, 20);
+    std::vector<std::string> out;
+    for (const TaskStart& s : p.starts) out.push_back(s.gang ? s.gang->round() : "no gang");
+    return out;
+  };
+  a.set_gang_rounds(true);
+  EXPECT_THAT(rounds(), ::testing::ElementsAre("", "")) << "b's agent does not key by round";
+  b.set_gang_rounds(true);
+  EXPECT_THAT(rounds(), ::testing::ElementsAre("j1-g/1", "j1-g/1"));
+  job.mutable_tasks(0)->set_attempt(2);  // rank 0 ran twice: this is round 3
+  job.mutable_tasks(1)->set_attempt(4);
+  EXPECT_THAT(rounds(), ::testing::ElementsAre("j1-g/3", "j1-g/3"));
+}
+
 TEST(PlacerTest, AGangPastItsTimeoutFailsEveryRankWithOneError) {
   Placer placer({});
   v1::Hello a = Agent("a", 1);
