@@ -207,7 +207,8 @@ TEST(GangGroupTest, RanksTakeTurnsOneAfterAnother) {
 // The store listens on one port every round of a gang: a rank fenced from
 // round 1 that reaches it while round 2 meets (it had started joining when
 // the fence came) takes no place in round 2, whose two ranks meet each other;
-// it waits for its own round's peers and fails alone.
+// it waits for its own round's peers and fails alone: at its timeout, or (as
+// here) when round 2 ends and rank 0 closes the store.
 TEST(GangGroupTest, ARankOfAnEarlierRoundTakesNoPlaceInTheNext) {
   const int port = FreePort();
   auto assign = [&](const std::string& round, int rank, double timeout_seconds) {
@@ -249,6 +250,7 @@ TEST(GangGroupTest, ARankOfAnEarlierRoundTakesNoPlaceInTheNext) {
   EXPECT_TRUE(one.ok()) << one;
   EXPECT_EQ(stale.code(), absl::StatusCode::kUnavailable) << stale;
   EXPECT_THAT(stale.message(), HasSubstr("gang g/1 rank 1"));
+  std::printf("the stale rank: %s\n", std::string(stale.message()).c_str());
 }
 
 // Rank 0 of 2 whose peer never comes: it fails retryable (UNAVAILABLE) after
