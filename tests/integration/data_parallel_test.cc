@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "agent/executors/machine_probe.h"
 #include "agent/executors/torch_executor.h"
@@ -233,18 +234,31 @@ TEST(GangGroupTest, ARankOfAnEarlierRoundTakesNoPlaceInTheNext) {
     }
     return absl::OkStatus();
   };
+  // The store's key count, read by a client of its own: how the test knows
+  // who has arrived. Each rank writes its address while it waits for peers.
+  c10d::TCPStoreOptions watch;
+  watch.port = static_cast<uint16_t>(port);
+  watch.isServer = false;
+  watch.waitWorkers = false;
+  watch.timeout = std::chrono::seconds(20);
+  auto keys_beyond = [&](c10d::TCPStore& store, int64_t n) {
+    const int64_t deadline = SteadyNowNs() + 20'000'000'000;
+    while (SteadyNowNs() < deadline) {
+      if (store.getNumKeys() > n) return store.getNumKeys();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ADD_FAILURE() << "the store kept " << n << " keys for 20 s";
+    return n;
+  };
   absl::Status zero, stale, one;
   std::thread t0([&] { zero = meet(assign("g/2", 0, 20)); });
-  // A client retries until the store listens, so the stale rank needs no wait.
+  c10d::TCPStore store("127.0.0.1", watch);  // connects once rank 0 listens (a client retries)
+  const int64_t with_zero = keys_beyond(store, 0);
   std::thread tstale([&] { stale = meet(assign("g/1", 1, 2)); });
-  // Round 2's rank 1 comes after the stale rank has reached the store, the
+  // Round 2's rank 1 comes once the stale rank has written to the store: the
   // order in which keys without the round let the stale rank take its place.
-  // The verdict does not depend on the wait: in the other order the stale
-  // rank fails alone too, and only the old behaviour would go unseen.
-  std::thread t1([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    one = meet(assign("g/2", 1, 20));
-  });
+  keys_beyond(store, with_zero);
+  std::thread t1([&] { one = meet(assign("g/2", 1, 20)); });
   t0.join();
   tstale.join();
   t1.join();
