@@ -1,5 +1,6 @@
 #include "agent/devices/calibration.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <dlfcn.h>
 #include <torch/torch.h>
 
@@ -77,9 +78,10 @@ BlasKernelVerdict CheckBlasKernel(const std::string& core_name, const std::vecto
 }
 
 double SgemmRelativeError(int n, uint64_t seed) {
-  torch::manual_seed(seed);
-  torch::Tensor a = torch::rand({n, n}) * 2 - 1;
-  torch::Tensor b = torch::rand({n, n}) * 2 - 1;
+  // A generator of its own: the process-wide one belongs to builds and dropout (global_generator.h).
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  torch::Tensor a = torch::rand({n, n}, gen) * 2 - 1;
+  torch::Tensor b = torch::rand({n, n}, gen) * 2 - 1;
   torch::Tensor c = torch::mm(a, b).contiguous();
   const float* pa = a.data_ptr<float>();
   const float* pb = b.data_ptr<float>();
@@ -109,9 +111,9 @@ v1::Calibration Calibrate(const BlasCheck& blas, int gemm_size, int repeats) {
   cal.set_sgemm_relative_error(blas.sgemm_relative_error);
   cal.set_gemm_size(gemm_size);
   {
-    torch::manual_seed(1);
-    torch::Tensor a = torch::rand({gemm_size, gemm_size});
-    torch::Tensor b = torch::rand({gemm_size, gemm_size});
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+    torch::Tensor a = torch::rand({gemm_size, gemm_size}, gen);
+    torch::Tensor b = torch::rand({gemm_size, gemm_size}, gen);
     torch::Tensor c = torch::mm(a, b);  // warm-up: threads, pages
     int64_t best = INT64_MAX;
     for (int r = 0; r < repeats; ++r) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "agent/devices/cuda.h"
+#include "agent/models/global_generator.h"
 #include "common/clock.h"
 #include "common/stats.h"
 
@@ -131,6 +132,7 @@ void RepeatEachLayer(torch::nn::Sequential& net, const torch::Tensor& images, in
     bool input_needs_grad = false;
     size_t i = 0;
     for (auto& layer : *net) {
+      UnseededDraws dropout(device.is_cpu());  // this layer's repeats (global_generator.h)
       torch::Tensor in = h.detach();
       if (input_needs_grad) in.requires_grad_(true);
       torch::Tensor probe = layer.forward<torch::Tensor>(in);
@@ -217,6 +219,7 @@ std::vector<v1::LayerTiming> ProfileLayers(torch::nn::Sequential& net, const Los
   for (int step = 0; step < steps; ++step) {
     torch::Tensor x, y;
     batch(step, &x, &y);
+    UnseededDraws dropout(device.is_cpu());  // before the step's layers are timed (global_generator.h)
     std::vector<int64_t> grad_ready(n, 0);
     torch::Tensor h = TimeEachLayer(net, x, device, v1::PHASE_TRAIN, origin, forward, out, [&](size_t i, torch::Tensor& o) {
       if (!o.requires_grad()) return;

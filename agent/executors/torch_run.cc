@@ -12,6 +12,7 @@
 #include "agent/devices/calibration.h"
 #include "agent/devices/cuda.h"
 #include "agent/executors/layer_profiler.h"
+#include "agent/models/global_generator.h"
 #include "agent/models/models.h"
 #include "agent/platform/malloc_arenas.h"
 #include "common/clock.h"
@@ -110,17 +111,20 @@ std::pair<int64_t, int64_t> BeginInference(const v1::JobSpec& spec, int64_t n_te
 
 // The training batches in order: a permutation of the training set drawn
 // again at each epoch (so every batch is full), this rank's slice of each
-// global batch, on the device (copied before the step's timer starts). Every
-// rank of a gang draws the same permutations from its own generator, seeded
-// by the spec, whatever else ran in the process before.
+// global batch, on the device (copied before the step's timer starts). The
+// permutations come from a generator of the task's own, seeded by the spec,
+// whatever else ran or runs in the process: every rank of a gang draws the same.
 class TrainBatches {
  public:
   TrainBatches(const ImageDataset& ds, int64_t batch, int64_t world, int64_t rank, const torch::Device& device,
-               bool gang, uint64_t seed)
-      : ds_(ds), batch_(batch), global_(batch * world), rank_(rank), device_(device) {
-    if (gang) shuffle_ = at::detail::createCPUGenerator(seed);
-    perm_ = Permutation();
-  }
+               uint64_t seed)
+      : ds_(ds),
+        batch_(batch),
+        global_(batch * world),
+        rank_(rank),
+        device_(device),
+        shuffle_(at::detail::createCPUGenerator(seed)),
+        perm_(Permutation()) {}
   // The next batch's images and labels.
   void Next(torch::Tensor& x, torch::Tensor& y) {
     if (pos_ + global_ > ds_.train.size()) {
@@ -145,7 +149,7 @@ class TrainBatches {
   const ImageDataset& ds_;
   const int64_t batch_, global_, rank_;
   const torch::Device device_;
-  c10::optional<at::Generator> shuffle_;
+  at::Generator shuffle_;
   torch::Tensor perm_;
   int64_t pos_ = 0;
 };
@@ -361,7 +365,7 @@ absl::Status TorchRun::Train() {
   control_->samples.Reserve(static_cast<size_t>(std::min(min_steps, max_steps_) + (ds.test.size() + bs_ - 1) / bs_));
 
   w.SetTraining(true);
-  TrainBatches batches(ds, bs_, world_, rank_, torch_device_, gang_, spec_.seed());
+  TrainBatches batches(ds, bs_, world_, rank_, torch_device_, spec_.seed());
   // A split step's forward and backward, built once: the loop only points it at the batch.
   torch::Tensor split_x, split_y;
   std::vector<StageTimes> stage_times(split_.size());
@@ -399,6 +403,7 @@ absl::Status TorchRun::Train() {
     if (measuring && probe_during_) probe_during_->Between(v1::PHASE_TRAIN, measured_);
     if (!later_stage) batches.Next(x, y);
 
+    UnseededDraws dropout(on_cpu() && world_ == 1 && !link_);  // before the timer; gangs wait at collectives
     const int64_t t0 = wait_start_ns > 0 ? wait_start_ns : SteadyNowNs();
     if (split_.empty() && !link_) {
       loss = w.TrainStep(x, y);

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "agent/models/global_generator.h"
 #include "agent/models/models.h"
 
 namespace hetbench::agent {
@@ -66,11 +67,14 @@ nn::Sequential PatchGanDiscriminator() {
 }
 
 CycleGan::CycleGan(uint64_t seed, double learning_rate) {
-  torch::manual_seed(seed);
-  g_ab_ = CycleGanGenerator();
-  g_ba_ = CycleGanGenerator();
-  d_a_ = PatchGanDiscriminator();
-  d_b_ = PatchGanDiscriminator();
+  {
+    SeededDraws alone;  // the weights are the seed's (global_generator.h)
+    torch::manual_seed(seed);
+    g_ab_ = CycleGanGenerator();
+    g_ba_ = CycleGanGenerator();
+    d_a_ = PatchGanDiscriminator();
+    d_b_ = PatchGanDiscriminator();
+  }
   const auto options = torch::optim::AdamOptions(learning_rate).betas({0.5, 0.999});
   std::vector<torch::Tensor> g_params = g_ab_->parameters(), d_params = d_a_->parameters();
   for (const auto& p : g_ba_->parameters()) g_params.push_back(p);

@@ -3,9 +3,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "agent/data/fashion_mnist.h"
+#include "agent/models/global_generator.h"
 #include "agent/qpu/qnn.h"
 #include "common/hash.h"
 #include "common/job_spec.h"
@@ -218,10 +218,9 @@ double NormalizedBackground() { return NormalizedFromPixel(0.0); }
 
 absl::StatusOr<BuiltModel> BuildModel(const std::string& name, uint64_t seed, qpu::QnnShape qnn_shape) {
   // The initial weights come from LibTorch's process-wide generator: seeding
-  // and building hold one lock, so tasks starting at once on two devices of
-  // an agent each get exactly their seed's weights.
-  static absl::Mutex build_mu(absl::kConstInit);
-  absl::MutexLock lock(&build_mu);
+  // and building hold it alone (global_generator.h), so neither another
+  // build nor a CPU task's dropout draws between the seed and the weights.
+  SeededDraws alone;
   torch::manual_seed(seed);
   BuiltModel out;
   if (name == "mlp") {

@@ -1,5 +1,6 @@
 #include "agent/models/workload.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/script.h>
 
 #include <fstream>
@@ -9,12 +10,12 @@
 #include "absl/strings/str_join.h"
 #include "agent/models/cyclegan.h"
 #include "agent/models/models.h"
-#include "common/hash.h"
-#include "common/log.h"
 #include "agent/qpu/circuit.h"
 #include "agent/qpu/kernels.h"
 #include "agent/qpu/statevector.h"
 #include "agent/qpu/tensor_backend.h"
+#include "common/hash.h"
+#include "common/log.h"
 
 namespace hetbench::agent {
 
@@ -279,10 +280,12 @@ class ScriptWorkload final : public Workload {
     } else {
       // Synthetic input, seeded, capped at 256 MiB per split.
       const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{256} << 20) / (numel * 4)));
-      torch::manual_seed(spec.seed());
-      w->synthetic_.train = {torch::randn({rows, numel}), torch::randint(0, 10, {rows}, torch::kInt64)};
-      w->synthetic_.test = {torch::randn({std::max<int64_t>(1, rows / 4), numel}),
-                            torch::randint(0, 10, {std::max<int64_t>(1, rows / 4)}, torch::kInt64)};
+      // From a generator of its own: the process-wide one belongs to builds and dropout.
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(spec.seed());
+      const auto f32 = torch::TensorOptions().dtype(torch::kFloat32), i64 = torch::TensorOptions().dtype(torch::kInt64);
+      const int64_t test_rows = std::max<int64_t>(1, rows / 4);
+      w->synthetic_.train = {torch::randn({rows, numel}, gen, f32), torch::randint(0, 10, {rows}, gen, i64)};
+      w->synthetic_.test = {torch::randn({test_rows, numel}, gen, f32), torch::randint(0, 10, {test_rows}, gen, i64)};
       w->synthetic_.content_hash = spec.seed();
       w->data_ = &w->synthetic_;
       w->note_ = absl::StrCat("synthetic input: ", rows, " seeded random rows of shape [",

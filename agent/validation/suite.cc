@@ -19,6 +19,7 @@
 #include "agent/devices/accelerators.h"
 #include "agent/devices/cuda.h"
 #include "agent/executors/torch_threads.h"
+#include "agent/models/global_generator.h"
 #include "agent/models/models.h"
 #include "agent/power/power_sampler.h"
 #include "agent/qpu/circuit.h"
@@ -156,20 +157,13 @@ v1::ValidationTest MemoryBandwidth(const Context& c) {
   return t;
 }
 
-// Model construction and data draw from LibTorch's global generator: one at a time.
-std::mutex& SeededMutex() {
-  static std::mutex mu;
-  return mu;
-}
-
 // Training (fingerprint, then samples/s) or inference (samples/s) of a zoo
 // model on fixed-seed synthetic batches.
 v1::ValidationTest ModelTest(const Context& c, const std::string& model, bool train) {
   BuiltModel built;
   torch::Tensor x, y;
   {
-    std::lock_guard<std::mutex> l(SeededMutex());
-    auto made = BuildModel(model, c.seed);
+    auto made = BuildModel(model, c.seed);  // seeded and built alone (global_generator.h)
     if (!made.ok()) return Outcome(v1::TEST_OUTCOME_FAILED, std::string(made.status().message()));
     built = *std::move(made);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(c.seed + 1);
@@ -202,16 +196,23 @@ v1::ValidationTest ModelTest(const Context& c, const std::string& model, bool tr
     opt.step();
     return loss;
   };
-  for (int s = 0; s < kFingerprintSteps; ++s) {
-    const float loss = one_step().item<float>();
-    if (!std::isfinite(loss)) {
-      return Outcome(v1::TEST_OUTCOME_FAILED, absl::StrFormat("wrong result: the loss is %g at step %d", loss, s));
+  {
+    // The fingerprint's dropout masks come from the seed alone: no other
+    // task's build or dropout draws between them.
+    SeededDraws alone;
+    torch::manual_seed(c.seed + 2);
+    for (int s = 0; s < kFingerprintSteps; ++s) {
+      const float loss = one_step().item<float>();
+      if (!std::isfinite(loss)) {
+        return Outcome(v1::TEST_OUTCOME_FAILED, absl::StrFormat("wrong result: the loss is %g at step %d", loss, s));
+      }
+      t.add_loss_bits(Bits(loss));
+      if (c.box.Expired()) return Expired(c, t);
     }
-    t.add_loss_bits(Bits(loss));
-    if (c.box.Expired()) return Expired(c, t);
   }
   t.set_detail(absl::StrFormat("%s, Adam 1e-3, batch %d; fingerprint: the loss of its first %d steps from seed %d",
                                model, c.batch_size, kFingerprintSteps, c.seed));
+  UnseededDraws dropout(c.torch_device.is_cpu());  // taken once, outside the timed repetitions
   if (!TimedReps(
           c, [&] { one_step(); }, c.batch_size, &t))
     return Expired(c, t);
