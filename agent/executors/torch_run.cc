@@ -109,22 +109,17 @@ std::pair<int64_t, int64_t> BeginInference(const v1::JobSpec& spec, int64_t n_te
   return {all, measured};
 }
 
-// The training batches in order: a permutation of the training set drawn
-// again at each epoch (so every batch is full), this rank's slice of each
-// global batch, on the device (copied before the step's timer starts). The
-// permutations come from a generator of the task's own, seeded by the spec,
-// whatever else ran or runs in the process: every rank of a gang draws the same.
+// The training batches in order: a permutation of the training set drawn each epoch (every batch full) from
+// the task's own generator, seeded by the spec (every rank of a gang draws the same); this rank's slice of each
+// global batch, on the device, copied before the step's timer starts.
 class TrainBatches {
  public:
   TrainBatches(const ImageDataset& ds, int64_t batch, int64_t world, int64_t rank, const torch::Device& device,
                uint64_t seed)
-      : ds_(ds),
-        batch_(batch),
-        global_(batch * world),
-        rank_(rank),
-        device_(device),
-        shuffle_(at::detail::createCPUGenerator(seed)),
-        perm_(Permutation()) {}
+      : ds_(ds), batch_(batch), global_(batch * world), rank_(rank), device_(device) {
+    shuffle_ = at::detail::createCPUGenerator(seed);
+    perm_ = Permutation();
+  }
   // The next batch's images and labels.
   void Next(torch::Tensor& x, torch::Tensor& y) {
     if (pos_ + global_ > ds_.train.size()) {
