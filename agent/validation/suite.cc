@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -198,9 +199,13 @@ v1::ValidationTest ModelTest(const Context& c, const std::string& model, bool tr
   };
   {
     // The fingerprint's dropout masks come from the seed alone: no other
-    // task's build or dropout draws between them.
-    SeededDraws alone;
+    // task's build or dropout draws between them. On another device they come
+    // from its own generator: the CPU's is held only to seed, so a step hung
+    // there (a test abandoned at its box) does not hold up the agent's builds.
+    std::optional<SeededDraws> alone;
+    alone.emplace();
     torch::manual_seed(c.seed + 2);
+    if (!c.torch_device.is_cpu()) alone.reset();
     for (int s = 0; s < kFingerprintSteps; ++s) {
       const float loss = one_step().item<float>();
       if (!std::isfinite(loss)) {
