@@ -18,7 +18,19 @@ exactly (no degree of freedom spent on estimating it): a reference for what k ru
 this spread allow, not a bound (compare's probe rules cut steps taken in another machine
 state, which narrows the spread this reads). Steps' values only; the probe is not read.
 
-Usage: compare_spread.py DUMP [--slowdown 0.05]
+A second table asks whether another estimate of the change, from the same runs, would spread
+less: each estimator's robust standard deviation over the A/A comparisons (the noise it
+leaves), its median over the A/B pairs (it must recover the injected change), and how often
+a z test that knew that spread would find --slowdown (modelled, as above):
+  - couples: the mean of the couples' log differences (what compare estimates; its ratio);
+  - boundaries: where a run of one side follows one of the other (the dump's rows are in the
+    order the runs were taken), the median of the later run's first --boundary-steps steps
+    against the earlier run's last ones, signed for B over A; the mean of the A-to-B
+    boundaries and that of the B-to-A ones averaged, so a start-of-run effect common to
+    both sides cancels. Steps close in time share more of the machine's drift than whole
+    runs do, at the price of fewer steps.
+
+Usage: compare_spread.py DUMP [--slowdown 0.05] [--boundary-steps 200]
 """
 import argparse
 import csv
@@ -109,13 +121,67 @@ def spreads(runs, phase, slowdown):
     }
 
 
+def boundary_estimate(order, steps, m):
+    """The boundaries' estimate of log(B/A) over runs taken in `order` [(side, run), ...]."""
+    by_direction = {"A": [], "B": []}  # keyed by the later run's side
+    for (s0, r0), (s1, r1) in zip(order, order[1:]):
+        if s0 == s1:
+            continue
+        before, after = steps[(s0, r0)], steps[(s1, r1)]
+        n = min(m, len(before) // 2, len(after) // 2)
+        if n < 2:
+            continue
+        d = log_median(after[:n]) - log_median(before[-n:])
+        by_direction[s1].append(d if s1 == "B" else -d)
+    means = [statistics.fmean(v) for v in by_direction.values() if v]
+    return statistics.fmean(means) if means else None
+
+
+def estimators(runs, phase, slowdown, m):
+    """{estimator: (A/A robust sd, A/B median, modelled found, A/A count, A/B count)} over the comparisons
+    with 2 couples or more."""
+    comparisons = defaultdict(lambda: ({}, []))  # (kind, pair) -> ({(side, run): steps}, order taken)
+    for (kind, pair, side, run, ph), steps in runs.items():  # the dump's order: the order the runs were taken
+        if ph != phase or len(steps) < 4:
+            continue
+        c = comparisons[(kind, pair)]
+        c[0][(side, run)] = steps
+        c[1].append((side, run))
+    estimates = {"couples": ([], []), "boundaries": ([], [])}  # name -> (A/A estimates, A/B estimates)
+    for (kind, pair), (steps, order) in comparisons.items():
+        diffs = [log_median(steps[("B", r)]) - log_median(steps[("A", r)])
+                 for (s, r) in order if s == "A" and ("B", r) in steps]
+        if len(diffs) < 2:
+            continue
+        into = 0 if kind == "AA" else 1
+        estimates["couples"][into].append(statistics.fmean(diffs))
+        b = boundary_estimate(order, steps, m)
+        if b is not None:
+            estimates["boundaries"][into].append(b)
+    delta = math.log(1 + slowdown)
+    out = {}
+    for name, (aa, ab) in estimates.items():
+        if len(aa) < 2:
+            continue
+        mid = statistics.median(aa)
+        sd = 1.4826 * statistics.median(abs(x - mid) for x in aa)
+        out[name] = (sd, statistics.median(ab) if ab else float("nan"),
+                     normal_cdf(delta / sd - 1.959964) if sd > 0 else 1.0, len(aa), len(ab))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dump")
     ap.add_argument("--slowdown", type=float, default=0.05, help="the change the model is for (0.05: 5%%)")
+    ap.add_argument("--boundary-steps", type=int, default=200,
+                    help="steps each side of a boundary between runs (at most half a run's)")
     args = ap.parse_args()
     if not (args.slowdown > 0 and math.isfinite(args.slowdown)):
         print("--slowdown must be a positive fraction, e.g. 0.05", file=sys.stderr)
+        return 2
+    if args.boundary_steps < 2:
+        print("--boundary-steps must be 2 or more, e.g. 200", file=sys.stderr)
         return 2
     try:
         runs = read_dump(args.dump)
@@ -138,6 +204,13 @@ def main():
     if not ok:
         print(f"{args.dump}: no A/A pair with 2 runs or more a side", file=sys.stderr)
         return 2
+    print(f"estimates of the change from the same runs: A/A spread (robust sd of the log), A/B median;"
+          f" modelled: {100 * args.slowdown:g}% found by a z test that knew that spread")
+    print("phase  estimator                  A/A  A/B     A/A sd  A/B median  modelled found")
+    for phase in PHASES:
+        for name, (sd, ab, found, n_aa, n_ab) in estimators(runs, phase, args.slowdown, args.boundary_steps).items():
+            label = name if name == "couples" else f"boundaries ({args.boundary_steps} steps)"
+            print(f"{phase:6} {label:24} {n_aa:5} {n_ab:4} {pct(sd):>10}  {pct(math.expm1(ab)):>10}  {pct(found):>14}")
     return 0
 
 
