@@ -42,13 +42,17 @@ from collections import defaultdict
 PHASES = ("train", "infer")
 
 
+def mad_sd(values):
+    """A robust standard deviation of `values`: 1.4826 x their median absolute deviation."""
+    mid = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - mid) for v in values)
+
+
 def robust_sd(diffs):
     """The standard deviation of one of two values whose differences are `diffs`."""
     if len(diffs) < 2:
         return float("nan")
-    mid = statistics.median(diffs)
-    mad = statistics.median(abs(d - mid) for d in diffs)
-    return 1.4826 * mad / math.sqrt(2)
+    return mad_sd(diffs) / math.sqrt(2)
 
 
 def normal_cdf(x):
@@ -81,23 +85,42 @@ def log_median(values):
     return math.log(statistics.median(values))
 
 
+def modelled_found(delta, se):
+    """How often a two-sided 5% z test whose standard error is `se` finds a change of `delta`."""
+    return normal_cdf(delta / se - 1.959964) if se > 0 else 1.0
+
+
+def comparisons(runs, phase):
+    """{(kind, pair): ({(side, run): steps}, [(side, run), ...] in the order taken)} of `phase`'s runs with 4
+    steps or more (the dump's rows are in the order the runs were taken)."""
+    out = defaultdict(lambda: ({}, []))
+    for (kind, pair, side, run, ph), steps in runs.items():
+        if ph != phase or len(steps) < 4:
+            continue
+        c = out[(kind, pair)]
+        c[0][(side, run)] = steps
+        c[1].append((side, run))
+    return out
+
+
+def couple_diffs(steps):
+    """log median(B_i) - log median(A_i) of each couple of a comparison's runs, in run order."""
+    return [log_median(steps[("B", r)]) - log_median(steps[("A", r)])
+            for (s, r) in sorted(steps) if s == "A" and ("B", r) in steps]
+
+
 def spreads(runs, phase, slowdown):
     halves, repeat, consecutive, couples_sd = [], [], [], []
-    sides = defaultdict(dict)  # (pair) -> {(side, run): log median}
-    for (kind, pair, side, run, ph), steps in runs.items():
-        if kind != "AA" or ph != phase or len(steps) < 4:
-            continue
-        h = len(steps) // 2
-        halves.append(log_median(steps[:h]) - log_median(steps[h:]))
-        sides[pair][(side, run)] = log_median(steps)
     k_seen = set()
-    for pair, med in sides.items():
-        diffs = []
-        for (side, run), m in med.items():
-            if side == "A" and ("B", run) in med:
-                diffs.append(med[("B", run)] - m)
-            if (side, run + 1) in med:
-                consecutive.append(med[(side, run + 1)] - m)
+    for (kind, pair), (steps, _) in comparisons(runs, phase).items():
+        if kind != "AA":
+            continue
+        for (side, run), values in steps.items():
+            h = len(values) // 2
+            halves.append(log_median(values[:h]) - log_median(values[h:]))
+            if (side, run + 1) in steps:
+                consecutive.append(log_median(steps[(side, run + 1)]) - log_median(values))
+        diffs = couple_diffs(steps)
         repeat.extend(diffs)
         if len(diffs) >= 2:
             k_seen.add(len(diffs))
@@ -112,7 +135,7 @@ def spreads(runs, phase, slowdown):
     delta = math.log(1 + slowdown)
 
     def found(sd):
-        return normal_cdf(delta / (sd / math.sqrt(k)) - 1.959964)
+        return modelled_found(delta, sd / math.sqrt(k))
 
     return {
         "comparisons": len(couples_sd), "k": k,
@@ -140,17 +163,9 @@ def boundary_estimate(order, steps, m):
 def estimators(runs, phase, slowdown, m):
     """{estimator: (A/A robust sd, A/B median, modelled found, A/A count, A/B count)} over the comparisons
     with 2 couples or more."""
-    comparisons = defaultdict(lambda: ({}, []))  # (kind, pair) -> ({(side, run): steps}, order taken)
-    for (kind, pair, side, run, ph), steps in runs.items():  # the dump's order: the order the runs were taken
-        if ph != phase or len(steps) < 4:
-            continue
-        c = comparisons[(kind, pair)]
-        c[0][(side, run)] = steps
-        c[1].append((side, run))
     estimates = {"couples": ([], []), "boundaries": ([], [])}  # name -> (A/A estimates, A/B estimates)
-    for (kind, pair), (steps, order) in comparisons.items():
-        diffs = [log_median(steps[("B", r)]) - log_median(steps[("A", r)])
-                 for (s, r) in order if s == "A" and ("B", r) in steps]
+    for (kind, pair), (steps, order) in comparisons(runs, phase).items():
+        diffs = couple_diffs(steps)
         if len(diffs) < 2:
             continue
         into = 0 if kind == "AA" else 1
@@ -163,10 +178,8 @@ def estimators(runs, phase, slowdown, m):
     for name, (aa, ab) in estimates.items():
         if len(aa) < 2:
             continue
-        mid = statistics.median(aa)
-        sd = 1.4826 * statistics.median(abs(x - mid) for x in aa)
-        out[name] = (sd, statistics.median(ab) if ab else float("nan"),
-                     normal_cdf(delta / sd - 1.959964) if sd > 0 else 1.0, len(aa), len(ab))
+        sd = mad_sd(aa)
+        out[name] = (sd, statistics.median(ab) if ab else float("nan"), modelled_found(delta, sd), len(aa), len(ab))
     return out
 
 
